@@ -1,0 +1,52 @@
+//! Agent definitions: what an agent is told, which tools it gets, what it must return,
+//! and the limits it runs under. Built-in agents and configured ones share this type.
+
+use serde::{Deserialize, Serialize};
+
+/// Limits of one turn. Every value has a default, so a definition names only what differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentLimits {
+    /// Model calls per turn before the turn stops with `step_limit`.
+    pub max_steps: u32,
+    /// Wall time of one tool call.
+    pub tool_timeout_ms: u64,
+    /// Bytes of one tool result kept for the model and the log; the rest is cut.
+    pub tool_output_cap_bytes: usize,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        Self {
+            max_steps: 24,
+            tool_timeout_ms: 30_000,
+            tool_output_cap_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Network reach of an agent's `web` tools. Off unless the agent says otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkAccess {
+    /// Whether `fetch_url` may be used at all.
+    pub allowed: bool,
+    /// Whether loopback, private and link-local addresses may be reached.
+    pub allow_private: bool,
+}
+
+/// A named agent definition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    /// A model for this agent; `None` uses the configured default.
+    pub model: Option<String>,
+    /// Ensembles by name: `fs`, `shell`, `web` (and later MCP servers).
+    pub ensembles: Vec<String>,
+    /// Program names the `shell` ensemble may run for this agent.
+    pub shell_allow: Vec<String>,
+    pub network: NetworkAccess,
+    /// JSON Schema of `finish_task`'s arguments: the shape of the turn's result.
+    pub output_schema: serde_json::Value,
+    pub limits: AgentLimits,
+}

@@ -1,0 +1,186 @@
+//! Events: the immutable, sequenced record of everything that happens in a turn.
+//!
+//! The event log is the source of truth (design, "Events are the source of truth"): the
+//! CLI's progress, the runlog export and later the SSE stream, history, costs and audit
+//! are all views of these records. A kind, once written, keeps its meaning; new fields
+//! are added as optional so old logs still read.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorCode;
+use crate::ids::{ThreadId, TurnId};
+use crate::tool::ToolErrorKind;
+
+/// A stored event. `seq` is gapless and increasing per thread; the store assigns it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub thread_id: ThreadId,
+    pub turn_id: TurnId,
+    pub seq: u64,
+    /// RFC 3339 UTC timestamp, assigned by the store when written.
+    pub ts: String,
+    #[serde(flatten)]
+    pub payload: EventPayload,
+}
+
+/// Whether a tool call succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolStatus {
+    Ok,
+    Error,
+}
+
+impl ToolStatus {
+    /// The name used in events and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model called `finish_task` with a valid result.
+    Finished,
+    /// The model answered in plain text without tool calls (the fallback result).
+    TextAnswer,
+    /// The turn used its allowed number of model calls.
+    StepLimit,
+    /// The user or a client cancelled the turn.
+    Cancelled,
+    /// The turn failed; an `error` event precedes this one.
+    Error,
+    /// The process ended while the turn was running; set on the next start.
+    Interrupted,
+}
+
+impl StopReason {
+    /// The name used in events, the turns table and exit summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Finished => "finished",
+            Self::TextAnswer => "text_answer",
+            Self::StepLimit => "step_limit",
+            Self::Cancelled => "cancelled",
+            Self::Error => "error",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether the turn produced a result its caller can use.
+    pub fn is_success(self) -> bool {
+        matches!(self, Self::Finished | Self::TextAnswer)
+    }
+}
+
+/// What happened. Serialized with its `kind` beside the event's other fields, so a
+/// runlog line reads `{"thread_id":…,"seq":3,"ts":…,"kind":"tool_call_planned",…}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventPayload {
+    TurnStarted {
+        agent: String,
+        input: String,
+        model: String,
+        workspace: String,
+    },
+    /// Text streamed by the model. Consecutive deltas may be coalesced into one event.
+    MessageDelta { text: String },
+    ToolCallPlanned {
+        call_id: String,
+        tool: String,
+        /// The parsed arguments; `null` when the model sent text that is not JSON.
+        arguments: serde_json::Value,
+        args_preview_hash: String,
+    },
+    ToolCallResult {
+        call_id: String,
+        tool: String,
+        status: ToolStatus,
+        latency_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_type: Option<ToolErrorKind>,
+        /// What the model was told, after the output cap.
+        output: String,
+        #[serde(default)]
+        truncated: bool,
+        args_preview_hash: String,
+    },
+    /// A refused attempt to leave the agent's confinement.
+    SecurityEvent {
+        event_type: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        detail: String,
+    },
+    /// Tokens of one model call. `reported` is false when the server sent no usage.
+    Usage {
+        provider: String,
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        reported: bool,
+    },
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+    TurnCompleted {
+        stop_reason: StopReason,
+        /// The `finish_task` arguments, `{"text": …}` for a text answer, `null` otherwise.
+        result: serde_json::Value,
+    },
+}
+
+impl EventPayload {
+    /// The kind's name, as stored in the `kind` column and sent as the SSE `event:`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::TurnStarted { .. } => "turn_started",
+            Self::MessageDelta { .. } => "message_delta",
+            Self::ToolCallPlanned { .. } => "tool_call_planned",
+            Self::ToolCallResult { .. } => "tool_call_result",
+            Self::SecurityEvent { .. } => "security_event",
+            Self::Usage { .. } => "usage",
+            Self::Error { .. } => "error",
+            Self::TurnCompleted { .. } => "turn_completed",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_flat_with_their_kind_and_read_back() {
+        let event = Event {
+            thread_id: ThreadId::new(),
+            turn_id: TurnId::new(),
+            seq: 3,
+            ts: "2026-01-01T00:00:00Z".into(),
+            payload: EventPayload::ToolCallResult {
+                call_id: "c1".into(),
+                tool: "write_file".into(),
+                status: ToolStatus::Error,
+                latency_ms: 4,
+                error_type: Some(ToolErrorKind::SandboxViolation),
+                output: "path escapes the workspace".into(),
+                truncated: false,
+                args_preview_hash: "ab".into(),
+            },
+        };
+        let json = serde_json::to_value(&event).expect("serialize");
+        assert_eq!(json["kind"], "tool_call_result");
+        assert_eq!(json["error_type"], "sandbox_violation");
+        assert_eq!(json["seq"], 3);
+        let back: Event = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, event);
+        assert_eq!(back.payload.kind(), "tool_call_result");
+    }
+}

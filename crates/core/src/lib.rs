@@ -1,0 +1,19 @@
+//! The domain of agentplane: the words of `design.md` as types.
+//!
+//! Everything here is plain data plus pure functions. This crate must never do I/O,
+//! never depend on an async runtime and never import another agentplane crate: every
+//! other part depends on it, so it changes only when the domain does.
+
+pub mod agent;
+pub mod chat;
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod tool;
+
+pub use agent::{AgentLimits, AgentSpec, NetworkAccess};
+pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
+pub use error::ErrorCode;
+pub use event::{Event, EventPayload, StopReason, ToolStatus};
+pub use ids::{ThreadId, TurnId};
+pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};

@@ -1,0 +1,84 @@
+//! Tools as the model sees them, and the vocabulary of tool failures.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// A tool offered to the model: a name, what it does, and a JSON Schema for its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+    /// Side-effecting tools (writes, commands) are marked so that policies, permissions
+    /// and shadow runs can treat them differently from reads.
+    #[serde(default)]
+    pub side_effects: bool,
+}
+
+/// Why a tool call failed; the `error_type` of a `tool_call_result` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorKind {
+    /// Arguments were not JSON or did not match the tool's schema.
+    InvalidArguments,
+    /// No such tool in this turn.
+    UnknownTool,
+    /// The call tried to leave the workspace or otherwise broke confinement.
+    SandboxViolation,
+    /// The program, host or action is not allowed for this agent.
+    NotAllowed,
+    /// The call ran longer than its timeout and was stopped.
+    Timeout,
+    /// The tool ran and failed (missing file, non-zero exit is *not* this: it is a result).
+    ExecutionFailed,
+    /// A Harmony-format tool payload above the size limit (seed 004).
+    ToolPayloadTooLarge,
+    /// A Harmony-format tool payload that is not valid JSON (seed 004).
+    ToolPayloadParseError,
+}
+
+impl ToolErrorKind {
+    /// The name used in events and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidArguments => "invalid_arguments",
+            Self::UnknownTool => "unknown_tool",
+            Self::SandboxViolation => "sandbox_violation",
+            Self::NotAllowed => "not_allowed",
+            Self::Timeout => "timeout",
+            Self::ExecutionFailed => "execution_failed",
+            Self::ToolPayloadTooLarge => "tool_payload_too_large",
+            Self::ToolPayloadParseError => "tool_payload_parse_error",
+        }
+    }
+}
+
+/// Seed 004's argument fingerprint: SHA-256 of the first 200 characters of the
+/// canonical (compact, key-sorted) JSON, hex encoded. Identical calls share a hash
+/// without the hash revealing a large payload.
+pub fn args_preview_hash(args: &serde_json::Value) -> String {
+    // serde_json's Map is a BTreeMap without the `preserve_order` feature, so
+    // `to_string` is already key-sorted and compact.
+    let canonical = args.to_string();
+    let preview: String = canonical.chars().take(200).collect();
+    let digest = Sha256::digest(preview.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preview_hash_ignores_key_order_and_tail_beyond_200_chars() {
+        let a = serde_json::json!({"b": 1, "a": 2});
+        let b = serde_json::json!({"a": 2, "b": 1});
+        assert_eq!(args_preview_hash(&a), args_preview_hash(&b));
+        assert_eq!(args_preview_hash(&a).len(), 64);
+
+        let long1 = serde_json::json!({"x": format!("{}1", "a".repeat(300))});
+        let long2 = serde_json::json!({"x": format!("{}2", "a".repeat(300))});
+        assert_eq!(args_preview_hash(&long1), args_preview_hash(&long2));
+        assert_ne!(args_preview_hash(&a), args_preview_hash(&long1));
+    }
+}

@@ -1,0 +1,8 @@
+//! The application layer: runs turns and decides what happens in them.
+//!
+//! The engine declares the ports it needs (`ports`) and adapters implement them. It must
+//! never import an adapter crate, open a socket, touch a file or spawn a process itself;
+//! everything outside the process reaches it through a port. Interfaces (CLI, HTTP) call
+//! the same engine functions, so they behave the same.
+
+pub mod ports;

@@ -1,0 +1,9 @@
+//! The ports: traits the engine calls and adapters implement, one file per port.
+
+pub mod model;
+pub mod store;
+pub mod tools;
+
+pub use model::{ChatModel, ModelError, ModelInfo};
+pub use store::{EventStore, NewThread, StoreError, ThreadRecord, TurnRecord, TurnStatus};
+pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};

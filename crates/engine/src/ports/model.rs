@@ -1,0 +1,87 @@
+//! `ChatModel`: one call to a language model, and listing what a server offers.
+
+use agentplane_core::{ChatRequest, ChatResponse, ErrorCode};
+use async_trait::async_trait;
+
+/// A model a server offers, with what can be learned about it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelInfo {
+    pub id: String,
+    /// Parameter size as the server wrote it (`"8.0B"`, `"135M"`), when it did.
+    pub parameter_size: Option<String>,
+    /// Model families or capabilities the server listed (`"bert"`, `"embedding"`…).
+    pub families: Vec<String>,
+}
+
+/// Why a model call or a listing failed. Each variant's message tells the user what
+/// to do next; none of them carries an API key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    #[error(
+        "cannot reach the model server at {url}: {detail}. Start a local one (for example \
+         `ollama serve`, or `scripts/local-model.sh`) or set AGENTPLANE_LLM_BASE_URL"
+    )]
+    Unreachable { url: String, detail: String },
+    #[error(
+        "model `{model}` does not support tool calls; agentplane needs native tool calling. \
+         Choose a tool-capable model (for example qwen2.5, llama3.1, mistral) with \
+         AGENTPLANE_LLM_MODEL or `[llm] model`, or give the agent no tools"
+    )]
+    NoToolSupport { model: String },
+    #[error("no chat model to use: {reason}. The server offers: {}", available_list(available))]
+    NoModel {
+        reason: String,
+        available: Vec<String>,
+    },
+    #[error("the model server answered {status}: {body}")]
+    Upstream { status: u16, body: String },
+    #[error("the model server rate-limited the call (429) and retries ran out: {body}")]
+    RateLimited { body: String },
+    #[error("the model server sent a response agentplane cannot read: {0}")]
+    Protocol(String),
+    #[error("the model call timed out after {seconds} s")]
+    Timeout { seconds: u64 },
+}
+
+fn available_list(models: &[String]) -> String {
+    if models.is_empty() {
+        "nothing".to_owned()
+    } else {
+        models.join(", ")
+    }
+}
+
+impl ModelError {
+    /// The user-facing code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Unreachable { .. } | Self::Upstream { .. } | Self::Protocol(_) => {
+                ErrorCode::UpstreamUnavailable
+            }
+            Self::NoToolSupport { .. } | Self::NoModel { .. } => ErrorCode::InvalidArgument,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::Timeout { .. } => ErrorCode::Timeout,
+        }
+    }
+}
+
+/// A language model behind some provider's API.
+///
+/// Cancellation: the engine drops the future returned by `chat` when a turn is
+/// cancelled, so an implementation must not rely on running to completion.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// A short provider name for usage records (`"openai-compatible"`).
+    fn provider(&self) -> &str;
+
+    /// What the server offers.
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError>;
+
+    /// One model call. Text deltas are passed to `on_text` as they arrive; the
+    /// assembled response (text, complete tool calls, usage) is returned at the end.
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatResponse, ModelError>;
+}

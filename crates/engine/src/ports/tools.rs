@@ -1,0 +1,114 @@
+//! `Ensemble`: a group of tools with one lifecycle (open before use, close after).
+//!
+//! Builtin `fs`, `shell` and `web` are ensembles; later each MCP server is one. The
+//! engine validates arguments against each tool's schema before `call`, enforces the
+//! timeout around it and caps what it returns; an ensemble still bounds its own reads
+//! so a huge output never sits in memory whole.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agentplane_core::{ToolErrorKind, ToolSpec};
+use async_trait::async_trait;
+
+/// What a tool call may touch. Built by the engine per turn.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The canonical workspace root; every path a tool touches must resolve inside it.
+    pub workspace: PathBuf,
+    /// Wall time of the call; the engine also enforces it from outside.
+    pub timeout: Duration,
+    /// Bytes of output worth keeping; ensembles stop reading well past it.
+    pub output_cap: usize,
+}
+
+/// A successful tool result, as text for the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    /// Whether the ensemble already cut the output at the cap.
+    pub truncated: bool,
+}
+
+impl ToolOutput {
+    /// An untruncated result.
+    pub fn text(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            truncated: false,
+        }
+    }
+}
+
+/// A confinement breach worth a `security_event` besides the tool error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecurityViolation {
+    /// `sandbox_violation`, `command_not_allowed`, `network_denied`…
+    pub event_type: String,
+    pub detail: String,
+}
+
+/// A failed tool call. The message goes back to the model, so it says what was wrong
+/// and never carries secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub kind: ToolErrorKind,
+    pub message: String,
+    pub security: Option<SecurityViolation>,
+}
+
+impl ToolError {
+    /// A plain failure of the given kind.
+    pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            security: None,
+        }
+    }
+
+    /// A refused breach of confinement: a tool error that is also a security event.
+    pub fn violation(
+        kind: ToolErrorKind,
+        event_type: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        let message = message.into();
+        Self {
+            kind,
+            security: Some(SecurityViolation {
+                event_type: event_type.into(),
+                detail: message.clone(),
+            }),
+            message,
+        }
+    }
+}
+
+/// A named group of tools.
+#[async_trait]
+pub trait Ensemble: Send + Sync {
+    /// The ensemble's name (`fs`, `shell`, `web`).
+    fn name(&self) -> &str;
+
+    /// Prepares the ensemble for a turn (connect, start a process). Builtin ensembles
+    /// have nothing to open.
+    async fn open(&self) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    /// The tools offered, valid after `open`.
+    fn tools(&self) -> Vec<ToolSpec>;
+
+    /// Runs one tool. `args` already matched the tool's schema.
+    async fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+
+    /// Releases what `open` took. Called even when `open` or the turn failed.
+    async fn close(&self) {}
+}
