@@ -1,0 +1,331 @@
+//! The scripted server itself: binding, routes, the request log, and shutdown on drop.
+//!
+//! Handlers only record the request, pick the step and write the `Reply` that
+//! `reply.rs` built; no wire-format decisions are made here.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::Response;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::reply::{self, Reply};
+use crate::scenario::Scenario;
+
+/// How many requests the log keeps (the earliest ones); counts go on beyond it, so a
+/// benchmark with a repeating scenario does not grow memory without bound.
+const LOG_CAPACITY: usize = 10_000;
+
+/// Requests bigger than this are refused (413), like any real server would.
+const BODY_LIMIT: usize = 64 * 1024 * 1024;
+
+/// A request the server received, for tests that check what a client sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedRequest {
+    pub method: String,
+    pub path: String,
+    /// The `Authorization` header, verbatim.
+    pub authorization: Option<String>,
+    /// The JSON body; a body that is not JSON is kept as a string.
+    pub body: Option<Value>,
+}
+
+#[derive(Default)]
+struct Log {
+    chat_requests: usize,
+    chat_bodies: Vec<Value>,
+    received: Vec<ReceivedRequest>,
+}
+
+struct Shared {
+    scenario: Scenario,
+    log: Mutex<Log>,
+}
+
+impl Shared {
+    /// The log, even if a handler panicked while holding it: it is append-only data.
+    fn log(&self) -> MutexGuard<'_, Log> {
+        self.log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn record(&self, request: ReceivedRequest) {
+        let mut log = self.log();
+        if log.received.len() < LOG_CAPACITY {
+            log.received.push(request);
+        }
+    }
+}
+
+/// A running scripted LLM server on 127.0.0.1. Dropping it stops it: the listener
+/// closes and idle connections are shut; an answer in flight is finished.
+pub struct ScriptedServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for ScriptedServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptedServer {
+    /// Starts serving `scenario` on a free port of 127.0.0.1.
+    pub async fn start(scenario: Scenario) -> std::io::Result<ScriptedServer> {
+        Self::bind(scenario, SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Starts serving `scenario` on `addr` (port 0 picks a free one). An invalid
+    /// scenario is `InvalidInput`.
+    pub async fn bind(scenario: Scenario, addr: SocketAddr) -> std::io::Result<ScriptedServer> {
+        scenario
+            .validate()
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            scenario,
+            log: Mutex::new(Log::default()),
+        });
+        let router = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/api/tags", get(tags))
+            .fallback(not_found)
+            .layer(DefaultBodyLimit::max(BODY_LIMIT))
+            .with_state(shared.clone());
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
+                // A dropped sender is a shutdown too.
+                let _ = stopped.await;
+            });
+            if let Err(e) = serving.await {
+                eprintln!("scripted-llm: server stopped: {e}");
+            }
+        });
+        Ok(ScriptedServer {
+            addr,
+            shared,
+            shutdown: Some(shutdown),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: what a client takes as its OpenAI base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bodies of the chat requests received, in order (the first 10,000).
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared.log().chat_bodies.clone()
+    }
+
+    /// How many chat requests arrived, including those past the log's capacity.
+    pub fn chat_request_count(&self) -> usize {
+        self.shared.log().chat_requests
+    }
+
+    /// Every request received (chat, listings, unknown paths), in order, with its
+    /// `Authorization` header (the first 10,000).
+    pub fn received(&self) -> Vec<ReceivedRequest> {
+        self.shared.log().received.clone()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
+
+fn authorization(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let parsed: Result<Value, String> = serde_json::from_slice(&body).map_err(|e| e.to_string());
+    let recorded = parsed
+        .clone()
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    shared.record(ReceivedRequest {
+        method: "POST".to_owned(),
+        path: "/v1/chat/completions".to_owned(),
+        authorization: authorization(&headers),
+        body: Some(recorded.clone()),
+    });
+    let reply = {
+        let mut log = shared.log();
+        let n = log.chat_requests;
+        log.chat_requests += 1;
+        if log.chat_bodies.len() < LOG_CAPACITY {
+            log.chat_bodies.push(recorded);
+        }
+        match &parsed {
+            Err(detail) => reply::bad_request(detail),
+            Ok(request) => match shared.scenario.step_for(n) {
+                Some(step) => reply::answer(step, n, request),
+                None => reply::exhausted(),
+            },
+        }
+    };
+    send(reply).await
+}
+
+async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    shared.record(ReceivedRequest {
+        method: "GET".to_owned(),
+        path: "/v1/models".to_owned(),
+        authorization: authorization(&headers),
+        body: None,
+    });
+    let data: Vec<Value> = shared
+        .scenario
+        .models()
+        .iter()
+        .map(|m| json!({"id": m.id, "object": "model", "created": 0, "owned_by": "scripted"}))
+        .collect();
+    json_response(StatusCode::OK, json!({"object": "list", "data": data}))
+}
+
+async fn tags(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    shared.record(ReceivedRequest {
+        method: "GET".to_owned(),
+        path: "/api/tags".to_owned(),
+        authorization: authorization(&headers),
+        body: None,
+    });
+    let models: Vec<Value> = shared
+        .scenario
+        .models()
+        .iter()
+        .map(|m| {
+            let mut details = json!({"format": "gguf", "families": m.families});
+            if let Some(family) = m.families.first() {
+                details["family"] = json!(family);
+            }
+            if let Some(size) = &m.parameter_size {
+                details["parameter_size"] = json!(size);
+            }
+            json!({"name": m.id, "model": m.id, "details": details})
+        })
+        .collect();
+    json_response(StatusCode::OK, json!({"models": models}))
+}
+
+async fn not_found(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    shared.record(ReceivedRequest {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        authorization: authorization(&headers),
+        body: None,
+    });
+    json_response(
+        StatusCode::NOT_FOUND,
+        json!({"error": {"message": format!("no route for {method} {}", uri.path())}}),
+    )
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// Body chunks still to write, and where to cut.
+struct Writing {
+    chunks: VecDeque<Bytes>,
+    sent: usize,
+    chunk_delay: Duration,
+    truncate_after: Option<usize>,
+    cut: bool,
+}
+
+async fn send(reply: Reply) -> Response {
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+    }
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = if reply.chunks.len() == 1 && reply.truncate_after.is_none() {
+        Body::from(reply.chunks[0].clone())
+    } else {
+        let writing = Writing {
+            chunks: reply.chunks.into(),
+            sent: 0,
+            chunk_delay: Duration::from_millis(reply.chunk_delay_ms),
+            truncate_after: reply.truncate_after,
+            cut: false,
+        };
+        Body::from_stream(futures_util::stream::unfold(writing, next_chunk))
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(reply.content_type),
+    );
+    if reply.content_type == "text/event-stream" {
+        response.headers_mut().insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-cache"),
+        );
+    }
+    response
+}
+
+/// The next body chunk; an error item makes hyper drop the connection without
+/// finishing the chunked body, which is how a truncation looks to a client.
+async fn next_chunk(mut writing: Writing) -> Option<(Result<Bytes, std::io::Error>, Writing)> {
+    if writing.cut {
+        return None;
+    }
+    if let Some(limit) = writing.truncate_after
+        && (writing.sent >= limit || writing.chunks.is_empty())
+    {
+        writing.cut = true;
+        // Let hyper flush what was already written before the connection drops, so
+        // the client really sees a body cut mid-way rather than nothing.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let error =
+            std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted truncation");
+        return Some((Err(error), writing));
+    }
+    let chunk = writing.chunks.pop_front()?;
+    if writing.sent > 0 && !writing.chunk_delay.is_zero() {
+        tokio::time::sleep(writing.chunk_delay).await;
+    }
+    writing.sent += 1;
+    Some((Ok(chunk), writing))
+}
