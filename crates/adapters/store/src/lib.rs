@@ -1,1 +1,22 @@
-//! placeholder
+//! The SQLite event store: `SqliteStore` implements the engine's `EventStore` port on
+//! one local database file (WAL, one batched writer thread, read-only readers).
+//!
+//! What lives here: SQL, connections, migrations, and the translation between rows and
+//! the domain's records. What must not: any rule about turns beyond the port's
+//! invariants (the engine decides what happens in a turn; this crate only records it).
+
+mod connection;
+mod migrations;
+mod reader;
+mod store;
+mod timestamp;
+mod writer;
+
+pub use store::SqliteStore;
+
+use agentplane_engine::ports::StoreError;
+
+/// Any SQLite failure without a more specific meaning.
+fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(format!("sqlite: {e}"))
+}

@@ -1,0 +1,84 @@
+//! Opening connections: the checks a file must pass before anything writes to it, and
+//! the pragmas every connection runs with. No queries on threads, turns or events here.
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentplane_engine::ports::StoreError;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::migrations;
+
+/// How long a statement waits for a lock another process holds before failing. Inside
+/// one process there is a single writer, so this only matters when two processes share
+/// a database file.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens (or creates) the database at `path` for writing and brings its schema up to
+/// date. The file is read before anything is written, so a file that is not SQLite, or
+/// whose schema is newer than this code, is refused untouched.
+pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| StoreError::Backend(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| opening(path, e))?;
+    // The first read parses the header: garbage fails here with SQLITE_NOTADB, before
+    // any pragma below could write.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| {
+        row.get::<_, i64>(0)
+    })
+    .map_err(|e| opening(path, e))?;
+    let current = migrations::check(&conn, path)?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| opening(path, e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "wal", |row| row.get(0))
+        .map_err(|e| opening(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend(format!(
+            "{} cannot use write-ahead logging (journal_mode is {mode})",
+            path.display()
+        )));
+    }
+    // In WAL mode, NORMAL syncs the log at checkpoints, not at every commit: a commit is
+    // durable against a crash of the process (the OS has the write), while a power loss
+    // may drop the last commits but never corrupts the database. That trade buys the
+    // append latency an event log streamed live needs.
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| opening(path, e))?;
+    conn.pragma_update(None, "foreign_keys", true)
+        .map_err(|e| opening(path, e))?;
+    let ran = migrations::migrate(&mut conn, path)?;
+    if current == 0 || ran > 0 {
+        tracing::info!(path = %path.display(), from = current, migrations = ran, "event store schema migrated");
+    }
+    Ok(conn)
+}
+
+/// Opens a read-only connection to a database `open_writer` has already prepared. WAL
+/// lets it read a consistent snapshot while the writer commits.
+pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| opening(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| opening(path, e))?;
+    Ok(conn)
+}
+
+fn opening(path: &Path, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase) => not_sqlite(path),
+        _ => StoreError::Backend(format!("cannot open {}: {e}", path.display())),
+    }
+}
+
+fn not_sqlite(path: &Path) -> StoreError {
+    StoreError::Backend(format!(
+        "{} is not a SQLite database; refusing to use it as the event store",
+        path.display()
+    ))
+}

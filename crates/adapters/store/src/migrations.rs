@@ -1,0 +1,122 @@
+//! The schema, as an ordered list of migrations keyed by `PRAGMA user_version`.
+//!
+//! Migration `i` (0-based) brings the database to version `i + 1`. A migration, once
+//! released, is never edited: a change is a new entry at the end. Nothing here runs
+//! queries other than schema changes, and the code never downgrades a database.
+
+use std::path::Path;
+
+use agentplane_engine::ports::StoreError;
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Every migration, oldest first. The database's `user_version` is how many have run.
+const MIGRATIONS: &[&str] = &[
+    // 1: threads, turns and the append-only event log.
+    r#"
+    CREATE TABLE threads (
+        id         TEXT PRIMARY KEY NOT NULL,
+        client_id  TEXT NOT NULL,
+        agent      TEXT NOT NULL,
+        cwd        TEXT NOT NULL,
+        title      TEXT,
+        created_at TEXT NOT NULL,
+        -- The seq the thread's next event gets: seqs are 1, 2, 3… with no gap.
+        next_seq   INTEGER NOT NULL DEFAULT 1 CHECK (next_seq >= 1)
+    ) STRICT;
+
+    CREATE TABLE turns (
+        id         TEXT PRIMARY KEY NOT NULL,
+        thread_id  TEXT NOT NULL REFERENCES threads(id),
+        input      TEXT NOT NULL,
+        -- 'running', or the StopReason it ended with.
+        status     TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        ended_at   TEXT,
+        CHECK ((status = 'running') = (ended_at IS NULL))
+    ) STRICT;
+
+    -- At most one running turn per thread, whatever the code above does.
+    CREATE UNIQUE INDEX turns_one_running_per_thread ON turns(thread_id)
+        WHERE status = 'running';
+    CREATE INDEX turns_by_thread ON turns(thread_id);
+
+    CREATE TABLE events (
+        thread_id TEXT NOT NULL REFERENCES threads(id),
+        seq       INTEGER NOT NULL CHECK (seq >= 1),
+        turn_id   TEXT NOT NULL REFERENCES turns(id),
+        kind      TEXT NOT NULL,
+        ts        TEXT NOT NULL,
+        -- The serde JSON of EventPayload, `kind` included.
+        payload   TEXT NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    ) STRICT;
+    CREATE INDEX events_by_turn ON events(turn_id, seq);
+
+    -- The log is append-only: a bug (or a hand-typed query) cannot rewrite history.
+    CREATE TRIGGER events_never_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    CREATE TRIGGER events_never_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    "#,
+];
+
+/// The schema version this code writes and understands.
+pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Reads the schema version of the database at `path` (opened as `conn`) without
+/// writing anything, and refuses what this code must not touch: a newer schema (never
+/// downgrade) or a SQLite file that holds tables but no agentplane schema.
+pub(crate) fn check(conn: &Connection, path: &Path) -> Result<u32, StoreError> {
+    let failed =
+        |e: rusqlite::Error| StoreError::Backend(format!("reading {}: {e}", path.display()));
+    let current: u32 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(failed)?;
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::Backend(format!(
+            "{} has schema version {current}, newer than the {SCHEMA_VERSION} this agentplane \
+             knows; refusing to open it (use a newer agentplane, never a downgrade)",
+            path.display()
+        )));
+    }
+    if current == 0 {
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
+            .map_err(failed)?;
+        if tables > 0 {
+            return Err(StoreError::Backend(format!(
+                "{} is a SQLite database of something else (it has tables but no agentplane \
+                 schema); refusing to change it",
+                path.display()
+            )));
+        }
+    }
+    Ok(current)
+}
+
+/// Runs the pending migrations, one transaction each, and returns how many ran. The
+/// version is re-read inside each write transaction, so two processes opening the same
+/// new file at once cannot both run a migration.
+pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, StoreError> {
+    let failed =
+        |e: rusqlite::Error| StoreError::Backend(format!("migrating {}: {e}", path.display()));
+    let mut ran = 0;
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(failed)?;
+        let version: u32 = tx
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(failed)?;
+        let Some(sql) = MIGRATIONS.get(version as usize) else {
+            return Ok(ran);
+        };
+        tx.execute_batch(sql).map_err(failed)?;
+        // `user_version` lives in the file header, which the transaction covers: a
+        // migration and its version number commit together or not at all.
+        tx.pragma_update(None, "user_version", i64::from(version) + 1)
+            .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+        ran += 1;
+    }
+}

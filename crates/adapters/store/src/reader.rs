@@ -1,0 +1,269 @@
+//! Reads: a small set of read-only connections, and every SELECT the store answers
+//! with. WAL gives each query a consistent snapshot while the writer commits, so reads
+//! never wait for writes. Nothing here writes.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError, TryLockError};
+
+use agentplane_core::{Event, EventPayload, StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{StoreError, ThreadRecord, TurnRecord, TurnStatus};
+use rusqlite::{Connection, OptionalExtension, Row};
+
+use crate::{backend, connection};
+
+/// Read-only connections, each used by one blocking task at a time.
+pub(crate) struct Readers {
+    conns: Vec<Mutex<Connection>>,
+    next: AtomicUsize,
+}
+
+impl Readers {
+    /// Opens `count` (at least one) read-only connections to the database at `path`.
+    pub(crate) fn open(path: &Path, count: usize) -> Result<Self, StoreError> {
+        let conns = (0..count.max(1))
+            .map(|_| connection::open_reader(path).map(Mutex::new))
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            conns,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Runs `read` on a free connection, or waits for one. Blocks: call it from
+    /// `spawn_blocking`.
+    pub(crate) fn with<T>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        for conn in &self.conns {
+            match conn.try_lock() {
+                Ok(conn) => return read(&conn),
+                // A panic during an earlier read left no half-done state behind: reads
+                // change nothing.
+                Err(TryLockError::Poisoned(poisoned)) => return read(&poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        let conn = self.conns[i].lock().unwrap_or_else(PoisonError::into_inner);
+        read(&conn)
+    }
+}
+
+pub(crate) fn thread(c: &Connection, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
+    c.prepare_cached(
+        "SELECT id, client_id, agent, cwd, title, created_at FROM threads WHERE id = ?1",
+    )
+    .and_then(|mut select| {
+        select
+            .query_row([id.as_str()], |row| {
+                Ok(RawThread {
+                    id: row.get(0)?,
+                    client_id: row.get(1)?,
+                    agent: row.get(2)?,
+                    cwd: row.get(3)?,
+                    title: row.get(4)?,
+                    created_at: row.get(5)?,
+                })
+            })
+            .optional()
+    })
+    .map_err(backend)?
+    .map(RawThread::decode)
+    .transpose()
+}
+
+const TURN_COLUMNS: &str = "id, thread_id, input, status, created_at, ended_at";
+
+pub(crate) fn turn(c: &Connection, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
+    c.prepare_cached(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?1"))
+        .and_then(|mut select| {
+            select
+                .query_row([id.as_str()], RawTurn::from_row)
+                .optional()
+        })
+        .map_err(backend)?
+        .map(RawTurn::decode)
+        .transpose()
+}
+
+/// The turns of `thread` in the order they began; none for an unknown thread.
+pub(crate) fn turns_of_thread(
+    c: &Connection,
+    thread: &ThreadId,
+) -> Result<Vec<TurnRecord>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {TURN_COLUMNS} FROM turns WHERE thread_id = ?1 ORDER BY rowid"
+    ))
+    .and_then(|mut select| {
+        select
+            .query_map([thread.as_str()], RawTurn::from_row)?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)?
+    .into_iter()
+    .map(RawTurn::decode)
+    .collect()
+}
+
+const EVENT_COLUMNS: &str = "thread_id, seq, turn_id, ts, payload";
+
+pub(crate) fn turn_events(c: &Connection, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE turn_id = ?1 ORDER BY seq"
+    ))
+    .and_then(|mut select| {
+        select
+            .query_map([turn.as_str()], RawEvent::from_row)?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)?
+    .into_iter()
+    .map(RawEvent::decode)
+    .collect()
+}
+
+pub(crate) fn thread_events(
+    c: &Connection,
+    thread: &ThreadId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<Event>, StoreError> {
+    // Seqs are positive i64 in the table: nothing lies beyond i64::MAX.
+    let Ok(after) = i64::try_from(after) else {
+        return Ok(Vec::new());
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    c.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS} FROM events WHERE thread_id = ?1 AND seq > ?2
+         ORDER BY seq LIMIT ?3"
+    ))
+    .and_then(|mut select| {
+        select
+            .query_map(
+                rusqlite::params![thread.as_str(), after, limit],
+                RawEvent::from_row,
+            )?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)?
+    .into_iter()
+    .map(RawEvent::decode)
+    .collect()
+}
+
+/// A row as stored; `decode` checks it, so a damaged row is an error that names it
+/// rather than a panic or a silently skipped record.
+struct RawThread {
+    id: String,
+    client_id: String,
+    agent: String,
+    cwd: String,
+    title: Option<String>,
+    created_at: String,
+}
+
+impl RawThread {
+    fn decode(self) -> Result<ThreadRecord, StoreError> {
+        Ok(ThreadRecord {
+            id: ThreadId::parse(&self.id).map_err(damaged("thread id"))?,
+            client_id: self.client_id,
+            agent: self.agent,
+            cwd: self.cwd,
+            title: self.title,
+            created_at: self.created_at,
+        })
+    }
+}
+
+struct RawTurn {
+    id: String,
+    thread_id: String,
+    input: String,
+    status: String,
+    created_at: String,
+    ended_at: Option<String>,
+}
+
+impl RawTurn {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            thread_id: row.get(1)?,
+            input: row.get(2)?,
+            status: row.get(3)?,
+            created_at: row.get(4)?,
+            ended_at: row.get(5)?,
+        })
+    }
+
+    fn decode(self) -> Result<TurnRecord, StoreError> {
+        let status = if self.status == "running" {
+            TurnStatus::Running
+        } else {
+            // The column holds `StopReason::as_str`, which is its serde name.
+            let reason: StopReason = serde_json::from_value(serde_json::Value::String(
+                self.status.clone(),
+            ))
+            .map_err(|_| {
+                StoreError::Backend(format!(
+                    "turn {} has an unknown status {:?}",
+                    self.id, self.status
+                ))
+            })?;
+            TurnStatus::Ended(reason)
+        };
+        Ok(TurnRecord {
+            id: TurnId::parse(&self.id).map_err(damaged("turn id"))?,
+            thread_id: ThreadId::parse(&self.thread_id).map_err(damaged("thread id"))?,
+            input: self.input,
+            status,
+            created_at: self.created_at,
+            ended_at: self.ended_at,
+        })
+    }
+}
+
+struct RawEvent {
+    thread_id: String,
+    seq: i64,
+    turn_id: String,
+    ts: String,
+    payload: String,
+}
+
+impl RawEvent {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            thread_id: row.get(0)?,
+            seq: row.get(1)?,
+            turn_id: row.get(2)?,
+            ts: row.get(3)?,
+            payload: row.get(4)?,
+        })
+    }
+
+    fn decode(self) -> Result<Event, StoreError> {
+        let unreadable = |what: String| {
+            StoreError::Backend(format!(
+                "event {} of thread {} is unreadable: {what}",
+                self.seq, self.thread_id
+            ))
+        };
+        let payload: EventPayload =
+            serde_json::from_str(&self.payload).map_err(|e| unreadable(format!("payload: {e}")))?;
+        let seq = u64::try_from(self.seq).map_err(|_| unreadable("negative seq".into()))?;
+        Ok(Event {
+            thread_id: ThreadId::parse(&self.thread_id).map_err(&unreadable)?,
+            turn_id: TurnId::parse(&self.turn_id).map_err(&unreadable)?,
+            seq,
+            ts: self.ts,
+            payload,
+        })
+    }
+}
+
+fn damaged(what: &'static str) -> impl Fn(String) -> StoreError {
+    move |e| StoreError::Backend(format!("stored {what} is damaged: {e}"))
+}

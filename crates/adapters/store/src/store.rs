@@ -1,0 +1,206 @@
+//! `SqliteStore`: the handle the rest of the program holds. It sends writes to the
+//! writer thread (`writer.rs`) and runs reads on the blocking pool (`reader.rs`); it
+//! holds no SQL of its own.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+
+use agentplane_core::{Event, EventPayload, StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{EventStore, NewThread, StoreError, ThreadRecord, TurnRecord};
+use async_trait::async_trait;
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use crate::connection;
+use crate::reader::{self, Readers};
+use crate::writer::{self, Command, Reply};
+
+/// Read-only connections kept open. Reads are short and the machine is small; WAL lets
+/// them all run beside the writer.
+const READERS: usize = 2;
+
+/// The event store on one SQLite file.
+///
+/// Writes go through a single writer thread that commits whatever is queued in one
+/// transaction; a write's future resolves only after its commit, so an event is durable
+/// (against a process crash) before `append` returns. Dropping a write's future after
+/// it was sent does not undo it. Dropping the store stops the writer after its current
+/// batch and waits for it, so the file is closed when `drop` returns.
+pub struct SqliteStore {
+    path: PathBuf,
+    /// `None` only during `drop`.
+    commands: Option<mpsc::Sender<Command>>,
+    writer: Option<JoinHandle<()>>,
+    readers: Arc<Readers>,
+}
+
+impl SqliteStore {
+    /// Opens or creates the database at `path` (creating its parent directories) and
+    /// brings its schema up to date. Refuses, leaving the file as it was, a file that is
+    /// not SQLite, a SQLite file of another program, and a schema newer than this code.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let path = path.to_path_buf();
+        let (conn, readers, path) = tokio::task::spawn_blocking(move || {
+            let conn = connection::open_writer(&path)?;
+            let readers = Readers::open(&path, READERS)?;
+            Ok::<_, StoreError>((conn, readers, path))
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("opening the event store: {e}")))??;
+        let (commands, receiver) = mpsc::channel();
+        let writer = spawn_writer(conn, receiver)?;
+        tracing::debug!(path = %path.display(), "event store open");
+        Ok(SqliteStore {
+            path,
+            commands: Some(commands),
+            writer: Some(writer),
+            readers: Arc::new(readers),
+        })
+    }
+
+    /// The database file, as given to `open`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The turns of `thread` in the order they began. An unknown thread has none; ask
+    /// `thread()` to tell "no turns yet" from "no such thread".
+    pub async fn list_turns(&self, thread: &ThreadId) -> Result<Vec<TurnRecord>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| reader::turns_of_thread(c, &thread))
+            .await
+    }
+
+    /// Sends a command to the writer and waits for its committed answer.
+    async fn write<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+        let stopped = || StoreError::Backend("the event store's writer has stopped".into());
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(command(reply))
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Runs `read` on a reader connection in the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || readers.with(read))
+            .await
+            .map_err(|e| StoreError::Backend(format!("event store read failed: {e}")))?
+    }
+}
+
+fn spawn_writer(
+    conn: Connection,
+    receiver: mpsc::Receiver<Command>,
+) -> Result<JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name("agentplane-store-writer".into())
+        .spawn(move || writer::run(conn, receiver))
+        .map_err(|e| StoreError::Backend(format!("cannot start the event store's writer: {e}")))
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the writer's loop once its current batch is
+        // committed. No write can be waiting: each one borrows the store until answered.
+        self.commands = None;
+        if let Some(writer) = self.writer.take()
+            && writer.join().is_err()
+        {
+            tracing::error!(path = %self.path.display(), "the event store's writer panicked");
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for SqliteStore {
+    async fn create_thread(&self, thread: NewThread) -> Result<ThreadRecord, StoreError> {
+        self.write(|reply| Command::CreateThread { thread, reply })
+            .await
+    }
+
+    async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| reader::thread(c, &id)).await
+    }
+
+    async fn begin_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+    ) -> Result<TurnRecord, StoreError> {
+        self.write(|reply| Command::BeginTurn {
+            thread: thread.clone(),
+            turn: turn.clone(),
+            input: input.to_owned(),
+            reply,
+        })
+        .await
+    }
+
+    async fn append(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payload: EventPayload,
+    ) -> Result<Event, StoreError> {
+        self.write(|reply| Command::Append {
+            thread: thread.clone(),
+            turn: turn.clone(),
+            payload,
+            reply,
+        })
+        .await
+    }
+
+    async fn complete_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        stop_reason: StopReason,
+        result: serde_json::Value,
+    ) -> Result<Event, StoreError> {
+        self.write(|reply| Command::CompleteTurn {
+            thread: thread.clone(),
+            turn: turn.clone(),
+            stop_reason,
+            result,
+            reply,
+        })
+        .await
+    }
+
+    async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| reader::turn(c, &id)).await
+    }
+
+    async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
+        let turn = turn.clone();
+        self.read(move |c| reader::turn_events(c, &turn)).await
+    }
+
+    async fn thread_events(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| reader::thread_events(c, &thread, after, limit))
+            .await
+    }
+
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
+        self.write(|reply| Command::InterruptRunningTurns { reply })
+            .await
+    }
+}

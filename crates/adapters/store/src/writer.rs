@@ -1,0 +1,446 @@
+//! The single writer: one OS thread owns the write connection, takes commands from a
+//! channel and commits everything queued in ONE transaction (group commit), so many
+//! concurrent appends cost one WAL commit. Each command runs inside its own savepoint,
+//! so a refused command (a conflict, an unknown turn) undoes only its own writes while
+//! the rest of the batch commits. Replies are sent only after COMMIT succeeds: an event
+//! is durable before `append` returns.
+//!
+//! Every write SQL statement of the store lives here; reads live in `reader.rs`.
+
+use std::sync::mpsc::Receiver;
+
+use agentplane_core::{Event, EventPayload, StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{NewThread, StoreError, ThreadRecord, TurnRecord, TurnStatus};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::{backend, timestamp};
+
+/// Where a command's answer goes. Nobody may be listening any more (the caller was
+/// cancelled); the write still stands, as it would if the answer had been lost.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// The most commands one transaction takes, so one huge burst cannot hold the write
+/// lock (and delay every reply in it) for long.
+const MAX_BATCH: usize = 256;
+
+/// A write the store's writer performs.
+pub(crate) enum Command {
+    CreateThread {
+        thread: NewThread,
+        reply: Reply<ThreadRecord>,
+    },
+    BeginTurn {
+        thread: ThreadId,
+        turn: TurnId,
+        input: String,
+        reply: Reply<TurnRecord>,
+    },
+    Append {
+        thread: ThreadId,
+        turn: TurnId,
+        payload: EventPayload,
+        reply: Reply<Event>,
+    },
+    CompleteTurn {
+        thread: ThreadId,
+        turn: TurnId,
+        stop_reason: StopReason,
+        result: serde_json::Value,
+        reply: Reply<Event>,
+    },
+    InterruptRunningTurns {
+        reply: Reply<Vec<TurnId>>,
+    },
+}
+
+/// The writer thread's body: returns when every sender is gone (the store was dropped).
+pub(crate) fn run(mut conn: Connection, commands: Receiver<Command>) {
+    while let Ok(first) = commands.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match commands.try_recv() {
+                Ok(command) => batch.push(command),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, batch);
+    }
+}
+
+/// Runs `batch` in one transaction and answers every command once its fate is known.
+fn commit_batch(conn: &mut Connection, batch: Vec<Command>) {
+    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => {
+            let error = backend(e);
+            tracing::warn!(%error, "event store cannot start a write transaction");
+            for command in batch {
+                command.refuse(error.clone());
+            }
+            return;
+        }
+    };
+    let mut batch_state = Batch { tx, broken: None };
+    let settled: Vec<Settled> = batch
+        .into_iter()
+        .map(|command| batch_state.execute(command))
+        .collect();
+    let Batch { tx, broken } = batch_state;
+    let committed = match broken {
+        // A savepoint could not be rolled back or released: what the transaction holds
+        // is unknown, so none of it may commit.
+        Some(error) => {
+            drop(tx.rollback());
+            Err(error)
+        }
+        None => tx.commit().map_err(backend),
+    };
+    if let Err(error) = &committed {
+        tracing::warn!(%error, commands = settled.len(), "event store batch not committed");
+    }
+    for one in settled {
+        one.send(&committed);
+    }
+}
+
+/// One open group-commit transaction.
+struct Batch<'c> {
+    tx: Transaction<'c>,
+    /// Set when a savepoint failed to close: the whole batch must roll back.
+    broken: Option<StoreError>,
+}
+
+impl Batch<'_> {
+    fn execute(&mut self, command: Command) -> Settled {
+        match command {
+            Command::CreateThread { thread, reply } => {
+                Settled::Thread(reply, self.isolated(|c| create_thread(c, thread)))
+            }
+            Command::BeginTurn {
+                thread,
+                turn,
+                input,
+                reply,
+            } => Settled::Turn(reply, self.isolated(|c| begin_turn(c, thread, turn, input))),
+            Command::Append {
+                thread,
+                turn,
+                payload,
+                reply,
+            } => Settled::Event(reply, self.isolated(|c| append(c, thread, turn, payload))),
+            Command::CompleteTurn {
+                thread,
+                turn,
+                stop_reason,
+                result,
+                reply,
+            } => Settled::Event(
+                reply,
+                self.isolated(|c| complete_turn(c, &thread, &turn, stop_reason, result)),
+            ),
+            Command::InterruptRunningTurns { reply } => {
+                Settled::Turns(reply, self.isolated(interrupt_running_turns))
+            }
+        }
+    }
+
+    /// Runs `write` in a savepoint: on error its writes are undone and the rest of the
+    /// batch carries on.
+    fn isolated<T>(
+        &mut self,
+        write: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if let Some(error) = &self.broken {
+            return Err(error.clone());
+        }
+        self.tx
+            .execute_batch("SAVEPOINT command")
+            .map_err(backend)?;
+        let outcome = write(&self.tx);
+        let close = if outcome.is_ok() {
+            "RELEASE command"
+        } else {
+            "ROLLBACK TO command; RELEASE command"
+        };
+        if let Err(e) = self.tx.execute_batch(close) {
+            let error = backend(e);
+            self.broken = Some(error.clone());
+            return Err(error);
+        }
+        outcome
+    }
+}
+
+impl Command {
+    fn refuse(self, error: StoreError) {
+        // A dropped receiver means the caller stopped waiting; nothing to tell it.
+        match self {
+            Self::CreateThread { reply, .. } => drop(reply.send(Err(error))),
+            Self::BeginTurn { reply, .. } => drop(reply.send(Err(error))),
+            Self::Append { reply, .. } | Self::CompleteTurn { reply, .. } => {
+                drop(reply.send(Err(error)))
+            }
+            Self::InterruptRunningTurns { reply } => drop(reply.send(Err(error))),
+        }
+    }
+}
+
+/// A command's outcome, held back until its transaction's fate is known.
+enum Settled {
+    Thread(Reply<ThreadRecord>, Result<ThreadRecord, StoreError>),
+    Turn(Reply<TurnRecord>, Result<TurnRecord, StoreError>),
+    Event(Reply<Event>, Result<Event, StoreError>),
+    Turns(Reply<Vec<TurnId>>, Result<Vec<TurnId>, StoreError>),
+}
+
+impl Settled {
+    fn send(self, committed: &Result<(), StoreError>) {
+        match self {
+            Self::Thread(reply, outcome) => deliver(reply, outcome, committed),
+            Self::Turn(reply, outcome) => deliver(reply, outcome, committed),
+            Self::Event(reply, outcome) => deliver(reply, outcome, committed),
+            Self::Turns(reply, outcome) => deliver(reply, outcome, committed),
+        }
+    }
+}
+
+/// A success counts only if the transaction committed; a refusal stands either way.
+fn deliver<T>(reply: Reply<T>, outcome: Result<T, StoreError>, committed: &Result<(), StoreError>) {
+    let answer = match (outcome, committed) {
+        (Ok(_), Err(error)) => Err(error.clone()),
+        (outcome, _) => outcome,
+    };
+    drop(reply.send(answer));
+}
+
+/// SQLite's extended code for a violated `PRIMARY KEY`.
+const PRIMARY_KEY_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY;
+/// SQLite's extended code for a violated `UNIQUE` index.
+const UNIQUE_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE;
+
+fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, StoreError> {
+    let created_at = timestamp::now();
+    let inserted = c
+        .prepare_cached(
+            "INSERT INTO threads (id, client_id, agent, cwd, title, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                thread.id.as_str(),
+                thread.client_id,
+                thread.agent,
+                thread.cwd,
+                thread.title,
+                created_at,
+            ])
+        });
+    match inserted {
+        Ok(_) => Ok(ThreadRecord {
+            id: thread.id,
+            client_id: thread.client_id,
+            agent: thread.agent,
+            cwd: thread.cwd,
+            title: thread.title,
+            created_at,
+        }),
+        Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
+            StoreError::Conflict(format!("thread {} already exists", thread.id)),
+        ),
+        Err(e) => Err(backend(e)),
+    }
+}
+
+fn begin_turn(
+    c: &Connection,
+    thread: ThreadId,
+    turn: TurnId,
+    input: String,
+) -> Result<TurnRecord, StoreError> {
+    let exists = c
+        .prepare_cached("SELECT 1 FROM threads WHERE id = ?1")
+        .and_then(|mut find| find.exists([thread.as_str()]))
+        .map_err(backend)?;
+    if !exists {
+        return Err(StoreError::NotFound(format!("thread {thread}")));
+    }
+    let created_at = timestamp::now();
+    let inserted = c
+        .prepare_cached(
+            "INSERT INTO turns (id, thread_id, input, status, created_at)
+             VALUES (?1, ?2, ?3, 'running', ?4)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![turn.as_str(), thread.as_str(), input, created_at])
+        });
+    match inserted {
+        Ok(_) => Ok(TurnRecord {
+            id: turn,
+            thread_id: thread,
+            input,
+            status: TurnStatus::Running,
+            created_at,
+            ended_at: None,
+        }),
+        // The partial index `turns_one_running_per_thread` is the only UNIQUE one.
+        Err(e) if e.sqlite_extended_error_code() == Some(UNIQUE_VIOLATION) => Err(
+            StoreError::Conflict(format!("thread {thread} already has a running turn")),
+        ),
+        Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => {
+            Err(StoreError::Conflict(format!("turn {turn} already exists")))
+        }
+        Err(e) => Err(backend(e)),
+    }
+}
+
+fn append(
+    c: &Connection,
+    thread: ThreadId,
+    turn: TurnId,
+    payload: EventPayload,
+) -> Result<Event, StoreError> {
+    if matches!(payload, EventPayload::TurnCompleted { .. }) {
+        // Written alone it would leave the turn running behind its own end.
+        return Err(StoreError::Conflict(format!(
+            "turn {turn}: turn_completed is written by complete_turn, not append"
+        )));
+    }
+    require_running(c, &thread, &turn)?;
+    insert_event(c, thread, turn, payload)
+}
+
+fn complete_turn(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+    stop_reason: StopReason,
+    result: serde_json::Value,
+) -> Result<Event, StoreError> {
+    require_running(c, thread, turn)?;
+    end_turn(c, thread, turn, stop_reason, result)
+}
+
+fn interrupt_running_turns(c: &Connection) -> Result<Vec<TurnId>, StoreError> {
+    let running: Vec<(String, String)> = c
+        .prepare_cached("SELECT id, thread_id FROM turns WHERE status = 'running' ORDER BY rowid")
+        .and_then(|mut select| {
+            select
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .collect()
+        })
+        .map_err(backend)?;
+    let mut ended = Vec::with_capacity(running.len());
+    for (turn, thread) in running {
+        let turn = TurnId::parse(&turn).map_err(StoreError::Backend)?;
+        let thread = ThreadId::parse(&thread).map_err(StoreError::Backend)?;
+        end_turn(
+            c,
+            &thread,
+            &turn,
+            StopReason::Interrupted,
+            serde_json::Value::Null,
+        )?;
+        ended.push(turn);
+    }
+    Ok(ended)
+}
+
+/// `NotFound` unless `turn` is a turn of `thread`; `Conflict` unless it is running.
+fn require_running(c: &Connection, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
+    let found: Option<(String, String)> = c
+        .prepare_cached("SELECT thread_id, status FROM turns WHERE id = ?1")
+        .and_then(|mut select| {
+            select
+                .query_row([turn.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(backend)?;
+    match found {
+        None => Err(StoreError::NotFound(format!("turn {turn}"))),
+        Some((owner, _)) if owner != thread.as_str() => Err(StoreError::NotFound(format!(
+            "turn {turn} in thread {thread}"
+        ))),
+        Some((_, status)) if status != "running" => Err(StoreError::Conflict(format!(
+            "turn {turn} has already ended ({status})"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Writes `turn_completed` and the turn's end together (the caller's savepoint makes
+/// them one unit); `ended_at` is the event's `ts`.
+fn end_turn(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+    stop_reason: StopReason,
+    result: serde_json::Value,
+) -> Result<Event, StoreError> {
+    let payload = EventPayload::TurnCompleted {
+        stop_reason,
+        result,
+    };
+    let event = insert_event(c, thread.clone(), turn.clone(), payload)?;
+    let changed = c
+        .prepare_cached(
+            "UPDATE turns SET status = ?2, ended_at = ?3 WHERE id = ?1 AND status = 'running'",
+        )
+        .and_then(|mut update| {
+            update.execute(params![turn.as_str(), stop_reason.as_str(), event.ts])
+        })
+        .map_err(backend)?;
+    if changed != 1 {
+        return Err(StoreError::Backend(format!(
+            "turn {turn} was not running when its end was recorded"
+        )));
+    }
+    Ok(event)
+}
+
+/// Appends one event with the thread's next `seq`. The counter and the row change in
+/// the same transaction, so a rolled-back append gives its `seq` back: no gap.
+fn insert_event(
+    c: &Connection,
+    thread: ThreadId,
+    turn: TurnId,
+    payload: EventPayload,
+) -> Result<Event, StoreError> {
+    let raw_seq: i64 = c
+        .prepare_cached(
+            "UPDATE threads SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
+        )
+        .and_then(|mut next| next.query_row([thread.as_str()], |row| row.get(0)))
+        .map_err(backend)?;
+    let seq = u64::try_from(raw_seq).map_err(|_| {
+        StoreError::Backend(format!("thread {thread} has a negative seq {raw_seq}"))
+    })?;
+    let ts = timestamp::now();
+    let json = serde_json::to_string(&payload).map_err(|e| {
+        StoreError::Backend(format!(
+            "event {seq} of thread {thread} cannot be encoded: {e}"
+        ))
+    })?;
+    c.prepare_cached(
+        "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut insert| {
+        insert.execute(params![
+            thread.as_str(),
+            raw_seq,
+            turn.as_str(),
+            payload.kind(),
+            ts,
+            json,
+        ])
+    })
+    .map_err(backend)?;
+    Ok(Event {
+        thread_id: thread,
+        turn_id: turn,
+        seq,
+        ts,
+        payload,
+    })
+}

@@ -1,0 +1,62 @@
+//! Tests of `SqliteStore` against real database files in temporary directories: one
+//! test binary, one module per concern. Fixtures only, no assertions, live in this file.
+
+mod events;
+mod open;
+mod turns;
+
+use std::path::{Path, PathBuf};
+
+use agentplane_core::{EventPayload, ThreadId, TurnId};
+use agentplane_engine::ports::{EventStore, NewThread};
+use agentplane_store::SqliteStore;
+
+/// A temporary directory and the database path inside it (in a subdirectory that does
+/// not exist yet, so every test also exercises parent creation).
+fn db_path() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("state").join("agentplane.db");
+    (dir, path)
+}
+
+async fn open(path: &Path) -> SqliteStore {
+    SqliteStore::open(path).await.expect("open the store")
+}
+
+/// A second, raw connection to the same file: what an operator (or a damaged disk)
+/// could do behind the store's back.
+fn raw(path: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).expect("raw connection");
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .expect("busy timeout");
+    conn
+}
+
+fn new_thread() -> NewThread {
+    NewThread {
+        id: ThreadId::new(),
+        client_id: "local".into(),
+        agent: "coder".into(),
+        cwd: "/tmp/work".into(),
+        title: None,
+    }
+}
+
+fn delta(text: impl Into<String>) -> EventPayload {
+    EventPayload::MessageDelta { text: text.into() }
+}
+
+/// A new thread with a running turn.
+async fn running_turn(store: &SqliteStore) -> (ThreadId, TurnId) {
+    let thread = store
+        .create_thread(new_thread())
+        .await
+        .expect("create thread")
+        .id;
+    let turn = TurnId::new();
+    store
+        .begin_turn(&thread, &turn, "do the thing")
+        .await
+        .expect("begin turn");
+    (thread, turn)
+}

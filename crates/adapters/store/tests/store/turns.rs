@@ -1,0 +1,363 @@
+//! Threads and turns: creation, the one-running-turn rule, atomic completion, and the
+//! recovery of turns a previous process left running.
+
+use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{EventStore, NewThread, StoreError, TurnStatus};
+
+use crate::{db_path, delta, new_thread, open, raw, running_turn};
+
+#[tokio::test]
+async fn a_thread_is_created_and_read_back_with_hostile_fields() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let wanted = NewThread {
+        id: ThreadId::new(),
+        client_id: "client'); DROP TABLE threads; --".into(),
+        agent: "agent \"quoted\" \\ back\\slash".into(),
+        cwd: "/home/ünïcødé/プロジェクト/\u{202e}txt.exe".into(),
+        title: Some("emoji 🚀, nul \0 inside, tab\tand newline\n".into()),
+    };
+    let created = store.create_thread(wanted.clone()).await.unwrap();
+    assert_eq!(created.id, wanted.id);
+    assert_eq!(created.client_id, wanted.client_id);
+    assert_eq!(created.cwd, wanted.cwd);
+    assert_eq!(created.title, wanted.title);
+    assert_eq!(created.created_at.len(), "2026-01-02T03:04:05.678Z".len());
+    assert!(created.created_at.ends_with('Z'));
+
+    assert_eq!(store.thread(&wanted.id).await.unwrap(), Some(created));
+    assert_eq!(store.thread(&ThreadId::new()).await.unwrap(), None);
+
+    let again = store.create_thread(wanted.clone()).await;
+    assert!(
+        matches!(&again, Err(StoreError::Conflict(m)) if m.contains("already exists")),
+        "{again:?}"
+    );
+    let count: i64 = raw(&path)
+        .query_row("SELECT count(*) FROM threads", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 1);
+}
+
+#[tokio::test]
+async fn a_turn_begins_and_reads_back() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let thread = store.create_thread(new_thread()).await.unwrap().id;
+    let turn = TurnId::new();
+    let input = "fix the bug in 'main.rs' — \"now\" 🐛";
+    let record = store.begin_turn(&thread, &turn, input).await.unwrap();
+    assert_eq!(record.id, turn);
+    assert_eq!(record.thread_id, thread);
+    assert_eq!(record.input, input);
+    assert_eq!(record.status, TurnStatus::Running);
+    assert_eq!(record.ended_at, None);
+    assert_eq!(store.turn(&turn).await.unwrap(), Some(record.clone()));
+    assert_eq!(store.turn(&TurnId::new()).await.unwrap(), None);
+    assert_eq!(store.list_turns(&thread).await.unwrap(), vec![record]);
+    assert_eq!(store.list_turns(&ThreadId::new()).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn begin_turn_on_an_unknown_thread_is_not_found() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let result = store
+        .begin_turn(&ThreadId::new(), &TurnId::new(), "hi")
+        .await;
+    assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
+}
+
+#[tokio::test]
+async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, first) = running_turn(&store).await;
+
+    let second = TurnId::new();
+    let result = store.begin_turn(&thread, &second, "again").await;
+    match &result {
+        Err(StoreError::Conflict(message)) => {
+            assert!(message.contains("already has a running turn"), "{message}");
+            assert!(message.contains(thread.as_str()), "{message}");
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(store.turn(&second).await.unwrap(), None);
+
+    // Another thread is not blocked by this one.
+    running_turn(&store).await;
+
+    store
+        .complete_turn(&thread, &first, StopReason::Finished, serde_json::json!({}))
+        .await
+        .unwrap();
+    store.begin_turn(&thread, &second, "again").await.unwrap();
+    let ids: Vec<TurnId> = store
+        .list_turns(&thread)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(ids, vec![first.clone(), second]);
+
+    // Reusing a turn id is refused too.
+    let result = store.begin_turn(&thread, &first, "reuse").await;
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+}
+
+#[tokio::test]
+async fn the_database_itself_refuses_a_second_running_turn() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, _) = running_turn(&store).await;
+    let inserted = raw(&path).execute(
+        "INSERT INTO turns (id, thread_id, input, status, created_at)
+         VALUES (?1, ?2, 'x', 'running', '2026-01-01T00:00:00.000Z')",
+        [TurnId::new().as_str(), thread.as_str()],
+    );
+    assert!(inserted.is_err(), "the partial unique index must refuse it");
+}
+
+#[tokio::test]
+async fn complete_turn_records_the_event_and_the_end_together() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, turn) = running_turn(&store).await;
+    store.append(&thread, &turn, delta("hello")).await.unwrap();
+    let result = serde_json::json!({"summary": "done", "files": ["a.rs"]});
+    let event = store
+        .complete_turn(&thread, &turn, StopReason::Finished, result.clone())
+        .await
+        .unwrap();
+    assert_eq!(event.seq, 2);
+    assert_eq!(
+        event.payload,
+        EventPayload::TurnCompleted {
+            stop_reason: StopReason::Finished,
+            result
+        }
+    );
+    let record = store.turn(&turn).await.unwrap().unwrap();
+    assert_eq!(record.status, TurnStatus::Ended(StopReason::Finished));
+    assert_eq!(record.ended_at.as_deref(), Some(event.ts.as_str()));
+    assert_eq!(store.turn_events(&turn).await.unwrap().last(), Some(&event));
+}
+
+#[tokio::test]
+async fn every_stop_reason_reads_back_as_the_turns_status() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    for reason in [
+        StopReason::Finished,
+        StopReason::TextAnswer,
+        StopReason::StepLimit,
+        StopReason::Cancelled,
+        StopReason::Error,
+        StopReason::Interrupted,
+    ] {
+        let (thread, turn) = running_turn(&store).await;
+        store
+            .complete_turn(&thread, &turn, reason, serde_json::Value::Null)
+            .await
+            .unwrap();
+        let status = store.turn(&turn).await.unwrap().unwrap().status;
+        assert_eq!(status, TurnStatus::Ended(reason));
+    }
+}
+
+#[tokio::test]
+async fn writes_to_an_ended_or_unknown_turn_are_refused() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, turn) = running_turn(&store).await;
+    store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Cancelled,
+            serde_json::Value::Null,
+        )
+        .await
+        .unwrap();
+
+    let late = store.append(&thread, &turn, delta("late")).await;
+    assert!(
+        matches!(&late, Err(StoreError::Conflict(m)) if m.contains("already ended")),
+        "{late:?}"
+    );
+    let twice = store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await;
+    assert!(matches!(twice, Err(StoreError::Conflict(_))), "{twice:?}");
+
+    let unknown = store.append(&thread, &TurnId::new(), delta("x")).await;
+    assert!(
+        matches!(unknown, Err(StoreError::NotFound(_))),
+        "{unknown:?}"
+    );
+
+    // A running turn addressed through the wrong thread is not found there.
+    let (_, other_turn) = running_turn(&store).await;
+    let crossed = store.append(&thread, &other_turn, delta("x")).await;
+    assert!(
+        matches!(crossed, Err(StoreError::NotFound(_))),
+        "{crossed:?}"
+    );
+
+    // Nothing of the refused writes reached the log.
+    let events = store.thread_events(&thread, 0, 100).await.unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        store.turn(&turn).await.unwrap().unwrap().status,
+        TurnStatus::Ended(StopReason::Cancelled)
+    );
+}
+
+#[tokio::test]
+async fn turn_completed_cannot_be_smuggled_through_append() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, turn) = running_turn(&store).await;
+    let payload = EventPayload::TurnCompleted {
+        stop_reason: StopReason::Finished,
+        result: serde_json::Value::Null,
+    };
+    let result = store.append(&thread, &turn, payload).await;
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+    assert_eq!(
+        store.turn(&turn).await.unwrap().unwrap().status,
+        TurnStatus::Running
+    );
+    assert!(store.turn_events(&turn).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_completion_leaves_neither_the_event_nor_the_end() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, turn) = running_turn(&store).await;
+    store.append(&thread, &turn, delta("one")).await.unwrap();
+    let conn = raw(&path);
+
+    // The end cannot be recorded: the event written just before must vanish with it.
+    conn.execute_batch(
+        "CREATE TRIGGER sabotage BEFORE UPDATE OF status ON turns
+         BEGIN SELECT RAISE(ABORT, 'sabotaged end'); END;",
+    )
+    .unwrap();
+    let failed = store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await;
+    assert!(
+        matches!(&failed, Err(StoreError::Backend(m)) if m.contains("sabotaged end")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        store.turn(&turn).await.unwrap().unwrap().status,
+        TurnStatus::Running
+    );
+    assert_eq!(store.turn_events(&turn).await.unwrap().len(), 1);
+    conn.execute_batch("DROP TRIGGER sabotage").unwrap();
+
+    // The event cannot be written: the turn must not look ended.
+    conn.execute_batch(
+        "CREATE TRIGGER sabotage BEFORE INSERT ON events WHEN NEW.kind = 'turn_completed'
+         BEGIN SELECT RAISE(ABORT, 'sabotaged event'); END;",
+    )
+    .unwrap();
+    let failed = store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await;
+    assert!(matches!(failed, Err(StoreError::Backend(_))), "{failed:?}");
+    let record = store.turn(&turn).await.unwrap().unwrap();
+    assert_eq!(record.status, TurnStatus::Running);
+    assert_eq!(record.ended_at, None);
+    conn.execute_batch("DROP TRIGGER sabotage").unwrap();
+
+    // The failed attempts gave their seqs back: the log stays gapless.
+    let next = store.append(&thread, &turn, delta("two")).await.unwrap();
+    assert_eq!(next.seq, 2);
+    let done = store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.seq, 3);
+}
+
+#[tokio::test]
+async fn turns_left_running_are_interrupted_after_a_reopen() {
+    let (_dir, path) = db_path();
+    let (left_a, left_b, finished) = {
+        let store = open(&path).await;
+        let a = running_turn(&store).await;
+        store.append(&a.0, &a.1, delta("working")).await.unwrap();
+        let b = running_turn(&store).await;
+        let done = running_turn(&store).await;
+        store
+            .complete_turn(
+                &done.0,
+                &done.1,
+                StopReason::Finished,
+                serde_json::Value::Null,
+            )
+            .await
+            .unwrap();
+        (a, b, done)
+    };
+
+    let store = open(&path).await;
+    let interrupted = store.interrupt_running_turns().await.unwrap();
+    assert_eq!(interrupted, vec![left_a.1.clone(), left_b.1.clone()]);
+
+    for ((thread, turn), expected_seq) in [(&left_a, 2), (&left_b, 1)] {
+        let record = store.turn(turn).await.unwrap().unwrap();
+        assert_eq!(record.status, TurnStatus::Ended(StopReason::Interrupted));
+        let events = store.turn_events(turn).await.unwrap();
+        let last = events.last().expect("a turn_completed event");
+        assert_eq!(last.seq, expected_seq);
+        assert_eq!(&last.thread_id, thread);
+        assert_eq!(
+            last.payload,
+            EventPayload::TurnCompleted {
+                stop_reason: StopReason::Interrupted,
+                result: serde_json::Value::Null
+            }
+        );
+        assert_eq!(record.ended_at.as_deref(), Some(last.ts.as_str()));
+        // The thread can run again.
+        store
+            .begin_turn(thread, &TurnId::new(), "resume")
+            .await
+            .unwrap();
+    }
+    let untouched = store.turn(&finished.1).await.unwrap().unwrap();
+    assert_eq!(untouched.status, TurnStatus::Ended(StopReason::Finished));
+    assert_eq!(store.turn_events(&finished.1).await.unwrap().len(), 1);
+
+    // Only the turns begun since are running now; a second call ends just those.
+    let again = store.interrupt_running_turns().await.unwrap();
+    assert_eq!(again.len(), 2);
+    assert_eq!(store.interrupt_running_turns().await.unwrap(), vec![]);
+}
