@@ -47,6 +47,8 @@ pub struct AgentSpec {
     pub shell_allow: Vec<String>,
     pub network: NetworkAccess,
     /// JSON Schema of `finish_task`'s arguments: the shape of the turn's result.
-    pub output_schema: serde_json::Value,
+    /// `None` offers no `finish_task`: the model's text answer is the result (plain chat
+    /// agents, and models without tool support when the agent has no tools either).
+    pub output_schema: Option<serde_json::Value>,
     pub limits: AgentLimits,
 }

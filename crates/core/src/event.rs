@@ -90,7 +90,9 @@ pub enum EventPayload {
         workspace: String,
     },
     /// Text streamed by the model. Consecutive deltas may be coalesced into one event.
-    MessageDelta { text: String },
+    MessageDelta {
+        text: String,
+    },
     ToolCallPlanned {
         call_id: String,
         tool: String,

@@ -28,7 +28,10 @@ pub enum ModelError {
          AGENTPLANE_LLM_MODEL or `[llm] model`, or give the agent no tools"
     )]
     NoToolSupport { model: String },
-    #[error("no chat model to use: {reason}. The server offers: {}", available_list(available))]
+    #[error(
+        "no chat model to use: {reason}. The server offers: {}",
+        available_list(available)
+    )]
     NoModel {
         reason: String,
         available: Vec<String>,
