@@ -1,1 +1,50 @@
-//! placeholder
+//! The builtin tool ensembles: `fs`, `shell` and `web`, each an
+//! [`Ensemble`](agentplane_engine::ports::Ensemble) the engine calls.
+//!
+//! Each one is confined on its own terms: files to the workspace ([`confine`]), programs
+//! to an allowlist run without a shell ([`process`]), the network to public addresses
+//! unless the agent allows more ([`web`]). A refused breach is a `ToolError` that carries
+//! a security violation, so the engine records a `security_event` besides the error.
+//!
+//! This crate must never decide *who* gets which ensemble (that is the engine's policy
+//! and the runtime's wiring), never import another adapter, and never spawn a process
+//! outside [`process`].
+
+pub mod confine;
+pub mod fs;
+pub mod process;
+pub mod shell;
+mod text;
+pub mod web;
+
+pub use confine::{Access, resolve_in_workspace};
+pub use fs::FsEnsemble;
+pub use shell::ShellEnsemble;
+pub use web::{WebEnsemble, WebLimits};
+
+use agentplane_core::ToolErrorKind;
+use agentplane_engine::ports::ToolError;
+use serde::de::DeserializeOwned;
+
+/// Turns a tool's JSON arguments into its argument struct. The engine has already
+/// checked them against the schema; this is the second, typed check, so a schema that
+/// drifted from the struct fails as `InvalidArguments` instead of misbehaving.
+pub(crate) fn parse_args<T: DeserializeOwned>(
+    tool: &str,
+    args: serde_json::Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| {
+        ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!("invalid arguments for {tool}: {e}"),
+        )
+    })
+}
+
+/// The error for a tool name this ensemble does not offer.
+pub(crate) fn unknown_tool(ensemble: &str, tool: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::UnknownTool,
+        format!("the {ensemble} ensemble has no tool named {tool:?}"),
+    )
+}

@@ -1,0 +1,287 @@
+//! Path confinement: turns a path the model asked for into a path inside the workspace,
+//! or refuses it as a `sandbox_violation`, and opens files without following a
+//! symlink at the last step.
+//!
+//! The rules, in order:
+//! 1. Only relative paths: `/x`, `\x`, `\\server\share` and `C:\x` are refused, and so
+//!    is a NUL byte anywhere.
+//! 2. `..` is resolved lexically; one that would climb above the workspace is refused.
+//!    The path handed to the kernel never contains `..`, so `link/..` means the
+//!    workspace, never the parent of wherever `link` points.
+//! 3. The deepest part of the path that exists is canonicalized (every symlink in it
+//!    followed) and must lie inside the canonical workspace: a symlinked file or
+//!    directory that points outside is refused, wherever it sits in the path.
+//! 4. The missing rest must truly not exist: a dangling symlink is refused, since
+//!    creating through it would land wherever it points.
+//! 5. A write never goes through a symlink, even one pointing inside the workspace.
+//!    Missing parent directories are created only after all of the above.
+//!
+//! # The window that remains (TOCTOU)
+//! The check and the use are separate system calls. Something that can write in the
+//! workspace at the same time (a program the shell ensemble started, another client
+//! sharing the directory) can swap a checked directory for a symlink between the check
+//! and the open, and the open would then follow it out. We narrow what std allows:
+//! the final component is opened with `O_NOFOLLOW` (a symlink swapped in there makes
+//! the open fail, reported as a violation) and `O_NONBLOCK` (a FIFO cannot hang the
+//! call), and a file's type is checked on the open descriptor, not the path. Swaps of
+//! *intermediate* directories are not caught: closing that needs an fd-relative walk
+//! (`openat2` with `RESOLVE_BENEATH`), which std does not offer. Directory walks in
+//! `fs` have the same window. Hard links are not detected either: a hard link inside
+//! the workspace to a file outside it reads as an ordinary file (creating one needs
+//! write access to both places on the same filesystem).
+//!
+//! What must not live here: anything that reads or writes file contents, or knows
+//! about tools; this module only decides where a path leads and opens it.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use agentplane_core::ToolErrorKind;
+use agentplane_engine::ports::ToolError;
+
+/// What the caller is about to do with a path; writes get the stricter rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read an existing file; the path must exist.
+    Read,
+    /// Create or replace a file; missing parent directories are created after the
+    /// check, and the final component must not be a symlink.
+    Write,
+    /// List an existing directory; the path must exist.
+    List,
+}
+
+/// The event type of every refusal from this module.
+pub const SANDBOX_VIOLATION: &str = "sandbox_violation";
+
+/// Resolves `requested` (relative to `workspace`) to a path inside the canonical
+/// workspace, or refuses it.
+///
+/// The returned path is canonical up to its deepest existing ancestor, with the
+/// missing rest (only for [`Access::Write`]) appended. Breaches of confinement are
+/// violations (`SandboxViolation`, event type `sandbox_violation`); a path that is
+/// merely missing or unreadable is an `ExecutionFailed`. See the module docs for the
+/// rules and for the race that remains between this check and the use of the path.
+pub fn resolve_in_workspace(
+    workspace: &Path,
+    requested: &str,
+    intent: Access,
+) -> Result<PathBuf, ToolError> {
+    let relative = lexical_relative(requested)?;
+    let root = fs::canonicalize(workspace).map_err(|e| {
+        ToolError::new(
+            ToolErrorKind::ExecutionFailed,
+            format!("the workspace is not accessible: {e}"),
+        )
+    })?;
+    let joined = root.join(&relative);
+
+    if intent == Access::Write
+        && fs::symlink_metadata(&joined).is_ok_and(|meta| meta.file_type().is_symlink())
+    {
+        return Err(breach(
+            requested,
+            "it is a symlink, and writes never go through a symlink",
+        ));
+    }
+
+    let (ancestor, missing) = deepest_existing(&joined, requested)?;
+    if !ancestor.starts_with(&root) {
+        return Err(breach(requested, "it resolves outside the workspace"));
+    }
+    let resolved = missing
+        .iter()
+        .rev()
+        .fold(ancestor, |path, name| path.join(name));
+
+    match intent {
+        Access::Read | Access::List if !missing.is_empty() => Err(ToolError::new(
+            ToolErrorKind::ExecutionFailed,
+            format!("no such file or directory: {requested}"),
+        )),
+        Access::Write if !missing.is_empty() => {
+            if let Some(parent) = resolved.parent() {
+                fs::create_dir_all(parent).map_err(|e| io_failure(requested, &e))?;
+            }
+            Ok(resolved)
+        }
+        _ => Ok(resolved),
+    }
+}
+
+/// Opens an existing regular file for reading, refusing a symlink at the final
+/// component (`O_NOFOLLOW`) and anything that is not a regular file (checked on the
+/// descriptor, after a non-blocking open so a FIFO cannot hang). `requested` is only
+/// used in messages.
+pub(crate) fn open_regular_file(path: &Path, requested: &str) -> Result<File, ToolError> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    no_follow(&mut options);
+    let file = options
+        .open(path)
+        .map_err(|e| open_failure(requested, &e))?;
+    ensure_regular(&file, requested)?;
+    Ok(file)
+}
+
+/// Creates or truncates a regular file for writing, with the same final-component
+/// guarantees as [`open_regular_file`].
+pub(crate) fn create_regular_file(path: &Path, requested: &str) -> Result<File, ToolError> {
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    no_follow(&mut options);
+    let file = options
+        .open(path)
+        .map_err(|e| open_failure(requested, &e))?;
+    ensure_regular(&file, requested)?;
+    Ok(file)
+}
+
+/// The normalized relative path, or a refusal. Pure string work: no file system.
+fn lexical_relative(requested: &str) -> Result<PathBuf, ToolError> {
+    if requested.is_empty() {
+        return Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            "the path is empty; use \".\" for the workspace itself",
+        ));
+    }
+    if requested.contains('\0') {
+        return Err(breach(requested, "it contains a NUL byte"));
+    }
+    let bytes = requested.as_bytes();
+    let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
+    if requested.starts_with(['/', '\\']) || drive || Path::new(requested).is_absolute() {
+        return Err(breach(
+            requested,
+            "absolute paths are refused; give a path relative to the workspace",
+        ));
+    }
+
+    let mut normal = PathBuf::new();
+    for component in Path::new(requested).components() {
+        match component {
+            Component::Normal(name) => normal.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !normal.pop() {
+                    return Err(breach(requested, "it climbs out of the workspace"));
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(breach(requested, "absolute paths are refused"));
+            }
+        }
+    }
+    Ok(normal)
+}
+
+/// Splits `joined` into its deepest existing ancestor (canonicalized) and the names
+/// of the missing components below it, innermost first.
+fn deepest_existing(joined: &Path, requested: &str) -> Result<(PathBuf, Vec<OsString>), ToolError> {
+    let mut current = joined.to_path_buf();
+    let mut missing = Vec::new();
+    loop {
+        match fs::canonicalize(&current) {
+            Ok(canonical) => return Ok((canonical, missing)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if fs::symlink_metadata(&current).is_ok() {
+                    return Err(breach(requested, "it goes through a dangling symlink"));
+                }
+                match (current.file_name(), current.parent()) {
+                    (Some(name), Some(parent)) => {
+                        missing.push(name.to_os_string());
+                        current = parent.to_path_buf();
+                    }
+                    // Only reachable if the workspace itself vanished mid-call.
+                    _ => return Err(io_failure(requested, &e)),
+                }
+            }
+            Err(e) => return Err(io_failure(requested, &e)),
+        }
+    }
+}
+
+#[cfg(unix)]
+fn no_follow(options: &mut OpenOptions) {
+    use std::os::unix::fs::OpenOptionsExt;
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+}
+
+#[cfg(not(unix))]
+fn no_follow(_options: &mut OpenOptions) {}
+
+fn ensure_regular(file: &File, requested: &str) -> Result<(), ToolError> {
+    let meta = file.metadata().map_err(|e| io_failure(requested, &e))?;
+    if meta.is_file() {
+        Ok(())
+    } else if meta.is_dir() {
+        Err(ToolError::new(
+            ToolErrorKind::ExecutionFailed,
+            format!("{requested} is a directory"),
+        ))
+    } else {
+        Err(ToolError::new(
+            ToolErrorKind::ExecutionFailed,
+            format!("{requested} is not a regular file"),
+        ))
+    }
+}
+
+fn open_failure(requested: &str, error: &io::Error) -> ToolError {
+    #[cfg(unix)]
+    if error.raw_os_error() == Some(libc::ELOOP) {
+        // The check saw no symlink here, so one was swapped in since.
+        return breach(requested, "it became a symlink after it was checked");
+    }
+    io_failure(requested, error)
+}
+
+fn io_failure(requested: &str, error: &io::Error) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::ExecutionFailed,
+        format!("{requested}: {error}"),
+    )
+}
+
+fn breach(requested: &str, reason: &str) -> ToolError {
+    ToolError::violation(
+        ToolErrorKind::SandboxViolation,
+        SANDBOX_VIOLATION,
+        format!("path {requested:?} refused: {reason}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_rules_need_no_file_system() {
+        assert_eq!(
+            lexical_relative("a/./b/../c").unwrap(),
+            PathBuf::from("a/c")
+        );
+        assert_eq!(lexical_relative(".").unwrap(), PathBuf::new());
+        assert_eq!(lexical_relative("a/..").unwrap(), PathBuf::new());
+        for hostile in [
+            "..",
+            "../..",
+            "a/../../b",
+            "/etc/passwd",
+            "\\\\server\\share",
+            "\\windows",
+            "C:\\Windows",
+            "c:relative",
+            "a\0b",
+        ] {
+            let err = lexical_relative(hostile).unwrap_err();
+            assert_eq!(err.kind, ToolErrorKind::SandboxViolation, "{hostile:?}");
+            assert!(err.security.is_some(), "{hostile:?}");
+        }
+        let empty = lexical_relative("").unwrap_err();
+        assert_eq!(empty.kind, ToolErrorKind::InvalidArguments);
+        assert!(empty.security.is_none());
+    }
+}

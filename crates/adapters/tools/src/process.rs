@@ -1,0 +1,282 @@
+//! The one place in this crate that spawns processes.
+//!
+//! A confined run: the program is executed directly with an argv (no shell ever
+//! interprets anything), in the workspace, with a scrubbed environment (only `PATH`,
+//! `HOME` = the workspace, `LANG=C.UTF-8`, `TERM=dumb`), stdin closed, in a process
+//! group of its own. stdout and stderr are read concurrently; each keeps at most the
+//! output cap and is drained (and discarded) beyond it, so the program never blocks on
+//! a full pipe, until [`DRAIN_CEILING`], where the group is killed.
+//!
+//! The whole process group is killed with SIGKILL on timeout, on output overflow, when
+//! the run's future is dropped (the engine's own timeout, a cancelled turn), and also
+//! right after the program exits: background children a command leaves behind do not
+//! outlive the call. A process that leaves the group on purpose (`setsid`) escapes this;
+//! if it keeps the output pipes open, the run stops waiting for them after
+//! [`PIPE_GRACE`].
+//!
+//! What must not live here: allowlists and how results read for the model (the
+//! `shell` ensemble decides those); this module only runs a program it is given.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+/// Bytes drained from one stream before the process group is killed: beyond this the
+/// output is useless to a model and only costs CPU.
+pub const DRAIN_CEILING: u64 = 16 * 1024 * 1024;
+
+/// How long to keep reading output pipes after the program exited and its group was
+/// killed; only a process that left the group can hold them open that long.
+pub const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+/// `PATH` when the host process has none.
+const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// What to run. `program` is already resolved (see [`find_program`]); `name` is what
+/// the program sees as `argv[0]`.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    /// The executable, as [`find_program`] found it.
+    pub program: &'a Path,
+    /// The bare name the caller asked for; the program's `argv[0]`.
+    pub name: &'a str,
+    /// Arguments, passed as they are: nothing interprets them.
+    pub args: &'a [String],
+    /// The working directory, and `HOME`.
+    pub workspace: &'a Path,
+    /// Wall time before the process group is killed.
+    pub timeout: Duration,
+    /// Bytes kept per stream.
+    pub output_cap: usize,
+}
+
+/// One output stream: the first `output_cap` bytes and how many there were.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The first bytes, at most the invocation's `output_cap`.
+    pub kept: Vec<u8>,
+    /// Every byte read, kept or not.
+    pub total: u64,
+}
+
+impl Captured {
+    /// Whether more was produced than kept.
+    pub fn truncated(&self) -> bool {
+        self.total > self.kept.len() as u64
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The program exited on its own (or was killed by someone else).
+    Exited(ExitStatus),
+    /// The timeout passed; the process group was killed.
+    TimedOut,
+    /// A stream passed [`DRAIN_CEILING`]; the process group was killed.
+    OutputOverflow,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// How it ended; only [`Outcome::Exited`] carries an exit status.
+    pub outcome: Outcome,
+    /// What the program wrote to stdout (partial after a kill).
+    pub stdout: Captured,
+    /// What the program wrote to stderr (partial after a kill).
+    pub stderr: Captured,
+    /// The program exited but something outside its group held the output pipes open
+    /// past [`PIPE_GRACE`]; the output may be incomplete.
+    pub pipes_left_open: bool,
+}
+
+/// The `PATH` used both to find programs and inside the child: the host's `PATH`
+/// without relative entries (`.`, empty), so a file the model wrote into the workspace
+/// can never be picked up as a program.
+pub fn search_path() -> OsString {
+    let host = std::env::var_os("PATH").unwrap_or_else(|| FALLBACK_PATH.into());
+    let absolute: Vec<PathBuf> = std::env::split_paths(&host)
+        .filter(|dir| dir.is_absolute())
+        .collect();
+    std::env::join_paths(absolute).unwrap_or_else(|_| FALLBACK_PATH.into())
+}
+
+/// Finds an executable file named `name` on [`search_path`]. `name` must be a bare
+/// program name; callers check that before (a name with a separator is refused there).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&search_path())
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+#[cfg(unix)]
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Runs `invocation` to completion under the rules in the module docs. An `Err` means
+/// the program could not be started; every way it can end once started is an
+/// [`Outcome`].
+pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
+    let mut command = Command::new(invocation.program);
+    command
+        .args(invocation.args)
+        .current_dir(invocation.workspace)
+        .env_clear()
+        .env("PATH", search_path())
+        .env("HOME", invocation.workspace)
+        .env("LANG", "C.UTF-8")
+        .env("TERM", "dumb")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    {
+        command.arg0(invocation.name);
+        command.process_group(0);
+    }
+
+    let mut child = command.spawn()?;
+    let mut group = ProcessGroup::of(child.id());
+    let stdout_pipe = child.stdout.take();
+    let stderr_pipe = child.stderr.take();
+
+    let mut stdout = Captured::default();
+    let mut stderr = Captured::default();
+    let mut status = None;
+    let mut overflow = false;
+    let mut timed_out = false;
+    let mut pipes_left_open = false;
+    {
+        let mut deadline = Instant::now() + invocation.timeout;
+        let stdout_drain = drain(stdout_pipe, invocation.output_cap, &mut stdout);
+        let stderr_drain = drain(stderr_pipe, invocation.output_cap, &mut stderr);
+        tokio::pin!(stdout_drain, stderr_drain);
+        let (mut stdout_done, mut stderr_done) = (false, false);
+        while status.is_none() || !stdout_done || !stderr_done {
+            tokio::select! {
+                exit = child.wait(), if status.is_none() => {
+                    status = Some(exit?);
+                    group.kill();
+                    deadline = deadline.min(Instant::now() + PIPE_GRACE);
+                }
+                over = &mut stdout_drain, if !stdout_done => {
+                    stdout_done = true;
+                    if over {
+                        overflow = true;
+                        group.kill();
+                    }
+                }
+                over = &mut stderr_drain, if !stderr_done => {
+                    stderr_done = true;
+                    if over {
+                        overflow = true;
+                        group.kill();
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    if status.is_none() {
+                        timed_out = true;
+                    } else {
+                        pipes_left_open = true;
+                    }
+                    group.kill();
+                    break;
+                }
+            }
+        }
+    }
+
+    if status.is_none() {
+        // Killed above; reap it so no zombie is left (kill_on_drop covers the rest).
+        let _ = child.start_kill();
+        status = tokio::time::timeout(PIPE_GRACE, child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+    }
+    group.disarm();
+
+    let outcome = match status {
+        _ if timed_out => Outcome::TimedOut,
+        _ if overflow => Outcome::OutputOverflow,
+        Some(status) => Outcome::Exited(status),
+        None => Outcome::TimedOut,
+    };
+    Ok(Finished {
+        outcome,
+        stdout,
+        stderr,
+        pipes_left_open,
+    })
+}
+
+/// Reads `pipe` to its end, keeping the first `cap` bytes in `into`. Returns true if it
+/// stopped at [`DRAIN_CEILING`] instead.
+async fn drain<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize, into: &mut Captured) -> bool {
+    let Some(mut pipe) = pipe else {
+        return false;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => {
+                let room = cap.saturating_sub(into.kept.len());
+                into.kept.extend_from_slice(&buf[..n.min(room)]);
+                into.total += n as u64;
+                if into.total > DRAIN_CEILING {
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+/// The child's process group, killed with SIGKILL on demand and when dropped until
+/// disarmed, so a cancelled run leaves nothing behind.
+struct ProcessGroup {
+    pgid: Option<u32>,
+}
+
+impl ProcessGroup {
+    /// The group led by a child started with `process_group(0)`: its id is the pid.
+    fn of(pid: Option<u32>) -> Self {
+        Self { pgid: pid }
+    }
+
+    fn kill(&self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) takes plain integers and touches no memory of ours. A
+            // negative pid addresses the whole group; ESRCH (already gone) is fine.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// After the final kill: the group is gone, and its id may be reused later.
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,223 @@
+//! `shell`: runs one allowlisted program with arguments, never through a shell.
+//!
+//! "shell" names what the model asks for, not how it runs: the program is a bare name
+//! that must be on the agent's allowlist and on `PATH`, and its arguments go to it as
+//! an argv, so `;`, `|`, `$(…)` and backticks are literal text. `sh -c` works only when
+//! the allowlist names `sh`, and then the agent can run anything `sh` can: the
+//! allowlist is the confinement. A non-zero exit is a result the model reads, not an
+//! error.
+//!
+//! What must not live here: spawning (that is `process`, the one place), and any
+//! interpretation of the arguments.
+
+use agentplane_core::{ToolErrorKind, ToolSpec};
+use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::process::{self, Captured, Finished, Invocation, Outcome};
+use crate::text;
+
+/// The event type of a refused program.
+pub const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
+
+/// The builtin `shell` ensemble for one agent: the programs it may run, by bare name.
+#[derive(Debug, Clone)]
+pub struct ShellEnsemble {
+    allow: Vec<String>,
+}
+
+impl ShellEnsemble {
+    /// An ensemble that runs only the programs named in `allow` (bare names such as
+    /// `git` or `cargo`, matched exactly; an entry with a path separator never matches).
+    pub fn new(allow: Vec<String>) -> Self {
+        Self { allow }
+    }
+
+    /// The allowlist, as given.
+    pub fn allowed(&self) -> &[String] {
+        &self.allow
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunArgs {
+    program: String,
+    #[serde(default)]
+    args: Vec<String>,
+}
+
+#[async_trait]
+impl Ensemble for ShellEnsemble {
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    fn tools(&self) -> Vec<ToolSpec> {
+        let allowed = if self.allow.is_empty() {
+            "none".to_string()
+        } else {
+            self.allow.join(", ")
+        };
+        vec![ToolSpec {
+            name: "run_command".into(),
+            description: format!(
+                "Run one program in the workspace and get its exit code, stdout and stderr. \
+                 The program is executed directly, not by a shell: each argument is passed \
+                 as is, so quotes, pipes, redirections, `;` and `$(...)` have no special \
+                 meaning. Allowed programs: {allowed}."
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "program": {"type": "string", "minLength": 1, "description": "Bare program name from the allowed list."},
+                    "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments, one per item."}
+                },
+                "required": ["program"],
+                "additionalProperties": false
+            }),
+            side_effects: true,
+        }]
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        if tool != "run_command" {
+            return Err(crate::unknown_tool(self.name(), tool));
+        }
+        let args: RunArgs = crate::parse_args(tool, args)?;
+        let program = self.admit(&args)?;
+        let finished = process::run(&Invocation {
+            program: &program,
+            name: &args.program,
+            args: &args.args,
+            workspace: &ctx.workspace,
+            timeout: ctx.timeout,
+            output_cap: ctx.output_cap,
+        })
+        .await
+        .map_err(|e| {
+            ToolError::new(
+                ToolErrorKind::ExecutionFailed,
+                format!("could not start {}: {e}", args.program),
+            )
+        })?;
+
+        let (report, truncated) = render(&finished, ctx.output_cap);
+        if finished.outcome == Outcome::TimedOut {
+            return Err(ToolError::new(
+                ToolErrorKind::Timeout,
+                format!(
+                    "{} did not finish within {} ms; its process group was killed.\n{report}",
+                    args.program,
+                    ctx.timeout.as_millis()
+                ),
+            ));
+        }
+        Ok(ToolOutput {
+            content: report,
+            truncated,
+        })
+    }
+}
+
+impl ShellEnsemble {
+    /// Checks the program name against the rules and the allowlist and finds it.
+    fn admit(&self, args: &RunArgs) -> Result<std::path::PathBuf, ToolError> {
+        let name = args.program.as_str();
+        if name.contains('\0') || args.args.iter().any(|a| a.contains('\0')) {
+            return Err(ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                "the program and arguments must not contain NUL bytes",
+            ));
+        }
+        if name.contains(['/', '\\']) {
+            return Err(ToolError::violation(
+                ToolErrorKind::NotAllowed,
+                COMMAND_NOT_ALLOWED,
+                format!("program {name:?} refused: give a bare program name, not a path"),
+            ));
+        }
+        if !self.allow.iter().any(|allowed| allowed == name) {
+            return Err(ToolError::violation(
+                ToolErrorKind::NotAllowed,
+                COMMAND_NOT_ALLOWED,
+                format!(
+                    "program {name:?} is not allowed for this agent; allowed: {}",
+                    self.allow.join(", ")
+                ),
+            ));
+        }
+        process::find_program(name).ok_or_else(|| {
+            ToolError::new(
+                ToolErrorKind::ExecutionFailed,
+                format!("program {name:?} is allowed but was not found on PATH"),
+            )
+        })
+    }
+}
+
+/// The model's view of a run: how it ended, then stdout and stderr, then notes on
+/// anything cut. Returns the text and whether output was truncated.
+fn render(finished: &Finished, cap: usize) -> (String, bool) {
+    let mut out = match finished.outcome {
+        Outcome::Exited(status) => exit_line(status),
+        Outcome::TimedOut => "timed out".to_string(),
+        Outcome::OutputOverflow => format!(
+            "killed after producing more than {} bytes of output",
+            process::DRAIN_CEILING
+        ),
+    };
+    let mut notes = Vec::new();
+    for (label, stream) in [("stdout", &finished.stdout), ("stderr", &finished.stderr)] {
+        let (shown, _) = text::prefix(&stream.kept, cap);
+        out.push_str(&format!("\n--- {label} ---\n"));
+        out.push_str(&shown);
+        if stream.truncated() {
+            notes.push(truncation_note(label, stream));
+        }
+    }
+    if finished.pipes_left_open {
+        notes.push(
+            "[a detached process kept the output open; output may be incomplete]".to_string(),
+        );
+    }
+    let truncated = finished.stdout.truncated() || finished.stderr.truncated();
+    for note in notes {
+        out.push('\n');
+        out.push_str(&note);
+    }
+    (out, truncated)
+}
+
+fn truncation_note(label: &str, stream: &Captured) -> String {
+    format!(
+        "[{label} truncated: {} bytes produced, first {} kept]",
+        stream.total,
+        stream.kept.len()
+    )
+}
+
+#[cfg(unix)]
+fn exit_line(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code: {code}"),
+        (None, Some(signal)) => format!("terminated by signal {signal}"),
+        (None, None) => "exit status unknown".to_string(),
+    }
+}
+
+#[cfg(not(unix))]
+fn exit_line(status: std::process::ExitStatus) -> String {
+    match status.code() {
+        Some(code) => format!("exit code: {code}"),
+        None => "exit status unknown".to_string(),
+    }
+}

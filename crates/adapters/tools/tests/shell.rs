@@ -1,0 +1,322 @@
+//! The `shell` ensemble running real programs: the allowlist, literal arguments,
+//! output caps, and process-group cleanup on timeout and cancellation.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use agentplane_core::ToolErrorKind;
+use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
+use agentplane_tools::ShellEnsemble;
+use serde_json::{Value, json};
+
+struct Fixture {
+    _ws: tempfile::TempDir,
+    ws: PathBuf,
+    ctx: ToolContext,
+}
+
+fn fixture(timeout: Duration, output_cap: usize) -> Fixture {
+    let ws_dir = tempfile::tempdir().unwrap();
+    let ws = ws_dir.path().canonicalize().unwrap();
+    let ctx = ToolContext {
+        workspace: ws.clone(),
+        timeout,
+        output_cap,
+    };
+    Fixture {
+        _ws: ws_dir,
+        ws,
+        ctx,
+    }
+}
+
+fn default_fixture() -> Fixture {
+    fixture(Duration::from_secs(10), 64 * 1024)
+}
+
+fn shell(allow: &[&str]) -> ShellEnsemble {
+    ShellEnsemble::new(allow.iter().map(|s| s.to_string()).collect())
+}
+
+async fn run(
+    allow: &[&str],
+    f: &Fixture,
+    program: &str,
+    args: &[&str],
+) -> Result<ToolOutput, ToolError> {
+    shell(allow)
+        .call(
+            "run_command",
+            json!({"program": program, "args": args}),
+            &f.ctx,
+        )
+        .await
+}
+
+fn assert_not_allowed(result: Result<ToolOutput, ToolError>, what: &str) {
+    let err = result.expect_err(what);
+    assert_eq!(err.kind, ToolErrorKind::NotAllowed, "{what}: {err:?}");
+    assert_eq!(
+        err.security.as_ref().expect(what).event_type,
+        "command_not_allowed",
+        "{what}"
+    );
+}
+
+/// Whether a pid is gone or a zombie (killed, waiting for a reaper we do not own).
+fn is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+async fn wait_gone(pid: i32) -> bool {
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if is_gone(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    is_gone(pid)
+}
+
+fn read_pid(f: &Fixture, name: &str) -> i32 {
+    std::fs::read_to_string(f.ws.join(name))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_tool_is_side_effecting_and_names_the_allowlist() {
+    let tools = shell(&["git", "cargo"]).tools();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].name, "run_command");
+    assert!(tools[0].side_effects);
+    assert!(tools[0].description.contains("git, cargo"));
+}
+
+#[tokio::test]
+async fn metacharacters_are_literal_arguments() {
+    let f = default_fixture();
+    let out = run(&["echo"], &f, "echo", &["$(id); rm -rf /"])
+        .await
+        .unwrap();
+    assert_eq!(
+        out.content,
+        "exit code: 0\n--- stdout ---\n$(id); rm -rf /\n\n--- stderr ---\n"
+    );
+
+    let args = [
+        "`id`", "|", "cat", ">", "out.txt", "&&", "touch", "pwned", "*",
+    ];
+    let out = run(&["echo"], &f, "echo", &args).await.unwrap();
+    assert!(
+        out.content
+            .contains("`id` | cat > out.txt && touch pwned *\n"),
+        "{}",
+        out.content
+    );
+    assert!(!f.ws.join("out.txt").exists());
+    assert!(!f.ws.join("pwned").exists());
+}
+
+#[tokio::test]
+async fn programs_not_on_the_allowlist_are_violations() {
+    let f = default_fixture();
+    assert_not_allowed(run(&["echo"], &f, "rm", &["-rf", "."]).await, "rm");
+    assert_not_allowed(run(&["echo"], &f, "sh", &["-c", "id"]).await, "sh");
+    assert_not_allowed(run(&[], &f, "echo", &["hi"]).await, "empty allowlist");
+    // Near misses of an allowed name do not match.
+    assert_not_allowed(run(&["echo"], &f, "echo ", &[]).await, "trailing space");
+    assert_not_allowed(run(&["echo"], &f, "ECHO", &[]).await, "case");
+}
+
+#[tokio::test]
+async fn a_program_with_a_path_is_refused_even_if_allowlisted() {
+    let f = default_fixture();
+    let allow = ["echo", "/bin/echo", "./echo"];
+    for program in [
+        "/bin/echo",
+        "./echo",
+        "../../bin/echo",
+        "bin\\echo",
+        "/usr/bin/env",
+    ] {
+        assert_not_allowed(run(&allow, &f, program, &["hi"]).await, program);
+    }
+}
+
+#[tokio::test]
+async fn sh_dash_c_works_only_when_sh_is_allowlisted() {
+    let f = default_fixture();
+    assert_not_allowed(
+        run(&["echo"], &f, "sh", &["-c", "echo a; echo b"]).await,
+        "sh not allowed",
+    );
+    let out = run(&["sh"], &f, "sh", &["-c", "echo a; echo b >&2; exit 3"])
+        .await
+        .unwrap();
+    assert_eq!(
+        out.content,
+        "exit code: 3\n--- stdout ---\na\n\n--- stderr ---\nb\n"
+    );
+}
+
+#[tokio::test]
+async fn a_non_zero_exit_is_a_result_and_cwd_is_the_workspace() {
+    let f = default_fixture();
+    let out = run(&["false"], &f, "false", &[]).await.unwrap();
+    assert!(out.content.starts_with("exit code: 1\n"), "{}", out.content);
+
+    let out = run(&["pwd"], &f, "pwd", &[]).await.unwrap();
+    assert!(
+        out.content.contains(&format!("\n{}\n", f.ws.display())),
+        "{}",
+        out.content
+    );
+}
+
+#[tokio::test]
+async fn stdin_is_closed_so_a_reader_does_not_wait() {
+    let f = default_fixture();
+    let started = Instant::now();
+    let out = run(&["cat"], &f, "cat", &[]).await.unwrap();
+    assert!(out.content.starts_with("exit code: 0\n"));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn an_allowlisted_program_missing_from_path_is_a_plain_failure() {
+    let f = default_fixture();
+    let name = "agentplane-no-such-program";
+    let err = run(&[name], &f, name, &[]).await.unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::ExecutionFailed);
+    assert!(err.security.is_none());
+}
+
+#[tokio::test]
+async fn finite_huge_output_is_capped_and_the_exit_code_kept() {
+    let f = fixture(Duration::from_secs(20), 1000);
+    let out = run(&["head"], &f, "head", &["-c", "10000000", "/dev/zero"])
+        .await
+        .unwrap();
+    assert!(out.truncated);
+    assert!(
+        out.content.starts_with("exit code: 0\n"),
+        "{}",
+        &out.content[..40]
+    );
+    assert!(
+        out.content
+            .contains("[stdout truncated: 10000000 bytes produced, first 1000 kept]"),
+        "{}",
+        out.content
+    );
+    assert!(out.content.len() < 1200, "{}", out.content.len());
+}
+
+#[tokio::test]
+async fn endless_output_kills_the_group_instead_of_running_to_the_timeout() {
+    let f = fixture(Duration::from_secs(20), 1000);
+    let started = Instant::now();
+    let out = run(&["yes"], &f, "yes", &["spam"]).await.unwrap();
+    assert!(out.truncated);
+    assert!(
+        out.content.starts_with("killed after producing more than"),
+        "{}",
+        &out.content[..60]
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_process_group() {
+    let f = fixture(Duration::from_millis(700), 4096);
+    let script = "sleep 30 & echo $! > child.pid; echo $$ > sh.pid; echo started; wait";
+    let started = Instant::now();
+    let err = run(&["sh"], &f, "sh", &["-c", script]).await.unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Timeout);
+    assert!(err.security.is_none());
+    assert!(err.message.contains("started"), "{}", err.message);
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let child = read_pid(&f, "child.pid");
+    let sh = read_pid(&f, "sh.pid");
+    assert!(wait_gone(child).await, "background sleep {child} survived");
+    assert!(wait_gone(sh).await, "sh {sh} survived");
+}
+
+#[tokio::test]
+async fn background_children_do_not_outlive_a_normal_exit() {
+    let f = default_fixture();
+    let started = Instant::now();
+    // The background sleep inherits stdout; without the group kill this would hold
+    // the pipe open for 30 seconds.
+    let out = run(
+        &["sh"],
+        &f,
+        "sh",
+        &["-c", "sleep 30 & echo $! > bg.pid; echo done"],
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.content
+            .starts_with("exit code: 0\n--- stdout ---\ndone\n")
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let bg = read_pid(&f, "bg.pid");
+    assert!(wait_gone(bg).await, "background sleep {bg} survived");
+}
+
+#[tokio::test]
+async fn dropping_the_call_kills_the_group() {
+    // The engine enforces the timeout from outside too, by dropping the future.
+    let f = fixture(Duration::from_secs(60), 4096);
+    let script = "sleep 30 & echo $! > child.pid; echo $$ > sh.pid; wait";
+    let ensemble = shell(&["sh"]);
+    let call = ensemble.call(
+        "run_command",
+        json!({"program": "sh", "args": ["-c", script]}),
+        &f.ctx,
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(700), call)
+            .await
+            .is_err()
+    );
+
+    let child = read_pid(&f, "child.pid");
+    let sh = read_pid(&f, "sh.pid");
+    assert!(wait_gone(child).await, "background sleep {child} survived");
+    assert!(wait_gone(sh).await, "sh {sh} survived");
+}
+
+#[tokio::test]
+async fn malformed_arguments_and_unknown_tools_are_rejected() {
+    let f = default_fixture();
+    let ensemble = shell(&["echo"]);
+    for args in [
+        json!({"program": 1}),
+        json!({"program": "echo", "args": "hi"}),
+        json!({"program": "echo", "args": [1, 2]}),
+        json!({"args": ["hi"]}),
+        json!({"program": "echo", "shell": true}),
+        json!({"program": "echo", "args": ["a\u{0}b"]}),
+    ] {
+        let err: ToolError = ensemble
+            .call("run_command", args.clone() as Value, &f.ctx)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind, ToolErrorKind::InvalidArguments, "{args}");
+    }
+    let err = ensemble.call("exec", json!({}), &f.ctx).await.unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::UnknownTool);
+}
