@@ -1,0 +1,475 @@
+//! The OpenAI-compatible chat model: Ollama, vLLM, llama.cpp's server, LM Studio and
+//! OpenAI behind one `ChatModel`.
+//!
+//! Here live the client setup, the attempt/retry loop and the reading of response
+//! bodies (bounded, with timeouts). The wire format is in `wire.rs`, error mapping in
+//! `failure.rs`, model listing in `listing.rs`. The API key is only ever put in the
+//! `Authorization` header; it is redacted from everything else.
+
+mod failure;
+mod listing;
+mod wire;
+
+use std::time::Duration;
+
+use agentplane_core::{ChatRequest, ChatResponse};
+use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
+use async_trait::async_trait;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+
+use crate::sse::SseDecoder;
+use failure::Failure;
+
+/// The most of one response kept in memory: a longer answer is a `Protocol` error.
+const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The most of an error body read: enough for any real message.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The longest pause between two retries, whatever the attempt number.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// How to reach an OpenAI-compatible server.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Up to and including the API version, e.g. `http://127.0.0.1:11434/v1`; the
+    /// client appends `/chat/completions` and `/models`.
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer …` when set and not empty; never shown.
+    pub api_key: Option<String>,
+    /// Non-streamed calls: the longest wait for the whole answer. Streamed calls: the
+    /// longest wait for the headers and then for each next piece of the stream, so a
+    /// long answer that keeps flowing is never cut.
+    pub request_timeout: Duration,
+    /// The longest wait for a TCP (and TLS) connection.
+    pub connect_timeout: Duration,
+    /// Further attempts after a 429, a 5xx or a connection failure (0: one attempt).
+    pub max_retries: u32,
+    /// The pause before the first retry; it doubles each time (capped at 30 s).
+    pub retry_base_delay: Duration,
+    /// Ask for an SSE stream (text reaches `on_text` as it is generated).
+    pub stream: bool,
+}
+
+impl OpenAiConfig {
+    /// Defaults for a local server at `base_url`: no key, streaming, 2 retries from
+    /// 500 ms, 10 s to connect, 300 s for an answer (local models can be slow).
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            request_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+            max_retries: 2,
+            retry_base_delay: Duration::from_millis(500),
+            stream: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &failure::display_url(&self.base_url))
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// A `ChatModel` over the OpenAI chat-completions API, read leniently.
+///
+/// Retries are bounded and deterministic (`retry_base_delay × 2^n`) and happen only
+/// on 429, 5xx and connection failures, and only before any text was passed to
+/// `on_text`: a half-consumed stream is never replayed.
+pub struct OpenAiCompatible {
+    client: reqwest::Client,
+    config: OpenAiConfig,
+    /// `base_url` without credentials, for error messages.
+    shown_url: String,
+}
+
+impl std::fmt::Debug for OpenAiCompatible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiCompatible")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiCompatible {
+    /// A client for `config`. Fails (as `Unreachable`, naming the URL) when the base
+    /// URL is not an http(s) URL or the key cannot be sent in a header.
+    pub fn new(mut config: OpenAiConfig) -> Result<Self, ModelError> {
+        config.base_url = config.base_url.trim().trim_end_matches('/').to_owned();
+        if config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            config.api_key = None;
+        }
+        let shown_url = failure::display_url(&config.base_url);
+        let invalid = |detail: &str| ModelError::Unreachable {
+            url: shown_url.clone(),
+            detail: detail.to_owned(),
+        };
+        match reqwest::Url::parse(&config.base_url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
+            _ => return Err(invalid("the base URL is not an http(s) URL")),
+        }
+        if let Some(key) = &config.api_key
+            && HeaderValue::from_str(&format!("Bearer {key}")).is_err()
+        {
+            return Err(invalid(
+                "the API key has characters an HTTP header cannot carry",
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("agentplane/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| invalid(&failure::transport_detail(e, None)))?;
+        Ok(Self {
+            client,
+            config,
+            shown_url,
+        })
+    }
+
+    /// One model call, passing each text delta to `on_text` as it arrives (once, whole,
+    /// for a non-streamed answer). What `ChatModel::chat` does, usable with any sink.
+    pub async fn chat_with<F>(
+        &self,
+        request: &ChatRequest,
+        on_text: &mut F,
+    ) -> Result<ChatResponse, ModelError>
+    where
+        F: FnMut(&str) + Send + ?Sized,
+    {
+        let body = wire::request_body(request, self.config.stream).to_string();
+        let url = format!("{}/chat/completions", self.config.base_url);
+        let build = || {
+            let builder = self
+                .client
+                .post(&url)
+                .header(CONTENT_TYPE, "application/json")
+                .header(
+                    ACCEPT,
+                    if self.config.stream {
+                        "text/event-stream"
+                    } else {
+                        "application/json"
+                    },
+                )
+                .body(body.clone());
+            self.authorized(builder)
+        };
+        let mut retry = 0;
+        loop {
+            let mut delivered = false;
+            let started = tokio::time::Instant::now();
+            let attempt = match self.send_once(build(), &request.model).await {
+                Ok(response) => {
+                    let deadline = started + self.config.request_timeout;
+                    self.read_answer(response, &request.model, deadline, on_text, &mut delivered)
+                        .await
+                }
+                Err(failure) => Err(failure),
+            };
+            match attempt {
+                Ok(answer) => return Ok(answer),
+                Err(failure)
+                    if failure.retryable && !delivered && retry < self.config.max_retries =>
+                {
+                    self.pause_before_retry(retry, &failure.error).await;
+                    retry += 1;
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    fn api_key(&self) -> Option<&str> {
+        self.config.api_key.as_deref()
+    }
+
+    fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self.api_key() {
+            Some(key) => builder.bearer_auth(key),
+            None => builder,
+        }
+    }
+
+    fn timeout_error(&self) -> ModelError {
+        ModelError::Timeout {
+            seconds: self.config.request_timeout.as_secs().max(1),
+        }
+    }
+
+    /// The pause before retry number `retry` (0-based): base × 2^retry, capped.
+    fn retry_delay(&self, retry: u32) -> Duration {
+        self.config
+            .retry_base_delay
+            .checked_mul(2u32.saturating_pow(retry))
+            .unwrap_or(MAX_RETRY_DELAY)
+            .min(MAX_RETRY_DELAY)
+    }
+
+    /// Sends a request built by `build` and returns a successful response, retrying
+    /// transient failures. Non-success statuses become errors here.
+    async fn send_with_retries(
+        &self,
+        build: impl Fn() -> reqwest::RequestBuilder,
+        model: &str,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut retry = 0;
+        loop {
+            match self.send_once(build(), model).await {
+                Ok(response) => return Ok(response),
+                Err(failure) if failure.retryable && retry < self.config.max_retries => {
+                    self.pause_before_retry(retry, &failure.error).await;
+                    retry += 1;
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    async fn pause_before_retry(&self, retry: u32, error: &ModelError) {
+        let delay = self.retry_delay(retry);
+        tracing::debug!(
+            retry = retry + 1,
+            delay_ms = delay.as_millis() as u64,
+            %error,
+            "retrying the model server"
+        );
+        tokio::time::sleep(delay).await;
+    }
+
+    /// One request: its response if the status is a success, else the failure.
+    async fn send_once(
+        &self,
+        builder: reqwest::RequestBuilder,
+        model: &str,
+    ) -> Result<reqwest::Response, Failure> {
+        let sent = tokio::time::timeout(self.config.request_timeout, builder.send()).await;
+        let response = match sent {
+            Err(_) => return Err(Failure::fatal(self.timeout_error())),
+            Ok(Err(e)) => return Err(failure::from_send(e, &self.shown_url, self.api_key())),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = read_body(response, MAX_ERROR_BODY_BYTES, self.config.request_timeout)
+            .await
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_else(|_| String::new());
+        Err(failure::from_status(status, &body, model, self.api_key()))
+    }
+
+    /// One chat attempt after the headers: reads and assembles the answer. A whole
+    /// (non-streamed) answer must be complete by `deadline`. Sets `delivered` once any
+    /// text went to `on_text`.
+    async fn read_answer<F: FnMut(&str) + Send + ?Sized>(
+        &self,
+        response: reqwest::Response,
+        model: &str,
+        deadline: tokio::time::Instant,
+        on_text: &mut F,
+        delivered: &mut bool,
+    ) -> Result<ChatResponse, Failure> {
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let is_stream = if content_type.contains("event-stream") {
+            true
+        } else if content_type.contains("json") {
+            false
+        } else {
+            self.config.stream
+        };
+        if is_stream {
+            return self.read_stream(response, model, on_text, delivered).await;
+        }
+        let body = match tokio::time::timeout_at(
+            deadline,
+            read_body(response, MAX_RESPONSE_BYTES, self.config.request_timeout),
+        )
+        .await
+        {
+            Err(_) => return Err(Failure::fatal(self.timeout_error())),
+            Ok(Err(failure)) => return Err(failure),
+            Ok(Ok(body)) => body,
+        };
+        let answer = wire::parse_completion(&body, model)?;
+        if !answer.content.is_empty() {
+            *delivered = true;
+            on_text(&answer.content);
+        }
+        Ok(answer)
+    }
+
+    async fn read_stream<F: FnMut(&str) + Send + ?Sized>(
+        &self,
+        mut response: reqwest::Response,
+        model: &str,
+        on_text: &mut F,
+        delivered: &mut bool,
+    ) -> Result<ChatResponse, Failure> {
+        let mut decoder = SseDecoder::new(MAX_RESPONSE_BYTES);
+        let mut assembly = wire::StreamAssembly::new(model);
+        let mut total = 0usize;
+        loop {
+            let chunk =
+                match tokio::time::timeout(self.config.request_timeout, response.chunk()).await {
+                    Err(_) => return Err(Failure::fatal(self.timeout_error())),
+                    Ok(Err(e)) => return Err(cut_off(e, self.api_key())),
+                    Ok(Ok(None)) => break,
+                    Ok(Ok(Some(chunk))) => chunk,
+                };
+            total += chunk.len();
+            if total > MAX_RESPONSE_BYTES {
+                return Err(Failure::fatal(too_large()));
+            }
+            for event in decoder.feed(&chunk).map_err(ModelError::Protocol)? {
+                if let Some(text) = assembly.apply(&event)? {
+                    *delivered = true;
+                    on_text(&text);
+                }
+                if assembly.is_done() {
+                    return Ok(assembly.finish()?);
+                }
+            }
+        }
+        if let Some(event) = decoder.finish().map_err(ModelError::Protocol)?
+            && let Some(text) = assembly.apply(&event)?
+        {
+            *delivered = true;
+            on_text(&text);
+        }
+        Ok(assembly.finish()?)
+    }
+}
+
+fn too_large() -> ModelError {
+    ModelError::Protocol(format!(
+        "the answer is larger than {} MiB",
+        MAX_RESPONSE_BYTES / (1024 * 1024)
+    ))
+}
+
+/// A body that broke off mid-way: retryable as far as the transport goes; the retry
+/// loop still refuses once text was delivered.
+fn cut_off(error: reqwest::Error, api_key: Option<&str>) -> Failure {
+    Failure::transient(ModelError::Protocol(format!(
+        "the answer was cut off mid-way: {}",
+        failure::transport_detail(error, api_key)
+    )))
+}
+
+/// Reads a whole body, refusing more than `limit` bytes; each read waits at most
+/// `idle`.
+async fn read_body(
+    mut response: reqwest::Response,
+    limit: usize,
+    idle: Duration,
+) -> Result<Vec<u8>, Failure> {
+    let mut body = Vec::new();
+    loop {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => {
+                return Err(Failure::fatal(ModelError::Timeout {
+                    seconds: idle.as_secs().max(1),
+                }));
+            }
+            Ok(Err(e)) => return Err(cut_off(e, None)),
+            Ok(Ok(None)) => return Ok(body),
+            Ok(Ok(Some(chunk))) => {
+                if body.len() + chunk.len() > limit {
+                    return Err(Failure::fatal(too_large()));
+                }
+                body.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiCompatible {
+    fn provider(&self) -> &str {
+        "openai-compatible"
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
+        listing::list_models(self).await
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ChatResponse, ModelError> {
+        // FIXME(port): async-trait names the elided lifetime inside `FnMut(&str)`, so
+        // the port's `on_text` only accepts `&str`s that outlive the whole call: no
+        // streamed delta can be passed to it safely. Until the port takes
+        // `&mut TextSink<'_>` (`type TextSink<'a> = dyn FnMut(&str) + Send + 'a`), the
+        // text arrives whole in the returned response and `on_text` is not called.
+        // Afterwards this body is `self.chat_with(request, on_text).await`.
+        let _ = on_text;
+        self.chat_with(request, &mut |_: &str| {}).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_and_are_capped() {
+        let mut config = OpenAiConfig::new("http://127.0.0.1:1/v1");
+        config.retry_base_delay = Duration::from_millis(100);
+        let model = OpenAiCompatible::new(config).expect("valid");
+        let delays: Vec<u64> = (0..4)
+            .map(|n| model.retry_delay(n).as_millis() as u64)
+            .collect();
+        assert_eq!(delays, vec![100, 200, 400, 800]);
+        assert_eq!(model.retry_delay(40), MAX_RETRY_DELAY);
+    }
+
+    #[test]
+    fn bad_configs_are_refused_without_showing_secrets() {
+        let mut config = OpenAiConfig::new("ftp://u:hunter2@host/v1");
+        assert!(matches!(
+            OpenAiCompatible::new(config.clone()),
+            Err(ModelError::Unreachable { .. })
+        ));
+        config.base_url = "not a url".to_owned();
+        assert!(OpenAiCompatible::new(config.clone()).is_err());
+
+        let mut config = OpenAiConfig::new("http://u:hunter2@127.0.0.1:1/v1/");
+        config.api_key = Some("sk-line\nbreak".to_owned());
+        let err = OpenAiCompatible::new(config.clone()).expect_err("bad key");
+        let shown = err.to_string();
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("sk-line"),
+            "{shown}"
+        );
+        assert!(!format!("{config:?}").contains("sk-line"));
+        assert!(!format!("{config:?}").contains("hunter2"));
+
+        config.api_key = Some("  ".to_owned());
+        let model = OpenAiCompatible::new(config).expect("blank key is no key");
+        assert_eq!(model.api_key(), None);
+        assert_eq!(model.config.base_url, "http://u:hunter2@127.0.0.1:1/v1");
+    }
+}
