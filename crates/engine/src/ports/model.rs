@@ -68,6 +68,10 @@ impl ModelError {
     }
 }
 
+/// Receives text deltas as they stream. The explicit lifetime matters: with
+/// `async_trait`, a bare `dyn FnMut(&str)` would only accept `&'static str`.
+pub type TextSink<'a> = dyn FnMut(&str) + Send + 'a;
+
 /// A language model behind some provider's API.
 ///
 /// Cancellation: the engine drops the future returned by `chat` when a turn is
@@ -85,6 +89,6 @@ pub trait ChatModel: Send + Sync {
     async fn chat(
         &self,
         request: &ChatRequest,
-        on_text: &mut (dyn FnMut(&str) + Send),
+        on_text: &mut TextSink<'_>,
     ) -> Result<ChatResponse, ModelError>;
 }

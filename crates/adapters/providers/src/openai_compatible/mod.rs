@@ -13,6 +13,7 @@ mod wire;
 use std::time::Duration;
 
 use agentplane_core::{ChatRequest, ChatResponse};
+use agentplane_engine::ports::model::TextSink;
 use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
@@ -417,16 +418,9 @@ impl ChatModel for OpenAiCompatible {
     async fn chat(
         &self,
         request: &ChatRequest,
-        on_text: &mut (dyn FnMut(&str) + Send),
+        on_text: &mut TextSink<'_>,
     ) -> Result<ChatResponse, ModelError> {
-        // FIXME(port): async-trait names the elided lifetime inside `FnMut(&str)`, so
-        // the port's `on_text` only accepts `&str`s that outlive the whole call: no
-        // streamed delta can be passed to it safely. Until the port takes
-        // `&mut TextSink<'_>` (`type TextSink<'a> = dyn FnMut(&str) + Send + 'a`), the
-        // text arrives whole in the returned response and `on_text` is not called.
-        // Afterwards this body is `self.chat_with(request, on_text).await`.
-        let _ = on_text;
-        self.chat_with(request, &mut |_: &str| {}).await
+        self.chat_with(request, on_text).await
     }
 }
 
