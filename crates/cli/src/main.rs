@@ -1,1 +1,64 @@
-fn main() {}
+//! `agentplane`: the command line. Parses arguments, loads the configuration, calls the
+//! runtime and prints. No agent logic lives here: `run` does exactly what the HTTP
+//! server's turns do, through the same runtime and engine functions.
+
+mod commands;
+mod exit;
+mod progress;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A local-first agent control plane.
+#[derive(Parser)]
+#[command(name = "agentplane", version, about)]
+struct Cli {
+    /// Configuration file (default: ./agentplane.toml if present, or AGENTPLANE_CONFIG).
+    #[arg(long, global = true, value_name = "PATH")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a task with an agent in a workspace and print the result.
+    Run(commands::run::RunArgs),
+    /// List agents and the model each would use.
+    Agents(commands::agents::AgentsArgs),
+    /// Print a turn's events as JSON Lines, one event a line.
+    Runlog(commands::runlog::RunlogArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AGENTPLANE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit::INTERNAL.into();
+        }
+    };
+    let exit = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => commands::run::run(cli.config.as_deref(), args).await,
+            Command::Agents(args) => commands::agents::run(cli.config.as_deref(), args).await,
+            Command::Runlog(args) => commands::runlog::run(cli.config.as_deref(), args).await,
+        }
+    });
+    // Do not wait for blocked background work (a stdin reader, a slow close) at exit.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    exit.into()
+}

@@ -5,4 +5,12 @@
 //! everything outside the process reaches it through a port. Interfaces (CLI, HTTP) call
 //! the same engine functions, so they behave the same.
 
+pub mod harmony;
+pub mod model_choice;
 pub mod ports;
+pub mod schema;
+pub mod turn;
+
+pub use turn::{
+    EngineError, NoObserver, TurnDeps, TurnError, TurnObserver, TurnOutcome, TurnRequest, run_turn,
+};

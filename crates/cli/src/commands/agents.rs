@@ -1,0 +1,81 @@
+//! `agentplane agents`: every agent, its tools and the model it would use right now.
+
+use std::path::Path;
+
+use agentplane_runtime::ModelStatus;
+use clap::Args;
+use serde_json::json;
+
+use crate::exit::{self, Exit};
+
+#[derive(Args)]
+pub struct AgentsArgs {
+    /// Print a JSON array instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
+    let runtime = match super::start(config).await {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error [{}]: {e}", e.code());
+            return exit::of_error(&e);
+        }
+    };
+    let mut rows = Vec::new();
+    for agent in runtime.agents().values() {
+        let status = runtime.model_status(agent).await;
+        rows.push((agent, status));
+    }
+    if args.json {
+        let list: Vec<_> = rows
+            .iter()
+            .map(|(agent, status)| {
+                let (state, model, detail) = describe(status);
+                json!({
+                    "name": agent.name,
+                    "description": agent.description,
+                    "ensembles": agent.ensembles,
+                    "model": {"status": state, "model": model, "detail": detail},
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(list));
+        return exit::SUCCESS;
+    }
+    println!("model server: {}", runtime.config().llm.base_url);
+    for (agent, status) in &rows {
+        let (state, model, detail) = describe(status);
+        let tools = if agent.ensembles.is_empty() {
+            "no tools".to_owned()
+        } else {
+            agent.ensembles.join(", ")
+        };
+        println!(
+            "{:<14} {:<10} {:<24} [{tools}] {}",
+            agent.name, state, model, agent.description
+        );
+        if let Some(detail) = detail {
+            println!("{:<14} {detail}", "");
+        }
+    }
+    exit::SUCCESS
+}
+
+/// (state, model, detail) of a model status.
+fn describe(status: &ModelStatus) -> (&'static str, String, Option<String>) {
+    match status {
+        ModelStatus::Ready { model } => ("ready", model.clone(), None),
+        ModelStatus::Substitute { wanted, model } => (
+            "substitute",
+            model.clone(),
+            Some(format!(
+                "`{wanted}` is not on the server; `{model}` will be used"
+            )),
+        ),
+        ModelStatus::Unavailable { wanted, error } => {
+            ("unavailable", wanted.clone(), Some(error.clone()))
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! One module per subcommand.
+
+pub mod agents;
+pub mod run;
+pub mod runlog;
+
+use std::path::Path;
+
+use agentplane_runtime::{Config, Runtime, RuntimeError};
+
+/// Loads the configuration and starts the runtime, or says why not.
+pub async fn start(config: Option<&Path>) -> Result<Runtime, RuntimeError> {
+    let config = Config::load(config)?;
+    Runtime::start(config).await
+}

@@ -1,0 +1,137 @@
+//! `agentplane run`: one task, one new thread, one turn, with live progress.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use agentplane_core::StopReason;
+use agentplane_engine::TurnOutcome;
+use agentplane_runtime::Task;
+use clap::Args;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::exit::{self, Exit};
+use crate::progress::Progress;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The agent to run (default: `[run] default_agent`, else `engineering`).
+    #[arg(long)]
+    agent: Option<String>,
+    /// The directory the agent works in; its tools cannot leave it.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// Print only the outcome, as one JSON document on stdout.
+    #[arg(long)]
+    json: bool,
+    /// What to do.
+    task: String,
+}
+
+pub async fn run(config: Option<&Path>, args: RunArgs) -> Exit {
+    let runtime = match super::start(config).await {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return fail(
+                args.json,
+                &e.to_string(),
+                e.code().as_str(),
+                exit::of_error(&e),
+            );
+        }
+    };
+    if args.task.trim().is_empty() {
+        return fail(
+            args.json,
+            "the task is empty",
+            "INVALID_ARGUMENT",
+            exit::CONFIG,
+        );
+    }
+    let task = Task {
+        agent: args
+            .agent
+            .unwrap_or_else(|| runtime.config().default_agent.clone()),
+        workspace: args.workspace,
+        input: args.task,
+    };
+
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+
+    let interactive = !args.json && std::io::stderr().is_terminal();
+    let progress = Progress::new(interactive, !args.json);
+    let outcome = runtime.run_task(task, &progress, cancel).await;
+    progress.finish();
+    match outcome {
+        Ok(outcome) => report(&outcome, args.json),
+        Err(e) => fail(
+            args.json,
+            &e.to_string(),
+            e.code().as_str(),
+            exit::of_error(&e),
+        ),
+    }
+}
+
+/// Prints the outcome and picks the exit code.
+fn report(outcome: &TurnOutcome, as_json: bool) -> Exit {
+    let code = match (outcome.stop_reason, &outcome.error) {
+        (reason, _) if reason.is_success() => exit::SUCCESS,
+        (StopReason::Cancelled, _) => exit::CANCELLED,
+        (_, Some(error)) => exit::of_code(error.code),
+        _ => exit::AGENT_FAILED,
+    };
+    if as_json {
+        let document = json!({
+            "thread_id": outcome.thread,
+            "turn_id": outcome.turn,
+            "stop_reason": outcome.stop_reason,
+            "result": outcome.result,
+            "usage": outcome.usage,
+            "error": outcome.error.as_ref().map(|e| json!({"code": e.code, "message": e.message})),
+        });
+        println!("{document}");
+        return code;
+    }
+    match outcome.stop_reason {
+        StopReason::TextAnswer => {
+            println!("{}", outcome.result["text"].as_str().unwrap_or_default());
+        }
+        StopReason::Finished => match serde_json::to_string_pretty(&outcome.result) {
+            Ok(text) => println!("{text}"),
+            Err(_) => println!("{}", outcome.result),
+        },
+        StopReason::Cancelled => eprintln!("cancelled"),
+        StopReason::StepLimit => eprintln!("error: the agent used all its steps without finishing"),
+        StopReason::Error | StopReason::Interrupted => {
+            if let Some(error) = &outcome.error {
+                eprintln!("error [{}]: {}", error.code, error.message);
+            }
+        }
+    }
+    eprintln!(
+        "turn {} ({}), {} tokens in, {} out — `agentplane runlog {}` shows every step",
+        outcome.turn,
+        outcome.stop_reason.as_str(),
+        outcome.usage.input_tokens,
+        outcome.usage.output_tokens,
+        outcome.turn
+    );
+    code
+}
+
+/// Reports an error that kept the task from running.
+fn fail(as_json: bool, message: &str, code: &str, exit_code: Exit) -> Exit {
+    if as_json {
+        println!("{}", json!({"error": {"code": code, "message": message}}));
+    } else {
+        eprintln!("error [{code}]: {message}");
+    }
+    exit_code
+}

@@ -1,0 +1,162 @@
+//! The agent catalogue: built-in `engineering` and `research`, plus every agent defined
+//! in the configuration. A configured agent with a built-in's name replaces it.
+
+use std::collections::BTreeMap;
+
+use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess};
+use serde_json::{Value, json};
+
+use crate::config::{AgentConfig, Config};
+
+/// Ensembles an agent may name.
+pub const KNOWN_ENSEMBLES: &[&str] = &["fs", "shell", "web"];
+
+/// Programs the built-in `engineering` agent may run: build and inspection tools, no
+/// shells, no interpreters that would run arbitrary code from an argument.
+const ENGINEERING_SHELL_ALLOW: &[&str] = &[
+    "cargo", "rustc", "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "make", "npm",
+    "node", "go", "pytest", "echo", "find", "sort",
+];
+
+/// All agents by name.
+pub fn catalogue(config: &Config) -> BTreeMap<String, AgentSpec> {
+    let mut agents: BTreeMap<String, AgentSpec> = [engineering(), research()]
+        .into_iter()
+        .map(|a| (a.name.clone(), a))
+        .collect();
+    for (name, agent) in &config.agents {
+        agents.insert(name.clone(), from_config(name, agent));
+    }
+    agents
+}
+
+fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
+    let defaults = AgentLimits::default();
+    AgentSpec {
+        name: name.to_owned(),
+        description: agent.description.clone(),
+        system_prompt: agent.system_prompt.clone(),
+        model: agent.model.clone(),
+        ensembles: agent.ensembles.clone(),
+        shell_allow: agent.shell_allow.clone(),
+        network: NetworkAccess {
+            allowed: agent.network.allowed,
+            allow_private: agent.network.allow_private,
+        },
+        // Without tools and without a schema, the agent is a plain chat agent: its text
+        // answer is the result and no tool is offered to the model at all.
+        output_schema: match &agent.output_schema {
+            Some(schema) => serde_json::to_value(schema).ok(),
+            None if agent.ensembles.is_empty() => None,
+            None => Some(summary_schema()),
+        },
+        limits: AgentLimits {
+            max_steps: agent.max_steps.unwrap_or(defaults.max_steps),
+            tool_timeout_ms: agent.tool_timeout_ms.unwrap_or(defaults.tool_timeout_ms),
+            tool_output_cap_bytes: agent
+                .tool_output_cap_bytes
+                .unwrap_or(defaults.tool_output_cap_bytes),
+        },
+    }
+}
+
+/// The default result shape of configured agents.
+fn summary_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "description": "What was done, in a few sentences."}
+        },
+        "required": ["summary"]
+    })
+}
+
+fn engineering() -> AgentSpec {
+    AgentSpec {
+        name: "engineering".to_owned(),
+        description: "Changes code in the workspace: reads, edits, runs builds and tests."
+            .to_owned(),
+        system_prompt: "You are a careful software engineer working in a sandboxed workspace. \
+            Use the tools to inspect files before changing them, make the smallest change \
+            that does the task, and check your work by running the relevant commands. Paths \
+            are relative to the workspace. When the task is done, call finish_task with a \
+            summary, the files you changed as artifacts, and any next steps."
+            .to_owned(),
+        model: None,
+        ensembles: vec!["fs".to_owned(), "shell".to_owned()],
+        shell_allow: ENGINEERING_SHELL_ALLOW
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+        network: NetworkAccess::default(),
+        output_schema: Some(json!({
+            "type": "object",
+            "properties": {
+                "summary": {"type": "string", "description": "What was done and why."},
+                "artifacts": {"type": "array", "items": {"type": "string"}, "description": "Files created or changed."},
+                "next_steps": {"type": "array", "items": {"type": "string"}},
+                "notes": {"type": "string"}
+            },
+            "required": ["summary"]
+        })),
+        limits: AgentLimits::default(),
+    }
+}
+
+fn research() -> AgentSpec {
+    AgentSpec {
+        name: "research".to_owned(),
+        description: "Answers questions from the workspace's files and, when allowed, the web."
+            .to_owned(),
+        system_prompt: "You are a meticulous researcher. Gather evidence with the tools, \
+            cite the files or URLs each finding comes from, and say what remains uncertain. \
+            When done, call finish_task with an answer, the findings with their sources, \
+            and your confidence."
+            .to_owned(),
+        model: None,
+        ensembles: vec!["fs".to_owned(), "web".to_owned()],
+        shell_allow: Vec::new(),
+        // The web ensemble is attached but refuses until a configuration allows network.
+        network: NetworkAccess::default(),
+        output_schema: Some(json!({
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string"},
+                "findings": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "claim": {"type": "string"},
+                            "source": {"type": "string"}
+                        },
+                        "required": ["claim"]
+                    }
+                },
+                "confidence": {"type": "string", "enum": ["low", "medium", "high"]}
+            },
+            "required": ["answer"]
+        })),
+        limits: AgentLimits::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentplane_engine::schema::Schema;
+
+    #[test]
+    fn built_in_schemas_compile_and_shells_are_not_allowed() {
+        for agent in [engineering(), research()] {
+            let schema = agent
+                .output_schema
+                .as_ref()
+                .expect("built-ins have a schema");
+            Schema::compile(schema).expect("schema compiles");
+            for shell in ["sh", "bash", "zsh", "python", "python3", "perl"] {
+                assert!(!agent.shell_allow.iter().any(|p| p == shell), "{shell}");
+            }
+        }
+    }
+}

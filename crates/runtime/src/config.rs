@@ -1,0 +1,538 @@
+//! The one configuration loader: `agentplane.toml`, then environment overrides.
+//!
+//! Where the file comes from, in order: `--config PATH`, `AGENTPLANE_CONFIG`, then
+//! `agentplane.toml` in the current directory if present; with none, every setting has
+//! its default, which targets a local Ollama. Unknown keys and bad values are load
+//! errors naming the key and the file (or the variable), never silently ignored.
+//! Secrets (the API key) are held here but never printed: `Debug` redacts them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The file name looked for in the current directory.
+pub const CONFIG_FILE_NAME: &str = "agentplane.toml";
+
+/// Defaults: Ollama's OpenAI-compatible endpoint and a tool-capable model it offers.
+pub const DEFAULT_LLM_BASE_URL: &str = "http://127.0.0.1:11434/v1";
+pub const DEFAULT_LLM_MODEL: &str = "qwen2.5:7b";
+
+/// A configuration that could not be loaded. The message names the source and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ConfigError {
+    /// The file path or environment variable the bad value came from.
+    pub source_name: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            source_name: source_name.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The loaded configuration, after defaults and overrides.
+#[derive(Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from, if any.
+    pub file: Option<PathBuf>,
+    pub llm: LlmConfig,
+    pub store: StoreConfig,
+    pub default_agent: String,
+    /// Agents defined in the file, by name (validated, not yet merged with built-ins).
+    pub agents: BTreeMap<String, AgentConfig>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("file", &self.file)
+            .field("llm", &self.llm)
+            .field("store", &self.store)
+            .field("default_agent", &self.default_agent)
+            .field("agents", &self.agents.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// The model server.
+#[derive(Clone, PartialEq)]
+pub struct LlmConfig {
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub stream: bool,
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub max_retries: u32,
+}
+
+impl fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("stream", &self.stream)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+/// Where events are stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreConfig {
+    pub path: PathBuf,
+}
+
+/// An agent defined in the configuration file (`[agents.NAME]`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    #[serde(default)]
+    pub description: String,
+    pub system_prompt: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub ensembles: Vec<String>,
+    #[serde(default)]
+    pub shell_allow: Vec<String>,
+    #[serde(default)]
+    pub network: NetworkConfig,
+    /// JSON Schema of the result, as a TOML table; defaults to `{summary: string}`.
+    #[serde(default)]
+    pub output_schema: Option<toml::Value>,
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+    #[serde(default)]
+    pub tool_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub tool_output_cap_bytes: Option<usize>,
+}
+
+/// `[agents.NAME.network]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    #[serde(default)]
+    pub allowed: bool,
+    #[serde(default)]
+    pub allow_private: bool,
+}
+
+/// The file's shape. Every section and key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    llm: FileLlm,
+    #[serde(default)]
+    store: FileStore,
+    #[serde(default)]
+    run: FileRun,
+    #[serde(default)]
+    agents: BTreeMap<String, AgentConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLlm {
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+    stream: Option<bool>,
+    request_timeout_secs: Option<u64>,
+    connect_timeout_secs: Option<u64>,
+    max_retries: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStore {
+    path: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRun {
+    default_agent: Option<String>,
+}
+
+/// Where to look, and the environment to read. Passed in so tests need no global state.
+pub struct ConfigSource<'a> {
+    /// `--config PATH`.
+    pub explicit: Option<&'a Path>,
+    /// The directory searched for `agentplane.toml`.
+    pub cwd: &'a Path,
+    /// Reads an environment variable.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Config {
+    /// Loads the configuration from the process environment and current directory.
+    pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| ConfigError::new("current directory", e.to_string()))?;
+        let env = |name: &str| std::env::var(name).ok();
+        Self::load_from(&ConfigSource {
+            explicit,
+            cwd: &cwd,
+            env: &env,
+        })
+    }
+
+    /// Loads the configuration from the given sources.
+    pub fn load_from(source: &ConfigSource<'_>) -> Result<Self, ConfigError> {
+        let env = |name: &str| (source.env)(name).filter(|v| !v.is_empty());
+        let file = match (source.explicit, env("AGENTPLANE_CONFIG")) {
+            (Some(path), _) => Some(path.to_path_buf()),
+            (None, Some(path)) => Some(PathBuf::from(path)),
+            (None, None) => {
+                let local = source.cwd.join(CONFIG_FILE_NAME);
+                local.is_file().then_some(local)
+            }
+        };
+        let parsed = match &file {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let file_name = file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "defaults".to_owned());
+        let in_file = |key: &str, message: String| {
+            ConfigError::new(file_name.clone(), format!("`{key}`: {message}"))
+        };
+
+        let base_url = match env("AGENTPLANE_LLM_BASE_URL") {
+            Some(url) => {
+                check_base_url(&url).map_err(|m| ConfigError::new("AGENTPLANE_LLM_BASE_URL", m))?
+            }
+            None => match parsed.llm.base_url {
+                Some(url) => check_base_url(&url).map_err(|m| in_file("llm.base_url", m))?,
+                None => DEFAULT_LLM_BASE_URL.to_owned(),
+            },
+        };
+        let model = env("AGENTPLANE_LLM_MODEL")
+            .or(parsed.llm.model)
+            .unwrap_or_else(|| DEFAULT_LLM_MODEL.to_owned());
+        let api_key =
+            env("AGENTPLANE_LLM_API_KEY").or(parsed.llm.api_key.filter(|k| !k.is_empty()));
+        let request_timeout_secs = parsed.llm.request_timeout_secs.unwrap_or(300);
+        if request_timeout_secs == 0 {
+            return Err(in_file(
+                "llm.request_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        let connect_timeout_secs = parsed.llm.connect_timeout_secs.unwrap_or(5);
+        if connect_timeout_secs == 0 {
+            return Err(in_file(
+                "llm.connect_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        let max_retries = parsed.llm.max_retries.unwrap_or(3);
+        if max_retries > 10 {
+            return Err(in_file("llm.max_retries", "must be at most 10".into()));
+        }
+
+        let store_path = match env("AGENTPLANE_DB") {
+            Some(path) => PathBuf::from(path),
+            None => match parsed.store.path {
+                Some(path) if path.as_os_str().is_empty() => {
+                    return Err(in_file("store.path", "must not be empty".into()));
+                }
+                Some(path) => relative_to_file(file.as_deref(), path),
+                None => default_db_path(source.env),
+            },
+        };
+
+        for (name, agent) in &parsed.agents {
+            check_agent(name, agent)
+                .map_err(|(key, m)| in_file(&format!("agents.{name}.{key}"), m))?;
+        }
+        let default_agent = parsed
+            .run
+            .default_agent
+            .unwrap_or_else(|| "engineering".to_owned());
+
+        Ok(Self {
+            file,
+            llm: LlmConfig {
+                base_url,
+                model,
+                api_key,
+                stream: parsed.llm.stream.unwrap_or(true),
+                request_timeout: Duration::from_secs(request_timeout_secs),
+                connect_timeout: Duration::from_secs(connect_timeout_secs),
+                max_retries,
+            },
+            store: StoreConfig { path: store_path },
+            default_agent,
+            agents: parsed.agents,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new(name.clone(), format!("cannot read the file: {e}")))?;
+    toml::from_str(&text).map_err(|e| ConfigError::new(name, e.to_string().trim_end().to_owned()))
+}
+
+fn check_base_url(url: &str) -> Result<String, String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let rest = trimmed
+        .strip_prefix("http://")
+        .or_else(|| trimmed.strip_prefix("https://"))
+        .ok_or_else(|| format!("must be an http:// or https:// URL, got {url:?}"))?;
+    if rest.is_empty() || rest.starts_with('/') || rest.chars().any(char::is_whitespace) {
+        return Err(format!("must name a host, got {url:?}"));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// Checks an agent's values; on error, the key within the agent and the message.
+fn check_agent(name: &str, agent: &AgentConfig) -> Result<(), (&'static str, String)> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(("", "agent names use letters, digits, `-` and `_`".into()));
+    }
+    if agent.system_prompt.trim().is_empty() {
+        return Err(("system_prompt", "must not be empty".into()));
+    }
+    for ensemble in &agent.ensembles {
+        if !crate::agents::KNOWN_ENSEMBLES.contains(&ensemble.as_str()) {
+            return Err((
+                "ensembles",
+                format!(
+                    "unknown ensemble `{ensemble}`; known: {}",
+                    crate::agents::KNOWN_ENSEMBLES.join(", ")
+                ),
+            ));
+        }
+    }
+    if !agent.shell_allow.is_empty() && !agent.ensembles.iter().any(|e| e == "shell") {
+        return Err((
+            "shell_allow",
+            "is set but the `shell` ensemble is not".into(),
+        ));
+    }
+    for program in &agent.shell_allow {
+        if program.is_empty()
+            || program.contains(['/', '\\'])
+            || program.contains(char::is_whitespace)
+        {
+            return Err((
+                "shell_allow",
+                format!("`{program}` must be a bare program name"),
+            ));
+        }
+    }
+    if agent.max_steps == Some(0) {
+        return Err(("max_steps", "must be at least 1".into()));
+    }
+    if agent.tool_timeout_ms == Some(0) {
+        return Err(("tool_timeout_ms", "must be at least 1".into()));
+    }
+    if agent.tool_output_cap_bytes.is_some_and(|cap| cap < 256) {
+        return Err(("tool_output_cap_bytes", "must be at least 256".into()));
+    }
+    if let Some(schema) = &agent.output_schema {
+        let json = serde_json::to_value(schema).map_err(|e| ("output_schema", e.to_string()))?;
+        agentplane_engine::schema::Schema::compile(&json).map_err(|e| ("output_schema", e))?;
+        if json.get("type").and_then(|t| t.as_str()) != Some("object") {
+            return Err((
+                "output_schema",
+                "must be a schema with `type = \"object\"`".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn relative_to_file(file: Option<&Path>, path: PathBuf) -> PathBuf {
+    match file.and_then(Path::parent) {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path,
+    }
+}
+
+/// `$XDG_DATA_HOME/agentplane/agentplane.db`, else `~/.local/share/…`, else `./`.
+fn default_db_path(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    let data = env("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".local").join("share"))
+        });
+    match data {
+        Some(dir) => dir.join("agentplane").join("agentplane.db"),
+        None => PathBuf::from("agentplane.db"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(dir: &Path, file: Option<&str>, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let path = dir.join(CONFIG_FILE_NAME);
+        match file {
+            Some(text) => std::fs::write(&path, text).expect("write config"),
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        let vars: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let env = move |name: &str| vars.get(name).cloned();
+        Config::load_from(&ConfigSource {
+            explicit: None,
+            cwd: dir,
+            env: &env,
+        })
+    }
+
+    #[test]
+    fn defaults_need_no_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = load(dir.path(), None, &[("HOME", "/home/u")]).expect("loads");
+        assert_eq!(config.llm.base_url, DEFAULT_LLM_BASE_URL);
+        assert_eq!(config.llm.model, DEFAULT_LLM_MODEL);
+        assert_eq!(config.file, None);
+        assert_eq!(
+            config.store.path,
+            PathBuf::from("/home/u/.local/share/agentplane/agentplane.db")
+        );
+        assert_eq!(config.default_agent, "engineering");
+    }
+
+    #[test]
+    fn environment_overrides_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = load(
+            dir.path(),
+            Some("[llm]\nbase_url = \"http://a:1/v1\"\nmodel = \"m1\"\napi_key = \"k1\"\n"),
+            &[
+                ("AGENTPLANE_LLM_BASE_URL", "http://b:2/v1/"),
+                ("AGENTPLANE_LLM_MODEL", "m2"),
+                ("AGENTPLANE_LLM_API_KEY", "secret-key"),
+            ],
+        )
+        .expect("loads");
+        assert_eq!(config.llm.base_url, "http://b:2/v1");
+        assert_eq!(config.llm.model, "m2");
+        assert_eq!(config.llm.api_key.as_deref(), Some("secret-key"));
+        assert!(!format!("{config:?}").contains("secret-key"));
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_and_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err =
+            load(dir.path(), Some("[llm]\nbase_ulr = \"x\"\n"), &[]).expect_err("unknown key");
+        let text = err.to_string();
+        assert!(text.contains("base_ulr"), "{text}");
+        assert!(text.contains(CONFIG_FILE_NAME), "{text}");
+
+        let err = load(dir.path(), Some("[agentz]\n"), &[]).expect_err("unknown section");
+        assert!(err.to_string().contains("agentz"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cases = [
+            ("[llm]\nbase_url = \"ftp://x\"\n", "llm.base_url"),
+            ("[llm]\nmax_retries = -1\n", "max_retries"),
+            ("[llm]\nmax_retries = 99\n", "llm.max_retries"),
+            (
+                "[llm]\nrequest_timeout_secs = 0\n",
+                "llm.request_timeout_secs",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\nensembles = [\"fs\", \"rocket\"]\n",
+                "agents.x.ensembles",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\nmax_steps = 0\n",
+                "agents.x.max_steps",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\nensembles = [\"shell\"]\nshell_allow = [\"/bin/sh\"]\n",
+                "agents.x.shell_allow",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.output_schema]\ntype = 5\n",
+                "agents.x.output_schema",
+            ),
+            ("[agents.x]\ndescription = \"no prompt\"\n", "system_prompt"),
+            ("[store]\npath = \"\"\n", "store.path"),
+            ("not toml at all [", "agentplane.toml"),
+        ];
+        for (text, key) in cases {
+            let err = load(dir.path(), Some(text), &[]).expect_err(text);
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
+        let err = load(
+            dir.path(),
+            None,
+            &[("AGENTPLANE_LLM_BASE_URL", "localhost:11434")],
+        )
+        .expect_err("env");
+        assert!(err.to_string().contains("AGENTPLANE_LLM_BASE_URL"), "{err}");
+    }
+
+    #[test]
+    fn an_explicit_file_must_exist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("nope.toml");
+        let env = |_: &str| None;
+        let err = Config::load_from(&ConfigSource {
+            explicit: Some(&missing),
+            cwd: dir.path(),
+            env: &env,
+        })
+        .expect_err("missing file");
+        assert!(err.to_string().contains("nope.toml"), "{err}");
+    }
+
+    #[test]
+    fn agents_and_relative_store_paths_come_from_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = load(
+            dir.path(),
+            Some(
+                "[store]\npath = \"data/events.db\"\n[run]\ndefault_agent = \"reviewer\"\n\
+                 [agents.reviewer]\nsystem_prompt = \"Review.\"\nensembles = [\"fs\"]\n\
+                 [agents.reviewer.output_schema]\ntype = \"object\"\nrequired = [\"verdict\"]\n\
+                 [agents.reviewer.output_schema.properties.verdict]\ntype = \"string\"\n",
+            ),
+            &[],
+        )
+        .expect("loads");
+        assert_eq!(config.store.path, dir.path().join("data/events.db"));
+        assert_eq!(config.default_agent, "reviewer");
+        assert!(config.agents.contains_key("reviewer"));
+    }
+}
