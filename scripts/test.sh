@@ -7,7 +7,13 @@ cd "$(dirname "$0")/.."
 
 if [ -z "${AGENTPLANE_TEST_LLAMA_URL:-}" ]; then
   port="${AGENTPLANE_LOCAL_MODEL_PORT:-8690}"
-  AGENTPLANE_LOCAL_MODEL_PORT="$port" ./scripts/local-model.sh --background
+  # A server left running by an earlier run is reused; otherwise start one.
+  if ! curl -fsS "http://127.0.0.1:${port}/v1/models" >/dev/null 2>&1; then
+    AGENTPLANE_LOCAL_MODEL_PORT="$port" ./scripts/local-model.sh --background
+    pidfile="${AGENTPLANE_LOCAL_MODEL_DIR:-$PWD/.local-model}/server.pid"
+    # Stop the server this run started, however the run ends.
+    trap 'kill "$(cat "$pidfile")" 2>/dev/null || true' EXIT
+  fi
   export AGENTPLANE_TEST_LLAMA_URL="http://127.0.0.1:${port}/v1"
 fi
 

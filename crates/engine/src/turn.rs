@@ -277,7 +277,7 @@ impl ActiveTurn<'_> {
             output_cap: agent.limits.tool_output_cap_bytes,
         };
 
-        for _step in 0..agent.limits.max_steps {
+        for step in 0..agent.limits.max_steps {
             let chat = ChatRequest {
                 model: request.model.clone(),
                 messages: messages.clone(),
@@ -285,7 +285,7 @@ impl ActiveTurn<'_> {
                 temperature: None,
             };
             let response = self.call_model(&chat, cancel).await?;
-            let (text, calls) = split_harmony(response.content, response.tool_calls);
+            let (text, calls) = split_harmony(step, response.content, response.tool_calls);
             if calls.is_empty() {
                 return Ok(Ending::plain(
                     StopReason::TextAnswer,
@@ -571,7 +571,7 @@ enum CallEnd {
 
 /// Native tool calls win; Harmony markup in the text is parsed only when the server
 /// returned none, so a model is never asked to use two protocols at once.
-fn split_harmony(content: String, native: Vec<ToolCall>) -> (String, Vec<PlannedCall>) {
+fn split_harmony(step: u32, content: String, native: Vec<ToolCall>) -> (String, Vec<PlannedCall>) {
     if !native.is_empty() || !harmony::contains_harmony(&content) {
         return (
             content,
@@ -584,10 +584,14 @@ fn split_harmony(content: String, native: Vec<ToolCall>) -> (String, Vec<Planned
         .into_iter()
         .enumerate()
         .map(|(i, call)| match call {
-            Ok(call) => PlannedCall::Ready(call),
+            // The parser numbers calls per response; the step makes ids unique per turn.
+            Ok(call) => PlannedCall::Ready(ToolCall {
+                id: format!("{}_s{step}", call.id),
+                ..call
+            }),
             Err(error) => {
                 let placeholder = ToolCall {
-                    id: format!("harmony_error_{i}"),
+                    id: format!("harmony_error_{i}_s{step}"),
                     name: error.tool.clone().unwrap_or_else(|| "unknown".to_owned()),
                     arguments: String::new(),
                 };

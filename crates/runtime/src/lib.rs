@@ -5,10 +5,10 @@
 pub mod agents;
 pub mod config;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
 use agentplane_engine::model_choice;
@@ -82,7 +82,13 @@ pub struct Runtime {
     agents: BTreeMap<String, AgentSpec>,
     store: Arc<SqliteStore>,
     model: Arc<OpenAiCompatible>,
+    /// Resolved model per wanted name, so a turn does not list the server's models
+    /// every time. Entries expire so a newly pulled model is noticed.
+    resolved: std::sync::Mutex<HashMap<String, (String, Instant)>>,
 }
+
+/// How long a model resolution is reused.
+const RESOLUTION_TTL: Duration = Duration::from_secs(60);
 
 impl Runtime {
     /// Opens the store (ending turns a previous process left running as
@@ -110,6 +116,7 @@ impl Runtime {
             config,
             store,
             model,
+            resolved: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -159,14 +166,27 @@ impl Runtime {
     /// The configured model if the server has it, else the best available chat model.
     /// A server that cannot list its models gets the configured name as it is.
     pub async fn resolve_model(&self, wanted: &str) -> Result<String, ModelError> {
-        match self.model.list_models().await {
-            Ok(offered) => model_choice::choose_model(wanted, &offered),
+        if let Some(model) = self.cached_resolution(wanted) {
+            return Ok(model);
+        }
+        let model = match self.model.list_models().await {
+            Ok(offered) => model_choice::choose_model(wanted, &offered)?,
             Err(ModelError::Upstream {
                 status: 404 | 405 | 501,
                 ..
-            }) => Ok(wanted.to_owned()),
-            Err(e) => Err(e),
+            }) => wanted.to_owned(),
+            Err(e) => return Err(e),
+        };
+        if let Ok(mut cache) = self.resolved.lock() {
+            cache.insert(wanted.to_owned(), (model.clone(), Instant::now()));
         }
+        Ok(model)
+    }
+
+    fn cached_resolution(&self, wanted: &str) -> Option<String> {
+        let cache = self.resolved.lock().ok()?;
+        let (model, at) = cache.get(wanted)?;
+        (at.elapsed() < RESOLUTION_TTL).then(|| model.clone())
     }
 
     /// Runs a task as the first turn of a new thread owned by the local user.
