@@ -419,38 +419,18 @@ impl ActiveTurn<'_> {
         };
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
-        match outcome {
-            Ok(Executed::Finished(result)) => {
-                self.record(EventPayload::ToolCallResult {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    status: ToolStatus::Ok,
-                    latency_ms,
-                    error_type: None,
-                    output: "accepted".to_owned(),
-                    truncated: false,
-                    args_preview_hash: hash,
-                })
-                .await?;
-                Ok(CallEnd::Finished(result))
-            }
+        // (status, error type, what the model is told, truncated, whether the turn ends)
+        let (status, error_type, output, truncated, finished) = match outcome {
+            Ok(Executed::Finished(result)) => (
+                ToolStatus::Ok,
+                None,
+                "accepted".to_owned(),
+                false,
+                Some(result),
+            ),
             Ok(Executed::Output { content, truncated }) => {
                 let (content, cut) = cap_output(content, ctx.output_cap);
-                self.record(EventPayload::ToolCallResult {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    status: ToolStatus::Ok,
-                    latency_ms,
-                    error_type: None,
-                    output: content.clone(),
-                    truncated: truncated || cut,
-                    args_preview_hash: hash,
-                })
-                .await?;
-                Ok(CallEnd::Answer {
-                    call_id: call.id,
-                    text: content,
-                })
+                (ToolStatus::Ok, None, content, truncated || cut, None)
             }
             Err(error) => {
                 if let Some(violation) = &error.security {
@@ -463,23 +443,27 @@ impl ActiveTurn<'_> {
                 }
                 let text = format!("error ({}): {}", error.kind.as_str(), error.message);
                 let (text, _) = cap_output(text, ctx.output_cap);
-                self.record(EventPayload::ToolCallResult {
-                    call_id: call.id.clone(),
-                    tool: call.name.clone(),
-                    status: ToolStatus::Error,
-                    latency_ms,
-                    error_type: Some(error.kind),
-                    output: text.clone(),
-                    truncated: false,
-                    args_preview_hash: hash,
-                })
-                .await?;
-                Ok(CallEnd::Answer {
-                    call_id: call.id,
-                    text,
-                })
+                (ToolStatus::Error, Some(error.kind), text, false, None)
             }
-        }
+        };
+        self.record(EventPayload::ToolCallResult {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status,
+            latency_ms,
+            error_type,
+            output: output.clone(),
+            truncated,
+            args_preview_hash: hash,
+        })
+        .await?;
+        Ok(match finished {
+            Some(result) => CallEnd::Finished(result),
+            None => CallEnd::Answer {
+                call_id: call.id,
+                text: output,
+            },
+        })
     }
 
     /// Checks a parsed call against its schema and runs it with the timeout.
