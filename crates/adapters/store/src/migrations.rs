@@ -58,6 +58,54 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER events_never_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     "#,
+    // 2: soft-deleted threads, compaction summaries, internal turns, turn results, and
+    // permission requests.
+    r#"
+    ALTER TABLE threads ADD COLUMN summary TEXT;
+    -- Set once, never cleared: a deleted thread is kept for audit but never returned.
+    ALTER TABLE threads ADD COLUMN deleted_at TEXT;
+    CREATE INDEX threads_live_by_client ON threads(client_id) WHERE deleted_at IS NULL;
+    CREATE TRIGGER threads_stay_deleted BEFORE UPDATE OF deleted_at ON threads
+        WHEN OLD.deleted_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a deleted thread stays deleted'); END;
+
+    ALTER TABLE turns ADD COLUMN internal INTEGER NOT NULL DEFAULT 0
+        CHECK (internal IN (0, 1));
+    -- The JSON of the turn_completed event's result; NULL while the turn runs.
+    ALTER TABLE turns ADD COLUMN result TEXT;
+    -- Turns that ended before this column existed get the result of their own
+    -- turn_completed event, which every ended turn has.
+    UPDATE turns SET result = (
+        SELECT payload -> '$.result' FROM events
+        WHERE events.turn_id = turns.id AND events.kind = 'turn_completed'
+    ) WHERE status != 'running';
+
+    CREATE TABLE permissions (
+        id          TEXT PRIMARY KEY NOT NULL,
+        thread_id   TEXT NOT NULL REFERENCES threads(id),
+        turn_id     TEXT NOT NULL REFERENCES turns(id),
+        call_id     TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        -- JSON: the call's arguments exactly as planned.
+        arguments   TEXT NOT NULL,
+        -- JSON: an array of the answers offered.
+        options     TEXT NOT NULL,
+        status      TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'declined')),
+        reason      TEXT,
+        created_at  TEXT NOT NULL,
+        resolved_at TEXT,
+        CHECK ((status = 'pending') = (resolved_at IS NULL))
+    ) STRICT;
+    CREATE INDEX permissions_pending_by_turn ON permissions(turn_id)
+        WHERE status = 'pending';
+
+    -- A permission is resolved at most once, and the record of it stays.
+    CREATE TRIGGER permissions_resolved_once BEFORE UPDATE ON permissions
+        WHEN OLD.status != 'pending'
+        BEGIN SELECT RAISE(ABORT, 'a permission is resolved at most once'); END;
+    CREATE TRIGGER permissions_never_delete BEFORE DELETE ON permissions
+        BEGIN SELECT RAISE(ABORT, 'permissions are kept for audit'); END;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -6,8 +6,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError, TryLockError};
 
-use agentplane_core::{Event, EventPayload, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{StoreError, ThreadRecord, TurnRecord, TurnStatus};
+use agentplane_core::{
+    Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+};
+use agentplane_engine::ports::{
+    PermissionRecord, PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
+};
 use rusqlite::{Connection, OptionalExtension, Row};
 
 use crate::{backend, connection};
@@ -51,22 +55,16 @@ impl Readers {
     }
 }
 
+const THREAD_COLUMNS: &str = "id, client_id, agent, cwd, title, created_at, summary";
+
+/// The thread `id` unless it is unknown or deleted.
 pub(crate) fn thread(c: &Connection, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
-    c.prepare_cached(
-        "SELECT id, client_id, agent, cwd, title, created_at FROM threads WHERE id = ?1",
-    )
+    c.prepare_cached(&format!(
+        "SELECT {THREAD_COLUMNS} FROM threads WHERE id = ?1 AND deleted_at IS NULL"
+    ))
     .and_then(|mut select| {
         select
-            .query_row([id.as_str()], |row| {
-                Ok(RawThread {
-                    id: row.get(0)?,
-                    client_id: row.get(1)?,
-                    agent: row.get(2)?,
-                    cwd: row.get(3)?,
-                    title: row.get(4)?,
-                    created_at: row.get(5)?,
-                })
-            })
+            .query_row([id.as_str()], RawThread::from_row)
             .optional()
     })
     .map_err(backend)?
@@ -74,7 +72,28 @@ pub(crate) fn thread(c: &Connection, id: &ThreadId) -> Result<Option<ThreadRecor
     .transpose()
 }
 
-const TURN_COLUMNS: &str = "id, thread_id, input, status, created_at, ended_at";
+/// The live threads of `client_id`, newest first. Newest means created last: the rowid
+/// is the order of insertion, which a clock stepping back cannot disturb.
+pub(crate) fn threads_of_client(
+    c: &Connection,
+    client_id: &str,
+) -> Result<Vec<ThreadRecord>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {THREAD_COLUMNS} FROM threads WHERE client_id = ?1 AND deleted_at IS NULL
+         ORDER BY rowid DESC"
+    ))
+    .and_then(|mut select| {
+        select
+            .query_map([client_id], RawThread::from_row)?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)?
+    .into_iter()
+    .map(RawThread::decode)
+    .collect()
+}
+
+const TURN_COLUMNS: &str = "id, thread_id, input, status, created_at, ended_at, internal, result";
 
 pub(crate) fn turn(c: &Connection, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
     c.prepare_cached(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?1"))
@@ -153,6 +172,45 @@ pub(crate) fn thread_events(
     .collect()
 }
 
+const PERMISSION_COLUMNS: &str =
+    "id, thread_id, turn_id, call_id, tool, arguments, options, status, reason, created_at";
+
+pub(crate) fn permission(
+    c: &Connection,
+    id: &PermissionId,
+) -> Result<Option<PermissionRecord>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {PERMISSION_COLUMNS} FROM permissions WHERE id = ?1"
+    ))
+    .and_then(|mut select| {
+        select
+            .query_row([id.as_str()], RawPermission::from_row)
+            .optional()
+    })
+    .map_err(backend)?
+    .map(RawPermission::decode)
+    .transpose()
+}
+
+/// The ids of the permissions of `turn` still waiting for an answer, oldest first.
+pub(crate) fn pending_permissions_of_turn(
+    c: &Connection,
+    turn: &TurnId,
+) -> Result<Vec<PermissionId>, StoreError> {
+    c.prepare_cached(
+        "SELECT id FROM permissions WHERE turn_id = ?1 AND status = 'pending' ORDER BY rowid",
+    )
+    .and_then(|mut select| {
+        select
+            .query_map([turn.as_str()], |row| row.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)?
+    .iter()
+    .map(|id| PermissionId::parse(id).map_err(damaged("permission id")))
+    .collect()
+}
+
 /// A row as stored; `decode` checks it, so a damaged row is an error that names it
 /// rather than a panic or a silently skipped record.
 struct RawThread {
@@ -162,9 +220,22 @@ struct RawThread {
     cwd: String,
     title: Option<String>,
     created_at: String,
+    summary: Option<String>,
 }
 
 impl RawThread {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            client_id: row.get(1)?,
+            agent: row.get(2)?,
+            cwd: row.get(3)?,
+            title: row.get(4)?,
+            created_at: row.get(5)?,
+            summary: row.get(6)?,
+        })
+    }
+
     fn decode(self) -> Result<ThreadRecord, StoreError> {
         Ok(ThreadRecord {
             id: ThreadId::parse(&self.id).map_err(damaged("thread id"))?,
@@ -173,6 +244,7 @@ impl RawThread {
             cwd: self.cwd,
             title: self.title,
             created_at: self.created_at,
+            summary: self.summary,
         })
     }
 }
@@ -184,6 +256,8 @@ struct RawTurn {
     status: String,
     created_at: String,
     ended_at: Option<String>,
+    internal: bool,
+    result: Option<String>,
 }
 
 impl RawTurn {
@@ -195,6 +269,8 @@ impl RawTurn {
             status: row.get(3)?,
             created_at: row.get(4)?,
             ended_at: row.get(5)?,
+            internal: row.get(6)?,
+            result: row.get(7)?,
         })
     }
 
@@ -214,6 +290,14 @@ impl RawTurn {
             })?;
             TurnStatus::Ended(reason)
         };
+        let result = self
+            .result
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| {
+                StoreError::Backend(format!("turn {} has an unreadable result: {e}", self.id))
+            })?;
         Ok(TurnRecord {
             id: TurnId::parse(&self.id).map_err(damaged("turn id"))?,
             thread_id: ThreadId::parse(&self.thread_id).map_err(damaged("thread id"))?,
@@ -221,6 +305,8 @@ impl RawTurn {
             status,
             created_at: self.created_at,
             ended_at: self.ended_at,
+            internal: self.internal,
+            result,
         })
     }
 }
@@ -260,6 +346,62 @@ impl RawEvent {
             seq,
             ts: self.ts,
             payload,
+        })
+    }
+}
+
+struct RawPermission {
+    id: String,
+    thread_id: String,
+    turn_id: String,
+    call_id: String,
+    tool: String,
+    arguments: String,
+    options: String,
+    status: String,
+    reason: Option<String>,
+    created_at: String,
+}
+
+impl RawPermission {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            thread_id: row.get(1)?,
+            turn_id: row.get(2)?,
+            call_id: row.get(3)?,
+            tool: row.get(4)?,
+            arguments: row.get(5)?,
+            options: row.get(6)?,
+            status: row.get(7)?,
+            reason: row.get(8)?,
+            created_at: row.get(9)?,
+        })
+    }
+
+    fn decode(self) -> Result<PermissionRecord, StoreError> {
+        let unreadable = |what: String| {
+            StoreError::Backend(format!("permission {} is unreadable: {what}", self.id))
+        };
+        let status = match self.status.as_str() {
+            "pending" => PermissionStatus::Pending,
+            "approved" => PermissionStatus::Resolved(PermissionDecision::Approved),
+            "declined" => PermissionStatus::Resolved(PermissionDecision::Declined),
+            other => return Err(unreadable(format!("unknown status {other:?}"))),
+        };
+        Ok(PermissionRecord {
+            id: PermissionId::parse(&self.id).map_err(&unreadable)?,
+            thread_id: ThreadId::parse(&self.thread_id).map_err(&unreadable)?,
+            turn_id: TurnId::parse(&self.turn_id).map_err(&unreadable)?,
+            arguments: serde_json::from_str(&self.arguments)
+                .map_err(|e| unreadable(format!("arguments: {e}")))?,
+            options: serde_json::from_str(&self.options)
+                .map_err(|e| unreadable(format!("options: {e}")))?,
+            call_id: self.call_id,
+            tool: self.tool,
+            status,
+            reason: self.reason,
+            created_at: self.created_at,
         })
     }
 }

@@ -6,8 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
-use agentplane_core::{Event, EventPayload, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{EventStore, NewThread, StoreError, ThreadRecord, TurnRecord};
+use agentplane_core::{
+    Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+};
+use agentplane_engine::ports::{
+    EventStore, NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+};
 use async_trait::async_trait;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -62,14 +66,6 @@ impl SqliteStore {
     /// The database file, as given to `open`.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// The turns of `thread` in the order they began. An unknown thread has none; ask
-    /// `thread()` to tell "no turns yet" from "no such thread".
-    pub async fn list_turns(&self, thread: &ThreadId) -> Result<Vec<TurnRecord>, StoreError> {
-        let thread = thread.clone();
-        self.read(move |c| reader::turns_of_thread(c, &thread))
-            .await
     }
 
     /// Sends a command to the writer and waits for its committed answer.
@@ -131,16 +127,41 @@ impl EventStore for SqliteStore {
         self.read(move |c| reader::thread(c, &id)).await
     }
 
+    async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
+        let client_id = client_id.to_owned();
+        self.read(move |c| reader::threads_of_client(c, &client_id))
+            .await
+    }
+
+    async fn delete_thread(&self, id: &ThreadId) -> Result<(), StoreError> {
+        self.write(|reply| Command::DeleteThread {
+            thread: id.clone(),
+            reply,
+        })
+        .await
+    }
+
+    async fn set_summary(&self, id: &ThreadId, summary: &str) -> Result<(), StoreError> {
+        self.write(|reply| Command::SetSummary {
+            thread: id.clone(),
+            summary: summary.to_owned(),
+            reply,
+        })
+        .await
+    }
+
     async fn begin_turn(
         &self,
         thread: &ThreadId,
         turn: &TurnId,
         input: &str,
+        internal: bool,
     ) -> Result<TurnRecord, StoreError> {
         self.write(|reply| Command::BeginTurn {
             thread: thread.clone(),
             turn: turn.clone(),
             input: input.to_owned(),
+            internal,
             reply,
         })
         .await
@@ -183,6 +204,15 @@ impl EventStore for SqliteStore {
         self.read(move |c| reader::turn(c, &id)).await
     }
 
+    /// An unknown thread has none; ask `thread()` to tell "no turns yet" from "no such
+    /// thread". A deleted thread's turns are still listed, like `turn` and the events:
+    /// they are its audit record, and only the thread itself is hidden.
+    async fn list_turns(&self, thread: &ThreadId) -> Result<Vec<TurnRecord>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| reader::turns_of_thread(c, &thread))
+            .await
+    }
+
     async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
         let turn = turn.clone();
         self.read(move |c| reader::turn_events(c, &turn)).await
@@ -197,6 +227,34 @@ impl EventStore for SqliteStore {
         let thread = thread.clone();
         self.read(move |c| reader::thread_events(c, &thread, after, limit))
             .await
+    }
+
+    async fn create_permission(
+        &self,
+        permission: NewPermission,
+    ) -> Result<(PermissionRecord, Event), StoreError> {
+        self.write(|reply| Command::CreatePermission { permission, reply })
+            .await
+    }
+
+    async fn resolve_permission(
+        &self,
+        id: &PermissionId,
+        decision: PermissionDecision,
+        reason: &str,
+    ) -> Result<(PermissionRecord, Event), StoreError> {
+        self.write(|reply| Command::ResolvePermission {
+            id: id.clone(),
+            decision,
+            reason: reason.to_owned(),
+            reply,
+        })
+        .await
+    }
+
+    async fn permission(&self, id: &PermissionId) -> Result<Option<PermissionRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| reader::permission(c, &id)).await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

@@ -9,12 +9,17 @@
 
 use std::sync::mpsc::Receiver;
 
-use agentplane_core::{Event, EventPayload, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{NewThread, StoreError, ThreadRecord, TurnRecord, TurnStatus};
+use agentplane_core::{
+    Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+};
+use agentplane_engine::ports::{
+    NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
+    TurnRecord, TurnStatus,
+};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::{backend, timestamp};
+use crate::{backend, reader, timestamp};
 
 /// Where a command's answer goes. Nobody may be listening any more (the caller was
 /// cancelled); the write still stands, as it would if the answer had been lost.
@@ -24,16 +29,29 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 /// lock (and delay every reply in it) for long.
 const MAX_BATCH: usize = 256;
 
+/// Why `interrupt_running_turns` declines the permissions it finds pending.
+const STOPPED_WHILE_PENDING: &str = "agentplane stopped while this permission was pending";
+
 /// A write the store's writer performs.
 pub(crate) enum Command {
     CreateThread {
         thread: NewThread,
         reply: Reply<ThreadRecord>,
     },
+    DeleteThread {
+        thread: ThreadId,
+        reply: Reply<()>,
+    },
+    SetSummary {
+        thread: ThreadId,
+        summary: String,
+        reply: Reply<()>,
+    },
     BeginTurn {
         thread: ThreadId,
         turn: TurnId,
         input: String,
+        internal: bool,
         reply: Reply<TurnRecord>,
     },
     Append {
@@ -48,6 +66,16 @@ pub(crate) enum Command {
         stop_reason: StopReason,
         result: serde_json::Value,
         reply: Reply<Event>,
+    },
+    CreatePermission {
+        permission: NewPermission,
+        reply: Reply<(PermissionRecord, Event)>,
+    },
+    ResolvePermission {
+        id: PermissionId,
+        decision: PermissionDecision,
+        reason: String,
+        reply: Reply<(PermissionRecord, Event)>,
     },
     InterruptRunningTurns {
         reply: Reply<Vec<TurnId>>,
@@ -117,12 +145,24 @@ impl Batch<'_> {
             Command::CreateThread { thread, reply } => {
                 Settled::Thread(reply, self.isolated(|c| create_thread(c, thread)))
             }
+            Command::DeleteThread { thread, reply } => {
+                Settled::Done(reply, self.isolated(|c| delete_thread(c, &thread)))
+            }
+            Command::SetSummary {
+                thread,
+                summary,
+                reply,
+            } => Settled::Done(reply, self.isolated(|c| set_summary(c, &thread, &summary))),
             Command::BeginTurn {
                 thread,
                 turn,
                 input,
+                internal,
                 reply,
-            } => Settled::Turn(reply, self.isolated(|c| begin_turn(c, thread, turn, input))),
+            } => Settled::Turn(
+                reply,
+                self.isolated(|c| begin_turn(c, thread, turn, input, internal)),
+            ),
             Command::Append {
                 thread,
                 turn,
@@ -138,6 +178,19 @@ impl Batch<'_> {
             } => Settled::Event(
                 reply,
                 self.isolated(|c| complete_turn(c, &thread, &turn, stop_reason, result)),
+            ),
+            Command::CreatePermission { permission, reply } => Settled::Permission(
+                reply,
+                Box::new(self.isolated(|c| create_permission(c, permission))),
+            ),
+            Command::ResolvePermission {
+                id,
+                decision,
+                reason,
+                reply,
+            } => Settled::Permission(
+                reply,
+                Box::new(self.isolated(|c| resolve_permission(c, &id, decision, &reason))),
             ),
             Command::InterruptRunningTurns { reply } => {
                 Settled::Turns(reply, self.isolated(interrupt_running_turns))
@@ -177,8 +230,14 @@ impl Command {
         // A dropped receiver means the caller stopped waiting; nothing to tell it.
         match self {
             Self::CreateThread { reply, .. } => drop(reply.send(Err(error))),
+            Self::DeleteThread { reply, .. } | Self::SetSummary { reply, .. } => {
+                drop(reply.send(Err(error)))
+            }
             Self::BeginTurn { reply, .. } => drop(reply.send(Err(error))),
             Self::Append { reply, .. } | Self::CompleteTurn { reply, .. } => {
+                drop(reply.send(Err(error)))
+            }
+            Self::CreatePermission { reply, .. } | Self::ResolvePermission { reply, .. } => {
                 drop(reply.send(Err(error)))
             }
             Self::InterruptRunningTurns { reply } => drop(reply.send(Err(error))),
@@ -189,18 +248,27 @@ impl Command {
 /// A command's outcome, held back until its transaction's fate is known.
 enum Settled {
     Thread(Reply<ThreadRecord>, Result<ThreadRecord, StoreError>),
+    Done(Reply<()>, Result<(), StoreError>),
     Turn(Reply<TurnRecord>, Result<TurnRecord, StoreError>),
     Event(Reply<Event>, Result<Event, StoreError>),
     Turns(Reply<Vec<TurnId>>, Result<Vec<TurnId>, StoreError>),
+    /// Boxed: a permission and its event are several times the size of the others,
+    /// and a batch holds up to `MAX_BATCH` of these.
+    Permission(
+        Reply<(PermissionRecord, Event)>,
+        Box<Result<(PermissionRecord, Event), StoreError>>,
+    ),
 }
 
 impl Settled {
     fn send(self, committed: &Result<(), StoreError>) {
         match self {
             Self::Thread(reply, outcome) => deliver(reply, outcome, committed),
+            Self::Done(reply, outcome) => deliver(reply, outcome, committed),
             Self::Turn(reply, outcome) => deliver(reply, outcome, committed),
             Self::Event(reply, outcome) => deliver(reply, outcome, committed),
             Self::Turns(reply, outcome) => deliver(reply, outcome, committed),
+            Self::Permission(reply, outcome) => deliver(reply, *outcome, committed),
         }
     }
 }
@@ -244,6 +312,7 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
             cwd: thread.cwd,
             title: thread.title,
             created_at,
+            summary: None,
         }),
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("thread {} already exists", thread.id)),
@@ -252,27 +321,71 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
     }
 }
 
+/// Marks `thread` deleted. A running turn would go on writing to a thread nobody can
+/// see, so it must end first.
+fn delete_thread(c: &Connection, thread: &ThreadId) -> Result<(), StoreError> {
+    require_live_thread(c, thread)?;
+    let running = c
+        .prepare_cached("SELECT 1 FROM turns WHERE thread_id = ?1 AND status = 'running'")
+        .and_then(|mut find| find.exists([thread.as_str()]))
+        .map_err(backend)?;
+    if running {
+        return Err(StoreError::Conflict(format!(
+            "thread {thread} has a running turn; it cannot be deleted until the turn ends"
+        )));
+    }
+    c.prepare_cached("UPDATE threads SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL")
+        .and_then(|mut update| update.execute(params![thread.as_str(), timestamp::now()]))
+        .map_err(backend)?;
+    Ok(())
+}
+
+fn set_summary(c: &Connection, thread: &ThreadId, summary: &str) -> Result<(), StoreError> {
+    let changed = c
+        .prepare_cached("UPDATE threads SET summary = ?2 WHERE id = ?1 AND deleted_at IS NULL")
+        .and_then(|mut update| update.execute(params![thread.as_str(), summary]))
+        .map_err(backend)?;
+    if changed == 0 {
+        return Err(StoreError::NotFound(format!("thread {thread}")));
+    }
+    Ok(())
+}
+
+/// `NotFound` unless `thread` exists and is not deleted.
+fn require_live_thread(c: &Connection, thread: &ThreadId) -> Result<(), StoreError> {
+    let live = c
+        .prepare_cached("SELECT 1 FROM threads WHERE id = ?1 AND deleted_at IS NULL")
+        .and_then(|mut find| find.exists([thread.as_str()]))
+        .map_err(backend)?;
+    if live {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound(format!("thread {thread}")))
+    }
+}
+
 fn begin_turn(
     c: &Connection,
     thread: ThreadId,
     turn: TurnId,
     input: String,
+    internal: bool,
 ) -> Result<TurnRecord, StoreError> {
-    let exists = c
-        .prepare_cached("SELECT 1 FROM threads WHERE id = ?1")
-        .and_then(|mut find| find.exists([thread.as_str()]))
-        .map_err(backend)?;
-    if !exists {
-        return Err(StoreError::NotFound(format!("thread {thread}")));
-    }
+    require_live_thread(c, &thread)?;
     let created_at = timestamp::now();
     let inserted = c
         .prepare_cached(
-            "INSERT INTO turns (id, thread_id, input, status, created_at)
-             VALUES (?1, ?2, ?3, 'running', ?4)",
+            "INSERT INTO turns (id, thread_id, input, status, created_at, internal)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
         )
         .and_then(|mut insert| {
-            insert.execute(params![turn.as_str(), thread.as_str(), input, created_at])
+            insert.execute(params![
+                turn.as_str(),
+                thread.as_str(),
+                input,
+                created_at,
+                internal
+            ])
         });
     match inserted {
         Ok(_) => Ok(TurnRecord {
@@ -282,6 +395,8 @@ fn begin_turn(
             status: TurnStatus::Running,
             created_at,
             ended_at: None,
+            internal,
+            result: None,
         }),
         // The partial index `turns_one_running_per_thread` is the only UNIQUE one.
         Err(e) if e.sqlite_extended_error_code() == Some(UNIQUE_VIOLATION) => Err(
@@ -334,6 +449,15 @@ fn interrupt_running_turns(c: &Connection) -> Result<Vec<TurnId>, StoreError> {
     for (turn, thread) in running {
         let turn = TurnId::parse(&turn).map_err(StoreError::Backend)?;
         let thread = ThreadId::parse(&thread).map_err(StoreError::Backend)?;
+        // Nobody is left to answer them, and a turn must not end with a question open.
+        for permission in reader::pending_permissions_of_turn(c, &turn)? {
+            resolve_permission(
+                c,
+                &permission,
+                PermissionDecision::Declined,
+                STOPPED_WHILE_PENDING,
+            )?;
+        }
         end_turn(
             c,
             &thread,
@@ -346,25 +470,174 @@ fn interrupt_running_turns(c: &Connection) -> Result<Vec<TurnId>, StoreError> {
     Ok(ended)
 }
 
-/// `NotFound` unless `turn` is a turn of `thread`; `Conflict` unless it is running.
+/// `NotFound` unless `turn` is a turn of `thread` and the thread is not deleted;
+/// `Conflict` unless the turn is running.
 fn require_running(c: &Connection, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
-    let found: Option<(String, String)> = c
-        .prepare_cached("SELECT thread_id, status FROM turns WHERE id = ?1")
+    let found: Option<(String, String, bool)> = c
+        .prepare_cached(
+            "SELECT turns.thread_id, turns.status, threads.deleted_at IS NOT NULL
+             FROM turns JOIN threads ON threads.id = turns.thread_id WHERE turns.id = ?1",
+        )
         .and_then(|mut select| {
             select
-                .query_row([turn.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+                .query_row([turn.as_str()], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
                 .optional()
         })
         .map_err(backend)?;
     match found {
         None => Err(StoreError::NotFound(format!("turn {turn}"))),
-        Some((owner, _)) if owner != thread.as_str() => Err(StoreError::NotFound(format!(
+        Some((owner, _, _)) if owner != thread.as_str() => Err(StoreError::NotFound(format!(
             "turn {turn} in thread {thread}"
         ))),
-        Some((_, status)) if status != "running" => Err(StoreError::Conflict(format!(
+        Some((_, _, true)) => Err(StoreError::NotFound(format!("thread {thread}"))),
+        Some((_, status, _)) if status != "running" => Err(StoreError::Conflict(format!(
             "turn {turn} has already ended ({status})"
         ))),
         Some(_) => Ok(()),
+    }
+}
+
+/// Stores a pending permission and its `permission_required` event; `created_at` is
+/// the event's `ts`.
+fn create_permission(
+    c: &Connection,
+    permission: NewPermission,
+) -> Result<(PermissionRecord, Event), StoreError> {
+    let NewPermission {
+        id,
+        thread_id,
+        turn_id,
+        call_id,
+        tool,
+        arguments,
+        options,
+    } = permission;
+    require_running(c, &thread_id, &turn_id)?;
+    let unencodable = |e: serde_json::Error| {
+        StoreError::Backend(format!("permission {id} cannot be encoded: {e}"))
+    };
+    let arguments_json = serde_json::to_string(&arguments).map_err(unencodable)?;
+    let options_json = serde_json::to_string(&options).map_err(unencodable)?;
+    let payload = EventPayload::PermissionRequired {
+        permission_id: id.to_string(),
+        call_id: call_id.clone(),
+        tool: tool.clone(),
+        arguments: arguments.clone(),
+        options: options.clone(),
+    };
+    let event = insert_event(c, thread_id.clone(), turn_id.clone(), payload)?;
+    let inserted = c
+        .prepare_cached(
+            "INSERT INTO permissions
+                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                id.as_str(),
+                thread_id.as_str(),
+                turn_id.as_str(),
+                call_id,
+                tool,
+                arguments_json,
+                options_json,
+                event.ts,
+            ])
+        });
+    match inserted {
+        Ok(_) => {}
+        Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => {
+            return Err(StoreError::Conflict(format!(
+                "permission {id} already exists"
+            )));
+        }
+        Err(e) => return Err(backend(e)),
+    }
+    let record = PermissionRecord {
+        id,
+        thread_id,
+        turn_id,
+        call_id,
+        tool,
+        arguments,
+        options,
+        status: PermissionStatus::Pending,
+        reason: None,
+        created_at: event.ts.clone(),
+    };
+    Ok((record, event))
+}
+
+/// Answers a pending permission of a running turn and appends `permission_resolved`
+/// to that turn; `resolved_at` is the event's `ts`.
+fn resolve_permission(
+    c: &Connection,
+    id: &PermissionId,
+    decision: PermissionDecision,
+    reason: &str,
+) -> Result<(PermissionRecord, Event), StoreError> {
+    let Some(pending) = reader::permission(c, id)? else {
+        return Err(StoreError::NotFound(format!("permission {id}")));
+    };
+    if let PermissionStatus::Resolved(earlier) = pending.status {
+        return Err(StoreError::Conflict(format!(
+            "permission {id} was already {}",
+            decision_column(earlier)
+        )));
+    }
+    // The answer must land inside its turn: after `turn_completed` it would be a
+    // decision nobody acted on.
+    require_running(c, &pending.thread_id, &pending.turn_id).map_err(|e| match e {
+        StoreError::Conflict(why) => {
+            StoreError::Conflict(format!("permission {id} can no longer be answered: {why}"))
+        }
+        other => other,
+    })?;
+    let payload = EventPayload::PermissionResolved {
+        permission_id: id.to_string(),
+        decision,
+        reason: reason.to_owned(),
+    };
+    let event = insert_event(
+        c,
+        pending.thread_id.clone(),
+        pending.turn_id.clone(),
+        payload,
+    )?;
+    let changed = c
+        .prepare_cached(
+            "UPDATE permissions SET status = ?2, reason = ?3, resolved_at = ?4
+             WHERE id = ?1 AND status = 'pending'",
+        )
+        .and_then(|mut update| {
+            update.execute(params![
+                id.as_str(),
+                decision_column(decision),
+                reason,
+                event.ts
+            ])
+        })
+        .map_err(backend)?;
+    if changed != 1 {
+        return Err(StoreError::Backend(format!(
+            "permission {id} was not pending when its answer was recorded"
+        )));
+    }
+    let record = PermissionRecord {
+        status: PermissionStatus::Resolved(decision),
+        reason: Some(reason.to_owned()),
+        ..pending
+    };
+    Ok((record, event))
+}
+
+/// How a decision is spelled in the `permissions.status` column (its serde name).
+fn decision_column(decision: PermissionDecision) -> &'static str {
+    match decision {
+        PermissionDecision::Approved => "approved",
+        PermissionDecision::Declined => "declined",
     }
 }
 
@@ -377,6 +650,9 @@ fn end_turn(
     stop_reason: StopReason,
     result: serde_json::Value,
 ) -> Result<Event, StoreError> {
+    let result_json = serde_json::to_string(&result).map_err(|e| {
+        StoreError::Backend(format!("turn {turn}: the result cannot be encoded: {e}"))
+    })?;
     let payload = EventPayload::TurnCompleted {
         stop_reason,
         result,
@@ -384,10 +660,16 @@ fn end_turn(
     let event = insert_event(c, thread.clone(), turn.clone(), payload)?;
     let changed = c
         .prepare_cached(
-            "UPDATE turns SET status = ?2, ended_at = ?3 WHERE id = ?1 AND status = 'running'",
+            "UPDATE turns SET status = ?2, ended_at = ?3, result = ?4
+             WHERE id = ?1 AND status = 'running'",
         )
         .and_then(|mut update| {
-            update.execute(params![turn.as_str(), stop_reason.as_str(), event.ts])
+            update.execute(params![
+                turn.as_str(),
+                stop_reason.as_str(),
+                event.ts,
+                result_json
+            ])
         })
         .map_err(backend)?;
     if changed != 1 {

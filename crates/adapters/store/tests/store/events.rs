@@ -146,7 +146,10 @@ async fn events_survive_closing_and_reopening() {
 
     // The seq counter survived too.
     let next_turn = agentplane_core::TurnId::new();
-    store.begin_turn(&thread, &next_turn, "more").await.unwrap();
+    store
+        .begin_turn(&thread, &next_turn, "more", false)
+        .await
+        .unwrap();
     let next = store
         .append(&thread, &next_turn, delta("after"))
         .await
@@ -209,7 +212,10 @@ async fn hostile_payloads_round_trip_exactly() {
     let (thread, turn) = {
         let thread = store.create_thread(crate::new_thread()).await.unwrap().id;
         let turn = agentplane_core::TurnId::new();
-        store.begin_turn(&thread, &turn, &megabyte).await.unwrap();
+        store
+            .begin_turn(&thread, &turn, &megabyte, false)
+            .await
+            .unwrap();
         (thread, turn)
     };
     assert_eq!(store.turn(&turn).await.unwrap().unwrap().input, megabyte);

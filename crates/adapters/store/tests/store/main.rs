@@ -3,12 +3,14 @@
 
 mod events;
 mod open;
+mod permissions;
+mod threads;
 mod turns;
 
 use std::path::{Path, PathBuf};
 
-use agentplane_core::{EventPayload, ThreadId, TurnId};
-use agentplane_engine::ports::{EventStore, NewThread};
+use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
+use agentplane_engine::ports::{EventStore, NewPermission, NewThread};
 use agentplane_store::SqliteStore;
 
 /// A temporary directory and the database path inside it (in a subdirectory that does
@@ -55,8 +57,21 @@ async fn running_turn(store: &SqliteStore) -> (ThreadId, TurnId) {
         .id;
     let turn = TurnId::new();
     store
-        .begin_turn(&thread, &turn, "do the thing")
+        .begin_turn(&thread, &turn, "do the thing", false)
         .await
         .expect("begin turn");
     (thread, turn)
+}
+
+/// A permission request for a call of `write_file` in `turn`.
+fn new_permission(thread: &ThreadId, turn: &TurnId) -> NewPermission {
+    NewPermission {
+        id: PermissionId::new(),
+        thread_id: thread.clone(),
+        turn_id: turn.clone(),
+        call_id: "call_1".into(),
+        tool: "write_file".into(),
+        arguments: serde_json::json!({"path": "src/main.rs", "content": "fn main() {}"}),
+        options: vec!["approved".into(), "declined".into()],
+    }
 }

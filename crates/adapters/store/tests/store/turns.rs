@@ -46,12 +46,17 @@ async fn a_turn_begins_and_reads_back() {
     let thread = store.create_thread(new_thread()).await.unwrap().id;
     let turn = TurnId::new();
     let input = "fix the bug in 'main.rs' — \"now\" 🐛";
-    let record = store.begin_turn(&thread, &turn, input).await.unwrap();
+    let record = store
+        .begin_turn(&thread, &turn, input, false)
+        .await
+        .unwrap();
     assert_eq!(record.id, turn);
     assert_eq!(record.thread_id, thread);
     assert_eq!(record.input, input);
     assert_eq!(record.status, TurnStatus::Running);
     assert_eq!(record.ended_at, None);
+    assert!(!record.internal);
+    assert_eq!(record.result, None);
     assert_eq!(store.turn(&turn).await.unwrap(), Some(record.clone()));
     assert_eq!(store.turn(&TurnId::new()).await.unwrap(), None);
     assert_eq!(store.list_turns(&thread).await.unwrap(), vec![record]);
@@ -63,7 +68,7 @@ async fn begin_turn_on_an_unknown_thread_is_not_found() {
     let (_dir, path) = db_path();
     let store = open(&path).await;
     let result = store
-        .begin_turn(&ThreadId::new(), &TurnId::new(), "hi")
+        .begin_turn(&ThreadId::new(), &TurnId::new(), "hi", false)
         .await;
     assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
 }
@@ -75,7 +80,7 @@ async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
     let (thread, first) = running_turn(&store).await;
 
     let second = TurnId::new();
-    let result = store.begin_turn(&thread, &second, "again").await;
+    let result = store.begin_turn(&thread, &second, "again", false).await;
     match &result {
         Err(StoreError::Conflict(message)) => {
             assert!(message.contains("already has a running turn"), "{message}");
@@ -92,7 +97,10 @@ async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
         .complete_turn(&thread, &first, StopReason::Finished, serde_json::json!({}))
         .await
         .unwrap();
-    store.begin_turn(&thread, &second, "again").await.unwrap();
+    store
+        .begin_turn(&thread, &second, "again", false)
+        .await
+        .unwrap();
     let ids: Vec<TurnId> = store
         .list_turns(&thread)
         .await
@@ -103,7 +111,7 @@ async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
     assert_eq!(ids, vec![first.clone(), second]);
 
     // Reusing a turn id is refused too.
-    let result = store.begin_turn(&thread, &first, "reuse").await;
+    let result = store.begin_turn(&thread, &first, "reuse", false).await;
     assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
 }
 
@@ -136,12 +144,13 @@ async fn complete_turn_records_the_event_and_the_end_together() {
         event.payload,
         EventPayload::TurnCompleted {
             stop_reason: StopReason::Finished,
-            result
+            result: result.clone()
         }
     );
     let record = store.turn(&turn).await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Ended(StopReason::Finished));
     assert_eq!(record.ended_at.as_deref(), Some(event.ts.as_str()));
+    assert_eq!(record.result, Some(result));
     assert_eq!(store.turn_events(&turn).await.unwrap().last(), Some(&event));
 }
 
@@ -289,6 +298,7 @@ async fn a_failed_completion_leaves_neither_the_event_nor_the_end() {
     let record = store.turn(&turn).await.unwrap().unwrap();
     assert_eq!(record.status, TurnStatus::Running);
     assert_eq!(record.ended_at, None);
+    assert_eq!(record.result, None);
     conn.execute_batch("DROP TRIGGER sabotage").unwrap();
 
     // The failed attempts gave their seqs back: the log stays gapless.
@@ -346,9 +356,10 @@ async fn turns_left_running_are_interrupted_after_a_reopen() {
             }
         );
         assert_eq!(record.ended_at.as_deref(), Some(last.ts.as_str()));
+        assert_eq!(record.result, Some(serde_json::Value::Null));
         // The thread can run again.
         store
-            .begin_turn(thread, &TurnId::new(), "resume")
+            .begin_turn(thread, &TurnId::new(), "resume", false)
             .await
             .unwrap();
     }
@@ -360,4 +371,55 @@ async fn turns_left_running_are_interrupted_after_a_reopen() {
     let again = store.interrupt_running_turns().await.unwrap();
     assert_eq!(again.len(), 2);
     assert_eq!(store.interrupt_running_turns().await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn the_internal_flag_and_the_result_round_trip() {
+    let (_dir, path) = db_path();
+    let results = [
+        serde_json::json!({"summary": "done", "nested": {"list": [1, "two", null]}}),
+        serde_json::json!("a text answer with 'quotes' and \"more\" 🚀"),
+        serde_json::Value::Null,
+        serde_json::json!(-1.5),
+    ];
+    let (thread, turns) = {
+        let store = open(&path).await;
+        let thread = store.create_thread(new_thread()).await.unwrap().id;
+        let mut turns = Vec::new();
+        for (i, result) in results.iter().enumerate() {
+            let turn = TurnId::new();
+            let internal = i % 2 == 1;
+            let begun = store
+                .begin_turn(&thread, &turn, "compact", internal)
+                .await
+                .unwrap();
+            assert_eq!(begun.internal, internal);
+            store
+                .complete_turn(&thread, &turn, StopReason::Finished, result.clone())
+                .await
+                .unwrap();
+            turns.push(turn);
+        }
+        let running = TurnId::new();
+        store
+            .begin_turn(&thread, &running, "still going", true)
+            .await
+            .unwrap();
+        turns.push(running);
+        (thread, turns)
+    };
+
+    let store = open(&path).await;
+    let listed = store.list_turns(&thread).await.unwrap();
+    let ids: Vec<TurnId> = listed.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(ids, turns, "internal turns are listed too, in order");
+    let flags: Vec<bool> = listed.iter().map(|t| t.internal).collect();
+    assert_eq!(flags, [false, true, false, true, true]);
+    let stored: Vec<Option<serde_json::Value>> = listed.iter().map(|t| t.result.clone()).collect();
+    let mut expected: Vec<Option<serde_json::Value>> = results.iter().cloned().map(Some).collect();
+    expected.push(None);
+    assert_eq!(stored, expected);
+    for record in listed {
+        assert_eq!(store.turn(&record.id).await.unwrap(), Some(record));
+    }
 }

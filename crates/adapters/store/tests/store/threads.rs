@@ -1,0 +1,244 @@
+//! Threads as a client sees them: listing, soft deletion (hidden, never erased), and
+//! the compaction summary.
+
+use agentplane_core::{StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{EventStore, NewThread, StoreError, TurnStatus};
+
+use crate::{db_path, delta, new_thread, open, raw, running_turn};
+
+fn thread_of(client_id: &str, title: &str) -> NewThread {
+    NewThread {
+        client_id: client_id.into(),
+        title: Some(title.into()),
+        ..new_thread()
+    }
+}
+
+#[tokio::test]
+async fn threads_are_listed_per_client_newest_first() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let mut mine = Vec::new();
+    for title in ["first", "second", "third"] {
+        mine.push(
+            store
+                .create_thread(thread_of("local", title))
+                .await
+                .unwrap(),
+        );
+    }
+    let theirs = store
+        .create_thread(thread_of("other", "not yours"))
+        .await
+        .unwrap();
+
+    mine.reverse();
+    assert_eq!(store.list_threads("local").await.unwrap(), mine);
+    assert_eq!(store.list_threads("other").await.unwrap(), vec![theirs]);
+    assert_eq!(store.list_threads("nobody").await.unwrap(), vec![]);
+    // A client id is a value, never SQL, and matches exactly.
+    for hostile in ["local' OR '1'='1", "%", "LOCAL", "local ", ""] {
+        assert_eq!(
+            store.list_threads(hostile).await.unwrap(),
+            vec![],
+            "{hostile:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deleted_thread_is_hidden_but_its_log_stays() {
+    let (_dir, path) = db_path();
+    let (thread, turn, events) = {
+        let store = open(&path).await;
+        let kept = store
+            .create_thread(thread_of("local", "kept"))
+            .await
+            .unwrap();
+        let (thread, turn) = running_turn(&store).await;
+        store.append(&thread, &turn, delta("hello")).await.unwrap();
+        store
+            .complete_turn(&thread, &turn, StopReason::Finished, serde_json::json!({}))
+            .await
+            .unwrap();
+        assert_eq!(store.list_threads("local").await.unwrap().len(), 2);
+
+        store.delete_thread(&thread).await.unwrap();
+
+        assert_eq!(store.thread(&thread).await.unwrap(), None);
+        assert_eq!(store.list_threads("local").await.unwrap(), vec![kept]);
+        let events = store.turn_events(&turn).await.unwrap();
+        assert_eq!(events.len(), 2, "the log of a deleted thread stays");
+        (thread, turn, events)
+    };
+
+    // Still hidden, still kept, after a restart.
+    let store = open(&path).await;
+    assert_eq!(store.thread(&thread).await.unwrap(), None);
+    assert_eq!(store.list_threads("local").await.unwrap().len(), 1);
+    assert_eq!(store.turn_events(&turn).await.unwrap(), events);
+    assert_eq!(
+        store.thread_events(&thread, 0, 10).await.unwrap(),
+        events,
+        "events stay readable for audit"
+    );
+    let record = store.turn(&turn).await.unwrap().expect("the turn is kept");
+    assert_eq!(record.status, TurnStatus::Ended(StopReason::Finished));
+
+    let begun = store
+        .begin_turn(&thread, &TurnId::new(), "again", false)
+        .await;
+    assert!(matches!(begun, Err(StoreError::NotFound(_))), "{begun:?}");
+    let summary = store.set_summary(&thread, "s").await;
+    assert!(
+        matches!(summary, Err(StoreError::NotFound(_))),
+        "{summary:?}"
+    );
+    let twice = store.delete_thread(&thread).await;
+    assert!(matches!(twice, Err(StoreError::NotFound(_))), "{twice:?}");
+    let unknown = store.delete_thread(&ThreadId::new()).await;
+    assert!(
+        matches!(unknown, Err(StoreError::NotFound(_))),
+        "{unknown:?}"
+    );
+    // Its id stays taken: a new thread cannot take over the old log.
+    let reused = store
+        .create_thread(NewThread {
+            id: thread.clone(),
+            ..new_thread()
+        })
+        .await;
+    assert!(matches!(reused, Err(StoreError::Conflict(_))), "{reused:?}");
+
+    // The database itself refuses to bring it back.
+    let undeleted = raw(&path).execute(
+        "UPDATE threads SET deleted_at = NULL WHERE id = ?1",
+        [thread.as_str()],
+    );
+    assert!(undeleted.is_err(), "{undeleted:?}");
+    assert_eq!(store.thread(&thread).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn deleting_a_thread_with_a_running_turn_is_a_conflict() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, turn) = running_turn(&store).await;
+
+    let refused = store.delete_thread(&thread).await;
+    match &refused {
+        Err(StoreError::Conflict(message)) => {
+            assert!(message.contains("running turn"), "{message}");
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(store.thread(&thread).await.unwrap().is_some());
+    assert_eq!(store.list_threads("local").await.unwrap().len(), 1);
+    // The turn goes on undisturbed.
+    store
+        .append(&thread, &turn, delta("still here"))
+        .await
+        .unwrap();
+
+    store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Cancelled,
+            serde_json::Value::Null,
+        )
+        .await
+        .unwrap();
+    store.delete_thread(&thread).await.unwrap();
+    assert_eq!(store.list_threads("local").await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn writes_to_a_thread_deleted_behind_the_stores_back_are_not_found() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let (thread, turn) = running_turn(&store).await;
+    raw(&path)
+        .execute(
+            "UPDATE threads SET deleted_at = '2026-01-01T00:00:00.000Z' WHERE id = ?1",
+            [thread.as_str()],
+        )
+        .unwrap();
+
+    let appended = store.append(&thread, &turn, delta("x")).await;
+    assert!(
+        matches!(&appended, Err(StoreError::NotFound(m)) if m.contains(thread.as_str())),
+        "{appended:?}"
+    );
+    let completed = store
+        .complete_turn(
+            &thread,
+            &turn,
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await;
+    assert!(
+        matches!(completed, Err(StoreError::NotFound(_))),
+        "{completed:?}"
+    );
+    let asked = store
+        .create_permission(crate::new_permission(&thread, &turn))
+        .await;
+    assert!(matches!(asked, Err(StoreError::NotFound(_))), "{asked:?}");
+    assert!(store.turn_events(&turn).await.unwrap().is_empty());
+
+    // A restart still ends the turn it left running, deleted thread or not.
+    assert_eq!(store.interrupt_running_turns().await.unwrap(), vec![turn]);
+}
+
+#[tokio::test]
+async fn the_summary_round_trips_and_is_replaced() {
+    let (_dir, path) = db_path();
+    let thread = {
+        let store = open(&path).await;
+        let created = store.create_thread(new_thread()).await.unwrap();
+        assert_eq!(created.summary, None);
+        assert_eq!(
+            store.thread(&created.id).await.unwrap().unwrap().summary,
+            None
+        );
+
+        store.set_summary(&created.id, "first draft").await.unwrap();
+        let hostile = "'); UPDATE threads SET deleted_at = 'x'; --\n\0 nul, 🚀, \u{202e}";
+        store.set_summary(&created.id, hostile).await.unwrap();
+        let read = store.thread(&created.id).await.unwrap().unwrap();
+        assert_eq!(read.summary.as_deref(), Some(hostile));
+        assert_eq!(
+            store.list_threads("local").await.unwrap()[0]
+                .summary
+                .as_deref(),
+            Some(hostile)
+        );
+        created.id
+    };
+    let store = open(&path).await;
+    let long = "summary ".repeat(100_000);
+    store.set_summary(&thread, &long).await.unwrap();
+    assert_eq!(
+        store.thread(&thread).await.unwrap().unwrap().summary,
+        Some(long)
+    );
+    store.set_summary(&thread, "").await.unwrap();
+    assert_eq!(
+        store
+            .thread(&thread)
+            .await
+            .unwrap()
+            .unwrap()
+            .summary
+            .as_deref(),
+        Some("")
+    );
+
+    let unknown = store.set_summary(&ThreadId::new(), "s").await;
+    assert!(
+        matches!(unknown, Err(StoreError::NotFound(_))),
+        "{unknown:?}"
+    );
+}
