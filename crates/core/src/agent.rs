@@ -46,6 +46,8 @@ pub struct AgentSpec {
     /// Program names the `shell` ensemble may run for this agent.
     pub shell_allow: Vec<String>,
     pub network: NetworkAccess,
+    /// Tools whose every call waits for a person's permission (fail-closed).
+    pub requires_permission: Vec<String>,
     /// JSON Schema of `finish_task`'s arguments: the shape of the turn's result.
     /// `None` offers no `finish_task`: the model's text answer is the result (plain chat
     /// agents, and models without tool support when the agent has no tools either).

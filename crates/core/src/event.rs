@@ -41,6 +41,15 @@ impl ToolStatus {
     }
 }
 
+/// A person's answer to a permission request. Anything but an explicit approval is a
+/// decline: permissions fail closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionDecision {
+    Approved,
+    Declined,
+}
+
 /// Why a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -113,6 +122,21 @@ pub enum EventPayload {
         truncated: bool,
         args_preview_hash: String,
     },
+    /// The turn waits for a person to allow one tool call, exactly as planned.
+    PermissionRequired {
+        permission_id: String,
+        call_id: String,
+        tool: String,
+        arguments: serde_json::Value,
+        /// The answers the person may give (`approved`, `declined`).
+        options: Vec<String>,
+    },
+    /// The answer, or the reason none came (timeout, disconnect, restart).
+    PermissionResolved {
+        permission_id: String,
+        decision: PermissionDecision,
+        reason: String,
+    },
     /// A refused attempt to leave the agent's confinement.
     SecurityEvent {
         event_type: String,
@@ -147,6 +171,8 @@ impl EventPayload {
             Self::MessageDelta { .. } => "message_delta",
             Self::ToolCallPlanned { .. } => "tool_call_planned",
             Self::ToolCallResult { .. } => "tool_call_result",
+            Self::PermissionRequired { .. } => "permission_required",
+            Self::PermissionResolved { .. } => "permission_resolved",
             Self::SecurityEvent { .. } => "security_event",
             Self::Usage { .. } => "usage",
             Self::Error { .. } => "error",

@@ -68,6 +68,7 @@ macro_rules! prefixed_id {
 
 prefixed_id!(ThreadId, "thr_", "thread");
 prefixed_id!(TurnId, "turn_", "turn");
+prefixed_id!(PermissionId, "perm_", "permission");
 
 #[cfg(test)]
 mod tests {

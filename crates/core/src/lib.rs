@@ -14,6 +14,6 @@ pub mod tool;
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};
 pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
 pub use error::ErrorCode;
-pub use event::{Event, EventPayload, StopReason, ToolStatus};
-pub use ids::{ThreadId, TurnId};
+pub use event::{Event, EventPayload, PermissionDecision, StopReason, ToolStatus};
+pub use ids::{PermissionId, ThreadId, TurnId};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};

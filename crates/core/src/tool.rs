@@ -27,6 +27,8 @@ pub enum ToolErrorKind {
     SandboxViolation,
     /// The program, host or action is not allowed for this agent.
     NotAllowed,
+    /// A person declined the call, or no decision came in time (fail-closed).
+    PermissionDenied,
     /// The call ran longer than its timeout and was stopped.
     Timeout,
     /// The tool ran and failed (missing file, non-zero exit is *not* this: it is a result).
@@ -45,6 +47,7 @@ impl ToolErrorKind {
             Self::UnknownTool => "unknown_tool",
             Self::SandboxViolation => "sandbox_violation",
             Self::NotAllowed => "not_allowed",
+            Self::PermissionDenied => "permission_denied",
             Self::Timeout => "timeout",
             Self::ExecutionFailed => "execution_failed",
             Self::ToolPayloadTooLarge => "tool_payload_too_large",

@@ -5,8 +5,11 @@
 //! everything outside the process reaches it through a port. Interfaces (CLI, HTTP) call
 //! the same engine functions, so they behave the same.
 
+pub mod context;
 pub mod harmony;
+pub mod hub;
 pub mod model_choice;
+pub mod permissions;
 pub mod ports;
 pub mod schema;
 pub mod turn;

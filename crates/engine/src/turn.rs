@@ -13,15 +13,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentplane_core::{
-    AgentSpec, ChatMessage, ChatRequest, ErrorCode, Event, EventPayload, StopReason, ThreadId,
-    ToolCall, ToolErrorKind, ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash,
+    AgentSpec, ChatMessage, ChatRequest, ErrorCode, Event, EventPayload, PermissionDecision,
+    PermissionId, StopReason, ThreadId, ToolCall, ToolErrorKind, ToolSpec, ToolStatus, TurnId,
+    Usage, args_preview_hash,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::harmony;
-use crate::ports::{ChatModel, Ensemble, EventStore, StoreError, ToolContext, ToolError};
+use crate::permissions::{self, PermissionBroker};
+use crate::ports::{
+    ChatModel, Ensemble, EventStore, NewPermission, StoreError, ToolContext, ToolError,
+};
 use crate::schema::Schema;
 
 /// The name of the terminal tool every agent gets.
@@ -39,13 +43,23 @@ pub struct TurnDeps {
     pub model: Arc<dyn ChatModel>,
 }
 
+/// Permission handling of a turn: who wakes it and how long it waits.
+#[derive(Clone)]
+pub struct PermissionSettings {
+    pub broker: Arc<PermissionBroker>,
+    pub timeout: Duration,
+}
+
 /// Everything one turn needs, already resolved by the caller.
 pub struct TurnRequest {
-    pub thread: ThreadId,
     pub agent: AgentSpec,
     /// The model id to call, as resolved against the server.
     pub model: String,
     pub input: String,
+    /// Messages before the input: the thread's summary and recent turns.
+    pub history: Vec<ChatMessage>,
+    /// `None`: nobody can answer permission requests, so they are declined at once.
+    pub permissions: Option<PermissionSettings>,
     /// The canonical workspace root.
     pub workspace: PathBuf,
     /// The agent's ensembles, not yet opened.
@@ -105,25 +119,57 @@ impl EngineError {
     }
 }
 
-/// Runs one turn on an existing thread.
+/// A turn the store has begun: proof that it is the thread's one running turn.
+/// Only `begin_turn` makes one, and `run_turn` consumes it, so a turn runs once.
+#[derive(Debug)]
+pub struct BegunTurn {
+    thread: ThreadId,
+    turn: TurnId,
+}
+
+impl BegunTurn {
+    pub fn thread(&self) -> &ThreadId {
+        &self.thread
+    }
+
+    pub fn turn(&self) -> &TurnId {
+        &self.turn
+    }
+}
+
+/// Begins a turn on a thread. `NotFound` without the thread, `Conflict` while another
+/// turn of the thread runs.
+pub async fn begin_turn(
+    deps: &TurnDeps,
+    thread: &ThreadId,
+    input: &str,
+    internal: bool,
+) -> Result<BegunTurn, EngineError> {
+    let turn = TurnId::new();
+    deps.store
+        .begin_turn(thread, &turn, input, internal)
+        .await?;
+    Ok(BegunTurn {
+        thread: thread.clone(),
+        turn,
+    })
+}
+
+/// Runs a begun turn to its end.
 ///
-/// Returns `Err` only when the turn cannot be started (unknown thread, another turn
-/// running) or the store fails; everything else, model errors included, ends the turn
-/// with a recorded stop reason and comes back as `Ok(TurnOutcome)`.
+/// Returns `Err` only when the store fails; everything else, model errors included,
+/// ends the turn with a recorded stop reason and comes back as `Ok(TurnOutcome)`.
 pub async fn run_turn(
     deps: &TurnDeps,
+    begun: BegunTurn,
     request: TurnRequest,
     observer: &dyn TurnObserver,
     cancel: CancellationToken,
 ) -> Result<TurnOutcome, EngineError> {
-    let turn_id = TurnId::new();
-    deps.store
-        .begin_turn(&request.thread, &turn_id, &request.input)
-        .await?;
     let mut turn = ActiveTurn {
         deps,
-        thread: request.thread.clone(),
-        turn: turn_id,
+        thread: begun.thread,
+        turn: begun.turn,
         observer,
         usage: Usage::default(),
     };
@@ -267,10 +313,10 @@ impl ActiveTurn<'_> {
         }
         let (specs, tools) = collect_tools(agent, &request.ensembles)?;
 
-        let mut messages = vec![
-            ChatMessage::system(agent.system_prompt.clone()),
-            ChatMessage::user(request.input.clone()),
-        ];
+        let mut messages = Vec::with_capacity(request.history.len() + 2);
+        messages.push(ChatMessage::system(agent.system_prompt.clone()));
+        messages.extend(request.history.iter().cloned());
+        messages.push(ChatMessage::user(request.input.clone()));
         let ctx = ToolContext {
             workspace: request.workspace.clone(),
             timeout: Duration::from_millis(agent.limits.tool_timeout_ms),
@@ -299,7 +345,7 @@ impl ActiveTurn<'_> {
             ));
             for call in calls {
                 match self
-                    .handle_call(call, &tools, &request.ensembles, &ctx, cancel)
+                    .handle_call(call, &tools, request, &ctx, cancel)
                     .await?
                 {
                     CallEnd::Finished(result) => {
@@ -385,7 +431,7 @@ impl ActiveTurn<'_> {
         &self,
         call: PlannedCall,
         tools: &HashMap<String, ToolEntry>,
-        ensembles: &[Arc<dyn Ensemble>],
+        request: &TurnRequest,
         ctx: &ToolContext,
         cancel: &CancellationToken,
     ) -> Result<CallEnd, Stop> {
@@ -413,7 +459,7 @@ impl ActiveTurn<'_> {
             (_, Some(error)) => Err(ToolError::new(error.kind, error.message)),
             (Err(message), None) => Err(ToolError::new(ToolErrorKind::InvalidArguments, message)),
             (Ok(args), None) => {
-                self.execute(&call, args, tools, ensembles, ctx, cancel)
+                self.execute(&call, args, tools, request, ctx, cancel)
                     .await?
             }
         };
@@ -466,13 +512,91 @@ impl ActiveTurn<'_> {
         })
     }
 
+    /// Waits for a person to allow a call: stored and announced as
+    /// `permission_required`, then resolved by a decision, the timeout, a disconnect or
+    /// cancellation. Anything but an approval is a `PermissionDenied` tool error.
+    async fn ask_permission(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        request: &TurnRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Result<(), ToolError>, Stop> {
+        let id = PermissionId::new();
+        let settings = request.permissions.as_ref();
+        let wake = settings.map(|s| s.broker.register(&id, &self.turn));
+        let (_, event) = self
+            .deps
+            .store
+            .create_permission(NewPermission {
+                id: id.clone(),
+                thread_id: self.thread.clone(),
+                turn_id: self.turn.clone(),
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: args.clone(),
+                options: permissions::OPTIONS
+                    .iter()
+                    .map(|o| (*o).to_owned())
+                    .collect(),
+            })
+            .await?;
+        self.observer.on_event(&event);
+
+        let reason = match (settings, wake) {
+            (Some(settings), Some(wake)) => {
+                tokio::select! {
+                    _ = cancel.cancelled() => "the turn was cancelled".to_owned(),
+                    _ = wake.notified() => String::new(),
+                    _ = tokio::time::sleep(settings.timeout) => format!(
+                        "no decision within {} s", settings.timeout.as_secs()
+                    ),
+                }
+            }
+            _ => "nobody can answer permission requests here".to_owned(),
+        };
+        let broker = settings.map(|s| s.broker.clone()).unwrap_or_default();
+        let (record, ours) = permissions::settle(
+            self.deps.store.as_ref(),
+            &broker,
+            &id,
+            PermissionDecision::Declined,
+            if reason.is_empty() {
+                "declined"
+            } else {
+                &reason
+            },
+        )
+        .await?;
+        broker.forget(&id);
+        // When this turn resolved it (timeout, cancel, nobody to ask), show the event;
+        // a decision from outside was shown by whoever wrote it.
+        if let Some(event) = ours {
+            self.observer.on_event(&event);
+        }
+        if cancel.is_cancelled() {
+            return Err(Stop::Cancelled);
+        }
+        Ok(match permissions::decision_of(&record) {
+            PermissionDecision::Approved => Ok(()),
+            PermissionDecision::Declined => Err(ToolError::new(
+                ToolErrorKind::PermissionDenied,
+                format!(
+                    "permission to run `{}` was declined: {}",
+                    call.name,
+                    record.reason.as_deref().unwrap_or("declined")
+                ),
+            )),
+        })
+    }
+
     /// Checks a parsed call against its schema and runs it with the timeout.
     async fn execute(
         &self,
         call: &ToolCall,
         args: Value,
         tools: &HashMap<String, ToolEntry>,
-        ensembles: &[Arc<dyn Ensemble>],
+        request: &TurnRequest,
         ctx: &ToolContext,
         cancel: &CancellationToken,
     ) -> Result<Result<Executed, ToolError>, Stop> {
@@ -502,9 +626,14 @@ impl ActiveTurn<'_> {
             ToolSource::Finish => return Ok(Ok(Executed::Finished(args))),
             ToolSource::Ensemble(index) => index,
         };
-        let Some(ensemble) = ensembles.get(index) else {
+        let Some(ensemble) = request.ensembles.get(index) else {
             return Err(failed(ErrorCode::Internal, "tool table out of date"));
         };
+        if request.agent.requires_permission.contains(&call.name)
+            && let Err(denied) = self.ask_permission(call, &args, request, cancel).await?
+        {
+            return Ok(Err(denied));
+        }
         let run = tokio::time::timeout(ctx.timeout, ensemble.call(&call.name, args, ctx));
         let result = tokio::select! {
             _ = cancel.cancelled() => return Err(Stop::Cancelled),

@@ -43,6 +43,7 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
             allowed: agent.network.allowed,
             allow_private: agent.network.allow_private,
         },
+        requires_permission: agent.requires_permission.clone(),
         // Without tools and without a schema, the agent is a plain chat agent: its text
         // answer is the result and no tool is offered to the model at all.
         output_schema: match &agent.output_schema {
@@ -89,6 +90,7 @@ fn engineering() -> AgentSpec {
             .map(|s| (*s).to_owned())
             .collect(),
         network: NetworkAccess::default(),
+        requires_permission: Vec::new(),
         output_schema: Some(json!({
             "type": "object",
             "properties": {
@@ -118,6 +120,7 @@ fn research() -> AgentSpec {
         shell_allow: Vec::new(),
         // The web ensemble is attached but refuses until a configuration allows network.
         network: NetworkAccess::default(),
+        requires_permission: Vec::new(),
         output_schema: Some(json!({
             "type": "object",
             "properties": {

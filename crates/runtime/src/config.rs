@@ -11,6 +11,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use agentplane_engine::context::ContextBudget;
 use serde::Deserialize;
 
 /// The file name looked for in the current directory.
@@ -45,6 +46,8 @@ pub struct Config {
     pub file: Option<PathBuf>,
     pub llm: LlmConfig,
     pub store: StoreConfig,
+    pub server: ServerConfig,
+    pub context: ContextBudget,
     pub default_agent: String,
     /// Agents defined in the file, by name (validated, not yet merged with built-ins).
     pub agents: BTreeMap<String, AgentConfig>,
@@ -56,6 +59,8 @@ impl fmt::Debug for Config {
             .field("file", &self.file)
             .field("llm", &self.llm)
             .field("store", &self.store)
+            .field("server", &self.server)
+            .field("context", &self.context)
             .field("default_agent", &self.default_agent)
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .finish()
@@ -88,6 +93,38 @@ impl fmt::Debug for LlmConfig {
     }
 }
 
+/// `agentplane serve`.
+#[derive(Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The address to listen on; loopback unless `allow_public`.
+    pub listen: String,
+    /// Bearer token required on `/v1/*` (`AGENTPLANE_AUTH_TOKEN`).
+    pub auth_token: Option<String>,
+    pub allow_public: bool,
+    /// How long a turn waits for a permission decision before declining.
+    pub permission_timeout: Duration,
+    /// How long shutdown lets running turns finish before cancelling them.
+    pub shutdown_grace: Duration,
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("allow_public", &self.allow_public)
+            .field("permission_timeout", &self.permission_timeout)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish()
+    }
+}
+
+/// The default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8686";
+
 /// Where events are stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
@@ -109,6 +146,9 @@ pub struct AgentConfig {
     pub shell_allow: Vec<String>,
     #[serde(default)]
     pub network: NetworkConfig,
+    /// Tools whose every call waits for a person's permission.
+    #[serde(default)]
+    pub requires_permission: Vec<String>,
     /// JSON Schema of the result, as a TOML table; defaults to `{summary: string}`.
     #[serde(default)]
     pub output_schema: Option<toml::Value>,
@@ -141,7 +181,28 @@ struct FileConfig {
     #[serde(default)]
     run: FileRun,
     #[serde(default)]
+    server: FileServer,
+    #[serde(default)]
+    context: FileContext,
+    #[serde(default)]
     agents: BTreeMap<String, AgentConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileServer {
+    listen: Option<String>,
+    auth_token: Option<String>,
+    allow_public: Option<bool>,
+    permission_timeout_secs: Option<u64>,
+    shutdown_grace_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileContext {
+    max_chars: Option<usize>,
+    recent_turns: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -258,6 +319,32 @@ impl Config {
             },
         };
 
+        let server = &parsed.server;
+        let listen = env("AGENTPLANE_LISTEN")
+            .or(server.listen.clone())
+            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        if listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(in_file(
+                "server.listen",
+                format!("must be an address such as 127.0.0.1:8686, got {listen:?}"),
+            ));
+        }
+        let permission_timeout_secs = server.permission_timeout_secs.unwrap_or(300);
+        if permission_timeout_secs == 0 {
+            return Err(in_file(
+                "server.permission_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        let defaults = ContextBudget::default();
+        let context = ContextBudget {
+            max_chars: parsed.context.max_chars.unwrap_or(defaults.max_chars),
+            recent_turns: parsed.context.recent_turns.unwrap_or(defaults.recent_turns),
+        };
+        if context.max_chars < 1_000 {
+            return Err(in_file("context.max_chars", "must be at least 1000".into()));
+        }
+
         for (name, agent) in &parsed.agents {
             check_agent(name, agent)
                 .map_err(|(key, m)| in_file(&format!("agents.{name}.{key}"), m))?;
@@ -279,6 +366,15 @@ impl Config {
                 max_retries,
             },
             store: StoreConfig { path: store_path },
+            server: ServerConfig {
+                listen,
+                auth_token: env("AGENTPLANE_AUTH_TOKEN")
+                    .or(server.auth_token.clone().filter(|t| !t.is_empty())),
+                allow_public: server.allow_public.unwrap_or(false),
+                permission_timeout: Duration::from_secs(permission_timeout_secs),
+                shutdown_grace: Duration::from_secs(server.shutdown_grace_secs.unwrap_or(30)),
+            },
+            context,
             default_agent,
             agents: parsed.agents,
         })
@@ -343,6 +439,13 @@ fn check_agent(name: &str, agent: &AgentConfig) -> Result<(), (&'static str, Str
                 format!("`{program}` must be a bare program name"),
             ));
         }
+    }
+    if agent
+        .requires_permission
+        .iter()
+        .any(|t| t.trim().is_empty())
+    {
+        return Err(("requires_permission", "tool names must not be empty".into()));
     }
     if agent.max_steps == Some(0) {
         return Err(("max_steps", "must be at least 1".into()));

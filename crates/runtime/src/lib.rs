@@ -5,22 +5,21 @@
 pub mod agents;
 pub mod config;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
-use agentplane_engine::model_choice;
-use agentplane_engine::ports::{
-    ChatModel, Ensemble, EventStore, ModelError, NewThread, StoreError,
-};
-use agentplane_engine::{EngineError, TurnDeps, TurnObserver, TurnOutcome, TurnRequest, run_turn};
+use agentplane_core::{AgentSpec, ErrorCode};
+use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
+use agentplane_engine::ports::{Ensemble, EventStore, ModelError, StoreError};
+use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_providers::{OpenAiCompatible, OpenAiConfig};
 use agentplane_store::SqliteStore;
 use agentplane_tools::{FsEnsemble, ShellEnsemble, WebEnsemble, WebLimits};
 use tokio_util::sync::CancellationToken;
 
+pub use agentplane_engine::hub::ModelStatus;
 pub use config::{Config, ConfigError};
 
 /// The owner recorded for threads started from the command line.
@@ -40,7 +39,7 @@ pub enum RuntimeError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Hub(#[from] HubError),
 }
 
 impl RuntimeError {
@@ -52,7 +51,7 @@ impl RuntimeError {
             }
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),
-            Self::Engine(e) => e.code(),
+            Self::Hub(e) => e.code(),
         }
     }
 }
@@ -65,34 +64,25 @@ pub struct Task {
     pub input: String,
 }
 
-/// What an agent's model looks like on the server right now.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ModelStatus {
-    /// The configured model is there.
-    Ready { model: String },
-    /// The configured model is missing; another one will be used.
-    Substitute { wanted: String, model: String },
-    /// No usable model; the error says why and what to do.
-    Unavailable { wanted: String, error: String },
-}
-
-/// Adapters wired to the engine, ready to run turns.
+/// Adapters wired to the engine's hub, ready to run turns.
 pub struct Runtime {
     config: Config,
-    agents: BTreeMap<String, AgentSpec>,
     store: Arc<SqliteStore>,
-    model: Arc<OpenAiCompatible>,
-    /// Resolved model per wanted name, so a turn does not list the server's models
-    /// every time. Entries expire so a newly pulled model is noticed.
-    resolved: std::sync::Mutex<HashMap<String, (String, Instant)>>,
+    hub: Arc<Hub>,
 }
 
-/// How long a model resolution is reused.
-const RESOLUTION_TTL: Duration = Duration::from_secs(60);
+/// The builtin ensembles, as the hub's toolbox.
+struct BuiltinToolbox;
+
+impl Toolbox for BuiltinToolbox {
+    fn ensembles(&self, agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>> {
+        ensembles_for(agent)
+    }
+}
 
 impl Runtime {
     /// Opens the store (ending turns a previous process left running as
-    /// `interrupted`) and builds the model client. Contacts no model server.
+    /// `interrupted`) and builds the model client and the hub. Contacts no model server.
     pub async fn start(config: Config) -> Result<Self, RuntimeError> {
         let store = Arc::new(SqliteStore::open(&config.store.path).await?);
         let interrupted = store.interrupt_running_turns().await?;
@@ -111,13 +101,21 @@ impl Runtime {
             retry_base_delay: Duration::from_millis(250),
             stream: config.llm.stream,
         })?);
-        Ok(Self {
-            agents: agents::catalogue(&config),
-            config,
-            store,
-            model,
-            resolved: std::sync::Mutex::new(HashMap::new()),
-        })
+        let hub = Hub::new(
+            TurnDeps {
+                store: store.clone(),
+                model,
+            },
+            agents::catalogue(&config),
+            Arc::new(BuiltinToolbox),
+            HubConfig {
+                default_model: config.llm.model.clone(),
+                permission_timeout: config.server.permission_timeout,
+                context: config.context,
+                ..HubConfig::default()
+            },
+        );
+        Ok(Self { config, store, hub })
     }
 
     /// The configuration this runtime was built from.
@@ -127,7 +125,7 @@ impl Runtime {
 
     /// Every agent, by name.
     pub fn agents(&self) -> &BTreeMap<String, AgentSpec> {
-        &self.agents
+        self.hub.agents()
     }
 
     /// The event store.
@@ -135,58 +133,31 @@ impl Runtime {
         &self.store
     }
 
+    /// The hub: threads, turns, streams, permissions.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
     /// An agent by name.
     pub fn agent(&self, name: &str) -> Result<&AgentSpec, RuntimeError> {
-        self.agents
+        self.hub
+            .agents()
             .get(name)
             .ok_or_else(|| RuntimeError::UnknownAgent {
                 name: name.to_owned(),
-                known: self.agents.keys().cloned().collect::<Vec<_>>().join(", "),
+                known: self
+                    .hub
+                    .agents()
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
-    }
-
-    /// The model an agent asks for: its own, else the configured default.
-    pub fn wanted_model<'a>(&'a self, agent: &'a AgentSpec) -> &'a str {
-        agent.model.as_deref().unwrap_or(&self.config.llm.model)
     }
 
     /// Asks the server which model an agent would use.
     pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
-        let wanted = self.wanted_model(agent).to_owned();
-        match self.resolve_model(&wanted).await {
-            Ok(model) if model == wanted => ModelStatus::Ready { model },
-            Ok(model) => ModelStatus::Substitute { wanted, model },
-            Err(e) => ModelStatus::Unavailable {
-                wanted,
-                error: e.to_string(),
-            },
-        }
-    }
-
-    /// The configured model if the server has it, else the best available chat model.
-    /// A server that cannot list its models gets the configured name as it is.
-    pub async fn resolve_model(&self, wanted: &str) -> Result<String, ModelError> {
-        if let Some(model) = self.cached_resolution(wanted) {
-            return Ok(model);
-        }
-        let model = match self.model.list_models().await {
-            Ok(offered) => model_choice::choose_model(wanted, &offered)?,
-            Err(ModelError::Upstream {
-                status: 404 | 405 | 501,
-                ..
-            }) => wanted.to_owned(),
-            Err(e) => return Err(e),
-        };
-        if let Ok(mut cache) = self.resolved.lock() {
-            cache.insert(wanted.to_owned(), (model.clone(), Instant::now()));
-        }
-        Ok(model)
-    }
-
-    fn cached_resolution(&self, wanted: &str) -> Option<String> {
-        let cache = self.resolved.lock().ok()?;
-        let (model, at) = cache.get(wanted)?;
-        (at.elapsed() < RESOLUTION_TTL).then(|| model.clone())
+        self.hub.model_status(agent).await
     }
 
     /// Runs a task as the first turn of a new thread owned by the local user.
@@ -196,37 +167,23 @@ impl Runtime {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, RuntimeError> {
-        let agent = self.agent(&task.agent)?.clone();
+        self.agent(&task.agent)?;
         let workspace = canonical_workspace(&task.workspace)?;
-        let model = tokio::select! {
-            _ = cancel.cancelled() => None,
-            resolved = self.resolve_model(self.wanted_model(&agent)) => Some(resolved?),
-        };
         let thread = self
-            .store
-            .create_thread(NewThread {
-                id: ThreadId::new(),
-                client_id: LOCAL_CLIENT.to_owned(),
-                agent: agent.name.clone(),
-                cwd: workspace.display().to_string(),
-                title: Some(title_of(&task.input)),
-            })
+            .hub
+            .create_thread(
+                LOCAL_CLIENT,
+                CreateThread {
+                    agent: task.agent,
+                    cwd: workspace.display().to_string(),
+                    title: Some(title_of(&task.input)),
+                },
+            )
             .await?;
-        let deps = TurnDeps {
-            store: self.store.clone(),
-            model: self.model.clone(),
-        };
-        let request = TurnRequest {
-            thread: thread.id,
-            ensembles: ensembles_for(&agent),
-            // Cancelled while resolving: the turn still starts and ends at once as
-            // cancelled, so the attempt is on record like any other.
-            model: model.unwrap_or_else(|| self.wanted_model(&agent).to_owned()),
-            agent,
-            input: task.input,
-            workspace,
-        };
-        Ok(run_turn(&deps, request, observer, cancel).await?)
+        Ok(self
+            .hub
+            .run_turn_here(LOCAL_CLIENT, &thread.id, task.input, observer, cancel)
+            .await?)
     }
 }
 

@@ -612,7 +612,7 @@ async fn turns_left_running_are_interrupted_at_the_next_start() {
         .expect("thread");
     let turn = agentplane_core::TurnId::new();
     store
-        .begin_turn(&thread.id, &turn, "crashing")
+        .begin_turn(&thread.id, &turn, "crashing", false)
         .await
         .expect("turn");
     drop(store);

@@ -5,5 +5,8 @@ pub mod store;
 pub mod tools;
 
 pub use model::{ChatModel, ModelError, ModelInfo};
-pub use store::{EventStore, NewThread, StoreError, ThreadRecord, TurnRecord, TurnStatus};
+pub use store::{
+    EventStore, NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError,
+    ThreadRecord, TurnRecord, TurnStatus,
+};
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};

@@ -1,0 +1,864 @@
+//! The hub: threads and turns as a service, shared by every interface.
+//!
+//! It owns what outlives one call: the live feed of each thread's events, the registry
+//! of running turns (to cancel them), the permission broker, model resolution and the
+//! task tracker used by graceful shutdown. Tenancy lives here too: every method takes
+//! the caller's client id, and another client's thread or turn is `NotFound`, never
+//! `Forbidden`, so ids cannot be probed. Handlers stay thin: they extract, call one
+//! method, and map the result.
+
+mod models;
+mod stream;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentplane_core::{
+    AgentLimits, AgentSpec, ErrorCode, Event, NetworkAccess, PermissionDecision, PermissionId,
+    StopReason, ThreadId, TurnId,
+};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::context::{self, ContextBudget, PastTurn};
+use crate::permissions::{self, PermissionBroker};
+use crate::ports::{
+    Ensemble, ModelError, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    TurnStatus,
+};
+use crate::turn::{
+    BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
+    begin_turn, run_turn,
+};
+
+pub use models::{ModelResolver, ModelStatus};
+pub use stream::EventStream;
+
+/// Longest accepted turn input, in bytes.
+pub const MAX_INPUT_BYTES: usize = 256 * 1024;
+/// Longest accepted thread title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+/// Live events buffered per thread before a slow subscriber falls back to the store.
+const FEED_CAPACITY: usize = 1024;
+
+/// Builds an agent's tool ensembles. Implemented by the composition root, which knows
+/// the adapters; the hub only asks.
+pub trait Toolbox: Send + Sync {
+    fn ensembles(&self, agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>>;
+}
+
+/// Settings of the hub.
+#[derive(Debug, Clone)]
+pub struct HubConfig {
+    /// The model agents use unless they name their own.
+    pub default_model: String,
+    /// How long a turn waits for a permission decision before declining.
+    pub permission_timeout: Duration,
+    pub context: ContextBudget,
+    /// Characters of the summary a compaction asks for.
+    pub summary_max_chars: usize,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        Self {
+            default_model: String::new(),
+            permission_timeout: permissions::DEFAULT_TIMEOUT,
+            context: ContextBudget::default(),
+            summary_max_chars: 4_000,
+        }
+    }
+}
+
+/// Why a hub call failed. Each variant maps to one user-facing code.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("agentplane is shutting down and accepts no new turns")]
+    ShuttingDown,
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for HubError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => Self::NotFound(what),
+            StoreError::Conflict(what) => Self::Conflict(what),
+            other => Self::Store(other),
+        }
+    }
+}
+
+impl From<EngineError> for HubError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl HubError {
+    /// The user-facing code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            Self::NotFound(_) => ErrorCode::NotFound,
+            Self::Conflict(_) | Self::ShuttingDown => ErrorCode::Conflict,
+            Self::Model(e) => e.code(),
+            Self::Store(e) => e.code(),
+        }
+    }
+}
+
+/// A thread to create.
+#[derive(Debug, Clone)]
+pub struct CreateThread {
+    pub agent: String,
+    /// An absolute, existing directory: the workspace of the thread's turns.
+    pub cwd: String,
+    pub title: Option<String>,
+}
+
+/// A turn started in the background, with the stream of its events.
+pub struct StartedTurn {
+    pub thread: ThreadId,
+    pub turn: TurnId,
+    pub events: EventStream,
+    /// Declines the turn's pending permissions if dropped before the turn ends: a
+    /// client that goes away cannot approve anything (fail-closed).
+    pub guard: DisconnectGuard,
+}
+
+/// What history returns.
+#[derive(Debug, Clone)]
+pub struct History {
+    pub thread: ThreadRecord,
+    pub turns: Vec<HistoryTurn>,
+}
+
+/// One turn in a history.
+#[derive(Debug, Clone)]
+pub struct HistoryTurn {
+    pub turn: TurnRecord,
+    pub events: Option<Vec<Event>>,
+}
+
+/// A finished compaction.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub turn: TurnId,
+    pub summary: String,
+}
+
+struct RunningTurn {
+    thread: ThreadId,
+    client: String,
+    cancel: CancellationToken,
+}
+
+/// The hub. Create one per process with [`Hub::new`].
+pub struct Hub {
+    deps: TurnDeps,
+    agents: BTreeMap<String, AgentSpec>,
+    toolbox: Arc<dyn Toolbox>,
+    config: HubConfig,
+    models: ModelResolver,
+    broker: Arc<PermissionBroker>,
+    feeds: Mutex<HashMap<ThreadId, broadcast::Sender<Event>>>,
+    running: Mutex<HashMap<TurnId, RunningTurn>>,
+    tasks: TaskTracker,
+    accepting: AtomicBool,
+}
+
+impl Hub {
+    /// A hub over the given ports.
+    pub fn new(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            deps,
+            agents,
+            toolbox,
+            config,
+            models: ModelResolver::default(),
+            broker: Arc::new(PermissionBroker::default()),
+            feeds: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+            tasks: TaskTracker::new(),
+            accepting: AtomicBool::new(true),
+        })
+    }
+
+    /// Every agent, by name.
+    pub fn agents(&self) -> &BTreeMap<String, AgentSpec> {
+        &self.agents
+    }
+
+    /// The ports the hub runs on.
+    pub fn deps(&self) -> &TurnDeps {
+        &self.deps
+    }
+
+    /// The model an agent asks for: its own, else the configured default.
+    pub fn wanted_model<'a>(&'a self, agent: &'a AgentSpec) -> &'a str {
+        agent.model.as_deref().unwrap_or(&self.config.default_model)
+    }
+
+    /// The model an agent would use right now.
+    pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
+        self.models
+            .status(self.deps.model.as_ref(), self.wanted_model(agent))
+            .await
+    }
+
+    /// How many turns are running.
+    pub fn running_turns(&self) -> usize {
+        self.running.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// An agent by name, or an error listing the known ones.
+    pub fn agent(&self, name: &str) -> Result<&AgentSpec, HubError> {
+        self.agents.get(name).ok_or_else(|| {
+            HubError::InvalidArgument(format!(
+                "unknown agent `{name}`; the agents are: {}",
+                self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    // ----- threads -------------------------------------------------------------------
+
+    /// Creates a thread owned by `client`.
+    pub async fn create_thread(
+        &self,
+        client: &str,
+        request: CreateThread,
+    ) -> Result<ThreadRecord, HubError> {
+        self.agent(&request.agent)?;
+        let cwd = canonical_cwd(&request.cwd)?;
+        if let Some(title) = &request.title
+            && title.chars().count() > MAX_TITLE_CHARS
+        {
+            return Err(HubError::InvalidArgument(format!(
+                "title is longer than {MAX_TITLE_CHARS} characters"
+            )));
+        }
+        Ok(self
+            .deps
+            .store
+            .create_thread(NewThread {
+                id: ThreadId::new(),
+                client_id: client.to_owned(),
+                agent: request.agent,
+                cwd,
+                title: request.title,
+            })
+            .await?)
+    }
+
+    /// A client's threads, newest first.
+    pub async fn list_threads(&self, client: &str) -> Result<Vec<ThreadRecord>, HubError> {
+        Ok(self.deps.store.list_threads(client).await?)
+    }
+
+    /// A thread of this client; another client's thread is `NotFound`.
+    pub async fn thread(&self, client: &str, id: &ThreadId) -> Result<ThreadRecord, HubError> {
+        match self.deps.store.thread(id).await? {
+            Some(thread) if thread.client_id == client => Ok(thread),
+            _ => Err(HubError::NotFound(format!("thread {id}"))),
+        }
+    }
+
+    /// Deletes a thread (kept for audit, gone for the client). `Conflict` while a turn runs.
+    pub async fn delete_thread(&self, client: &str, id: &ThreadId) -> Result<(), HubError> {
+        self.thread(client, id).await?;
+        self.deps.store.delete_thread(id).await?;
+        Ok(())
+    }
+
+    // ----- turns ---------------------------------------------------------------------
+
+    /// Starts a turn in the background and returns the stream of its events.
+    /// `Conflict` while another turn of the thread runs.
+    pub async fn start_turn(
+        self: &Arc<Self>,
+        client: &str,
+        thread: &ThreadId,
+        input: String,
+    ) -> Result<StartedTurn, HubError> {
+        let (live, lease) = self.subscribe_feed(thread);
+        let (begun, request) = self.prepare(client, thread, input, false).await?;
+        let turn = begun.turn().clone();
+        let cancel = self.register(&begun, client);
+        let hub = self.clone();
+        let run_cancel = cancel.clone();
+        self.tasks.spawn(async move {
+            let observer = FeedObserver { hub: &hub };
+            let turn = begun.turn().clone();
+            if let Err(e) = run_turn(&hub.deps, begun, request, &observer, run_cancel).await {
+                tracing::error!(%turn, error = %e, "a turn could not be recorded");
+            }
+            hub.unregister(&turn);
+        });
+        Ok(StartedTurn {
+            thread: thread.clone(),
+            turn: turn.clone(),
+            events: EventStream::new(
+                self.clone(),
+                thread.clone(),
+                stream::Scope::Turn { turn: turn.clone() },
+                live,
+                lease,
+            ),
+            guard: DisconnectGuard {
+                hub: self.clone(),
+                turn,
+            },
+        })
+    }
+
+    /// Runs a turn in the caller's task with the caller's observer (the CLI), while
+    /// still publishing its events to subscribers. Nobody can answer permission
+    /// requests of such a turn, so they are declined at once (fail-closed).
+    pub async fn run_turn_here(
+        self: &Arc<Self>,
+        client: &str,
+        thread: &ThreadId,
+        input: String,
+        observer: &dyn TurnObserver,
+        cancel: CancellationToken,
+    ) -> Result<TurnOutcome, HubError> {
+        let (begun, mut request) = self.prepare(client, thread, input, false).await?;
+        request.permissions = None;
+        let turn = begun.turn().clone();
+        let registered = self.register(&begun, client);
+        let forward = cancel.clone();
+        let watcher = tokio::spawn(async move {
+            forward.cancelled().await;
+            registered.cancel();
+        });
+        let observer = TeeObserver {
+            hub: self,
+            inner: observer,
+        };
+        let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
+        watcher.abort();
+        self.unregister(&turn);
+        Ok(outcome?)
+    }
+
+    /// Events of a thread after `after`, then live ones, each exactly once.
+    pub async fn subscribe(
+        self: &Arc<Self>,
+        client: &str,
+        thread: &ThreadId,
+        after: u64,
+    ) -> Result<EventStream, HubError> {
+        self.thread(client, thread).await?;
+        let (live, lease) = self.subscribe_feed(thread);
+        Ok(EventStream::new(
+            self.clone(),
+            thread.clone(),
+            stream::Scope::Thread { after },
+            live,
+            lease,
+        ))
+    }
+
+    /// Cancels a running turn of this client.
+    pub async fn cancel_turn(&self, client: &str, turn: &TurnId) -> Result<(), HubError> {
+        let token = self.running.lock().ok().and_then(|running| {
+            running
+                .get(turn)
+                .filter(|r| r.client == client)
+                .map(|r| r.cancel.clone())
+        });
+        if let Some(token) = token {
+            token.cancel();
+            return Ok(());
+        }
+        // Not running here: tell "finished" apart from "no such turn" for its owner only.
+        let record = self.deps.store.turn(turn).await?;
+        match record {
+            Some(record) if self.thread(client, &record.thread_id).await.is_ok() => {
+                Err(HubError::Conflict(format!("turn {turn} is not running")))
+            }
+            _ => Err(HubError::NotFound(format!("turn {turn}"))),
+        }
+    }
+
+    /// A person's decision on a permission. A malformed decision declines it
+    /// (fail-closed) and is reported as `InvalidArgument`.
+    pub async fn resolve_permission(
+        &self,
+        client: &str,
+        id: &PermissionId,
+        decision: &str,
+    ) -> Result<PermissionRecord, HubError> {
+        let record = self
+            .deps
+            .store
+            .permission(id)
+            .await?
+            .ok_or_else(|| HubError::NotFound(format!("permission {id}")))?;
+        self.thread(client, &record.thread_id)
+            .await
+            .map_err(|_| HubError::NotFound(format!("permission {id}")))?;
+        let (decision, reason, malformed) = match permissions::parse_decision(decision) {
+            Ok(decision) => (
+                decision,
+                format!("{} by client {client}", decision_word(decision)),
+                None,
+            ),
+            Err(message) => (
+                PermissionDecision::Declined,
+                "declined: the decision was malformed".to_owned(),
+                Some(message),
+            ),
+        };
+        let (record, event) = permissions::settle(
+            self.deps.store.as_ref(),
+            &self.broker,
+            id,
+            decision,
+            &reason,
+        )
+        .await?;
+        let Some(event) = event else {
+            return Err(HubError::Conflict(format!(
+                "permission {id} was already resolved"
+            )));
+        };
+        self.publish(&event);
+        match malformed {
+            Some(message) => Err(HubError::InvalidArgument(message)),
+            None => Ok(record),
+        }
+    }
+
+    /// A thread's turns, optionally with their events and internal turns.
+    pub async fn history(
+        &self,
+        client: &str,
+        thread: &ThreadId,
+        include_events: bool,
+        include_internal: bool,
+    ) -> Result<History, HubError> {
+        let record = self.thread(client, thread).await?;
+        let mut turns = Vec::new();
+        for turn in self.deps.store.list_turns(thread).await? {
+            if turn.internal && !include_internal {
+                continue;
+            }
+            let events = if include_events {
+                Some(self.deps.store.turn_events(&turn.id).await?)
+            } else {
+                None
+            };
+            turns.push(HistoryTurn { turn, events });
+        }
+        Ok(History {
+            thread: record,
+            turns,
+        })
+    }
+
+    /// Summarizes the thread's turns into its summary with an internal turn.
+    pub async fn compact(
+        self: &Arc<Self>,
+        client: &str,
+        thread: &ThreadId,
+    ) -> Result<Compaction, HubError> {
+        self.accepting()?;
+        let record = self.thread(client, thread).await?;
+        let past = self.past_turns(thread).await?;
+        let mut transcript = String::new();
+        if let Some(summary) = &record.summary {
+            transcript.push_str("Earlier summary:\n");
+            transcript.push_str(summary);
+            transcript.push_str("\n\n");
+        }
+        for turn in &past {
+            transcript.push_str(&format!(
+                "User: {}\nAssistant: {}\n\n",
+                turn.input, turn.answer
+            ));
+        }
+        let limit = self.config.summary_max_chars;
+        let input = format!(
+            "Summarize this conversation for the assistant's future reference in at most \
+             {limit} characters. Keep decisions, facts, names, files and open questions.\n\n\
+             {transcript}"
+        );
+        let agent = self.agent(&record.agent)?.clone();
+        let compactor = AgentSpec {
+            name: format!("{}:compact", agent.name),
+            description: "Summarizes a thread.".to_owned(),
+            system_prompt: "You write faithful, compact summaries of conversations.".to_owned(),
+            model: agent.model.clone(),
+            ensembles: Vec::new(),
+            shell_allow: Vec::new(),
+            network: NetworkAccess::default(),
+            requires_permission: Vec::new(),
+            output_schema: None,
+            limits: AgentLimits {
+                max_steps: 1,
+                ..AgentLimits::default()
+            },
+        };
+        let model = self
+            .models
+            .resolve(self.deps.model.as_ref(), self.wanted_model(&compactor))
+            .await?;
+        let begun = begin_turn(&self.deps, thread, &input, true).await?;
+        let turn = begun.turn().clone();
+        let cancel = self.register(&begun, client);
+        let request = TurnRequest {
+            agent: compactor,
+            model,
+            input,
+            history: Vec::new(),
+            permissions: None,
+            workspace: record.cwd.clone().into(),
+            ensembles: Vec::new(),
+        };
+        let observer = FeedObserver { hub: self };
+        let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
+        self.unregister(&turn);
+        let outcome = outcome?;
+        if outcome.stop_reason != StopReason::TextAnswer {
+            let why = outcome
+                .error
+                .map(|e| e.message)
+                .unwrap_or_else(|| outcome.stop_reason.as_str().to_owned());
+            return Err(HubError::Conflict(format!(
+                "compaction did not finish: {why}"
+            )));
+        }
+        let mut summary = context::answer_text(&outcome.result);
+        if summary.chars().count() > limit {
+            summary = summary.chars().take(limit).collect();
+        }
+        self.deps.store.set_summary(thread, &summary).await?;
+        Ok(Compaction { turn, summary })
+    }
+
+    /// Stops accepting turns, lets running ones finish within `grace`, then cancels the
+    /// rest (recorded as `cancelled`) and waits for them to be written.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.accepting.store(false, Ordering::SeqCst);
+        self.tasks.close();
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            let tokens: Vec<_> = self
+                .running
+                .lock()
+                .map(|r| r.values().map(|t| t.cancel.clone()).collect())
+                .unwrap_or_default();
+            tracing::warn!(
+                turns = tokens.len(),
+                "shutdown grace period over; cancelling running turns"
+            );
+            for token in tokens {
+                token.cancel();
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(10), self.tasks.wait()).await;
+        }
+        // Closing the feeds ends live streams once they have delivered what is stored.
+        if let Ok(mut feeds) = self.feeds.lock() {
+            feeds.clear();
+        }
+    }
+
+    // ----- internals -----------------------------------------------------------------
+
+    fn accepting(&self) -> Result<(), HubError> {
+        if self.accepting.load(Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err(HubError::ShuttingDown)
+        }
+    }
+
+    /// Checks and builds everything a turn needs, then begins it in the store.
+    async fn prepare(
+        &self,
+        client: &str,
+        thread: &ThreadId,
+        input: String,
+        internal: bool,
+    ) -> Result<(BegunTurn, TurnRequest), HubError> {
+        self.accepting()?;
+        if input.trim().is_empty() {
+            return Err(HubError::InvalidArgument(
+                "input must not be empty".to_owned(),
+            ));
+        }
+        if input.len() > MAX_INPUT_BYTES {
+            return Err(HubError::InvalidArgument(format!(
+                "input is larger than {MAX_INPUT_BYTES} bytes"
+            )));
+        }
+        let record = self.thread(client, thread).await?;
+        let agent = self.agent(&record.agent)?.clone();
+        let workspace = std::path::PathBuf::from(&record.cwd);
+        if !workspace.is_dir() {
+            return Err(HubError::InvalidArgument(format!(
+                "the thread's working directory {} no longer exists",
+                record.cwd
+            )));
+        }
+        let model = self
+            .models
+            .resolve(self.deps.model.as_ref(), self.wanted_model(&agent))
+            .await?;
+        let past = self.past_turns(thread).await?;
+        let context = context::build(
+            record.summary.as_deref(),
+            &past,
+            &input,
+            self.config.context,
+        );
+        let begun = begin_turn(&self.deps, thread, &input, internal).await?;
+        let request = TurnRequest {
+            ensembles: self.toolbox.ensembles(&agent),
+            agent,
+            model,
+            input: context.input,
+            history: context.history,
+            permissions: Some(PermissionSettings {
+                broker: self.broker.clone(),
+                timeout: self.config.permission_timeout,
+            }),
+            workspace,
+        };
+        Ok((begun, request))
+    }
+
+    /// The thread's finished, non-internal turns as context.
+    async fn past_turns(&self, thread: &ThreadId) -> Result<Vec<PastTurn>, HubError> {
+        Ok(self
+            .deps
+            .store
+            .list_turns(thread)
+            .await?
+            .into_iter()
+            .filter(|t| !t.internal && matches!(t.status, TurnStatus::Ended(r) if r.is_success()))
+            .map(|t| PastTurn {
+                answer: t
+                    .result
+                    .as_ref()
+                    .map(context::answer_text)
+                    .unwrap_or_default(),
+                input: t.input,
+            })
+            .collect())
+    }
+
+    fn register(&self, begun: &BegunTurn, client: &str) -> CancellationToken {
+        let cancel = CancellationToken::new();
+        if let Ok(mut running) = self.running.lock() {
+            running.insert(
+                begun.turn().clone(),
+                RunningTurn {
+                    thread: begun.thread().clone(),
+                    client: client.to_owned(),
+                    cancel: cancel.clone(),
+                },
+            );
+        }
+        cancel
+    }
+
+    fn unregister(&self, turn: &TurnId) {
+        let thread = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|mut running| running.remove(turn))
+            .map(|r| r.thread);
+        if let Some(thread) = thread {
+            self.release_feed(&thread);
+        }
+    }
+
+    fn is_running(&self, turn: &TurnId) -> bool {
+        self.running
+            .lock()
+            .map(|r| r.contains_key(turn))
+            .unwrap_or(false)
+    }
+
+    /// A receiver of the thread's live feed, created on first use. Subscribing and
+    /// removing happen under one lock, so a receiver never hangs on a dropped feed.
+    fn subscribe_feed(
+        self: &Arc<Self>,
+        thread: &ThreadId,
+    ) -> (broadcast::Receiver<Event>, FeedLease) {
+        let receiver = match self.feeds.lock() {
+            Ok(mut feeds) => feeds
+                .entry(thread.clone())
+                .or_insert_with(|| broadcast::channel(FEED_CAPACITY).0)
+                .subscribe(),
+            // A poisoned map only loses live delivery; streams still read the store.
+            Err(_) => broadcast::channel(1).1,
+        };
+        (
+            receiver,
+            FeedLease {
+                hub: Arc::downgrade(self),
+                thread: thread.clone(),
+            },
+        )
+    }
+
+    /// Drops a thread's feed once nobody listens and no turn runs on it.
+    fn release_feed(&self, thread: &ThreadId) {
+        let busy = self
+            .running
+            .lock()
+            .map(|r| r.values().any(|t| &t.thread == thread))
+            .unwrap_or(true);
+        if busy {
+            return;
+        }
+        if let Ok(mut feeds) = self.feeds.lock()
+            && feeds.get(thread).is_some_and(|f| f.receiver_count() == 0)
+        {
+            feeds.remove(thread);
+        }
+    }
+
+    /// Sends a stored event to the thread's live subscribers.
+    fn publish(&self, event: &Event) {
+        if let Ok(feeds) = self.feeds.lock()
+            && let Some(feed) = feeds.get(&event.thread_id)
+        {
+            // No receivers is fine: nobody is watching.
+            let _ = feed.send(event.clone());
+        }
+    }
+
+    /// Declines the pending permissions of a turn whose client went away.
+    async fn client_gone(&self, turn: &TurnId) {
+        for id in self.broker.pending_of(turn) {
+            match permissions::settle(
+                self.deps.store.as_ref(),
+                &self.broker,
+                &id,
+                PermissionDecision::Declined,
+                "declined: the client disconnected",
+            )
+            .await
+            {
+                Ok((_, Some(event))) => self.publish(&event),
+                Ok((_, None)) => {}
+                Err(e) => tracing::warn!(%id, error = %e, "could not decline a permission"),
+            }
+        }
+    }
+}
+
+/// Holds a thread's feed; releasing it may drop the feed.
+pub(crate) struct FeedLease {
+    hub: std::sync::Weak<Hub>,
+    thread: ThreadId,
+}
+
+impl Drop for FeedLease {
+    fn drop(&mut self) {
+        if let Some(hub) = self.hub.upgrade() {
+            hub.release_feed(&self.thread);
+        }
+    }
+}
+
+/// See [`StartedTurn::guard`].
+pub struct DisconnectGuard {
+    hub: Arc<Hub>,
+    turn: TurnId,
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        if !self.hub.is_running(&self.turn) || self.hub.broker.pending_of(&self.turn).is_empty() {
+            return;
+        }
+        let hub = self.hub.clone();
+        let turn = self.turn.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { hub.client_gone(&turn).await });
+        }
+    }
+}
+
+/// Publishes a turn's stored events to the thread's feed.
+struct FeedObserver<'a> {
+    hub: &'a Hub,
+}
+
+impl TurnObserver for FeedObserver<'_> {
+    fn on_event(&self, event: &Event) {
+        self.hub.publish(event);
+    }
+}
+
+/// Publishes and also tells the caller's observer.
+struct TeeObserver<'a> {
+    hub: &'a Hub,
+    inner: &'a dyn TurnObserver,
+}
+
+impl TurnObserver for TeeObserver<'_> {
+    fn on_event(&self, event: &Event) {
+        self.hub.publish(event);
+        self.inner.on_event(event);
+    }
+
+    fn on_text(&self, text: &str) {
+        self.inner.on_text(text);
+    }
+}
+
+fn decision_word(decision: PermissionDecision) -> &'static str {
+    match decision {
+        PermissionDecision::Approved => "approved",
+        PermissionDecision::Declined => "declined",
+    }
+}
+
+/// An absolute, existing directory, canonicalized.
+fn canonical_cwd(cwd: &str) -> Result<String, HubError> {
+    let path = Path::new(cwd);
+    if cwd.is_empty() || !path.is_absolute() {
+        return Err(HubError::InvalidArgument(format!(
+            "cwd must be an absolute path, got {cwd:?}"
+        )));
+    }
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| HubError::InvalidArgument(format!("cwd {cwd:?} cannot be used: {e}")))?;
+    if !canonical.is_dir() {
+        return Err(HubError::InvalidArgument(format!(
+            "cwd {cwd:?} is not a directory"
+        )));
+    }
+    Ok(canonical.display().to_string())
+}
