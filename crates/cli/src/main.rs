@@ -30,6 +30,12 @@ enum Command {
     Agents(commands::agents::AgentsArgs),
     /// Print a turn's events as JSON Lines, one event a line.
     Runlog(commands::runlog::RunlogArgs),
+    /// Serve the HTTP API (threads, turns as SSE, permissions) until SIGINT or SIGTERM.
+    Serve(commands::serve::ServeArgs),
+    /// List your threads on a running server.
+    Threads(commands::threads::ThreadsArgs),
+    /// Print a thread's turns (and with --events, every event) from a running server.
+    History(commands::history::HistoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +62,9 @@ fn main() -> ExitCode {
             Command::Run(args) => commands::run::run(cli.config.as_deref(), args).await,
             Command::Agents(args) => commands::agents::run(cli.config.as_deref(), args).await,
             Command::Runlog(args) => commands::runlog::run(cli.config.as_deref(), args).await,
+            Command::Serve(args) => commands::serve::run(cli.config.as_deref(), args).await,
+            Command::Threads(args) => commands::threads::run(args).await,
+            Command::History(args) => commands::history::run(args).await,
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

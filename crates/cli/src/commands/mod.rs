@@ -1,8 +1,12 @@
 //! One module per subcommand.
 
 pub mod agents;
+pub mod history;
+pub mod remote;
 pub mod run;
 pub mod runlog;
+pub mod serve;
+pub mod threads;
 
 use std::path::Path;
 

@@ -1,0 +1,156 @@
+//! `agentplane serve`: the runtime as an HTTP service until SIGINT or SIGTERM.
+//!
+//! This file only turns flags and the configuration into the server's options, checks
+//! the bind address before anything is opened, and owns the process's signals. What
+//! the server does (routes, streams, graceful shutdown of turns) lives in
+//! `agentplane-server`; how turns run lives in the runtime and the engine.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use agentplane_runtime::{Config, Runtime};
+use agentplane_server::{
+    DEFAULT_HEARTBEAT, MODEL_PROBE_TIMEOUT, ServeOptions, StartupSummary, check_bind, probe_models,
+    serve, startup_summary,
+};
+use clap::Args;
+
+use crate::exit::{self, Exit};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The address to listen on (default: `[server] listen`, else 127.0.0.1:8686).
+    /// Anything but a loopback address needs --allow-public and a token.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// The SQLite file of the event log (default: `[store] path`, else the user's
+    /// data directory).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// The bearer token required on `/v1/*` (default: AGENTPLANE_AUTH_TOKEN, else
+    /// `[server] auth_token`). Prefer the variable: arguments are visible to every
+    /// user of the machine.
+    #[arg(long, value_name = "TOKEN")]
+    auth_token: Option<String>,
+    /// Allow listening on a non-loopback address (an auth token is still required).
+    #[arg(long)]
+    allow_public: bool,
+}
+
+pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
+    let mut config = match Config::load(config) {
+        Ok(config) => config,
+        Err(e) => return usage(&e.to_string()),
+    };
+    if let Some(listen) = args.listen {
+        config.server.listen = listen.to_string();
+    }
+    if let Some(db) = args.db {
+        config.store.path = db;
+    }
+    if let Some(token) = args.auth_token {
+        if token.trim().is_empty() {
+            return usage("--auth-token must not be empty");
+        }
+        config.server.auth_token = Some(token);
+    }
+    config.server.allow_public |= args.allow_public;
+    let listen: SocketAddr = match config.server.listen.parse() {
+        Ok(listen) => listen,
+        Err(_) => {
+            return usage(&format!(
+                "`server.listen` must be an address such as 127.0.0.1:8686, got {:?}",
+                config.server.listen
+            ));
+        }
+    };
+    let options = ServeOptions {
+        listen,
+        auth_token: config.server.auth_token.clone(),
+        allow_public: config.server.allow_public,
+        shutdown_grace: config.server.shutdown_grace,
+        heartbeat: DEFAULT_HEARTBEAT,
+    };
+    // Refuse a public bind before the store is opened or a port is taken.
+    if let Err(e) = check_bind(&options) {
+        return usage(&e.to_string());
+    }
+
+    let runtime = match Runtime::start(config).await {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error [{}]: {e}", e.code());
+            return exit::of_error(&e);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(listener) => listener,
+        Err(e) => return usage(&format!("cannot listen on {listen}: {e}")),
+    };
+    let hub = runtime.hub().clone();
+    let agents = probe_models(&hub, MODEL_PROBE_TIMEOUT).await;
+    eprint!(
+        "{}",
+        startup_summary(&StartupSummary {
+            addr: listener.local_addr().unwrap_or(listen),
+            db: &runtime.config().store.path,
+            auth_required: options.auth_token.is_some(),
+            agents: &agents,
+        })
+    );
+
+    let grace = options.shutdown_grace;
+    let stopping = {
+        let hub = hub.clone();
+        async move {
+            stop_requested().await;
+            eprintln!(
+                "shutting down: {} running turn(s) get up to {}s to finish, then are \
+                 cancelled; a second signal exits at once",
+                hub.running_turns(),
+                grace.as_secs()
+            );
+            tokio::spawn(async {
+                stop_requested().await;
+                eprintln!("second signal: exiting now; running turns will be marked interrupted");
+                std::process::exit(exit::CANCELLED as i32);
+            });
+        }
+    };
+    match serve(hub, listener, options, stopping).await {
+        Ok(()) => {
+            eprintln!("stopped");
+            exit::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error [INTERNAL]: the server failed: {e}");
+            exit::INTERNAL
+        }
+    }
+}
+
+/// Reports a configuration or usage error.
+fn usage(message: &str) -> Exit {
+    eprintln!("error [INVALID_ARGUMENT]: {message}");
+    exit::CONFIG
+}
+
+/// Resolves at the first SIGINT or SIGTERM.
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    // Without SIGTERM handling, Ctrl-C still stops the server; if even that cannot be
+    // listened for, never resolve rather than shut down at once.
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
