@@ -1,0 +1,384 @@
+//! The JSON bodies of the API: what requests carry and what responses return, with
+//! their OpenAPI schemas.
+//!
+//! Responses are built from the hub's records by plain `From` conversions; the wire
+//! names live here and nowhere else. Requests refuse unknown fields, so a typo
+//! (`"titel"`) is a 400, not a silently ignored value. Nothing here calls the hub.
+
+use agentplane_core::{Event, PermissionDecision, StopReason};
+use agentplane_engine::hub::{Compaction, History, HistoryTurn, ModelStatus};
+use agentplane_engine::ports::{
+    PermissionRecord, PermissionStatus, ThreadRecord, TurnRecord, TurnStatus,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+// ----- requests ------------------------------------------------------------------------
+
+/// `POST /v1/threads`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateThreadBody {
+    /// The agent's name, as listed by `GET /v1/agents`.
+    pub agent: String,
+    /// The thread's working directory: absolute and existing.
+    #[schema(pattern = "^/", min_length = 1)]
+    pub cwd: String,
+    /// A title for people (at most 200 characters).
+    #[serde(default)]
+    #[schema(max_length = 200)]
+    pub title: Option<String>,
+}
+
+/// `POST /v1/threads/{id}/turns`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartTurnBody {
+    /// What the user asks: not blank, at most 256 KiB of UTF-8 (65,536 characters
+    /// always fit).
+    #[schema(min_length = 1, max_length = 65536, pattern = "\\S")]
+    pub input: String,
+}
+
+/// `POST /v1/permissions/{id}`. Anything but exactly `approved` or `declined` is a 400
+/// and declines the permission (fail-closed).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    #[schema(value_type = DecisionName)]
+    pub decision: String,
+}
+
+/// A decision's wire name (documentation of [`DecisionBody::decision`]).
+#[allow(dead_code)] // Only describes the wire for the OpenAPI document.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionName {
+    Approved,
+    Declined,
+}
+
+// ----- responses -----------------------------------------------------------------------
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub ok: bool,
+}
+
+/// `GET /v1/agents`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    pub agents: Vec<AgentView>,
+}
+
+/// An agent and the model its turns would use right now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentView {
+    /// The agent's name; threads name their agent by it.
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// Its tool ensembles (`fs`, `shell`, `web`).
+    pub ensembles: Vec<String>,
+    pub model: ModelView,
+}
+
+/// Whether an agent's model is usable.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelView {
+    pub status: ModelState,
+    /// The model turns will call; when unavailable, the one that was asked for.
+    pub model: String,
+    /// Why a substitute is used or why no model is usable.
+    pub detail: Option<String>,
+}
+
+/// Where an agent's model stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelState {
+    /// The configured model is on the server.
+    Ready,
+    /// The configured model is missing; another one will be used.
+    Substitute,
+    /// No usable model (the server is down, or offers none that fits).
+    Unavailable,
+}
+
+impl From<&ModelStatus> for ModelView {
+    fn from(status: &ModelStatus) -> Self {
+        match status {
+            ModelStatus::Ready { model } => Self {
+                status: ModelState::Ready,
+                model: model.clone(),
+                detail: None,
+            },
+            ModelStatus::Substitute { wanted, model } => Self {
+                status: ModelState::Substitute,
+                model: model.clone(),
+                detail: Some(format!("`{wanted}` is not on the model server")),
+            },
+            ModelStatus::Unavailable { wanted, error } => Self {
+                status: ModelState::Unavailable,
+                model: wanted.clone(),
+                detail: Some(error.clone()),
+            },
+        }
+    }
+}
+
+/// `GET /v1/threads`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadList {
+    pub threads: Vec<ThreadView>,
+}
+
+/// A thread of the calling client.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadView {
+    #[schema(example = "thr_0196f3c2a1b27c3d8e9f0a1b2c3d4e5f")]
+    pub id: String,
+    pub agent: String,
+    /// The canonical working directory.
+    pub cwd: String,
+    pub title: Option<String>,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    /// The latest compaction summary.
+    pub summary: Option<String>,
+}
+
+impl From<ThreadRecord> for ThreadView {
+    fn from(thread: ThreadRecord) -> Self {
+        Self {
+            id: thread.id.to_string(),
+            agent: thread.agent,
+            cwd: thread.cwd,
+            title: thread.title,
+            created_at: thread.created_at,
+            summary: thread.summary,
+        }
+    }
+}
+
+/// `GET /v1/threads/{id}/history`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HistoryView {
+    pub thread: ThreadView,
+    /// In the order they began.
+    pub turns: Vec<TurnView>,
+}
+
+impl From<History> for HistoryView {
+    fn from(history: History) -> Self {
+        Self {
+            thread: history.thread.into(),
+            turns: history.turns.into_iter().map(TurnView::from).collect(),
+        }
+    }
+}
+
+/// A turn in a history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnView {
+    #[schema(example = "turn_0196f3c2a1b27c3d8e9f0a1b2c3d4e5f")]
+    pub id: String,
+    pub input: String,
+    pub status: TurnState,
+    /// Why it ended; absent while running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReasonName>,
+    pub created_at: String,
+    pub ended_at: Option<String>,
+    /// Compaction turns; hidden unless `includeInternal=1`.
+    pub internal: bool,
+    /// The `turn_completed` result; `null` while running or without one.
+    #[schema(value_type = Value)]
+    pub result: Value,
+    /// Its events by `seq`; only with `includeEvents=1`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<EventView>>)]
+    pub events: Option<Vec<Event>>,
+}
+
+/// Whether a turn still runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnState {
+    Running,
+    Ended,
+}
+
+/// Why a turn ended (see `turn_completed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReasonName {
+    Finished,
+    TextAnswer,
+    StepLimit,
+    Cancelled,
+    Error,
+    Interrupted,
+}
+
+impl From<StopReason> for StopReasonName {
+    fn from(reason: StopReason) -> Self {
+        match reason {
+            StopReason::Finished => Self::Finished,
+            StopReason::TextAnswer => Self::TextAnswer,
+            StopReason::StepLimit => Self::StepLimit,
+            StopReason::Cancelled => Self::Cancelled,
+            StopReason::Error => Self::Error,
+            StopReason::Interrupted => Self::Interrupted,
+        }
+    }
+}
+
+impl From<HistoryTurn> for TurnView {
+    fn from(entry: HistoryTurn) -> Self {
+        let turn: TurnRecord = entry.turn;
+        let (status, stop_reason) = match turn.status {
+            TurnStatus::Running => (TurnState::Running, None),
+            TurnStatus::Ended(reason) => (TurnState::Ended, Some(reason.into())),
+        };
+        Self {
+            id: turn.id.to_string(),
+            input: turn.input,
+            status,
+            stop_reason,
+            created_at: turn.created_at,
+            ended_at: turn.ended_at,
+            internal: turn.internal,
+            result: turn.result.unwrap_or(Value::Null),
+            events: entry.events,
+        }
+    }
+}
+
+/// One Server-Sent Event of a turn or thread stream. (In OpenAPI 3.1 the schema of a
+/// `text/event-stream` response describes each of its events.)
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Describes what `sse.rs` writes, for the OpenAPI document.
+pub struct StreamedEvent {
+    /// The event's `seq`; absent on the `error` event of a failed stream.
+    #[schema(pattern = "^[0-9]+$")]
+    pub id: Option<String>,
+    /// The event's kind (an `EventKind`), or `error` for a failed stream.
+    #[schema(pattern = "^[a-z_]+$")]
+    pub event: String,
+    /// The stored event (an `EventView`) as JSON; for a failed stream, the error
+    /// envelope.
+    #[schema(content_media_type = "application/json")]
+    pub data: String,
+}
+
+/// A stored event: these fields, plus the fields of its kind. Also the `data:` of each
+/// SSE event, whose `id:` is `seq` and whose `event:` is `kind`.
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // Describes `agentplane_core::Event` for the OpenAPI document.
+pub struct EventView {
+    pub thread_id: String,
+    pub turn_id: String,
+    /// Gapless and increasing per thread, from 1.
+    pub seq: u64,
+    /// RFC 3339, UTC.
+    pub ts: String,
+    pub kind: EventKind,
+}
+
+/// The kinds of events.
+#[allow(dead_code)] // Only describes the wire for the OpenAPI document.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    TurnStarted,
+    MessageDelta,
+    ToolCallPlanned,
+    ToolCallResult,
+    PermissionRequired,
+    PermissionResolved,
+    SecurityEvent,
+    Usage,
+    Error,
+    TurnCompleted,
+}
+
+/// `POST /v1/turns/{id}/cancel`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Cancelled {
+    pub cancelled: bool,
+}
+
+/// `POST /v1/threads/{id}/compact`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CompactionView {
+    /// The internal turn that wrote the summary.
+    pub turn_id: String,
+    /// The thread's new summary.
+    pub summary: String,
+}
+
+impl From<Compaction> for CompactionView {
+    fn from(compaction: Compaction) -> Self {
+        Self {
+            turn_id: compaction.turn.to_string(),
+            summary: compaction.summary,
+        }
+    }
+}
+
+/// A permission request and its outcome.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PermissionView {
+    #[schema(example = "perm_0196f3c2a1b27c3d8e9f0a1b2c3d4e5f")]
+    pub id: String,
+    pub thread_id: String,
+    pub turn_id: String,
+    pub call_id: String,
+    /// The tool that waits.
+    pub tool: String,
+    /// The exact arguments it will be called with.
+    #[schema(value_type = Value)]
+    pub arguments: Value,
+    pub options: Vec<String>,
+    pub status: PermissionState,
+    /// Who or what resolved it (a client, a timeout, a disconnect, a restart).
+    pub reason: Option<String>,
+    pub created_at: String,
+}
+
+/// Where a permission stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionState {
+    Pending,
+    Approved,
+    Declined,
+}
+
+impl From<PermissionRecord> for PermissionView {
+    fn from(record: PermissionRecord) -> Self {
+        Self {
+            id: record.id.to_string(),
+            thread_id: record.thread_id.to_string(),
+            turn_id: record.turn_id.to_string(),
+            call_id: record.call_id,
+            tool: record.tool,
+            arguments: record.arguments,
+            options: record.options,
+            status: match record.status {
+                PermissionStatus::Pending => PermissionState::Pending,
+                PermissionStatus::Resolved(PermissionDecision::Approved) => {
+                    PermissionState::Approved
+                }
+                PermissionStatus::Resolved(PermissionDecision::Declined) => {
+                    PermissionState::Declined
+                }
+            },
+            reason: record.reason,
+            created_at: record.created_at,
+        }
+    }
+}

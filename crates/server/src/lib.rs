@@ -1,0 +1,368 @@
+//! The HTTP interface of agentplane: the hub's threads, turns, event streams and
+//! permissions over JSON and SSE, with an OpenAPI document of itself.
+//!
+//! An interface, not an application: handlers extract, call one [`Hub`] method and
+//! map the result. No business rule, no SQL and no adapter lives here; tenancy,
+//! validation of what a request means, and fail-closed permissions are the hub's. This
+//! crate owns what is HTTP's alone: routing, the error envelope, bearer auth and the
+//! client id, SSE framing and heartbeats, body limits, access logs, the bind policy and
+//! graceful shutdown.
+//!
+//! ```text
+//! GET    /healthz                          {"ok":true}
+//! GET    /openapi.json                     this API, generated from the handlers
+//! GET    /v1/agents                        agents and their model status
+//! POST   /v1/threads                       create (201)
+//! GET    /v1/threads                       the client's threads
+//! GET    /v1/threads/{id}                  one thread
+//! DELETE /v1/threads/{id}                  delete (204)
+//! POST   /v1/threads/{id}/turns            start a turn; its events as SSE
+//! GET    /v1/threads/{id}/events           replay after a seq, then follow (SSE)
+//! GET    /v1/threads/{id}/history          turns, optionally with events/internal ones
+//! POST   /v1/threads/{id}/compact          summarize the thread
+//! POST   /v1/turns/{id}/cancel             cancel a running turn (202)
+//! POST   /v1/permissions/{id}              approve or decline a tool call
+//! ```
+
+mod access_log;
+mod auth;
+mod body;
+mod error;
+mod extract;
+mod model_probe;
+mod openapi;
+mod routes;
+mod sse;
+mod summary;
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentplane_engine::hub::Hub;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware::{from_fn, from_fn_with_state};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub use auth::ClientId;
+pub use error::{ApiError, status_of};
+pub use model_probe::{AgentModel, MODEL_PROBE_TIMEOUT, probe_models};
+pub use summary::{StartupSummary, startup_summary};
+
+use crate::routes::{agents, events, health, permissions, threads, turns};
+
+/// Largest request body accepted by default: far above any real request (turn input
+/// is capped at 256 KiB by the hub), far below what could hurt the process.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+/// How often an idle SSE stream sends a heartbeat comment by default.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+/// The shortest heartbeat interval: a zero interval would spin.
+const MIN_HEARTBEAT: Duration = Duration::from_millis(10);
+/// How long shutdown waits for connections to close once the hub has stopped.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the router behaves.
+#[derive(Clone)]
+pub struct RouterOptions {
+    /// The bearer token `/v1/*` requires; `None` (or empty) requires none.
+    pub auth_token: Option<String>,
+    /// How often idle SSE streams send a heartbeat comment (tests use a short one).
+    pub heartbeat: Duration,
+    /// The largest request body, in bytes; larger ones are 413.
+    pub body_limit: usize,
+}
+
+impl Default for RouterOptions {
+    fn default() -> Self {
+        Self {
+            auth_token: None,
+            heartbeat: DEFAULT_HEARTBEAT,
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+}
+
+impl fmt::Debug for RouterOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RouterOptions")
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("heartbeat", &self.heartbeat)
+            .field("body_limit", &self.body_limit)
+            .finish()
+    }
+}
+
+/// How `serve` runs.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// The address to listen on; must be loopback unless `allow_public`.
+    pub listen: SocketAddr,
+    /// The bearer token `/v1/*` requires; required for a public address.
+    pub auth_token: Option<String>,
+    /// Allows a non-loopback address (with a token).
+    pub allow_public: bool,
+    /// How long shutdown lets running turns finish before cancelling them.
+    pub shutdown_grace: Duration,
+    /// How often idle SSE streams send a heartbeat comment.
+    pub heartbeat: Duration,
+}
+
+impl fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("listen", &self.listen)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("allow_public", &self.allow_public)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("heartbeat", &self.heartbeat)
+            .finish()
+    }
+}
+
+/// Why the server would not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A non-loopback address without `allow_public`.
+    #[error(
+        "refusing to listen on {0}: it is not a loopback address; pass --allow-public \
+         (with an auth token) to serve other machines"
+    )]
+    PublicNotAllowed(SocketAddr),
+    /// A non-loopback address without a token, even with `allow_public`.
+    #[error(
+        "refusing to listen on {0} without an auth token: a public address needs \
+         --auth-token or AGENTPLANE_AUTH_TOKEN"
+    )]
+    PublicWithoutToken(SocketAddr),
+    /// The listener or a connection failed.
+    #[error("the HTTP server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Refuses a non-loopback address unless public serving is allowed *and* a token is
+/// set: the API runs tools on this machine, so it is never open to a network by
+/// accident.
+pub fn check_bind(options: &ServeOptions) -> Result<(), ServeError> {
+    check_address(
+        options.listen,
+        options.allow_public,
+        options.auth_token.as_deref(),
+    )
+}
+
+fn check_address(
+    addr: SocketAddr,
+    allow_public: bool,
+    token: Option<&str>,
+) -> Result<(), ServeError> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allow_public {
+        return Err(ServeError::PublicNotAllowed(addr));
+    }
+    if token.is_none_or(str::is_empty) {
+        return Err(ServeError::PublicWithoutToken(addr));
+    }
+    Ok(())
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) hub: Arc<Hub>,
+    heartbeat: Duration,
+    /// Cancelled after shutdown, to end streams that would follow a thread forever.
+    streams_end: CancellationToken,
+    /// The serialized OpenAPI document, set once the routes are known.
+    pub(crate) openapi: Arc<OnceLock<Bytes>>,
+    pub(crate) model_probe_timeout: Duration,
+}
+
+impl AppState {
+    pub(crate) fn stream_options(&self) -> sse::StreamOptions {
+        sse::StreamOptions {
+            heartbeat: self.heartbeat,
+            end: self.streams_end.clone(),
+        }
+    }
+}
+
+/// The API as an axum router, ready to serve (its streams end only when their turn
+/// does or the client leaves; use [`serve`] for a shutdown that ends them all).
+pub fn router(hub: Arc<Hub>, options: &RouterOptions) -> Router {
+    build(hub, options, CancellationToken::new())
+}
+
+fn build(hub: Arc<Hub>, options: &RouterOptions, streams_end: CancellationToken) -> Router {
+    let gate = auth::Gate::new(options.auth_token.as_deref());
+    let state = AppState {
+        hub,
+        heartbeat: options.heartbeat.max(MIN_HEARTBEAT),
+        streams_end,
+        openapi: Arc::new(OnceLock::new()),
+        model_probe_timeout: MODEL_PROBE_TIMEOUT,
+    };
+    let v1 = OpenApiRouter::<AppState>::new()
+        .routes(routes!(agents::list))
+        .routes(routes!(threads::create, threads::list))
+        .routes(routes!(threads::get, threads::delete))
+        .routes(routes!(threads::history))
+        .routes(routes!(threads::compact))
+        .routes(routes!(turns::start))
+        .routes(routes!(events::follow))
+        .routes(routes!(turns::cancel))
+        .routes(routes!(permissions::resolve))
+        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
+    let (router, mut doc) = OpenApiRouter::with_openapi(openapi::base())
+        .routes(routes!(health::healthz))
+        .routes(routes!(openapi::document))
+        .merge(v1)
+        .split_for_parts();
+    let agents = state.hub.agents().keys().cloned().collect();
+    openapi::complete(&mut doc, gate.required(), agents);
+    let json = serde_json::to_vec(&doc).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "the OpenAPI document could not be serialized");
+        b"{}".to_vec()
+    });
+    // A fresh lock, set exactly once here.
+    let _ = state.openapi.set(Bytes::from(json));
+    router
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(options.body_limit))
+        .layer(from_fn(access_log::log_requests))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route; see /openapi.json")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::invalid("this route does not accept this method; see /openapi.json")
+        .with_status(StatusCode::METHOD_NOT_ALLOWED)
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then shuts down
+/// gracefully: stops accepting connections, lets running turns finish within
+/// `shutdown_grace` (then cancels and records them, via [`Hub::shutdown`]), ends every
+/// open event stream once it has delivered what is stored, and returns. Refuses a
+/// listener whose address [`check_bind`] would refuse.
+pub async fn serve(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let addr = listener.local_addr()?;
+    check_address(addr, options.allow_public, options.auth_token.as_deref())?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "serving on a public address; /v1/* requires the bearer token");
+    }
+    let streams_end = CancellationToken::new();
+    let app = build(
+        hub.clone(),
+        &RouterOptions {
+            auth_token: options.auth_token.clone(),
+            heartbeat: options.heartbeat,
+            body_limit: DEFAULT_BODY_LIMIT,
+        },
+        streams_end.clone(),
+    );
+    let stop_accepting = CancellationToken::new();
+    let stopped = stop_accepting.clone();
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stopped.cancelled().await })
+        .into_future();
+    let mut serving = tokio::spawn(server);
+    tokio::select! {
+        result = &mut serving => {
+            // The server ended on its own: an accept loop failure.
+            hub.shutdown(options.shutdown_grace).await;
+            return match result {
+                Ok(result) => result.map_err(ServeError::Io),
+                Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+            };
+        }
+        () = shutdown => {}
+    }
+    tracing::info!(
+        grace_secs = options.shutdown_grace.as_secs(),
+        "shutting down: no new connections; running turns may finish within the grace period"
+    );
+    stop_accepting.cancel();
+    hub.shutdown(options.shutdown_grace).await;
+    streams_end.cancel();
+    match tokio::time::timeout(DRAIN_TIMEOUT, &mut serving).await {
+        Ok(Ok(result)) => result.map_err(ServeError::Io),
+        Ok(Err(e)) => Err(ServeError::Io(std::io::Error::other(e))),
+        Err(_) => {
+            tracing::warn!("connections still open after shutdown; closing them");
+            serving.abort();
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(listen: &str, allow_public: bool, token: Option<&str>) -> ServeOptions {
+        ServeOptions {
+            listen: listen.parse().expect("addr"),
+            auth_token: token.map(str::to_owned),
+            allow_public,
+            shutdown_grace: Duration::from_secs(1),
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+
+    #[test]
+    fn public_addresses_need_permission_and_a_token() {
+        assert!(check_bind(&options("127.0.0.1:8686", false, None)).is_ok());
+        assert!(check_bind(&options("[::1]:8686", false, None)).is_ok());
+        assert!(matches!(
+            check_bind(&options("0.0.0.0:8686", false, Some("t"))),
+            Err(ServeError::PublicNotAllowed(_))
+        ));
+        assert!(matches!(
+            check_bind(&options("192.168.1.5:8686", true, None)),
+            Err(ServeError::PublicWithoutToken(_))
+        ));
+        assert!(matches!(
+            check_bind(&options("[::]:8686", true, Some(""))),
+            Err(ServeError::PublicWithoutToken(_))
+        ));
+        assert!(check_bind(&options("0.0.0.0:8686", true, Some("t"))).is_ok());
+    }
+
+    #[test]
+    fn options_never_print_the_token() {
+        let text = format!("{:?}", options("127.0.0.1:1", false, Some("s3cret")));
+        assert!(!text.contains("s3cret"), "{text}");
+        let text = format!(
+            "{:?}",
+            RouterOptions {
+                auth_token: Some("s3cret".into()),
+                ..RouterOptions::default()
+            }
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+}

@@ -1,0 +1,43 @@
+//! Asking the model server about every agent's model at once, bounded in time.
+//!
+//! Used by `GET /v1/agents` and the startup summary. The probes run concurrently and
+//! each is cut off after a short timeout, so a model server that accepts connections
+//! but never answers cannot hang either of them; a probe cut off reports the model as
+//! unavailable and says why.
+
+use std::time::Duration;
+
+use agentplane_engine::hub::{Hub, ModelStatus};
+
+/// How long one probe may take by default.
+pub const MODEL_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// An agent and the status of its model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentModel {
+    /// The agent's name.
+    pub agent: String,
+    /// What the model server said, or why it said nothing in time.
+    pub status: ModelStatus,
+}
+
+/// The model status of every agent, in the hub's (name) order.
+pub async fn probe_models(hub: &Hub, timeout: Duration) -> Vec<AgentModel> {
+    let probes = hub.agents().values().map(|agent| async move {
+        let status = match tokio::time::timeout(timeout, hub.model_status(agent)).await {
+            Ok(status) => status,
+            Err(_) => ModelStatus::Unavailable {
+                wanted: hub.wanted_model(agent).to_owned(),
+                error: format!(
+                    "the model server did not answer within {} ms",
+                    timeout.as_millis()
+                ),
+            },
+        };
+        AgentModel {
+            agent: agent.name.clone(),
+            status,
+        }
+    });
+    futures_util::future::join_all(probes).await
+}

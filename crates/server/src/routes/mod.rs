@@ -1,0 +1,21 @@
+//! The endpoints, one module per group. Each handler extracts, calls one hub method
+//! and maps the result; the `#[utoipa::path]` on it is the endpoint's contract in the
+//! OpenAPI document. Errors every endpoint of a kind can return (missing client id,
+//! bad token, malformed id, body too large) are added to the document in `openapi.rs`;
+//! the attributes here list the ones specific to the endpoint.
+
+pub(crate) mod agents;
+pub(crate) mod events;
+pub(crate) mod health;
+pub(crate) mod permissions;
+pub(crate) mod threads;
+pub(crate) mod turns;
+
+/// OpenAPI tags, one per group.
+pub(crate) mod tags {
+    pub const SYSTEM: &str = "system";
+    pub const AGENTS: &str = "agents";
+    pub const THREADS: &str = "threads";
+    pub const TURNS: &str = "turns";
+    pub const PERMISSIONS: &str = "permissions";
+}

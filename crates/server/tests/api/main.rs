@@ -1,0 +1,13 @@
+//! The HTTP API over real HTTP on 127.0.0.1: a runtime on a temp SQLite file, the
+//! scripted model server, `agentplane_server::serve`, and reqwest as the client.
+
+mod harness;
+
+mod access_log;
+mod auth;
+mod hostile;
+mod openapi;
+mod permissions;
+mod shutdown;
+mod threads;
+mod turns;
