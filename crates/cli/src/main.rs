@@ -42,9 +42,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Warnings, plus one access line per HTTP request (only `serve` writes those).
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENTPLANE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_env("AGENTPLANE_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,agentplane::access=info")
+            }),
         )
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
