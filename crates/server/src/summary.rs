@@ -55,6 +55,18 @@ pub fn startup_summary(summary: &StartupSummary<'_>) -> String {
     if summary.agents.is_empty() {
         let _ = writeln!(out, "  Agents  none configured");
     }
+    // Agents usually share one model server: say each distinct problem once.
+    let mut problems: Vec<&str> = Vec::new();
+    for agent in summary.agents {
+        if let ModelStatus::Unavailable { error, .. } = &agent.status
+            && !problems.contains(&error.as_str())
+        {
+            problems.push(error);
+        }
+    }
+    for problem in problems {
+        let _ = writeln!(out, "  Model   {problem}");
+    }
     let _ = writeln!(out, "  Web     not built yet");
     let _ = writeln!(out, "  API     {url}/openapi.json");
     let token = if summary.auth_required {
@@ -75,9 +87,7 @@ fn describe(status: &ModelStatus) -> String {
         ModelStatus::Substitute { wanted, model } => {
             format!("{model} (substitute: {wanted} is not on the model server)")
         }
-        ModelStatus::Unavailable { wanted, error } => {
-            format!("{wanted} (unavailable: {error})")
-        }
+        ModelStatus::Unavailable { wanted, .. } => format!("{wanted} (unavailable, see Model)"),
     }
 }
 
@@ -112,7 +122,8 @@ mod tests {
             "http://127.0.0.1:8686",
             "/data/agentplane.db",
             "engineering  qwen2.5:7b (ready)",
-            "research     big (unavailable: connection refused)",
+            "research     big (unavailable, see Model)",
+            "Model   connection refused",
             "Web     not built yet",
             "/openapi.json",
             "Authorization: Bearer $AGENTPLANE_AUTH_TOKEN",
