@@ -569,16 +569,17 @@ async fn sigterm_cancels_a_running_turn_after_the_grace_period_and_exits_0() {
         "{}",
         served.stderr()
     );
-    // FIXME(server): the stream should deliver the stored `turn_completed` before it
-    // ends, but `serve` ends streams as soon as the hub has stopped, racing the last
-    // event (reported to the server's owner). Until then: whatever arrived is right.
+    // The stream delivers the stored `turn_completed` before the server closes it.
     let mut rest = Vec::new();
     while let Ok(Some(event)) = tokio::time::timeout(EVENT_BUDGET, stream.next()).await {
         rest.push(event);
     }
-    for event in rest.iter().filter(|e| e.event == "turn_completed") {
-        assert_eq!(event.data["stop_reason"], "cancelled", "{rest:?}");
-    }
+    let completed: Vec<_> = rest
+        .iter()
+        .filter(|e| e.event == "turn_completed")
+        .collect();
+    assert_eq!(completed.len(), 1, "{rest:?}");
+    assert_eq!(completed[0].data["stop_reason"], "cancelled", "{rest:?}");
 
     let served = start(&sb, &model.base_url(), &[]).await;
     let history = history(&served, &thread).await;

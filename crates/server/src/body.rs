@@ -35,8 +35,8 @@ pub struct CreateThreadBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartTurnBody {
-    /// What the user asks: not blank, at most 256 KiB of UTF-8 (65,536 characters
-    /// always fit).
+    /// What the user asks: not blank, at most 65,536 characters (the hub's
+    /// `MAX_INPUT_CHARS`).
     #[schema(min_length = 1, max_length = 65536, pattern = "\\S")]
     pub input: String,
 }

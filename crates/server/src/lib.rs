@@ -47,6 +47,7 @@ use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::{from_fn, from_fn_with_state};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
@@ -286,6 +287,13 @@ pub async fn serve(
     );
     let stop_accepting = CancellationToken::new();
     let stopped = stop_accepting.clone();
+    // Without TCP_NODELAY, small SSE frames on a reused connection wait ~40 ms for
+    // Nagle's algorithm (measured in docs/performance.md).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stopped.cancelled().await })
         .into_future();
@@ -307,8 +315,16 @@ pub async fn serve(
     );
     stop_accepting.cancel();
     hub.shutdown(options.shutdown_grace).await;
+    // The hub has closed its live feeds: every stream now delivers what is stored (a
+    // cancelled turn's `turn_completed` included) and ends by itself. Only streams
+    // still open after the drain time are cut.
+    if let Ok(joined) = tokio::time::timeout(DRAIN_TIMEOUT, &mut serving).await {
+        return joined
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))?
+            .map_err(ServeError::Io);
+    }
     streams_end.cancel();
-    match tokio::time::timeout(DRAIN_TIMEOUT, &mut serving).await {
+    match tokio::time::timeout(Duration::from_secs(1), &mut serving).await {
         Ok(Ok(result)) => result.map_err(ServeError::Io),
         Ok(Err(e)) => Err(ServeError::Io(std::io::Error::other(e))),
         Err(_) => {

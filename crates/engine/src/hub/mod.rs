@@ -38,8 +38,8 @@ use crate::turn::{
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
 
-/// Longest accepted turn input, in bytes.
-pub const MAX_INPUT_BYTES: usize = 256 * 1024;
+/// Longest accepted turn input, in characters (what the API documents).
+pub const MAX_INPUT_CHARS: usize = 65_536;
 /// Longest accepted thread title, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
 /// Live events buffered per thread before a slow subscriber falls back to the store.
@@ -611,9 +611,9 @@ impl Hub {
                 "input must not be empty".to_owned(),
             ));
         }
-        if input.len() > MAX_INPUT_BYTES {
+        if input.chars().count() > MAX_INPUT_CHARS {
             return Err(HubError::InvalidArgument(format!(
-                "input is larger than {MAX_INPUT_BYTES} bytes"
+                "input is longer than {MAX_INPUT_CHARS} characters"
             )));
         }
         let record = self.thread(client, thread).await?;
