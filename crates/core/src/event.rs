@@ -50,6 +50,16 @@ pub enum PermissionDecision {
     Declined,
 }
 
+impl PermissionDecision {
+    /// The name used on the wire and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Declined => "declined",
+        }
+    }
+}
+
 /// Why a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -584,7 +584,7 @@ fn resolve_permission(
     if let PermissionStatus::Resolved(earlier) = pending.status {
         return Err(StoreError::Conflict(format!(
             "permission {id} was already {}",
-            decision_column(earlier)
+            earlier.as_str()
         )));
     }
     // The answer must land inside its turn: after `turn_completed` it would be a
@@ -612,12 +612,7 @@ fn resolve_permission(
              WHERE id = ?1 AND status = 'pending'",
         )
         .and_then(|mut update| {
-            update.execute(params![
-                id.as_str(),
-                decision_column(decision),
-                reason,
-                event.ts
-            ])
+            update.execute(params![id.as_str(), decision.as_str(), reason, event.ts])
         })
         .map_err(backend)?;
     if changed != 1 {
@@ -631,14 +626,6 @@ fn resolve_permission(
         ..pending
     };
     Ok((record, event))
-}
-
-/// How a decision is spelled in the `permissions.status` column (its serde name).
-fn decision_column(decision: PermissionDecision) -> &'static str {
-    match decision {
-        PermissionDecision::Approved => "approved",
-        PermissionDecision::Declined => "declined",
-    }
 }
 
 /// Writes `turn_completed` and the turn's end together (the caller's savepoint makes

@@ -422,7 +422,7 @@ impl Hub {
         let (decision, reason, malformed) = match permissions::parse_decision(decision) {
             Ok(decision) => (
                 decision,
-                format!("{} by client {client}", decision_word(decision)),
+                format!("{} by client {client}", decision.as_str()),
                 None,
             ),
             Err(message) => (
@@ -834,13 +834,6 @@ impl TurnObserver for TeeObserver<'_> {
 
     fn on_text(&self, text: &str) {
         self.inner.on_text(text);
-    }
-}
-
-fn decision_word(decision: PermissionDecision) -> &'static str {
-    match decision {
-        PermissionDecision::Approved => "approved",
-        PermissionDecision::Declined => "declined",
     }
 }
 
