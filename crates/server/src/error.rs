@@ -208,4 +208,27 @@ mod tests {
         let conflict: ApiError = HubError::Conflict("busy".into()).into();
         assert_eq!(conflict.status(), StatusCode::CONFLICT);
     }
+
+    #[test]
+    fn the_documented_codes_are_exactly_the_core_codes() {
+        let schema = serde_json::to_value(<ErrorCodeName as utoipa::PartialSchema>::schema())
+            .expect("schema serializes");
+        let names: Vec<String> = schema["enum"]
+            .as_array()
+            .expect("an enum of names")
+            .iter()
+            .filter_map(|n| n.as_str().map(str::to_owned))
+            .collect();
+        // Each documented name is a real code, spelled as the wire spells it…
+        for name in &names {
+            let code: ErrorCode =
+                serde_json::from_value(serde_json::json!(name)).expect("a core error code");
+            assert_eq!(code.as_str(), name);
+        }
+        // …and no core code is missing (the core has ten).
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 10, "{names:?}");
+    }
 }
