@@ -31,6 +31,9 @@ use crate::schema::Schema;
 /// The name of the terminal tool every agent gets.
 pub const FINISH_TASK: &str = "finish_task";
 
+/// Longer than any marker `harmony::contains_harmony` looks for (`<|channel|>`).
+const HARMONY_MARKER_MAX: usize = 16;
+
 /// Coalesce streamed text into one `message_delta` event per this many bytes…
 const DELTA_FLUSH_BYTES: usize = 512;
 /// …or per this much time, whichever comes first.
@@ -380,12 +383,23 @@ impl ActiveTurn<'_> {
         let stream_text = async move {
             let mut pending = String::new();
             let mut seen = String::new();
+            let mut markup = false;
             let mut last_flush = Instant::now();
             while let Some(text) = rx.recv().await {
                 this.observer.on_text(&text);
+                // Harmony markup is parsed after the call; never stream it as text. Only
+                // the new text and a marker's length before it are searched, so a long
+                // answer is not rescanned on every delta.
+                let from = seen.len().saturating_sub(HARMONY_MARKER_MAX);
                 seen.push_str(&text);
-                // Harmony markup is parsed after the call; never stream it as text.
-                if seen.trim_start().starts_with("<|") || harmony::contains_harmony(&seen) {
+                let from = (0..=from)
+                    .rev()
+                    .find(|&i| seen.is_char_boundary(i))
+                    .unwrap_or(0);
+                markup = markup
+                    || seen.trim_start().starts_with("<|")
+                    || harmony::contains_harmony(&seen[from..]);
+                if markup {
                     pending.clear();
                     continue;
                 }

@@ -123,13 +123,10 @@ async fn main() {
     let workspace = dir.path().join("ws");
     std::fs::create_dir(&workspace).expect("ws");
     std::fs::write(workspace.join("a.txt"), "a").expect("file");
-    let runtime_for = |base_url: String| {
+    let runtime_for = |name: &'static str, base_url: String| {
         let root = dir.path().to_path_buf();
         async move {
-            let file = root.join(format!(
-                "bench-{}.toml",
-                base_url.len() + base_url.rfind(':').unwrap_or(0)
-            ));
+            let file = root.join(format!("bench-{name}.toml"));
             std::fs::write(
                 &file,
                 format!(
@@ -150,8 +147,8 @@ async fn main() {
             Runtime::start(config).await.expect("runtime")
         }
     };
-    let text_runtime = runtime_for(text_server.base_url()).await;
-    let tool_runtime = runtime_for(tool_server.base_url()).await;
+    let text_runtime = runtime_for("text", text_server.base_url()).await;
+    let tool_runtime = runtime_for("tool", tool_server.base_url()).await;
     let run = |runtime, agent| run_turn(runtime, agent, &workspace);
     for _ in 0..50 {
         run(&text_runtime, "chat").await.expect("warm-up");

@@ -6,7 +6,7 @@ pub mod agents;
 pub mod config;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +30,6 @@ pub const LOCAL_CLIENT: &str = "local";
 pub enum RuntimeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("unknown agent `{name}`; the agents are: {known}")]
-    UnknownAgent { name: String, known: String },
-    #[error("workspace {path}: {reason}")]
-    Workspace { path: String, reason: String },
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]
@@ -46,9 +42,7 @@ impl RuntimeError {
     /// The user-facing code of this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Config(_) | Self::UnknownAgent { .. } | Self::Workspace { .. } => {
-                ErrorCode::InvalidArgument
-            }
+            Self::Config(_) => ErrorCode::InvalidArgument,
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),
             Self::Hub(e) => e.code(),
@@ -138,21 +132,9 @@ impl Runtime {
         &self.hub
     }
 
-    /// An agent by name.
+    /// An agent by name, or an error listing the known ones.
     pub fn agent(&self, name: &str) -> Result<&AgentSpec, RuntimeError> {
-        self.hub
-            .agents()
-            .get(name)
-            .ok_or_else(|| RuntimeError::UnknownAgent {
-                name: name.to_owned(),
-                known: self
-                    .hub
-                    .agents()
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        Ok(self.hub.agent(name)?)
     }
 
     /// Asks the server which model an agent would use.
@@ -167,8 +149,8 @@ impl Runtime {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, RuntimeError> {
-        self.agent(&task.agent)?;
-        let workspace = canonical_workspace(&task.workspace)?;
+        // The hub checks the agent and the directory (absolute, existing, canonical).
+        let workspace = std::path::absolute(&task.workspace).unwrap_or(task.workspace);
         let thread = self
             .hub
             .create_thread(
@@ -205,21 +187,6 @@ pub fn ensembles_for(agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>> {
             }
         })
         .collect()
-}
-
-/// The workspace as an existing, canonical directory.
-pub fn canonical_workspace(path: &Path) -> Result<PathBuf, RuntimeError> {
-    let fail = |reason: String| RuntimeError::Workspace {
-        path: path.display().to_string(),
-        reason,
-    };
-    let canonical = path
-        .canonicalize()
-        .map_err(|e| fail(format!("cannot be used: {e}")))?;
-    if !canonical.is_dir() {
-        return Err(fail("is not a directory".to_owned()));
-    }
-    Ok(canonical)
 }
 
 /// A thread title from the first line of the task, at most 80 characters.

@@ -9,7 +9,7 @@ use agentplane_core::{ErrorCode, Event, EventPayload, StopReason, ToolErrorKind,
 use agentplane_engine::TurnObserver;
 use agentplane_engine::ports::{EventStore, NewThread};
 use agentplane_runtime::config::ConfigSource;
-use agentplane_runtime::{Config, Runtime, RuntimeError, Task};
+use agentplane_runtime::{Config, Runtime, Task};
 use agentplane_testkit::{Scenario, ScriptedModel, ScriptedServer, Step};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -519,7 +519,8 @@ async fn cancellation_ends_the_turn_promptly_and_is_recorded() {
 async fn harmony_markup_becomes_tool_calls() {
     let write = r#"<|start|>assistant<|channel|>commentary to=functions.write_file <|constrain|>json<|message|>{"path":"h.txt","content":"from harmony"}<|call|>"#;
     let done = r#"<|start|>assistant<|channel|>commentary to=functions.finish_task <|constrain|>json<|message|>{"summary":"ok"}<|call|>"#;
-    let h = harness(vec![Step::text(write), Step::text(done)]).await;
+    // Split so that markers straddle streamed chunks.
+    let h = harness(vec![Step::text(write).with_split(7), Step::text(done)]).await;
     let (outcome, events) = h.run("engineering", "harmony").await;
     assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:?}");
     assert_eq!(
@@ -581,8 +582,9 @@ async fn unknown_agents_and_workspaces_are_refused_before_a_turn() {
         )
         .await
         .expect_err("unknown agent");
-    assert!(matches!(err, RuntimeError::UnknownAgent { .. }));
-    assert!(err.to_string().contains("engineering"));
+    assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("unknown agent `nobody`"), "{err}");
+    assert!(err.to_string().contains("engineering"), "{err}");
     let err = h
         .runtime
         .run_task(
