@@ -17,6 +17,9 @@ if [ -z "${AGENTPLANE_TEST_LLAMA_URL:-}" ]; then
   export AGENTPLANE_TEST_LLAMA_URL="http://127.0.0.1:${port}/v1"
 fi
 
+# The real MCP peers (npm's server-everything, PyPI's mcp client); see the script.
+eval "$(./scripts/test-peers.sh)"
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else

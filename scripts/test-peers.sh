@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the real protocol peers the tests talk to, and prints the environment that
+# points the tests at them (`eval "$(scripts/test-peers.sh)"`; scripts/test.sh does it):
+#
+#   AGENTPLANE_TEST_NODE            node, to run the npm peers
+#   AGENTPLANE_TEST_NODE_PEERS      crates/testkit/peers (node_modules inside, loopback.mjs)
+#   AGENTPLANE_TEST_PYTHON          a venv's python with the `mcp` PyPI package (its client)
+#
+# npm packages come from crates/testkit/peers/package-lock.json (`npm ci`); the Python
+# venv lives in .local-model/peers (gitignored). Both are reused when already current.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mcp_version="2.3.0"
+peers="$PWD/crates/testkit/peers"
+venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
+
+node="$(command -v node || true)"
+if [[ -z "$node" ]] || ! command -v npm >/dev/null; then
+  echo "test-peers: node and npm are needed (Debian: apt-get install nodejs npm)" >&2
+  exit 1
+fi
+
+# npm ci only when the lock changed since the last install.
+stamp="$peers/node_modules/.agentplane-lock"
+if ! cmp -s "$peers/package-lock.json" "$stamp" 2>/dev/null; then
+  echo "test-peers: npm ci in $peers" >&2
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  cp "$peers/package-lock.json" "$stamp"
+fi
+
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version')" 2>/dev/null; then
+  echo "test-peers: installing mcp $mcp_version into $venv" >&2
+  mkdir -p "$(dirname "$venv")"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$mcp_version" >&2
+fi
+
+echo "export AGENTPLANE_TEST_NODE='$node'"
+echo "export AGENTPLANE_TEST_NODE_PEERS='$peers'"
+echo "export AGENTPLANE_TEST_PYTHON='$venv/bin/python'"
