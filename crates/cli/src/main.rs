@@ -36,6 +36,8 @@ enum Command {
     Threads(commands::threads::ThreadsArgs),
     /// Print a thread's turns (and with --events, every event) from a running server.
     History(commands::history::HistoryArgs),
+    /// MCP: list the configured servers, or serve agents as MCP tools on stdio.
+    Mcp(commands::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => commands::serve::run(cli.config.as_deref(), args).await,
             Command::Threads(args) => commands::threads::run(args).await,
             Command::History(args) => commands::history::run(args).await,
+            Command::Mcp(args) => commands::mcp::run(cli.config.as_deref(), args).await,
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

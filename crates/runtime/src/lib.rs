@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentplane_core::{AgentSpec, ErrorCode};
+use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
 use agentplane_engine::ports::{Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
@@ -69,7 +69,7 @@ pub struct Runtime {
 struct BuiltinToolbox;
 
 impl Toolbox for BuiltinToolbox {
-    fn ensembles(&self, agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>> {
+    fn ensembles(&self, agent: &AgentSpec, _thread: &ThreadId) -> Vec<Arc<dyn Ensemble>> {
         ensembles_for(agent)
     }
 }

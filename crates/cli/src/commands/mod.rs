@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod history;
+pub mod mcp;
 pub mod remote;
 pub mod run;
 pub mod runlog;

@@ -45,10 +45,11 @@ pub const MAX_TITLE_CHARS: usize = 200;
 /// Live events buffered per thread before a slow subscriber falls back to the store.
 const FEED_CAPACITY: usize = 1024;
 
-/// Builds an agent's tool ensembles. Implemented by the composition root, which knows
-/// the adapters; the hub only asks.
+/// Builds an agent's tool ensembles for one turn of a thread. Implemented by the
+/// composition root, which knows the adapters; the hub only asks. The thread lets an
+/// ensemble keep a connection (an MCP server) for that thread's later turns.
 pub trait Toolbox: Send + Sync {
-    fn ensembles(&self, agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>>;
+    fn ensembles(&self, agent: &AgentSpec, thread: &ThreadId) -> Vec<Arc<dyn Ensemble>>;
 }
 
 /// Settings of the hub.
@@ -638,7 +639,7 @@ impl Hub {
         );
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let request = TurnRequest {
-            ensembles: self.toolbox.ensembles(&agent),
+            ensembles: self.toolbox.ensembles(&agent, thread),
             agent,
             model,
             input: context.input,
