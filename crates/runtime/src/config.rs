@@ -51,6 +51,8 @@ pub struct Config {
     pub default_agent: String,
     /// Agents defined in the file, by name (validated, not yet merged with built-ins).
     pub agents: BTreeMap<String, AgentConfig>,
+    /// MCP servers by name (validated; `cwd` already relative to the file).
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 impl fmt::Debug for Config {
@@ -63,6 +65,7 @@ impl fmt::Debug for Config {
             .field("context", &self.context)
             .field("default_agent", &self.default_agent)
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
+            .field("mcp_servers", &self.mcp_servers)
             .finish()
     }
 }
@@ -160,6 +163,56 @@ pub struct AgentConfig {
     pub tool_output_cap_bytes: Option<usize>,
 }
 
+/// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,
+/// `args`, `env`, `cwd`) or a streamable HTTP endpoint (`url`, `headers`). Agents attach
+/// it by naming it in their `ensembles`.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Added to the server's environment (which never holds `AGENTPLANE_*` variables).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The server's working directory; relative to the configuration file.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Sent with every HTTP request (an `Authorization` header, say). Never logged.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// How long starting and initializing may take. Default 30 s (an `npx` cold start).
+    #[serde(default)]
+    pub startup_timeout_secs: Option<u64>,
+    /// Longest tool call; the agent's tool timeout applies too, the shorter wins.
+    #[serde(default)]
+    pub call_timeout_secs: Option<u64>,
+    /// Keep the connection for the thread's next turns this long; 0 (the default) ends
+    /// it after every turn.
+    #[serde(default)]
+    pub idle_timeout_secs: Option<u64>,
+}
+
+/// Values of `env` and `headers` often are credentials: only their names are shown.
+impl std::fmt::Debug for McpServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServerConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("cwd", &self.cwd)
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("startup_timeout_secs", &self.startup_timeout_secs)
+            .field("call_timeout_secs", &self.call_timeout_secs)
+            .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .finish()
+    }
+}
+
 /// `[agents.NAME.network]`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +239,15 @@ struct FileConfig {
     context: FileContext,
     #[serde(default)]
     agents: BTreeMap<String, AgentConfig>,
+    #[serde(default)]
+    mcp: FileMcp,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMcp {
+    #[serde(default)]
+    servers: BTreeMap<String, McpServerConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -345,8 +407,16 @@ impl Config {
             return Err(in_file("context.max_chars", "must be at least 1000".into()));
         }
 
+        let mut mcp_servers = parsed.mcp.servers;
+        for (name, server) in &mut mcp_servers {
+            check_mcp_server(name, server)
+                .map_err(|(key, m)| in_file(&format!("mcp.servers.{name}.{key}"), m))?;
+            if let Some(cwd) = server.cwd.take() {
+                server.cwd = Some(relative_to_file(file.as_deref(), cwd));
+            }
+        }
         for (name, agent) in &parsed.agents {
-            check_agent(name, agent)
+            check_agent(name, agent, &mcp_servers)
                 .map_err(|(key, m)| in_file(&format!("agents.{name}.{key}"), m))?;
         }
         let default_agent = parsed
@@ -377,8 +447,74 @@ impl Config {
             context,
             default_agent,
             agents: parsed.agents,
+            mcp_servers,
         })
     }
+}
+
+/// Letters, digits, `-` and `_`: names that fit in tool names and URLs as they are.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Checks an MCP server's values; on error, the key within the server and the message.
+fn check_mcp_server(name: &str, server: &McpServerConfig) -> Result<(), (&'static str, String)> {
+    // Tools are named `mcp__NAME__TOOL` and tool names are at most 64 characters.
+    if !is_plain_name(name) || name.contains("__") || name.len() > 32 {
+        return Err((
+            "",
+            "MCP server names use letters, digits, `-` and single `_`, at most 32 characters"
+                .into(),
+        ));
+    }
+    if crate::agents::KNOWN_ENSEMBLES.contains(&name) {
+        return Err(("", format!("`{name}` is a builtin ensemble's name")));
+    }
+    match (&server.command, &server.url) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "url",
+                "give either `command` (stdio) or `url` (HTTP), not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(("command", "give `command` (stdio) or `url` (HTTP)".into()));
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err(("command", "must not be empty".into()));
+            }
+            if !server.headers.is_empty() {
+                return Err(("headers", "only HTTP servers (`url`) take headers".into()));
+            }
+        }
+        (None, Some(url)) => {
+            check_base_url(url).map_err(|m| ("url", m))?;
+            if !server.args.is_empty() || !server.env.is_empty() || server.cwd.is_some() {
+                return Err((
+                    "url",
+                    "`args`, `env` and `cwd` belong to stdio servers (`command`)".into(),
+                ));
+            }
+        }
+    }
+    for key in server.env.keys() {
+        if key.is_empty() || key.contains('=') || key.contains('\0') {
+            return Err(("env", format!("{key:?} is not a variable name")));
+        }
+    }
+    for (key, timeout) in [
+        ("startup_timeout_secs", server.startup_timeout_secs),
+        ("call_timeout_secs", server.call_timeout_secs),
+    ] {
+        if timeout == Some(0) {
+            return Err((key, "must be at least 1".into()));
+        }
+    }
+    Ok(())
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -401,24 +537,32 @@ fn check_base_url(url: &str) -> Result<String, String> {
 }
 
 /// Checks an agent's values; on error, the key within the agent and the message.
-fn check_agent(name: &str, agent: &AgentConfig) -> Result<(), (&'static str, String)> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+fn check_agent(
+    name: &str,
+    agent: &AgentConfig,
+    mcp_servers: &BTreeMap<String, McpServerConfig>,
+) -> Result<(), (&'static str, String)> {
+    if !is_plain_name(name) {
         return Err(("", "agent names use letters, digits, `-` and `_`".into()));
     }
     if agent.system_prompt.trim().is_empty() {
         return Err(("system_prompt", "must not be empty".into()));
     }
     for ensemble in &agent.ensembles {
-        if !crate::agents::KNOWN_ENSEMBLES.contains(&ensemble.as_str()) {
+        if !crate::agents::KNOWN_ENSEMBLES.contains(&ensemble.as_str())
+            && !mcp_servers.contains_key(ensemble)
+        {
+            let known: Vec<&str> = crate::agents::KNOWN_ENSEMBLES
+                .iter()
+                .copied()
+                .chain(mcp_servers.keys().map(String::as_str))
+                .collect();
             return Err((
                 "ensembles",
                 format!(
-                    "unknown ensemble `{ensemble}`; known: {}",
-                    crate::agents::KNOWN_ENSEMBLES.join(", ")
+                    "unknown ensemble `{ensemble}`; known: {} (MCP servers are declared \
+                     as [mcp.servers.NAME])",
+                    known.join(", ")
                 ),
             ));
         }
@@ -547,6 +691,98 @@ mod tests {
         assert_eq!(config.llm.model, "m2");
         assert_eq!(config.llm.api_key.as_deref(), Some("secret-key"));
         assert!(!format!("{config:?}").contains("secret-key"));
+    }
+
+    #[test]
+    fn mcp_servers_load_and_attach_to_agents() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = load(
+            dir.path(),
+            Some(concat!(
+                "[mcp.servers.files]\ncommand = \"node\"\nargs = [\"server.js\"]\n",
+                "env = { TOKEN = \"env-secret\" }\ncwd = \"peers\"\nidle_timeout_secs = 60\n",
+                "[mcp.servers.remote]\nurl = \"http://127.0.0.1:3001/mcp\"\n",
+                "headers = { Authorization = \"Bearer header-secret\" }\n",
+                "[agents.x]\nsystem_prompt = \"p\"\nensembles = [\"fs\", \"files\", \"remote\"]\n",
+            )),
+            &[],
+        )
+        .expect("loads");
+        let files = &config.mcp_servers["files"];
+        assert_eq!(files.command.as_deref(), Some("node"));
+        assert_eq!(
+            files.cwd.as_deref(),
+            Some(dir.path().join("peers").as_path())
+        );
+        assert_eq!(files.idle_timeout_secs, Some(60));
+        assert_eq!(
+            config.mcp_servers["remote"].url.as_deref(),
+            Some("http://127.0.0.1:3001/mcp")
+        );
+        assert_eq!(config.agents["x"].ensembles, ["fs", "files", "remote"]);
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("env-secret") && !shown.contains("header-secret"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("TOKEN") && shown.contains("Authorization"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn bad_mcp_servers_name_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cases = [
+            ("[mcp.servers.a]\n", "mcp.servers.a.command"),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n",
+                "mcp.servers.a.url",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \" \"\n",
+                "mcp.servers.a.command",
+            ),
+            (
+                "[mcp.servers.a]\nurl = \"file:///etc\"\n",
+                "mcp.servers.a.url",
+            ),
+            (
+                "[mcp.servers.a]\nurl = \"http://h/mcp\"\nargs = [\"x\"]\n",
+                "mcp.servers.a.url",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nheaders = { A = \"b\" }\n",
+                "mcp.servers.a.headers",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nenv = { \"A=B\" = \"c\" }\n",
+                "mcp.servers.a.env",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\ncall_timeout_secs = 0\n",
+                "mcp.servers.a.call_timeout_secs",
+            ),
+            ("[mcp.servers.a]\ncommand = \"x\"\nport = 1\n", "port"),
+            (
+                "[mcp.servers.shell]\ncommand = \"x\"\n",
+                "mcp.servers.shell",
+            ),
+            ("[mcp.servers.a__b]\ncommand = \"x\"\n", "mcp.servers.a__b"),
+            (
+                "[mcp.servers.\"a b\"]\ncommand = \"x\"\n",
+                "mcp.servers.a b",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\nensembles = [\"nowhere\"]\n",
+                "agents.x.ensembles",
+            ),
+        ];
+        for (text, key) in cases {
+            let err = load(dir.path(), Some(text), &[]).expect_err(text);
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
     }
 
     #[test]
