@@ -22,13 +22,17 @@
 //! POST   /v1/threads/{id}/compact          summarize the thread
 //! POST   /v1/turns/{id}/cancel             cancel a running turn (202)
 //! POST   /v1/permissions/{id}              approve or decline a tool call
+//! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
 //! ```
+//!
+//! The same agents are served as MCP tools on stdio by [`serve_stdio`].
 
 mod access_log;
 mod auth;
 mod body;
 mod error;
 mod extract;
+mod mcp;
 mod model_probe;
 mod openapi;
 mod routes;
@@ -55,6 +59,7 @@ use utoipa_axum::routes;
 
 pub use auth::ClientId;
 pub use error::{ApiError, status_of};
+pub use mcp::{StdioError, StdioOptions, serve_stdio};
 pub use model_probe::{AgentModel, MODEL_PROBE_TIMEOUT, probe_models};
 pub use summary::{StartupSummary, startup_summary};
 
@@ -206,10 +211,21 @@ impl AppState {
 /// The API as an axum router, ready to serve (its streams end only when their turn
 /// does or the client leaves; use [`serve`] for a shutdown that ends them all).
 pub fn router(hub: Arc<Hub>, options: &RouterOptions) -> Router {
-    build(hub, options, CancellationToken::new())
+    build(
+        hub,
+        options,
+        CancellationToken::new(),
+        CancellationToken::new(),
+    )
 }
 
-fn build(hub: Arc<Hub>, options: &RouterOptions, streams_end: CancellationToken) -> Router {
+/// The router; `streams_end` ends the event streams, `mcp_stop` the MCP sessions.
+fn build(
+    hub: Arc<Hub>,
+    options: &RouterOptions,
+    streams_end: CancellationToken,
+    mcp_stop: CancellationToken,
+) -> Router {
     let gate = auth::Gate::new(options.auth_token.as_deref());
     let state = AppState {
         hub,
@@ -234,6 +250,22 @@ fn build(hub: Arc<Hub>, options: &RouterOptions, streams_end: CancellationToken)
         .routes(routes!(openapi::document))
         .merge(v1)
         .split_for_parts();
+    // Not an OpenAPI route: its contract is MCP's. Same auth as `/v1/*`.
+    let mcp = Router::new()
+        .route_service(
+            "/mcp",
+            mcp::http_service(
+                state.hub.clone(),
+                mcp::HttpOptions {
+                    token_required: gate.required(),
+                    body_limit: options.body_limit,
+                    keep_alive: state.heartbeat,
+                    stop: mcp_stop,
+                },
+            ),
+        )
+        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
+    let router = router.merge(mcp);
     let agents = state.hub.agents().keys().cloned().collect();
     openapi::complete(&mut doc, gate.required(), agents);
     let json = serde_json::to_vec(&doc).unwrap_or_else(|e| {
@@ -276,6 +308,7 @@ pub async fn serve(
         tracing::warn!(%addr, "serving on a public address; /v1/* requires the bearer token");
     }
     let streams_end = CancellationToken::new();
+    let mcp_stop = CancellationToken::new();
     let app = build(
         hub.clone(),
         &RouterOptions {
@@ -284,6 +317,7 @@ pub async fn serve(
             body_limit: DEFAULT_BODY_LIMIT,
         },
         streams_end.clone(),
+        mcp_stop.clone(),
     );
     let stop_accepting = CancellationToken::new();
     let stopped = stop_accepting.clone();
@@ -315,6 +349,9 @@ pub async fn serve(
     );
     stop_accepting.cancel();
     hub.shutdown(options.shutdown_grace).await;
+    // MCP calls have their results (their turns ended); idle MCP streams would only
+    // hold the drain below open.
+    mcp_stop.cancel();
     // The hub has closed its live feeds: every stream now delivers what is stored (a
     // cancelled turn's `turn_completed` included) and ends by itself. Only streams
     // still open after the drain time are cut.

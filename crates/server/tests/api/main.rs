@@ -6,6 +6,7 @@ mod harness;
 mod access_log;
 mod auth;
 mod hostile;
+mod mcp;
 mod openapi;
 mod permissions;
 mod shutdown;

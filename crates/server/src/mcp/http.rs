@@ -1,0 +1,53 @@
+//! `/mcp`: the agents as MCP tools over streamable HTTP, on the hub's router.
+//!
+//! The route sits behind the same auth middleware as `/v1/*` (the bearer token when one
+//! is configured, then a valid `X-Client-ID`), so an unauthenticated caller is a 401
+//! before any MCP session exists. The middleware leaves the validated [`ClientId`] in
+//! the request's extensions; rmcp hands the request's `Parts` to the handler, which
+//! reads the client from there, per request. The route is not in the OpenAPI document:
+//! its contract is MCP's, not this API's.
+//!
+//! [`ClientId`]: crate::auth::ClientId
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentplane_engine::hub::Hub;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::{AgentTools, Caller};
+
+/// How `/mcp` behaves.
+pub(crate) struct HttpOptions {
+    /// Whether a bearer token guards the route. Without one, only loopback `Host`
+    /// headers are accepted (against DNS rebinding); with one, the token is the guard.
+    pub(crate) token_required: bool,
+    /// The largest request body, in bytes.
+    pub(crate) body_limit: usize,
+    /// How often idle MCP event streams send a keep-alive.
+    pub(crate) keep_alive: Duration,
+    /// Cancelled at shutdown: ends every MCP session and stream.
+    pub(crate) stop: CancellationToken,
+}
+
+/// The streamable HTTP service behind `/mcp`.
+pub(crate) fn service(
+    hub: Arc<Hub>,
+    options: HttpOptions,
+) -> StreamableHttpService<AgentTools, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_sse_keep_alive(Some(options.keep_alive))
+        .with_max_request_body_bytes(options.body_limit)
+        .with_cancellation_token(options.stop);
+    if options.token_required {
+        config = config.disable_allowed_hosts();
+    }
+    let tools = AgentTools::new(hub, Caller::PerRequest, None);
+    StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}

@@ -1,0 +1,164 @@
+//! agentplane as an MCP server: every agent of the hub is one MCP tool.
+//!
+//! A `tools/call` is one task: a new thread owned by the caller's client, one turn
+//! started through the hub exactly as `POST /v1/threads` and `POST …/turns` start it,
+//! progress notifications while it runs, and the turn's result as the tool's result.
+//! Two transports share one handler ([`AgentTools`]): streamable HTTP at `/mcp` on the
+//! hub's router (behind the same bearer token; the client is the request's
+//! `X-Client-ID`, see `http.rs`) and stdio for `agentplane mcp serve` (one fixed client,
+//! see `stdio.rs`).
+//!
+//! Like the HTTP routes, nothing here decides what a request means: the hub validates
+//! agents, workspaces and inputs and owns tenancy. This module only maps MCP onto hub
+//! calls and hub errors onto MCP errors. It never sends a tool call's arguments in a
+//! progress message.
+
+mod call;
+mod http;
+mod progress;
+mod stdio;
+mod tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use agentplane_engine::hub::Hub;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::auth::ClientId;
+
+pub(crate) use http::{HttpOptions, service as http_service};
+pub use stdio::{StdioError, StdioOptions, serve_stdio};
+
+/// Who owns the threads a call creates.
+#[derive(Clone, Debug)]
+enum Caller {
+    /// One client for the whole connection (stdio: the local user).
+    Fixed(String),
+    /// The `ClientId` the auth middleware put on each HTTP request.
+    PerRequest,
+}
+
+/// The MCP handler: the hub's agents as tools. Cheap to clone (one per HTTP session).
+#[derive(Clone)]
+pub(crate) struct AgentTools {
+    hub: Arc<Hub>,
+    caller: Caller,
+    /// The workspace of a call that names none.
+    default_workspace: Option<PathBuf>,
+}
+
+impl AgentTools {
+    fn new(hub: Arc<Hub>, caller: Caller, default_workspace: Option<PathBuf>) -> Self {
+        Self {
+            hub,
+            caller,
+            default_workspace,
+        }
+    }
+
+    /// The calling client: fixed, or the one the auth middleware validated.
+    fn client(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        match &self.caller {
+            Caller::Fixed(client) => Ok(client.clone()),
+            Caller::PerRequest => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<ClientId>())
+                .map(|client| client.as_str().to_owned())
+                // Only reachable if `/mcp` were mounted without the auth middleware.
+                .ok_or_else(|| {
+                    ErrorData::invalid_request("the X-Client-ID header is required", None)
+                }),
+        }
+    }
+}
+
+impl ServerHandler for AgentTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("agentplane", env!("CARGO_PKG_VERSION"))
+                    .with_description("agentplane's agents as MCP tools"),
+            )
+            .with_instructions(
+                "Each tool is an agentplane agent. Call it with a `task` (and optionally the \
+                 absolute `workspace` directory it works in); it runs one turn in a new thread \
+                 and returns the agent's result.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools::all(&self.hub)))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.hub.agents().get(name).map(tools::of_agent)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let client = self.client(&context)?;
+        let agent = self
+            .hub
+            .agents()
+            .get(request.name.as_ref())
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!(
+                        "unknown tool `{}`; the tools are: {}",
+                        request.name,
+                        self.hub
+                            .agents()
+                            .keys()
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    None,
+                )
+            })?;
+        let arguments = tools::Arguments::parse(request.arguments)?;
+        let workspace = match arguments.workspace {
+            Some(workspace) => workspace,
+            None => self
+                .default_workspace
+                .clone()
+                .or_else(|| std::env::current_dir().ok())
+                .map(|dir| dir.display().to_string())
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        "no `workspace` given and the server has no working directory",
+                        None,
+                    )
+                })?,
+        };
+        let progress =
+            progress::Progress::new(context.peer.clone(), context.meta.get_progress_token());
+        let result = call::run(
+            &self.hub,
+            call::Call {
+                client,
+                agent,
+                task: arguments.task,
+                workspace,
+            },
+            progress,
+            context.ct.clone(),
+        )
+        .await?;
+        Ok(CallToolResponse::Complete(result))
+    }
+}

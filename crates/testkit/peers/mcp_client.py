@@ -1,0 +1,124 @@
+"""An MCP client the project did not write: the `mcp` PyPI package (2.3.0), driven from
+the command line so Rust tests can check agentplane's MCP server against it.
+
+It connects (streamable HTTP with --http URL, or stdio with --stdio COMMAND ARGS...),
+lists the tools, optionally calls one with a task (reporting progress), and prints ONE
+JSON object on stdout:
+
+    {"protocol": "...", "tools": [{name, description, inputSchema, outputSchema}],
+     "result": {CallToolResult as JSON} | null, "isError": bool | null,
+     "progress": N, "progressMessages": [...], "error": {code, message} | null}
+
+A JSON-RPC error of the call lands in "error" (exit 0); a failure to connect at all is
+printed as {"connectError": "..."} with exit code 2. Logs go to stderr only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--http", metavar="URL", help="the streamable HTTP endpoint")
+    target.add_argument("--stdio", metavar="COMMAND", help="the server program to start")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="HTTP header (repeatable)")
+    parser.add_argument("--mode", default="auto", help="auto (discover, else initialize), legacy, or a version")
+    parser.add_argument("--tool", help="the tool to call")
+    parser.add_argument("--task", help="the task argument")
+    parser.add_argument("--workspace", help="the workspace argument")
+    parser.add_argument("--arguments", help="raw JSON arguments instead of --task/--workspace")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole session")
+    parser.add_argument("server_args", nargs=argparse.REMAINDER, help="arguments of the --stdio program (after --)")
+    return parser.parse_args()
+
+
+def tool_json(tool: Any) -> dict[str, Any]:
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.input_schema,
+        "outputSchema": tool.output_schema,
+    }
+
+
+async def session(args: argparse.Namespace) -> dict[str, Any]:
+    if args.http:
+        headers = {}
+        for header in args.header:
+            name, _, value = header.partition(":")
+            headers[name.strip()] = value.strip()
+        http = create_mcp_http_client(headers=headers)
+        server: Any = streamable_http_client(args.http, http_client=http)
+    else:
+        server_args = [a for a in args.server_args if a != "--"] if args.server_args else []
+        server = StdioServerParameters(command=args.stdio, args=server_args)
+        http = None
+
+    out: dict[str, Any] = {
+        "protocol": None,
+        "tools": [],
+        "result": None,
+        "isError": None,
+        "progress": 0,
+        "progressMessages": [],
+        "progressValues": [],
+        "error": None,
+    }
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        out["progress"] += 1
+        out["progressValues"].append(progress)
+        out["progressMessages"].append(message)
+
+    try:
+        async with Client(server, mode=args.mode) as client:
+            out["protocol"] = client.protocol_version
+            listed = await client.list_tools()
+            out["tools"] = [tool_json(t) for t in listed.tools]
+            if args.tool:
+                if args.arguments is not None:
+                    arguments = json.loads(args.arguments)
+                else:
+                    arguments = {}
+                    if args.task is not None:
+                        arguments["task"] = args.task
+                    if args.workspace is not None:
+                        arguments["workspace"] = args.workspace
+                try:
+                    result = await client.call_tool(args.tool, arguments, progress_callback=on_progress)
+                    out["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    out["isError"] = bool(result.is_error)
+                except MCPError as e:
+                    out["error"] = {"code": e.code, "message": e.message}
+    finally:
+        if http is not None:
+            await http.aclose()
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with anyio.fail_after(args.timeout):
+        return await session(args)
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    try:
+        document = anyio.run(run, arguments)
+    except BaseException as e:  # noqa: BLE001 - report every failure as JSON
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        print(json.dumps({"connectError": f"{type(e).__name__}: {e}"}))
+        sys.exit(2)
+    print(json.dumps(document))
+    sys.exit(0)
