@@ -1,15 +1,73 @@
-//! `agentplane mcp serve` (being built).
+//! `agentplane mcp serve`: the agents as MCP tools on stdin/stdout, for an MCP client
+//! that starts agentplane as its child process.
+//!
+//! stdout carries the protocol and nothing else: errors and logs go to stderr (the
+//! subscriber in `main.rs` writes there). Threads belong to the same local client as
+//! `agentplane run`'s, so `agentplane runlog` and the HTTP API (as client `local`) show
+//! them. The service itself lives in `agentplane-server` ([`serve_stdio`]); this file
+//! starts the runtime, picks the options and owns the process's signals.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use agentplane_runtime::LOCAL_CLIENT;
+use agentplane_server::{StdioOptions, serve_stdio};
 use clap::Args;
 
 use crate::exit::{self, Exit};
 
 #[derive(Args)]
-pub struct ServeArgs {}
+pub struct ServeArgs {
+    /// The workspace of a call that names none (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+}
 
-pub async fn run(_config: Option<&Path>, _args: ServeArgs) -> Exit {
-    eprintln!("error: `agentplane mcp serve` is not built yet");
-    exit::INTERNAL
+pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
+    let runtime = match crate::commands::start(config).await {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error [{}]: {e}", e.code());
+            return exit::of_error(&e);
+        }
+    };
+    let workspace = match args.workspace {
+        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
+        None => match std::env::current_dir() {
+            Ok(dir) => dir,
+            Err(e) => {
+                eprintln!("error [INVALID_ARGUMENT]: no current directory ({e}); pass --workspace");
+                return exit::CONFIG;
+            }
+        },
+    };
+    let options = StdioOptions {
+        client: LOCAL_CLIENT.to_owned(),
+        workspace,
+        shutdown_grace: runtime.config().server.shutdown_grace,
+    };
+    match serve_stdio(runtime.hub().clone(), options, stop_requested()).await {
+        Ok(()) => exit::SUCCESS,
+        Err(e) => {
+            eprintln!("error [INTERNAL]: {e}");
+            exit::INTERNAL
+        }
+    }
+}
+
+/// Resolves at the first SIGINT or SIGTERM (never, if neither can be listened for).
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
