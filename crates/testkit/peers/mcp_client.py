@@ -7,7 +7,8 @@ JSON object on stdout:
 
     {"protocol": "...", "tools": [{name, description, inputSchema, outputSchema}],
      "result": {CallToolResult as JSON} | null, "isError": bool | null,
-     "progress": N, "progressMessages": [...], "error": {code, message} | null}
+     "progress": N, "progressMessages": [...], "error": {code, message} | null,
+     "cancelled": bool (with --cancel-after)}
 
 A JSON-RPC error of the call lands in "error" (exit 0); a failure to connect at all is
 printed as {"connectError": "..."} with exit code 2. Logs go to stderr only.
@@ -37,6 +38,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--task", help="the task argument")
     parser.add_argument("--workspace", help="the workspace argument")
     parser.add_argument("--arguments", help="raw JSON arguments instead of --task/--workspace")
+    parser.add_argument("--cancel-after", type=float, metavar="SECONDS", help="abandon the call after this long")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole session")
     parser.add_argument("server_args", nargs=argparse.REMAINDER, help="arguments of the --stdio program (after --)")
     return parser.parse_args()
@@ -95,7 +97,18 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
                     if args.workspace is not None:
                         arguments["workspace"] = args.workspace
                 try:
-                    result = await client.call_tool(args.tool, arguments, progress_callback=on_progress)
+                    if args.cancel_after is not None:
+                        # Leaving the scope cancels the request the way the SDK does it:
+                        # notifications/cancelled, or closing the request's HTTP stream.
+                        with anyio.move_on_after(args.cancel_after) as scope:
+                            result = await client.call_tool(args.tool, arguments, progress_callback=on_progress)
+                        out["cancelled"] = scope.cancelled_caught
+                        if scope.cancelled_caught:
+                            # Give the cancellation a moment to reach the server.
+                            await anyio.sleep(0.5)
+                            return out
+                    else:
+                        result = await client.call_tool(args.tool, arguments, progress_callback=on_progress)
                     out["result"] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
                     out["isError"] = bool(result.is_error)
                 except MCPError as e:

@@ -64,6 +64,16 @@ async fn each_request_is_one_line_without_secrets() {
             .header("Authorization", "Bearer wrong-secret"),
     )
     .await;
+    // MCP over HTTP is logged like any route, with its client.
+    let mcp = api
+        .request(Method::POST, "/mcp", Some("log-reader"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .expect("MCP request");
+    let _ = mcp.bytes().await;
     // Let the connection tasks drop their bodies.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
 
@@ -72,7 +82,7 @@ async fn each_request_is_one_line_without_secrets() {
         .into_iter()
         .filter(|l| l.contains("log-reader") || l.contains(thread.as_str()))
         .collect();
-    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert_eq!(lines.len(), 5, "{lines:#?}");
     let created = lines.remove(0);
     for field in [
         "method=POST",
@@ -93,6 +103,13 @@ async fn each_request_is_one_line_without_secrets() {
         "{forged}"
     );
     assert!(lines[2].contains("status=401"), "{}", lines[2]);
+    let mcp = &lines[3];
+    assert!(
+        mcp.contains("method=POST")
+            && mcp.contains("path=/mcp ")
+            && mcp.contains("client=\"log-reader\""),
+        "{mcp}"
+    );
     let all = lines.join("\n") + &created;
     for secret in [TOKEN, "hunter2", "wrong-secret", "evil", "forged", "Bearer"] {
         assert!(!all.contains(secret), "{secret} leaked: {all}");

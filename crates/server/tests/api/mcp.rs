@@ -400,3 +400,107 @@ async fn hostile_requests_are_errors_and_the_server_stays_fine() {
     let health = api.http.get(api.url("/healthz")).send().await.expect("up");
     assert_eq!(health.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn sessions_of_the_older_protocol_work_too() {
+    let api = Setup::new(vec![
+        Step::tool_call("list_files", json!({})),
+        Step::tool_call("finish_task", json!({"summary": "done the old way"})),
+    ])
+    .token(TOKEN)
+    .start()
+    .await;
+    let ws = workspace(&api);
+    let out = mcp_client(
+        &api,
+        Some("mcp-legacy"),
+        &[
+            "--mode",
+            "legacy",
+            "--tool",
+            "engineering",
+            "--task",
+            "Old school",
+            "--workspace",
+            &ws,
+        ],
+    )
+    .await;
+    assert_ne!(out["protocol"], "2026-07-28", "{out}");
+    assert_eq!(out["isError"], false, "{out}");
+    assert_eq!(
+        out["result"]["structuredContent"],
+        json!({"summary": "done the old way"})
+    );
+    assert!(out["progress"].as_u64().unwrap_or(0) >= 3, "{out}");
+    let listed = api.get("/v1/threads", "mcp-legacy").await;
+    assert_eq!(listed.body["threads"].as_array().map(Vec::len), Some(1));
+}
+
+/// The stop reason of the client's only thread's last turn, once it has one.
+async fn stop_reason_of_only_thread(api: &Api, client: &str) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let listed = api.get("/v1/threads", client).await;
+        if let Some(thread) = listed.body["threads"][0]["id"].as_str() {
+            let history = api
+                .get(&format!("/v1/threads/{thread}/history"), client)
+                .await;
+            let reason = history.body["turns"][0]["stop_reason"].clone();
+            if !reason.is_null() {
+                return reason;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the turn did not end: {:?}",
+            listed.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_abandoned_call_cancels_its_turn() {
+    let api = Setup::new(vec![
+        Step::text("too slow").with_delay_ms(30_000),
+        Step::text("too slow as well").with_delay_ms(30_000),
+    ])
+    .start()
+    .await;
+    let ws = workspace(&api);
+    // The current protocol closes the request's stream; the older one sends
+    // notifications/cancelled on its session.
+    for (client, mode) in [("mcp-quitter", "auto"), ("mcp-old-quitter", "legacy")] {
+        let started = std::time::Instant::now();
+        let out = mcp_client(
+            &api,
+            Some(client),
+            &[
+                "--mode",
+                mode,
+                "--tool",
+                "chat",
+                "--task",
+                "Take your time",
+                "--workspace",
+                &ws,
+                "--cancel-after",
+                "1.5",
+            ],
+        )
+        .await;
+        assert_eq!(out["cancelled"], true, "{mode}: {out}");
+        assert_eq!(
+            stop_reason_of_only_thread(&api, client).await,
+            "cancelled",
+            "{mode}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{mode}: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(api.runtime.hub().running_turns(), 0, "{mode}");
+    }
+}
