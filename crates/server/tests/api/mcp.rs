@@ -504,3 +504,148 @@ async fn an_abandoned_call_cancels_its_turn() {
         assert_eq!(api.runtime.hub().running_turns(), 0, "{mode}");
     }
 }
+
+/// Opens an MCP session of the older protocol by hand; returns its id.
+async fn open_session(api: &Api, client: &str) -> String {
+    let response = api
+        .request(Method::POST, "/mcp", Some(client))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "probe", "version": "0"}}
+        }))
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(response.status(), StatusCode::OK);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let _ = response.bytes().await;
+    let response = api
+        .request(Method::POST, "/mcp", Some(client))
+        .header("Accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .expect("initialized");
+    assert!(response.status().is_success(), "{}", response.status());
+    session
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_mcp_streams_without_waiting_for_them() {
+    let mut api = Setup::new(vec![]).start().await;
+    let session = open_session(&api, "mcp-idle").await;
+    // The session's standing stream for server messages, held open.
+    let stream = api
+        .request(Method::GET, "/mcp", Some("mcp-idle"))
+        .header("Accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("standing stream");
+    assert_eq!(stream.status(), StatusCode::OK);
+
+    let started = std::time::Instant::now();
+    let stopped = api.shut_down().await;
+    assert!(stopped.is_ok(), "{stopped:?}");
+    // Well under the 5 s the server gives connections that do not end by themselves.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(stream);
+}
+
+#[tokio::test]
+async fn without_a_token_only_loopback_host_names_are_served() {
+    let api = Setup::new(vec![]).start().await;
+    let probe = |host: &'static str| {
+        api.request(Method::POST, "/mcp", Some("mcp-rebind"))
+            .header("Host", host)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "probe", "version": "0"}}
+            }))
+            .send()
+    };
+    // A page on another name resolving to 127.0.0.1 (DNS rebinding) is refused.
+    let response = probe("evil.example").await.expect("answered");
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    let response = probe("localhost").await.expect("answered");
+    assert!(response.status().is_success(), "{}", response.status());
+}
+
+#[tokio::test]
+async fn a_permission_asked_during_a_call_is_answered_through_the_http_api() {
+    let api = Setup::new(vec![
+        Step::tool_call("write_file", json!({"path": "out.txt", "content": "42"})),
+        Step::tool_call("finish_task", json!({"summary": "wrote out.txt"})),
+    ])
+    .token(TOKEN)
+    .start()
+    .await;
+    let ws = workspace(&api);
+    let args = ["--tool", "writer", "--task", "Write 42", "--workspace", &ws];
+    let call = mcp_client(&api, Some("mcp-dave"), &args);
+    let approve = async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let thread = loop {
+            let listed = api.get("/v1/threads", "mcp-dave").await;
+            if let Some(id) = listed.body["threads"][0]["id"].as_str() {
+                break id.to_owned();
+            }
+            assert!(std::time::Instant::now() < deadline, "no thread");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let mut events = api.follow("mcp-dave", &thread, "", None).await;
+        let frames = events.until("permission_required").await;
+        let permission = frames.last().expect("frame").json()["permission_id"]
+            .as_str()
+            .expect("permission id")
+            .to_owned();
+        // Another client cannot answer it.
+        api.post(
+            &format!("/v1/permissions/{permission}"),
+            "mcp-mallory",
+            json!({"decision": "approved"}),
+        )
+        .await
+        .assert_error(404, "NOT_FOUND");
+        let answer = api
+            .post(
+                &format!("/v1/permissions/{permission}"),
+                "mcp-dave",
+                json!({"decision": "approved"}),
+            )
+            .await;
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    };
+    let (out, ()) = tokio::join!(call, approve);
+    assert_eq!(out["isError"], false, "{out}");
+    assert_eq!(
+        out["result"]["structuredContent"],
+        json!({"summary": "wrote out.txt"})
+    );
+    let messages = out["progressMessages"].to_string();
+    assert!(
+        messages.contains("waiting for permission perm_"),
+        "{messages}"
+    );
+    assert!(messages.contains("approved"), "{messages}");
+    assert_eq!(
+        std::fs::read_to_string(api.workspace.join("out.txt")).expect("written"),
+        "42"
+    );
+}
