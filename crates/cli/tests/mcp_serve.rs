@@ -282,3 +282,47 @@ fn sigterm_ends_the_process_with_success() {
     assert_eq!(status.code(), Some(0), "{status:?}");
     drop(stdin);
 }
+
+#[tokio::test]
+async fn closing_stdin_during_a_call_cancels_it_and_exits_with_success() {
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::text("far too slow").with_delay_ms(60_000),
+    ]))
+    .await
+    .expect("scripted model");
+    let sb = sandbox(&model.base_url());
+    let mut child = spawn_server(&sb);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let status = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stdout);
+        writeln!(stdin, "{INITIALIZE}").expect("initialize sent");
+        let mut line = String::new();
+        lines.read_line(&mut line).expect("initialize answered");
+        writeln!(
+            stdin,
+            "{}\n{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "chat", "arguments": {"task": "Take forever"}}})
+        )
+        .expect("call sent");
+        // Let the turn start, then go away.
+        std::thread::sleep(Duration::from_millis(700));
+        drop(stdin);
+        let started = Instant::now();
+        let status = wait_exit(&mut child);
+        (status, started.elapsed())
+    })
+    .await
+    .expect("join");
+    assert_eq!(status.0.code(), Some(0), "{status:?}");
+    // rmcp lets in-flight calls answer for up to 5 s once stdin is closed, then cancels them.
+    assert!(status.1 < Duration::from_secs(9), "{status:?}");
+    // The turn really ran: the model was asked.
+    assert_eq!(
+        model.chat_request_count(),
+        1,
+        "the turn never reached the model"
+    );
+}
