@@ -8,12 +8,13 @@
 //! cancellation) is a tool result with `isError` and the error's code and message, as
 //! MCP wants tool failures to be visible to the model calling the tool.
 
+use std::sync::Arc;
+
 use agentplane_core::{AgentSpec, ErrorCode, EventPayload, StopReason};
 use agentplane_engine::hub::{CreateThread, Hub, HubError};
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::progress::Progress;
