@@ -1,4 +1,4 @@
-//! The builtin tool ensembles: `fs`, `shell` and `web`, each an
+//! The tool ensembles: builtin `fs`, `shell` and `web`, and one per MCP server ([`mcp`]), each an
 //! [`Ensemble`](agentplane_engine::ports::Ensemble) the engine calls.
 //!
 //! Each one is confined on its own terms: files to the workspace ([`confine`]), programs
@@ -12,6 +12,7 @@
 
 pub mod confine;
 pub mod fs;
+pub mod mcp;
 pub mod process;
 pub mod shell;
 mod text;
@@ -19,6 +20,7 @@ pub mod web;
 
 pub use confine::{Access, resolve_in_workspace};
 pub use fs::FsEnsemble;
+pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};
 pub use shell::ShellEnsemble;
 pub use web::{WebEnsemble, WebLimits};
 

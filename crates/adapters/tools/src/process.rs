@@ -14,6 +14,13 @@
 //! if it keeps the output pipes open, the run stops waiting for them after
 //! [`PIPE_GRACE`].
 //!
+//! Long-lived servers (MCP over stdio, [`start_server`]) are the other kind of process:
+//! the operator configured them, so they inherit the host's environment minus our own
+//! `AGENTPLANE_*` secrets, keep their pipes open, and are ended by
+//! [`ServerProcess::terminate`]: SIGTERM to the group and to every descendant found
+//! through `/proc` (also those that left the group), a short grace, then SIGKILL.
+//! Dropping a [`ServerProcess`] kills the same tree at once.
+//!
 //! What must not live here: allowlists and how results read for the model (the
 //! `shell` ensemble decides those); this module only runs a program it is given.
 
@@ -278,5 +285,264 @@ impl ProcessGroup {
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A long-lived program the crate talks to over its standard streams (an MCP server):
+/// what to start. Unlike a confined [`run`], it inherits the host's environment (minus
+/// [`SECRET_ENV_PREFIX`] variables) because servers are configured by the operator, not
+/// chosen by a model.
+#[derive(Clone, Copy)]
+pub struct ServerCommand<'a> {
+    /// The program; a bare name is looked up on the host's `PATH`.
+    pub program: &'a str,
+    /// Arguments, passed as they are.
+    pub args: &'a [String],
+    /// Added to the inherited environment, after the secret variables are removed.
+    pub env: &'a std::collections::BTreeMap<String, String>,
+    /// The working directory; the host's own when `None`.
+    pub cwd: Option<&'a Path>,
+}
+
+/// Variables whose names start with this are ours (tokens, keys) and never reach a
+/// server process.
+pub const SECRET_ENV_PREFIX: &str = "AGENTPLANE_";
+
+/// A started [`ServerCommand`]: its pipes, and the process tree to end later.
+pub struct StartedServer {
+    /// The program's stdin (requests go here).
+    pub stdin: tokio::process::ChildStdin,
+    /// The program's stdout (responses come from here).
+    pub stdout: tokio::process::ChildStdout,
+    /// The program's stderr, for diagnostics.
+    pub stderr: tokio::process::ChildStderr,
+    /// The process and its group.
+    pub process: ServerProcess,
+}
+
+/// Starts `command` in a process group of its own with all three streams piped.
+pub fn start_server(command: &ServerCommand<'_>) -> std::io::Result<StartedServer> {
+    let mut cmd = Command::new(command.program);
+    cmd.args(command.args);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with(SECRET_ENV_PREFIX) {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd.envs(command.env);
+    if let Some(cwd) = command.cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
+
+    let mut child = cmd.spawn()?;
+    let missing = || std::io::Error::other("a piped stream of the child was not available");
+    let stdin = child.stdin.take().ok_or_else(missing)?;
+    let stdout = child.stdout.take().ok_or_else(missing)?;
+    let stderr = child.stderr.take().ok_or_else(missing)?;
+    let pid = child.id();
+    Ok(StartedServer {
+        stdin,
+        stdout,
+        stderr,
+        process: ServerProcess { child, pid },
+    })
+}
+
+/// A server's process, leader of its own group. [`ServerProcess::terminate`] ends the
+/// group and every descendant, also those that left the group; dropping it without
+/// that kills them at once (SIGKILL), so no path leaves a process behind.
+pub struct ServerProcess {
+    child: tokio::process::Child,
+    /// `None` once reaped: the id may then belong to someone else.
+    pid: Option<u32>,
+}
+
+impl ServerProcess {
+    /// The process id while it has not been reaped.
+    pub fn id(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// Whether the process itself has exited (its descendants may live on).
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM to the group and to every descendant, up to `grace` for them to go, then
+    /// SIGKILL to whatever is left; the process is reaped. Descendants are found before
+    /// any signal, while they are still linked to the process by their parent ids.
+    pub async fn terminate(&mut self, grace: Duration) {
+        let Some(pid) = self.pid else {
+            return;
+        };
+        let tree = ProcessTree::below(pid);
+        tree.signal(SignalKind::Terminate);
+        let deadline = Instant::now() + grace;
+        loop {
+            let exited = self.has_exited();
+            if exited && !tree.any_alive() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tree.signal(SignalKind::Kill);
+        let _ = tokio::time::timeout(PIPE_GRACE, self.child.wait()).await;
+        self.pid = None;
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            ProcessTree::below(pid).signal(SignalKind::Kill);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum SignalKind {
+    Terminate,
+    Kill,
+}
+
+/// A process group and the descendants of its leader, each remembered with its start
+/// time so that a pid reused by an unrelated process is never signalled.
+struct ProcessTree {
+    leader: u32,
+    descendants: Vec<(u32, u64)>,
+}
+
+impl ProcessTree {
+    /// The group led by `leader`, and every process below it (walking `/proc/*/stat`).
+    fn below(leader: u32) -> Self {
+        Self {
+            leader,
+            descendants: descendants_of(leader),
+        }
+    }
+
+    fn signal(&self, kind: SignalKind) {
+        #[cfg(unix)]
+        {
+            let signal = match kind {
+                SignalKind::Terminate => libc::SIGTERM,
+                SignalKind::Kill => libc::SIGKILL,
+            };
+            if let Ok(pgid) = i32::try_from(self.leader) {
+                // SAFETY: kill(2) takes plain integers and touches no memory of ours; a
+                // negative pid addresses the group; ESRCH (already gone) is fine.
+                unsafe {
+                    libc::kill(-pgid, signal);
+                }
+            }
+            for &(pid, start) in &self.descendants {
+                if proc_stat(pid).is_some_and(|s| s.start_time == start)
+                    && let Ok(pid) = i32::try_from(pid)
+                {
+                    // SAFETY: as above; the start time check makes sure it is still
+                    // the same process.
+                    unsafe {
+                        libc::kill(pid, signal);
+                    }
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = kind;
+    }
+
+    /// Whether a remembered descendant still runs (zombies count as gone).
+    fn any_alive(&self) -> bool {
+        self.descendants.iter().any(|&(pid, start)| {
+            proc_stat(pid).is_some_and(|s| s.start_time == start && s.state != 'Z')
+        })
+    }
+}
+
+/// The fields of `/proc/PID/stat` this module needs.
+struct ProcStat {
+    state: char,
+    ppid: u32,
+    start_time: u64,
+}
+
+/// Reads `/proc/PID/stat`; `None` when the process is gone (or on a system without
+/// `/proc`, where only the process group is signalled).
+fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&text)
+}
+
+/// Parses a stat line. The command name (field 2) is in parentheses and may itself
+/// contain spaces and parentheses, so fields are counted after its *last* `)`.
+fn parse_stat(text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state (3), ppid (4), … starttime (22).
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        start_time: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Every process below `root` in the parent tree, with its start time.
+fn descendants_of(root: u32) -> Vec<(u32, u64)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut children: std::collections::HashMap<u32, Vec<(u32, u64)>> = Default::default();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = proc_stat(pid) {
+            children
+                .entry(stat.ppid)
+                .or_default()
+                .push((pid, stat.start_time));
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        for &(pid, start) in children.get(&parent).into_iter().flatten() {
+            // A cycle cannot happen in a real tree; the bound guards a racing /proc.
+            if found.len() < 4096 && !found.iter().any(|&(p, _)| p == pid) {
+                found.push((pid, start));
+                queue.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_command_names_parse() {
+        let line =
+            "4242 (a (weird) name) S 17 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0";
+        let stat = parse_stat(line).expect("parses");
+        assert_eq!(stat.state, 'S');
+        assert_eq!(stat.ppid, 17);
+        assert_eq!(stat.start_time, 987654);
+        assert!(parse_stat("garbage").is_none());
+        assert!(parse_stat("1 (x) S").is_none());
     }
 }

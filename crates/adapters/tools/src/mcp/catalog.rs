@@ -1,0 +1,114 @@
+//! A server's tools as the model sees them: `mcp__{server}__{tool}`, the server's input
+//! schema as it is, side effects unless the server says the tool only reads.
+//!
+//! One bad tool never breaks a turn: a tool whose prefixed name does not fit what model
+//! APIs accept, or whose schema does not compile, is left out with a warning. Nothing
+//! here talks to the server.
+
+use std::collections::HashMap;
+
+use agentplane_core::ToolSpec;
+use agentplane_engine::schema::Schema;
+use rmcp::model::Tool;
+
+/// Longest tool name model APIs accept (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`).
+const MAX_TOOL_NAME: usize = 64;
+
+/// The tools a server offers: specs for the model, and each prefixed name's name on the
+/// server.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Catalog {
+    pub(crate) specs: Vec<ToolSpec>,
+    names: HashMap<String, String>,
+}
+
+impl Catalog {
+    /// Builds the catalog of `server` from its `tools/list` answer.
+    pub(crate) fn new(server: &str, prefix: &str, tools: Vec<Tool>) -> Self {
+        let mut catalog = Self::default();
+        for tool in tools {
+            let name = format!("{prefix}{}", tool.name);
+            if !fits_model_apis(&name) {
+                tracing::warn!(
+                    server,
+                    tool = %tool.name,
+                    "MCP tool left out: its name `{name}` is not 1-64 letters, digits, `_` or `-`"
+                );
+                continue;
+            }
+            if catalog.names.contains_key(&name) {
+                tracing::warn!(server, tool = %tool.name, "MCP tool left out: listed twice");
+                continue;
+            }
+            let parameters = serde_json::Value::Object(tool.input_schema.as_ref().clone());
+            if let Err(e) = Schema::compile(&parameters) {
+                tracing::warn!(server, tool = %tool.name, "MCP tool left out: {e}");
+                continue;
+            }
+            let read_only = tool
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false);
+            let description = tool
+                .description
+                .map(|d| d.into_owned())
+                .or(tool.title)
+                .unwrap_or_default();
+            catalog.names.insert(name.clone(), tool.name.into_owned());
+            catalog.specs.push(ToolSpec {
+                name,
+                description,
+                parameters,
+                side_effects: !read_only,
+            });
+        }
+        catalog
+    }
+
+    /// The server's own name for a prefixed tool name this catalog offers.
+    pub(crate) fn server_name(&self, prefixed: &str) -> Option<&str> {
+        self.names.get(prefixed).map(String::as_str)
+    }
+}
+
+fn fits_model_apis(name: &str) -> bool {
+    (1..=MAX_TOOL_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(value: serde_json::Value) -> Tool {
+        serde_json::from_value(value).expect("a tool")
+    }
+
+    #[test]
+    fn bad_names_and_schemas_are_left_out_and_read_only_hints_count() {
+        let tools = vec![
+            tool(
+                json!({"name": "echo", "description": "Echoes", "inputSchema": {"type": "object"},
+                        "annotations": {"readOnlyHint": true}}),
+            ),
+            tool(json!({"name": "write", "title": "Write", "inputSchema": {"type": "object"}})),
+            tool(json!({"name": "has space", "inputSchema": {"type": "object"}})),
+            tool(json!({"name": "x".repeat(60), "inputSchema": {"type": "object"}})),
+            tool(json!({"name": "broken", "inputSchema": {"type": 12}})),
+            tool(json!({"name": "echo", "inputSchema": {"type": "object"}})),
+        ];
+        let catalog = Catalog::new("files", "mcp__files__", tools);
+        let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["mcp__files__echo", "mcp__files__write"]);
+        assert!(!catalog.specs[0].side_effects);
+        assert_eq!(catalog.specs[0].description, "Echoes");
+        assert!(catalog.specs[1].side_effects);
+        assert_eq!(catalog.specs[1].description, "Write");
+        assert_eq!(catalog.server_name("mcp__files__echo"), Some("echo"));
+        assert_eq!(catalog.server_name("echo"), None);
+    }
+}

@@ -1,0 +1,282 @@
+//! One live MCP session with one server: connect (start or dial, `initialize`, list the
+//! tools, all within the startup timeout), call a tool, and close (end the session, then
+//! the process tree).
+//!
+//! A connection that lost its server marks itself broken: its later calls fail at once
+//! and it is never kept for reuse. What must not live here: which thread or turn uses a
+//! connection and for how long (that is [`super::servers`]).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use agentplane_core::ToolErrorKind;
+use agentplane_engine::ports::{ToolError, ToolOutput};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::{Peer, ServiceExt};
+
+use super::catalog::Catalog;
+use super::content;
+use super::http;
+use super::spec::{McpServerSpec, McpTransport};
+use super::stdio::{self, StderrDrain};
+use crate::process::{ServerCommand, ServerProcess};
+
+/// How long ending the MCP session may take before the process is signalled.
+const SESSION_CLOSE_GRACE: Duration = Duration::from_millis(200);
+
+/// How long the process tree gets between SIGTERM and SIGKILL.
+const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+
+/// How long to wait for a dead server's last stderr lines.
+const STDERR_GRACE: Duration = Duration::from_millis(200);
+
+/// A live session with one server.
+pub(crate) struct Connection {
+    server: String,
+    peer: Peer<RoleClient>,
+    catalog: Catalog,
+    /// Why the connection is unusable, once it is.
+    broken: Mutex<Option<String>>,
+    stderr: Option<StderrDrain>,
+    /// What `close` ends; taken by the first close.
+    teardown: tokio::sync::Mutex<Option<Teardown>>,
+}
+
+struct Teardown {
+    service: RunningService<RoleClient, ClientConfig>,
+    process: Option<ServerProcess>,
+}
+
+/// Connects to the server within its startup timeout. The error names the server and
+/// carries the tail of its stderr or the HTTP error, never a header value.
+pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> {
+    let failed = |reason: String| format!("MCP server `{}` did not start: {reason}", spec.name);
+    match &spec.transport {
+        McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let started = stdio::start(&ServerCommand {
+                program: command,
+                args,
+                env,
+                cwd: cwd.as_deref(),
+            })
+            .map_err(|e| failed(format!("`{command}` could not be run: {e}")))?;
+            let mut process = started.process;
+            let stderr = started.stderr;
+            let handshake = handshake(spec, (started.stdout, started.stdin)).await;
+            match handshake {
+                Ok((service, catalog)) => Ok(Connection::new(
+                    spec,
+                    service,
+                    catalog,
+                    Some(process),
+                    Some(stderr),
+                )),
+                Err(reason) => {
+                    process.terminate(TERMINATE_GRACE).await;
+                    let tail = stderr.settle(STDERR_GRACE).await;
+                    Err(failed(with_stderr(reason, &tail)))
+                }
+            }
+        }
+        McpTransport::Http { url, headers } => {
+            let transport = http::transport(url, headers).map_err(failed)?;
+            let (service, catalog) = handshake(spec, transport).await.map_err(failed)?;
+            Ok(Connection::new(spec, service, catalog, None, None))
+        }
+    }
+}
+
+/// `initialize` and `tools/list`, within the startup timeout.
+async fn handshake<T, E, A>(
+    spec: &McpServerSpec,
+    transport: T,
+) -> Result<(RunningService<RoleClient, ClientConfig>, Catalog), String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let work = async {
+        let service = client_config()
+            .serve(transport)
+            .await
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        let tools = service
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("listing its tools failed: {e}"))?;
+        Ok::<_, String>((service, tools))
+    };
+    let (service, tools) = tokio::time::timeout(spec.startup_timeout, work)
+        .await
+        .map_err(|_| {
+            format!(
+                "no answer within the startup timeout of {} ms",
+                spec.startup_timeout.as_millis()
+            )
+        })??;
+    Ok((
+        service,
+        Catalog::new(&spec.name, &spec.tool_prefix(), tools),
+    ))
+}
+
+/// Who we are to the server; we offer no client capabilities (no sampling, roots or
+/// elicitation), so the server never waits on us.
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("agentplane", env!("CARGO_PKG_VERSION")),
+    )
+}
+
+fn with_stderr(reason: String, tail: &str) -> String {
+    if tail.is_empty() {
+        reason
+    } else {
+        format!("{reason}; its stderr ends with:\n{tail}")
+    }
+}
+
+impl Connection {
+    fn new(
+        spec: &McpServerSpec,
+        service: RunningService<RoleClient, ClientConfig>,
+        catalog: Catalog,
+        process: Option<ServerProcess>,
+        stderr: Option<StderrDrain>,
+    ) -> Self {
+        Self {
+            server: spec.name.clone(),
+            peer: service.peer().clone(),
+            catalog,
+            broken: Mutex::new(None),
+            stderr,
+            teardown: tokio::sync::Mutex::new(Some(Teardown { service, process })),
+        }
+    }
+
+    /// The tools the server offered when the connection was made.
+    pub(crate) fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Why the connection is unusable, if it is.
+    pub(crate) fn broken(&self) -> Option<String> {
+        self.broken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn mark_broken(&self, reason: &str) {
+        let mut broken = self.broken.lock().unwrap_or_else(|e| e.into_inner());
+        if broken.is_none() {
+            *broken = Some(reason.to_owned());
+        }
+    }
+
+    /// Whether the connection can serve another turn: not broken, the session running,
+    /// the process (if any) alive, and not closed.
+    pub(crate) async fn is_healthy(&self) -> bool {
+        if self.broken().is_some() || self.peer.is_transport_closed() {
+            return false;
+        }
+        let mut teardown = self.teardown.lock().await;
+        match teardown.as_mut() {
+            None => false,
+            Some(t) => !t.process.as_mut().is_some_and(ServerProcess::has_exited),
+        }
+    }
+
+    /// Calls the server's tool `tool` with `args`, within `timeout`, its result cut at
+    /// `cap` bytes.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        args: JsonObject,
+        timeout: Duration,
+        cap: usize,
+    ) -> Result<ToolOutput, ToolError> {
+        if let Some(reason) = self.broken() {
+            return Err(ToolError::new(ToolErrorKind::ExecutionFailed, reason));
+        }
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        // Dropping the call on timeout sends the server `notifications/cancelled`.
+        let outcome = tokio::time::timeout(timeout, self.peer.call_tool(params)).await;
+        match outcome {
+            Err(_) => Err(ToolError::new(
+                ToolErrorKind::Timeout,
+                format!(
+                    "the MCP server `{}` did not answer `{tool}` within {} ms",
+                    self.server,
+                    timeout.as_millis()
+                ),
+            )),
+            Ok(Ok(result)) if result.is_error == Some(true) => Err(ToolError::new(
+                ToolErrorKind::ExecutionFailed,
+                content::error_text(&result, cap),
+            )),
+            Ok(Ok(result)) => Ok(content::to_output(&result, cap)),
+            Ok(Err(ServiceError::McpError(error))) => Err(ToolError::new(
+                ToolErrorKind::ExecutionFailed,
+                format!(
+                    "the MCP server `{}` refused the call: {}",
+                    self.server, error.message
+                ),
+            )),
+            Ok(Err(error)) => {
+                let closed = matches!(
+                    error,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) || self.peer.is_transport_closed();
+                if !closed {
+                    return Err(ToolError::new(
+                        ToolErrorKind::ExecutionFailed,
+                        format!("the MCP server `{}` failed the call: {error}", self.server),
+                    ));
+                }
+                let tail = match &self.stderr {
+                    Some(stderr) => stderr.settle(STDERR_GRACE).await,
+                    None => String::new(),
+                };
+                let reason = with_stderr(
+                    format!(
+                        "the MCP server `{}` closed the connection ({error}); its tools are \
+                         unavailable until the next turn",
+                        self.server
+                    ),
+                    &tail,
+                );
+                self.mark_broken(&reason);
+                Err(ToolError::new(ToolErrorKind::ExecutionFailed, reason))
+            }
+        }
+    }
+
+    /// Ends the session, then the process tree (SIGTERM, a short wait, SIGKILL). Later
+    /// closes do nothing; later calls fail.
+    pub(crate) async fn close(&self) {
+        self.mark_broken(&format!(
+            "the connection to the MCP server `{}` is closed",
+            self.server
+        ));
+        let Some(mut teardown) = self.teardown.lock().await.take() else {
+            return;
+        };
+        let _ = teardown
+            .service
+            .close_with_timeout(SESSION_CLOSE_GRACE)
+            .await;
+        if let Some(process) = teardown.process.as_mut() {
+            process.terminate(TERMINATE_GRACE).await;
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! The streamable HTTP side of a connection: one HTTP client for every MCP server, and
+//! the rmcp transport for one server's URL and headers.
+//!
+//! Header values are credentials: they are marked sensitive and never appear in an
+//! error message (a bad header is named by its name only). Redirects are not followed,
+//! so headers never reach another host.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use reqwest_mcp::header::{HeaderName, HeaderValue};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::FixedInterval;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+/// How long establishing a TCP (and TLS) connection may take; the startup and call
+/// timeouts bound everything else.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The one client for MCP servers, built on first use.
+fn client() -> Result<reqwest_mcp::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest_mcp::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            // reqwest is built without a TLS provider of its own; ring is the one the
+            // workspace builds. A provider already installed is fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest_mcp::Client::builder()
+                .redirect(reqwest_mcp::redirect::Policy::none())
+                .connect_timeout(CONNECT_TIMEOUT)
+                .build()
+                .map_err(|e| format!("the HTTP client could not be built: {e}"))
+        })
+        .clone()
+}
+
+/// The transport to `url`, sending `headers` with every request.
+pub(crate) fn transport(
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, String> {
+    let mut custom = HashMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let header = HeaderName::try_from(name.as_str())
+            .map_err(|_| format!("`{name}` is not a valid HTTP header name"))?;
+        let mut value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+        value.set_sensitive(true);
+        custom.insert(header, value);
+    }
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    // A broken event stream is resumed a few times, quickly; a server that is gone
+    // fails the call instead of being retried for minutes.
+    let mut retry = FixedInterval::default();
+    retry.max_times = Some(3);
+    retry.duration = Duration::from_millis(200);
+    config.retry_config = std::sync::Arc::new(retry);
+    Ok(StreamableHttpClientTransport::with_client(
+        client()?,
+        config,
+    ))
+}

@@ -1,0 +1,27 @@
+//! The MCP client: each configured MCP server is one [`Ensemble`] whose tools are
+//! offered to the model as `mcp__{server}__{tool}`.
+//!
+//! Servers are reached over stdio (a process we start, in its own process group, ended
+//! with its whole tree on close) or streamable HTTP, both through the official `rmcp`
+//! crate. Nothing connects before a turn opens the ensemble. Connections may be kept
+//! for a thread's next turn ([`McpServerSpec::idle_timeout`]).
+//!
+//! Files: [`spec`] (what a server is), `stdio` and `http` (the two ways to reach one),
+//! `connection` (one live session), `catalog` (tools for the model), `content`
+//! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
+//! servers and the kept connections). What must not live here: which agent may use
+//! which server, and configuration parsing (both belong to the runtime).
+//!
+//! [`Ensemble`]: agentplane_engine::ports::Ensemble
+
+mod catalog;
+mod connection;
+mod content;
+mod ensemble;
+mod http;
+pub mod servers;
+pub mod spec;
+mod stdio;
+
+pub use servers::{McpServers, ServerReport};
+pub use spec::{McpServerSpec, McpTransport};
