@@ -103,12 +103,17 @@ impl McpServers {
     /// still work, but their connections are no longer kept.
     pub async fn shutdown(&self) {
         self.pool.shut_down.store(true, Ordering::SeqCst);
-        let live: Vec<Arc<Connection>> = {
+        // Strong references first: a kept connection dropped without `close` would
+        // only be killed, not waited for.
+        let kept: Vec<Lease> = {
             let mut kept = self.pool.kept.lock().unwrap_or_else(|e| e.into_inner());
-            kept.clear();
+            kept.drain().map(|(_, lease)| lease).collect()
+        };
+        let mut live: Vec<Arc<Connection>> = {
             let mut live = self.pool.live.lock().unwrap_or_else(|e| e.into_inner());
             live.drain().filter_map(|(_, c)| c.upgrade()).collect()
         };
+        live.extend(kept.into_iter().map(|lease| lease.connection));
         for connection in live {
             connection.close().await;
         }
