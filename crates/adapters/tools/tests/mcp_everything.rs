@@ -270,15 +270,28 @@ async fn list_reports_every_server_concurrently() {
         },
     );
     unreachable.startup_timeout = Duration::from_secs(5);
+    let mut wrong_path = spec(
+        "wrong",
+        agentplane_tools::McpTransport::Http {
+            url: format!("http://127.0.0.1:{}/not-mcp", http.port),
+            headers: [(
+                "Authorization".to_string(),
+                "Bearer s3cret-token".to_string(),
+            )]
+            .into(),
+        },
+    );
+    wrong_path.startup_timeout = Duration::from_secs(5);
     let servers = McpServers::new(vec![
         spec("local", everything_stdio(&marker)),
         spec("remote", http.transport()),
         broken,
         unreachable,
+        wrong_path,
     ]);
     let reports = servers.list().await;
     let names: Vec<&str> = reports.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["local", "remote", "broken", "gone"]);
+    assert_eq!(names, ["local", "remote", "broken", "gone", "wrong"]);
     assert!(
         reports[0].transport.starts_with("stdio: "),
         "{}",
@@ -302,6 +315,12 @@ async fn list_reports_every_server_concurrently() {
         reports[2].tools.as_ref().unwrap_err()
     );
     assert!(err.contains("`gone`"), "{err}");
+    assert!(!err.contains("rmcp::"), "no type names: {err}");
+    assert!(err.to_lowercase().contains("refused"), "the cause: {err}");
+    let err = reports[4].tools.as_ref().expect_err("no MCP there");
+    eprintln!("wrong path: {err}");
+    assert!(err.contains("`wrong`") && err.contains("404"), "{err}");
+    assert!(err.len() < 1500, "an error page is cut: {}", err.len());
     for report in &reports {
         assert!(!format!("{report:?}").contains("s3cret"), "{report:?}");
     }

@@ -14,7 +14,8 @@ use agentplane_engine::ports::{ToolError, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
 };
-use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpError;
 use rmcp::{Peer, ServiceExt};
 
 use super::catalog::Catalog;
@@ -23,6 +24,10 @@ use super::http;
 use super::spec::{McpServerSpec, McpTransport};
 use super::stdio::{self, StderrDrain};
 use crate::process::{ServerCommand, ServerProcess};
+
+/// Bytes of a startup failure's own reason (an HTTP error page, say) kept in the message,
+/// besides the stderr tail.
+const MAX_REASON: usize = 1024;
 
 /// How long ending the MCP session may take before the process is signalled.
 const SESSION_CLOSE_GRACE: Duration = Duration::from_millis(200);
@@ -53,7 +58,10 @@ struct Teardown {
 /// Connects to the server within its startup timeout. The error names the server and
 /// carries the tail of its stderr or the HTTP error, never a header value.
 pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> {
-    let failed = |reason: String| format!("MCP server `{}` did not start: {reason}", spec.name);
+    let failed = |reason: String| {
+        let reason = content::cap_text(reason, MAX_REASON).content;
+        format!("MCP server `{}` did not start: {reason}", spec.name)
+    };
     match &spec.transport {
         McpTransport::Stdio {
             command,
@@ -82,7 +90,7 @@ pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> 
                 Err(reason) => {
                     process.terminate(TERMINATE_GRACE).await;
                     let tail = stderr.settle(STDERR_GRACE).await;
-                    Err(failed(with_stderr(reason, &tail)))
+                    Err(with_stderr(failed(reason), &tail))
                 }
             }
         }
@@ -107,11 +115,11 @@ where
         let service = client_config()
             .serve(transport)
             .await
-            .map_err(|e| format!("initialize failed: {e}"))?;
+            .map_err(|e| format!("initialize failed: {}", initialize_error(&e)))?;
         let tools = service
             .list_all_tools()
             .await
-            .map_err(|e| format!("listing its tools failed: {e}"))?;
+            .map_err(|e| format!("listing its tools failed: {}", service_error(&e)))?;
         Ok::<_, String>((service, tools))
     };
     let (service, tools) = tokio::time::timeout(spec.startup_timeout, work)
@@ -135,6 +143,49 @@ fn client_config() -> ClientConfig {
         ClientCapabilities::default(),
         Implementation::new("agentplane", env!("CARGO_PKG_VERSION")),
     )
+}
+
+/// An initialize failure without rmcp's transport type names.
+fn initialize_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{} ({context})", transport_chain(error.error.as_ref()))
+        }
+        other => chain(other),
+    }
+}
+
+/// A request failure without rmcp's transport type names.
+fn service_error(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(error) => transport_chain(error.error.as_ref()),
+        other => chain(other),
+    }
+}
+
+/// A transport's error; the HTTP client's error is not linked as a source by rmcp, so
+/// it is looked for here (it carries the cause: refused, timed out, TLS…).
+fn transport_chain(error: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
+    match error.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
+        Some(StreamableHttpError::Client(client)) => chain(client),
+        _ => chain(error),
+    }
+}
+
+/// An error and its sources, each source added only when its text is not already
+/// part of the message (many errors print their source themselves).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(current) = source {
+        let more = current.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = current.source();
+    }
+    text
 }
 
 fn with_stderr(reason: String, tail: &str) -> String {
@@ -237,6 +288,7 @@ impl Connection {
                     error,
                     ServiceError::TransportClosed | ServiceError::TransportSend(_)
                 ) || self.peer.is_transport_closed();
+                let error = service_error(&error);
                 if !closed {
                     return Err(ToolError::new(
                         ToolErrorKind::ExecutionFailed,

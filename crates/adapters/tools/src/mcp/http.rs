@@ -49,7 +49,10 @@ pub(crate) fn transport(
         value.set_sensitive(true);
         custom.insert(header, value);
     }
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+    // An error page is diagnostics only: its first bytes are enough.
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+        .custom_headers(custom)
+        .max_error_response_size(1024);
     // A broken event stream is resumed a few times, quickly; a server that is gone
     // fails the call instead of being retried for minutes.
     let mut retry = FixedInterval::default();
