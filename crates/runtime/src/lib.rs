@@ -16,10 +16,12 @@ use agentplane_engine::ports::{Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_providers::{OpenAiCompatible, OpenAiConfig};
 use agentplane_store::SqliteStore;
+use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
 use agentplane_tools::{FsEnsemble, ShellEnsemble, WebEnsemble, WebLimits};
 use tokio_util::sync::CancellationToken;
 
 pub use agentplane_engine::hub::ModelStatus;
+pub use agentplane_tools::mcp::ServerReport as McpServerReport;
 pub use config::{Config, ConfigError};
 
 /// The owner recorded for threads started from the command line.
@@ -63,14 +65,25 @@ pub struct Runtime {
     config: Config,
     store: Arc<SqliteStore>,
     hub: Arc<Hub>,
+    mcp: McpServers,
 }
 
-/// The builtin ensembles, as the hub's toolbox.
-struct BuiltinToolbox;
+/// The hub's toolbox: the builtin ensembles and the configured MCP servers.
+struct AgentToolbox {
+    mcp: McpServers,
+}
 
-impl Toolbox for BuiltinToolbox {
-    fn ensembles(&self, agent: &AgentSpec, _thread: &ThreadId) -> Vec<Arc<dyn Ensemble>> {
-        ensembles_for(agent)
+impl Toolbox for AgentToolbox {
+    fn ensembles(&self, agent: &AgentSpec, thread: &ThreadId) -> Vec<Arc<dyn Ensemble>> {
+        agent
+            .ensembles
+            .iter()
+            // Config loading refuses names that are neither builtin nor a configured
+            // MCP server, so nothing is dropped here.
+            .filter_map(|name| {
+                builtin_ensemble(agent, name).or_else(|| self.mcp.ensemble(name, thread))
+            })
+            .collect()
     }
 }
 
@@ -95,13 +108,15 @@ impl Runtime {
             retry_base_delay: Duration::from_millis(250),
             stream: config.llm.stream,
         })?);
+        // Nothing starts here: each server is started by the first turn that needs it.
+        let mcp = McpServers::new(mcp_specs(&config));
         let hub = Hub::new(
             TurnDeps {
                 store: store.clone(),
                 model,
             },
             agents::catalogue(&config),
-            Arc::new(BuiltinToolbox),
+            Arc::new(AgentToolbox { mcp: mcp.clone() }),
             HubConfig {
                 default_model: config.llm.model.clone(),
                 permission_timeout: config.server.permission_timeout,
@@ -109,7 +124,23 @@ impl Runtime {
                 ..HubConfig::default()
             },
         );
-        Ok(Self { config, store, hub })
+        Ok(Self {
+            config,
+            store,
+            hub,
+            mcp,
+        })
+    }
+
+    /// The configured MCP servers (for `agentplane mcp list`).
+    pub fn mcp_servers(&self) -> &McpServers {
+        &self.mcp
+    }
+
+    /// Ends what outlives turns: MCP connections kept for threads, and their processes.
+    /// Call it after the hub has shut down, before the process exits.
+    pub async fn shutdown(&self) {
+        self.mcp.shutdown().await;
     }
 
     /// The configuration this runtime was built from.
@@ -174,17 +205,59 @@ pub fn ensembles_for(agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>> {
     agent
         .ensembles
         .iter()
-        .filter_map(|name| -> Option<Arc<dyn Ensemble>> {
-            match name.as_str() {
-                "fs" => Some(Arc::new(FsEnsemble)),
-                "shell" => Some(Arc::new(ShellEnsemble::new(agent.shell_allow.clone()))),
-                "web" => Some(Arc::new(WebEnsemble::new(
-                    agent.network.clone(),
-                    WebLimits::default(),
-                ))),
-                // Config loading refuses unknown names, so nothing else reaches here.
-                _ => None,
-            }
+        .filter_map(|name| builtin_ensemble(agent, name))
+        .collect()
+}
+
+/// The builtin ensemble of that name, configured for the agent; `None` for other names.
+fn builtin_ensemble(agent: &AgentSpec, name: &str) -> Option<Arc<dyn Ensemble>> {
+    match name {
+        "fs" => Some(Arc::new(FsEnsemble)),
+        "shell" => Some(Arc::new(ShellEnsemble::new(agent.shell_allow.clone()))),
+        "web" => Some(Arc::new(WebEnsemble::new(
+            agent.network.clone(),
+            WebLimits::default(),
+        ))),
+        _ => None,
+    }
+}
+
+/// Connects to every configured MCP server at once, lists its tools and ends it again:
+/// what `agentplane mcp list` shows. Starts no store and no model client.
+pub async fn probe_mcp_servers(config: &Config) -> Vec<McpServerReport> {
+    let servers = McpServers::new(mcp_specs(config));
+    let reports = servers.list().await;
+    servers.shutdown().await;
+    reports
+}
+
+/// Default time to start and initialize an MCP server: enough for an `npx` cold start.
+const MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The MCP servers of the configuration, as the adapter takes them.
+pub fn mcp_specs(config: &Config) -> Vec<McpServerSpec> {
+    config
+        .mcp_servers
+        .iter()
+        .map(|(name, server)| McpServerSpec {
+            name: name.clone(),
+            transport: match (&server.command, &server.url) {
+                (_, Some(url)) => McpTransport::Http {
+                    url: url.clone(),
+                    headers: server.headers.clone(),
+                },
+                (command, None) => McpTransport::Stdio {
+                    command: command.clone().unwrap_or_default(),
+                    args: server.args.clone(),
+                    env: server.env.clone(),
+                    cwd: server.cwd.clone(),
+                },
+            },
+            startup_timeout: server
+                .startup_timeout_secs
+                .map_or(MCP_STARTUP_TIMEOUT, Duration::from_secs),
+            call_timeout: server.call_timeout_secs.map(Duration::from_secs),
+            idle_timeout: Duration::from_secs(server.idle_timeout_secs.unwrap_or(0)),
         })
         .collect()
 }

@@ -374,6 +374,19 @@ impl ServerProcess {
         !matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Waits until the process itself exits, and says how. Its group and descendants
+    /// may live on (holding its pipes open); [`ServerProcess::terminate`] still ends
+    /// them. Lets a caller stop waiting for a server that is already gone.
+    pub async fn exited(&mut self) -> String {
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status.to_string(),
+                Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Err(e) => return e.to_string(),
+            }
+        }
+    }
+
     /// SIGTERM to the group and to every descendant, up to `grace` for them to go, then
     /// SIGKILL to whatever is left; the process is reaped. Descendants are found before
     /// any signal, while they are still linked to the process by their parent ids.

@@ -67,6 +67,7 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> Exit {
     let interactive = !args.json && std::io::stderr().is_terminal();
     let progress = Progress::new(interactive, !args.json);
     let outcome = runtime.run_task(task, &progress, cancel).await;
+    runtime.shutdown().await;
     progress.finish();
     match outcome {
         Ok(outcome) => report(&outcome, args.json),

@@ -117,7 +117,10 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             });
         }
     };
-    match serve(hub, listener, options, stopping).await {
+    let served = serve(hub, listener, options, stopping).await;
+    // MCP servers kept for threads outlive turns; end them with the process.
+    runtime.shutdown().await;
+    match served {
         Ok(()) => {
             eprintln!("stopped");
             exit::SUCCESS

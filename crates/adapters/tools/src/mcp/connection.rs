@@ -78,7 +78,14 @@ pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> 
             .map_err(|e| failed(format!("`{command}` could not be run: {e}")))?;
             let mut process = started.process;
             let stderr = started.stderr;
-            let handshake = handshake(spec, (started.stdout, started.stdin)).await;
+            // A server that exits before answering fails now, not at the startup
+            // timeout (a grandchild may hold its stdout open, so EOF never comes).
+            let handshake = tokio::select! {
+                answered = handshake(spec, (started.stdout, started.stdin)) => answered,
+                status = process.exited() => {
+                    Err(format!("it exited ({status}) before answering `initialize`"))
+                }
+            };
             match handshake {
                 Ok((service, catalog)) => Ok(Connection::new(
                     spec,

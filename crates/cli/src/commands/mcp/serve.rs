@@ -45,7 +45,9 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         workspace,
         shutdown_grace: runtime.config().server.shutdown_grace,
     };
-    match serve_stdio(runtime.hub().clone(), options, stop_requested()).await {
+    let served = serve_stdio(runtime.hub().clone(), options, stop_requested()).await;
+    runtime.shutdown().await;
+    match served {
         Ok(()) => exit::SUCCESS,
         Err(e) => {
             eprintln!("error [INTERNAL]: {e}");
