@@ -46,9 +46,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         // Warnings, plus one access line per HTTP request (only `serve` writes those).
+        // rmcp's own logs are off: every MCP failure reaches the user as our error
+        // (`AGENTPLANE_LOG=rmcp=debug` brings them back).
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AGENTPLANE_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,agentplane::access=info")
+                tracing_subscriber::EnvFilter::new("warn,agentplane::access=info,rmcp=off")
             }),
         )
         .init();

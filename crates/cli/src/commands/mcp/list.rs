@@ -83,7 +83,7 @@ pub async fn run(config: Option<&Path>, args: ListArgs) -> Exit {
                     );
                     for tool in tools {
                         let summary = tool.description.lines().next().unwrap_or_default();
-                        println!("    {:<40} {summary}", tool.name);
+                        println!("    {:<48} {summary}", tool.name);
                     }
                 }
                 Err(reason) => println!(
