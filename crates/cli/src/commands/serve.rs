@@ -139,7 +139,7 @@ fn usage(message: &str) -> Exit {
 }
 
 /// Resolves at the first SIGINT or SIGTERM.
-async fn stop_requested() {
+pub(crate) async fn stop_requested() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -45,7 +45,12 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         workspace,
         shutdown_grace: runtime.config().server.shutdown_grace,
     };
-    let served = serve_stdio(runtime.hub().clone(), options, stop_requested()).await;
+    let served = serve_stdio(
+        runtime.hub().clone(),
+        options,
+        crate::commands::serve::stop_requested(),
+    )
+    .await;
     runtime.shutdown().await;
     match served {
         Ok(()) => exit::SUCCESS,
@@ -53,23 +58,5 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             eprintln!("error [INTERNAL]: {e}");
             exit::INTERNAL
         }
-    }
-}
-
-/// Resolves at the first SIGINT or SIGTERM (never, if neither can be listened for).
-async fn stop_requested() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
