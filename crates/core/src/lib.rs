@@ -9,6 +9,7 @@ pub mod chat;
 pub mod error;
 pub mod event;
 pub mod ids;
+pub mod policy;
 pub mod tool;
 
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};

@@ -1,0 +1,667 @@
+//! Policies as code: the model of the YAML files in a policies directory, their
+//! parsing and validation. Pure: text in (with a source name for errors), a validated
+//! `PolicySet` or located errors out. Reading files, reloading them and enforcing the
+//! rules live elsewhere (the CLI and runtime read; the engine evaluates).
+//!
+//! The format is documented in `docs/policies.md`. Validation happens while
+//! deserializing, inside the validated field types, so every error carries the line of
+//! the offending node and its field path (`rules.max`).
+
+pub mod approval;
+pub mod budget;
+pub mod data_scope;
+pub mod glob;
+mod guard;
+pub mod rate_limit;
+pub mod targets;
+pub mod time_window;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+pub use approval::ApprovalRequired;
+pub use budget::{Budget, BudgetKey, BudgetPeriod};
+pub use data_scope::DataScope;
+pub use glob::Glob;
+/// The instant type of policy evaluation, re-exported so callers need no time crate.
+pub use jiff::Timestamp;
+pub use rate_limit::{CountKey, RateLimit};
+pub use targets::Targets;
+pub use time_window::{Day, HourRange, TimeWindow, Zone};
+pub use tool_access::ToolAccess;
+
+pub mod tool_access;
+
+use budget::UsdMicros;
+use rate_limit::{MaxCount, Window};
+
+/// The largest policy file accepted. Policies are short; a bigger file is a mistake or
+/// an attack, and refusing it before parsing bounds memory.
+pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
+
+/// The six kinds of policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyKind {
+    /// A matching tool call waits for a person's decision.
+    ApprovalRequired,
+    /// At most N matching requests per sliding window.
+    RateLimit,
+    /// Matching requests only on some local days and hours.
+    TimeWindow,
+    /// A USD cap per period.
+    Budget,
+    /// Allow and deny lists of tools.
+    ToolAccess,
+    /// The paths, hosts and secrets an agent may reach.
+    DataScope,
+}
+
+impl PolicyKind {
+    /// The name used in files (`rate_limit`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyKind::ApprovalRequired => "approval_required",
+            PolicyKind::RateLimit => "rate_limit",
+            PolicyKind::TimeWindow => "time_window",
+            PolicyKind::Budget => "budget",
+            PolicyKind::ToolAccess => "tool_access",
+            PolicyKind::DataScope => "data_scope",
+        }
+    }
+}
+
+/// A policy's rule: what it demands of the requests its targets select.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    /// A matching tool call waits for a person's decision.
+    ApprovalRequired(ApprovalRequired),
+    /// At most N matching requests per sliding window.
+    RateLimit(RateLimit),
+    /// Matching requests only on some local days and hours.
+    TimeWindow(TimeWindow),
+    /// A USD cap per period.
+    Budget(Budget),
+    /// Allow and deny lists of tools.
+    ToolAccess(ToolAccess),
+    /// The paths, hosts and secrets an agent may reach.
+    DataScope(DataScope),
+}
+
+/// One validated policy. Its name is unique within a `PolicySet`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    name: String,
+    description: Option<String>,
+    targets: Targets,
+    rule: Rule,
+    source: String,
+}
+
+impl Policy {
+    /// The unique name (`[A-Za-z0-9][A-Za-z0-9_.-]*`, at most 128 bytes).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The operator's note, if any.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+    /// What the policy applies to.
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+    /// What it demands.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+    /// The kind, derived from the rule.
+    pub fn kind(&self) -> PolicyKind {
+        match self.rule {
+            Rule::ApprovalRequired(_) => PolicyKind::ApprovalRequired,
+            Rule::RateLimit(_) => PolicyKind::RateLimit,
+            Rule::TimeWindow(_) => PolicyKind::TimeWindow,
+            Rule::Budget(_) => PolicyKind::Budget,
+            Rule::ToolAccess(_) => PolicyKind::ToolAccess,
+            Rule::DataScope(_) => PolicyKind::DataScope,
+        }
+    }
+    /// The source (file) name it was parsed from, for listings and errors.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// One line for listings: kind, targets and the rule's gist.
+    pub fn summary(&self) -> String {
+        let gist = match &self.rule {
+            Rule::ApprovalRequired(a) => match &a.tools {
+                Some(tools) => format!("tools {}", names(tools)),
+                None => "every selected call".into(),
+            },
+            Rule::RateLimit(r) => format!("max {} per {}s", r.max, r.window.as_secs()),
+            Rule::TimeWindow(w) => w.summary(),
+            Rule::Budget(b) => format!(
+                "USD {}.{:06} per {:?}",
+                b.usd_micros / 1_000_000,
+                b.usd_micros % 1_000_000,
+                b.period
+            )
+            .to_lowercase(),
+            Rule::ToolAccess(t) => {
+                let allow = t.allow.as_deref().map(names).unwrap_or_else(|| "*".into());
+                format!("allow {allow} deny {}", names(&t.deny))
+            }
+            Rule::DataScope(d) => format!(
+                "paths {} hosts {} secrets {}",
+                d.paths.len(),
+                d.hosts.len(),
+                d.secrets.len()
+            ),
+        };
+        format!(
+            "{}: {} [{}] {}",
+            self.name,
+            self.kind().as_str(),
+            self.targets.summary(),
+            gist
+        )
+    }
+}
+
+fn names(globs: &[Glob]) -> String {
+    let v: Vec<&str> = globs.iter().map(Glob::as_str).collect();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(",")
+    }
+}
+
+/// A validated set of policies with unique names, in source order (sources in the
+/// order given, documents in file order). Evaluation reports the first deciding policy
+/// in this order, so it is deterministic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicySet {
+    policies: Vec<Policy>,
+}
+
+/// One policy file's text and the name errors should use for it (its path).
+#[derive(Debug, Clone, Copy)]
+pub struct PolicySource<'a> {
+    /// Shown in errors, e.g. `policies/email.yaml`.
+    pub name: &'a str,
+    /// The whole file.
+    pub text: &'a str,
+}
+
+impl PolicySet {
+    /// Parses and validates every source; all errors of all files are returned, not
+    /// only the first, so one `policy check` run shows everything to fix.
+    pub fn parse(sources: &[PolicySource<'_>]) -> Result<Self, Vec<PolicyError>> {
+        let mut errors = Vec::new();
+        let mut policies = Vec::new();
+        for source in sources {
+            match parse_source(source.name, source.text) {
+                Ok(mut parsed) => policies.append(&mut parsed),
+                Err(mut e) => errors.append(&mut e),
+            }
+        }
+        let mut first_seen: HashMap<&str, &Policy> = HashMap::new();
+        let mut seen_in_source: HashMap<(&str, &str), usize> = HashMap::new();
+        for policy in &policies {
+            let nth = seen_in_source
+                .entry((policy.source.as_str(), policy.name.as_str()))
+                .or_insert(0);
+            *nth += 1;
+            if let Some(first) = first_seen.get(policy.name.as_str()) {
+                let text = sources
+                    .iter()
+                    .find(|s| s.name == policy.source)
+                    .map_or("", |s| s.text);
+                errors.push(PolicyError {
+                    source: policy.source.clone(),
+                    line: name_line(text, &policy.name, *nth),
+                    field: Some("name".into()),
+                    message: format!(
+                        "duplicate policy name `{}` (first in {})",
+                        policy.name, first.source
+                    ),
+                });
+            } else {
+                first_seen.insert(&policy.name, policy);
+            }
+        }
+        if errors.is_empty() {
+            Ok(Self { policies })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Every policy, in set order.
+    pub fn policies(&self) -> &[Policy] {
+        &self.policies
+    }
+
+    /// A policy by name.
+    pub fn get(&self, name: &str) -> Option<&Policy> {
+        self.policies.iter().find(|p| p.name == name)
+    }
+
+    /// How many policies there are.
+    pub fn len(&self) -> usize {
+        self.policies.len()
+    }
+
+    /// Whether there are none (then everything is allowed).
+    pub fn is_empty(&self) -> bool {
+        self.policies.is_empty()
+    }
+}
+
+/// The line of the `nth` `name:` (or `policy_name:`) key with this value, for errors
+/// found after parsing. Falls back to `None` when the text is written unusually.
+fn name_line(text: &str, name: &str, nth: usize) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let line = line.trim_start().trim_start_matches("- ").trim_start();
+            let value = line
+                .strip_prefix("name:")
+                .or_else(|| line.strip_prefix("policy_name:"));
+            value.is_some_and(|v| {
+                let v = v.split(" #").next().unwrap_or("").trim();
+                v.trim_matches(|c| c == '"' || c == '\'') == name
+            })
+        })
+        .nth(nth.saturating_sub(1))
+        .map(|(i, _)| i + 1)
+}
+
+/// Parses one file: a single policy, a YAML list of policies, or several `---`
+/// documents of either. An empty file holds no policies.
+pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyError>> {
+    if text.len() > MAX_SOURCE_BYTES {
+        return Err(vec![PolicyError {
+            source: source.to_owned(),
+            line: None,
+            field: None,
+            message: format!("file is larger than {} bytes", MAX_SOURCE_BYTES),
+        }]);
+    }
+    if let Some((line, message)) = guard::refusal(text) {
+        return Err(vec![PolicyError {
+            source: source.to_owned(),
+            line: Some(line),
+            field: None,
+            message,
+        }]);
+    }
+    let mut policies = Vec::new();
+    let mut errors = Vec::new();
+    for document in yaml_serde::Deserializer::from_str(text) {
+        match Document::deserialize(document) {
+            Ok(Document(mut found)) => policies.append(&mut found),
+            Err(e) => {
+                errors.push(PolicyError::from_yaml(source, &e));
+                // A syntax error ends the stream; later documents cannot be trusted.
+                if e.location().is_none() || e.to_string().contains("while ") {
+                    break;
+                }
+            }
+        }
+    }
+    for policy in &mut policies {
+        policy.source = source.to_owned();
+    }
+    if errors.is_empty() {
+        Ok(policies)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Deserializes a string and validates it inside the scalar's visitor, so a refusal is
+/// located at the scalar (its line and field path), not at the enclosing mapping.
+pub(crate) fn parse_str<'de, D, T>(
+    deserializer: D,
+    parse: fn(&str) -> Result<T, String>,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    struct StrVisitor<T>(fn(&str) -> Result<T, String>);
+    impl<T> Visitor<'_> for StrVisitor<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            (self.0)(v).map_err(E::custom)
+        }
+    }
+    deserializer.deserialize_str(StrVisitor(parse))
+}
+
+/// A located validation error: `file:line: field: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    /// The source (file) name.
+    pub source: String,
+    /// The 1-based line, when known.
+    pub line: Option<usize>,
+    /// The field path (`rules.max`, `[1].targets.tools`), when known.
+    pub field: Option<String>,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+impl PolicyError {
+    fn from_yaml(source: &str, error: &yaml_serde::Error) -> Self {
+        let line = error.location().map(|l| l.line());
+        let text = error.to_string();
+        // Location is reported separately; yaml_serde appends it as " at line L column C".
+        let text = match text.find(" at line ") {
+            Some(i) => &text[..i],
+            None => text.as_str(),
+        };
+        let mut rest = text;
+        let mut field = String::new();
+        while let Some((head, tail)) = rest.split_once(": ") {
+            if head.is_empty() || head.contains(char::is_whitespace) {
+                break;
+            }
+            let head = head.trim_start_matches('.');
+            if !field.is_empty() && !head.starts_with('[') {
+                field.push('.');
+            }
+            field.push_str(head);
+            rest = tail;
+        }
+        if let Some(after) = rest.strip_prefix("unknown field `")
+            && let Some((name, _)) = after.split_once('`')
+        {
+            if !field.is_empty() {
+                field.push('.');
+            }
+            field.push_str(name);
+        }
+        Self {
+            source: source.to_owned(),
+            line,
+            field: (!field.is_empty()).then_some(field),
+            message: rest.to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.source)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, ": {field}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// One YAML document: a policy or a list of policies.
+struct Document(Vec<Policy>);
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DocumentVisitor;
+        impl<'de> Visitor<'de> for DocumentVisitor {
+            type Value = Document;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a policy (a mapping) or a list of policies")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Document, E> {
+                Ok(Document(Vec::new()))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Document, E> {
+                Ok(Document(Vec::new()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
+                PolicyVisitor.visit_map(map).map(|p| Document(vec![p]))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document, A::Error> {
+                let mut policies = Vec::new();
+                while let Some(policy) = seq.next_element::<Policy>()? {
+                    policies.push(policy);
+                }
+                Ok(Document(policies))
+            }
+        }
+        deserializer.deserialize_any(DocumentVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(PolicyVisitor)
+    }
+}
+
+/// Checks the cross-field rules inside the map visitor, so the error is located at the
+/// policy's mapping.
+struct PolicyVisitor;
+
+impl<'de> Visitor<'de> for PolicyVisitor {
+    type Value = Policy;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a policy mapping")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Policy, A::Error> {
+        let raw = RawPolicy::deserialize(MapAccessDeserializer::new(map))?;
+        raw.into_policy().map_err(de::Error::custom)
+    }
+}
+
+/// A policy name as written; validated on parse.
+struct PolicyName(String);
+
+impl<'de> Deserialize<'de> for PolicyName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        parse_str(deserializer, PolicyName::parse)
+    }
+}
+
+impl PolicyName {
+    fn parse(name: &str) -> Result<Self, String> {
+        let ok = name.len() <= 128
+            && name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphanumeric())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if ok {
+            Ok(Self(name.to_owned()))
+        } else {
+            Err(format!(
+                "`{}` is not a policy name (letters, digits, `_`, `-`, `.`; at most 128)",
+                name.escape_debug()
+            ))
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(alias = "policy_name")]
+    name: PolicyName,
+    #[serde(rename = "type", alias = "policy_type")]
+    kind: PolicyKind,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    targets: Targets,
+    #[serde(default)]
+    rules: RawRules,
+}
+
+/// Every rule field of every kind; `into_policy` checks which belong to the kind.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRules {
+    #[serde(default, alias = "require_approval_for")]
+    tools: Option<Vec<Glob>>,
+    #[serde(default)]
+    approvers: Option<Vec<String>>,
+    #[serde(default)]
+    window: Option<Window>,
+    #[serde(default)]
+    max: Option<MaxCount>,
+    #[serde(default)]
+    per: Option<Vec<CountKey>>,
+    #[serde(default)]
+    timezone: Option<Zone>,
+    #[serde(default)]
+    days: Option<Vec<Day>>,
+    #[serde(default)]
+    hours: Option<HourRange>,
+    #[serde(default)]
+    usd: Option<UsdMicros>,
+    #[serde(default)]
+    period: Option<BudgetPeriod>,
+    #[serde(default)]
+    allow: Option<Vec<Glob>>,
+    #[serde(default)]
+    deny: Option<Vec<Glob>>,
+    #[serde(default)]
+    paths: Option<Vec<Glob>>,
+    #[serde(default)]
+    hosts: Option<Vec<Glob>>,
+    #[serde(default)]
+    secrets: Option<Vec<Glob>>,
+}
+
+impl RawRules {
+    fn present(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (name, present) in [
+            ("tools", self.tools.is_some()),
+            ("approvers", self.approvers.is_some()),
+            ("window", self.window.is_some()),
+            ("max", self.max.is_some()),
+            ("per", self.per.is_some()),
+            ("timezone", self.timezone.is_some()),
+            ("days", self.days.is_some()),
+            ("hours", self.hours.is_some()),
+            ("usd", self.usd.is_some()),
+            ("period", self.period.is_some()),
+            ("allow", self.allow.is_some()),
+            ("deny", self.deny.is_some()),
+            ("paths", self.paths.is_some()),
+            ("hosts", self.hosts.is_some()),
+            ("secrets", self.secrets.is_some()),
+        ] {
+            if present {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+fn required<T>(value: Option<T>, field: &str, kind: PolicyKind) -> Result<T, String> {
+    value.ok_or_else(|| format!("rules.{field}: required for {} policies", kind.as_str()))
+}
+
+impl RawPolicy {
+    fn into_policy(self) -> Result<Policy, String> {
+        let kind = self.kind;
+        let allowed: &[&str] = match kind {
+            PolicyKind::ApprovalRequired => &["tools", "approvers"],
+            PolicyKind::RateLimit => &["window", "max", "per"],
+            PolicyKind::TimeWindow => &["timezone", "days", "hours"],
+            PolicyKind::Budget => &["usd", "period", "timezone", "per"],
+            PolicyKind::ToolAccess => &["allow", "deny"],
+            PolicyKind::DataScope => &["paths", "hosts", "secrets"],
+        };
+        if let Some(stray) = self
+            .rules
+            .present()
+            .into_iter()
+            .find(|f| !allowed.contains(f))
+        {
+            return Err(format!(
+                "rules.{stray}: not a field of {} policies (expected: {})",
+                kind.as_str(),
+                allowed.join(", ")
+            ));
+        }
+        let r = self.rules;
+        let rule = match kind {
+            PolicyKind::ApprovalRequired => Rule::ApprovalRequired(ApprovalRequired {
+                tools: r.tools,
+                approvers: r.approvers.unwrap_or_default(),
+            }),
+            PolicyKind::RateLimit => Rule::RateLimit(RateLimit {
+                window: required(r.window, "window", kind)?.0,
+                max: required(r.max, "max", kind)?.0,
+                per: r.per.unwrap_or_default(),
+            }),
+            PolicyKind::TimeWindow => Rule::TimeWindow(TimeWindow {
+                timezone: required(r.timezone, "timezone", kind)?,
+                days: match r.days {
+                    Some(days) if days.is_empty() => {
+                        return Err("rules.days: must name at least one day".into());
+                    }
+                    Some(days) => days,
+                    None => Day::ALL.to_vec(),
+                },
+                hours: r.hours.unwrap_or(HourRange::ALL_DAY),
+            }),
+            PolicyKind::Budget => Rule::Budget(Budget {
+                usd_micros: required(r.usd, "usd", kind)?.0,
+                period: required(r.period, "period", kind)?,
+                timezone: r.timezone.unwrap_or_else(Zone::utc),
+                per: r
+                    .per
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|k| match k {
+                        CountKey::Agent => Ok(BudgetKey::Agent),
+                        CountKey::Client => Ok(BudgetKey::Client),
+                        CountKey::Tool => {
+                            Err("rules.per: budgets are per agent or client, not tool".to_owned())
+                        }
+                    })
+                    .collect::<Result<_, _>>()?,
+            }),
+            PolicyKind::ToolAccess => {
+                if r.allow.is_none() && r.deny.is_none() {
+                    return Err("rules: a tool_access policy needs `allow` or `deny`".into());
+                }
+                Rule::ToolAccess(ToolAccess {
+                    allow: r.allow,
+                    deny: r.deny.unwrap_or_default(),
+                })
+            }
+            PolicyKind::DataScope => Rule::DataScope(DataScope {
+                paths: r.paths.unwrap_or_default(),
+                hosts: r.hosts.unwrap_or_default(),
+                secrets: r.secrets.unwrap_or_default(),
+            }),
+        };
+        Ok(Policy {
+            name: self.name.0,
+            description: self.description,
+            targets: self.targets,
+            rule,
+            source: String::new(),
+        })
+    }
+}

@@ -1,0 +1,377 @@
+//! Parsing and validation of policy files: every kind, the seed's format, located
+//! errors (file, line, field), duplicates across files, and hostile input.
+
+use agentplane_core::policy::{
+    BudgetPeriod, CountKey, Day, PolicyError, PolicyKind, PolicySet, PolicySource, Rule,
+    parse_source,
+};
+
+fn errors(name: &str, text: &str) -> Vec<PolicyError> {
+    parse_source(name, text).expect_err("should be invalid")
+}
+
+fn one_error(name: &str, text: &str) -> String {
+    let e = errors(name, text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    e[0].to_string()
+}
+
+#[test]
+fn every_kind_parses() {
+    let text = r#"
+- name: approve-mail
+  type: approval_required
+  targets: {tools: [send_email]}
+  rules: {approvers: [lead@example.com]}
+- name: github-rate
+  type: rate_limit
+  targets: {tools: ["mcp__github__*"]}
+  rules: {window: 1m, max: 30, per: [agent, client]}
+- name: office-hours
+  type: time_window
+  targets: {tags: [customer-facing]}
+  rules: {timezone: Europe/Berlin, days: [mon, tue, wednesday, Thu, fri], hours: "09:00-17:00"}
+- name: monthly
+  type: budget
+  targets: {agents: [support]}
+  rules: {usd: 25.5, period: month, per: [client]}
+- name: no-shell
+  type: tool_access
+  rules: {allow: ["mcp__*", read_file], deny: [shell]}
+- name: support-data
+  type: data_scope
+  targets: {agents: [support]}
+  rules: {paths: ["/srv/tickets/*"], hosts: ["*.example.com"], secrets: [ZENDESK_TOKEN]}
+"#;
+    let policies = parse_source("all.yaml", text).unwrap();
+    let kinds: Vec<PolicyKind> = policies.iter().map(|p| p.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            PolicyKind::ApprovalRequired,
+            PolicyKind::RateLimit,
+            PolicyKind::TimeWindow,
+            PolicyKind::Budget,
+            PolicyKind::ToolAccess,
+            PolicyKind::DataScope
+        ]
+    );
+    match policies[1].rule() {
+        Rule::RateLimit(r) => {
+            assert_eq!(r.max, 30);
+            assert_eq!(r.window.as_secs(), 60);
+            assert_eq!(r.per, [CountKey::Agent, CountKey::Client]);
+        }
+        other => panic!("{other:?}"),
+    }
+    match policies[2].rule() {
+        Rule::TimeWindow(w) => {
+            assert_eq!(w.days, [Day::Mon, Day::Tue, Day::Wed, Day::Thu, Day::Fri]);
+            assert_eq!(w.timezone.name(), "Europe/Berlin");
+        }
+        other => panic!("{other:?}"),
+    }
+    match policies[3].rule() {
+        Rule::Budget(b) => {
+            assert_eq!(b.usd_micros, 25_500_000);
+            assert_eq!(b.period, BudgetPeriod::Month);
+            assert_eq!(b.timezone.name(), "UTC");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(policies.iter().all(|p| p.source() == "all.yaml"));
+    assert!(
+        policies[4].summary().contains("deny shell"),
+        "{}",
+        policies[4].summary()
+    );
+}
+
+#[test]
+fn the_seed_example_parses_with_its_field_names() {
+    // ADR-002's example, with `applies_to`/`target_tags` written as `targets`.
+    let text = "policy_name: customer-email-approval
+policy_type: approval_required
+targets:
+  tags: [customer-facing]
+rules:
+  require_approval_for: [send_email]
+  approvers: [manager@co.com]
+";
+    let p = &parse_source("seed.yaml", text).unwrap()[0];
+    assert_eq!(p.name(), "customer-email-approval");
+    match p.rule() {
+        Rule::ApprovalRequired(a) => {
+            assert_eq!(a.tools.as_ref().unwrap()[0].as_str(), "send_email");
+            assert_eq!(a.approvers, ["manager@co.com"]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn several_documents_in_one_file() {
+    let text = "name: a\ntype: tool_access\nrules: {deny: [x]}\n---\nname: b\ntype: tool_access\nrules: {deny: [y]}\n";
+    assert_eq!(parse_source("two.yaml", text).unwrap().len(), 2);
+    assert!(parse_source("empty.yaml", "").unwrap().is_empty());
+    assert!(
+        parse_source("comment.yaml", "# nothing yet\n")
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_bad_value_names_file_line_and_field() {
+    let text = "name: mail\ntype: rate_limit\nrules:\n  window: 1m\n  max: 0\n";
+    assert_eq!(
+        one_error("policies/email.yaml", text),
+        "policies/email.yaml:5: rules.max: must be at least 1"
+    );
+    let e = one_error(
+        "w.yaml",
+        "name: w\ntype: rate_limit\nrules:\n  window: 10x\n  max: 3\n",
+    );
+    assert!(
+        e.starts_with("w.yaml:4: rules.window: `10x` is not a window"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_fields_are_errors_with_their_name() {
+    let e = errors(
+        "u.yaml",
+        "name: u\ntype: tool_access\nrules: {deny: [x]}\ncolour: red\n",
+    );
+    assert_eq!(e[0].line, Some(4), "{e:?}");
+    assert_eq!(e[0].field.as_deref(), Some("colour"), "{e:?}");
+    let e = errors(
+        "u.yaml",
+        "name: u\ntype: tool_access\nrules:\n  deny: [x]\n  alow: [y]\n",
+    );
+    assert_eq!(e[0].line, Some(5), "{e:?}");
+    assert_eq!(e[0].field.as_deref(), Some("rules.alow"), "{e:?}");
+    let e = one_error(
+        "t.yaml",
+        "name: t\ntype: tool_access\ntargets: {agent: [x]}\nrules: {deny: [x]}\n",
+    );
+    assert!(
+        e.starts_with("t.yaml:3: targets.agent: unknown field `agent`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn fields_of_another_kind_and_missing_fields_are_errors() {
+    let e = one_error(
+        "k.yaml",
+        "name: k\ntype: tool_access\nrules: {deny: [x], max: 3}\n",
+    );
+    assert!(
+        e.starts_with("k.yaml:1: rules.max: not a field of tool_access policies"),
+        "{e}"
+    );
+    let e = one_error("k.yaml", "name: k\ntype: rate_limit\nrules: {window: 1m}\n");
+    assert_eq!(e, "k.yaml:1: rules.max: required for rate_limit policies");
+    let e = one_error("k.yaml", "name: k\ntype: tool_access\n");
+    assert!(e.contains("needs `allow` or `deny`"), "{e}");
+    let e = one_error(
+        "k.yaml",
+        "name: k\ntype: budget\nrules: {usd: 5, period: day, per: [tool]}\n",
+    );
+    assert!(
+        e.contains("rules.per: budgets are per agent or client"),
+        "{e}"
+    );
+    let e = one_error("k.yaml", "type: budget\nrules: {usd: 5, period: day}\n");
+    assert!(e.contains("missing field `name`"), "{e}");
+    let e = one_error("k.yaml", "name: k\ntype: forbid_everything\n");
+    assert!(e.starts_with("k.yaml:2: type: unknown variant"), "{e}");
+}
+
+#[test]
+fn list_form_errors_name_the_element() {
+    let text = "- name: a\n  type: tool_access\n  rules: {deny: [x]}\n- name: b\n  type: rate_limit\n  rules: {window: 1m}\n";
+    let e = one_error("l.yaml", text);
+    assert_eq!(
+        e,
+        "l.yaml:4: [1].rules.max: required for rate_limit policies"
+    );
+}
+
+#[test]
+fn bad_values_of_each_kind_are_refused() {
+    for (text, expect) in [
+        (
+            "name: t\ntype: time_window\nrules: {timezone: Mars/Base}\n",
+            "3: rules.timezone: `Mars/Base` is not an IANA time zone",
+        ),
+        (
+            "name: t\ntype: time_window\nrules: {timezone: UTC, hours: '17:00-17:00'}\n",
+            "rules.hours",
+        ),
+        (
+            "name: t\ntype: time_window\nrules: {timezone: UTC, days: [someday]}\n",
+            "rules.days",
+        ),
+        (
+            "name: t\ntype: time_window\nrules: {timezone: UTC, days: []}\n",
+            "must name at least one day",
+        ),
+        (
+            "name: t\ntype: budget\nrules: {usd: -1, period: day}\n",
+            "rules.usd: must be more than 0",
+        ),
+        (
+            "name: t\ntype: budget\nrules: {usd: .nan, period: day}\n",
+            "rules.usd",
+        ),
+        (
+            "name: t\ntype: budget\nrules: {usd: 5, period: fortnight}\n",
+            "rules.period",
+        ),
+        (
+            "name: t\ntype: rate_limit\nrules: {window: 0s, max: 1}\n",
+            "rules.window: must be at least 1s",
+        ),
+        (
+            "name: t\ntype: rate_limit\nrules: {window: 1s, max: 99999999999}\n",
+            "rules.max",
+        ),
+        (
+            "name: t\ntype: tool_access\nrules: {deny: ['']}\n",
+            "rules.deny",
+        ),
+        (
+            "name: t\ntype: tool_access\ntargets: {tools: ['a b']}\nrules: {deny: [x]}\n",
+            "targets.tools",
+        ),
+        (
+            "name: 'bad name'\ntype: tool_access\nrules: {deny: [x]}\n",
+            "1: name: `bad name` is not a policy name",
+        ),
+        ("just a string\n", "a policy (a mapping) or a list"),
+    ] {
+        let e = one_error("v.yaml", text);
+        assert!(e.contains(expect), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn duplicate_names_across_files_are_errors() {
+    let a = "name: mail\ntype: tool_access\nrules: {deny: [x]}\n";
+    let b = "# second\nname: other\ntype: tool_access\nrules: {deny: [x]}\n---\nname: \"mail\"\ntype: tool_access\nrules: {deny: [y]}\n";
+    let e = PolicySet::parse(&[
+        PolicySource {
+            name: "a.yaml",
+            text: a,
+        },
+        PolicySource {
+            name: "b.yaml",
+            text: b,
+        },
+    ])
+    .unwrap_err();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        e[0].to_string(),
+        "b.yaml:6: name: duplicate policy name `mail` (first in a.yaml)"
+    );
+    let ok = PolicySet::parse(&[PolicySource {
+        name: "a.yaml",
+        text: a,
+    }])
+    .unwrap();
+    assert_eq!(ok.len(), 1);
+    assert!(ok.get("mail").is_some());
+}
+
+#[test]
+fn all_errors_of_all_files_are_reported() {
+    let e = PolicySet::parse(&[
+        PolicySource {
+            name: "a.yaml",
+            text: "name: a\ntype: nope\n",
+        },
+        PolicySource {
+            name: "b.yaml",
+            text: "name: [\n",
+        },
+    ])
+    .unwrap_err();
+    assert!(e.len() >= 2, "{e:?}");
+    assert_eq!(e[0].source, "a.yaml");
+    assert!(
+        e[1..]
+            .iter()
+            .all(|e| e.source == "b.yaml" && e.line.is_some()),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_file_over_one_mebibyte_is_refused() {
+    // Too big.
+    let huge = format!("description: \"{}\"\n", "x".repeat(1024 * 1024));
+    assert!(one_error("huge.yaml", &huge).contains("larger than"));
+}
+
+#[test]
+fn deeply_nested_yaml_is_refused() {
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    assert!(parse_source("deep.yaml", &deep).is_err());
+    let deep = format!(
+        "name: d\ntype: data_scope\nrules: {{paths: {}{}}}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    assert!(parse_source("deep.yaml", &deep).is_err());
+    let deep = format!(
+        "name: d\ntype: data_scope\ndescription: {}x{}\n",
+        "{a: ".repeat(50_000),
+        "}".repeat(50_000)
+    );
+    assert!(parse_source("deep.yaml", &deep).is_err());
+}
+
+#[test]
+fn an_alias_bomb_is_refused() {
+    // Billion laughs: each alias level multiplies by ten.
+    let mut bomb = String::from(
+        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    for level in b'b'..=b'j' {
+        let prev = (level - 1) as char;
+        let cur = level as char;
+        bomb.push_str(&format!("{cur}: &{cur} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+    }
+    let started = std::time::Instant::now();
+    let e = one_error("bomb.yaml", &bomb);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{e}");
+    let in_a_field = format!("- name: x\n  type: data_scope\n  description: {bomb}");
+    assert!(parse_source("bomb2.yaml", &in_a_field).is_err());
+}
+
+#[test]
+fn binary_garbage_is_refused() {
+    // Control characters and stray tabs.
+    assert!(parse_source("bin.yaml", "\u{1}\u{2}\u{7f}\u{0}garbage").is_err());
+}
+
+#[test]
+fn the_pre_scan_leaves_ordinary_text_alone() {
+    let text = "name: g\ntype: tool_access\ndescription: R & D's tools # a * comment\nrules: {deny: [\"*_email\", 'mcp__*'], allow: [mcp__github__*]}\n";
+    let p = parse_source("g.yaml", text).unwrap();
+    assert_eq!(p.len(), 1);
+    let e = one_error(
+        "g.yaml",
+        "name: g\ntype: tool_access\nrules: {deny: [*_email]}\n",
+    );
+    assert!(e.starts_with("g.yaml:3: YAML anchors and aliases"), "{e}");
+    let e = one_error(
+        "g.yaml",
+        "name: g\ntype: tool_access\nrules:\n  deny: [x]\n\u{1}\n",
+    );
+    assert!(e.starts_with("g.yaml:5: control character U+0001"), "{e}");
+}
