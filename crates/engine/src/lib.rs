@@ -10,6 +10,7 @@ pub mod harmony;
 pub mod hub;
 pub mod model_choice;
 pub mod permissions;
+pub mod policy;
 pub mod ports;
 pub mod schema;
 pub mod turn;

@@ -1,0 +1,358 @@
+//! Policy evaluation: given a validated `PolicySet` and the facts of one request, the
+//! decision (allow, deny, require approval) and the stateful rules that apply (rate
+//! limits, budgets, data scopes) for the parts that count and enforce them. Pure and
+//! allocation-light: no clock, no I/O; the caller passes the instant.
+//!
+//! Precedence (documented in `docs/policies.md`): any deny wins (a `tool_access` refusal
+//! or a `time_window` the instant is outside of); then `approval_required`; then allow.
+//! Among several policies of the same effect, the first in set order is reported.
+
+use agentplane_core::policy::{
+    Budget, DataScope, Policy, PolicySet, RateLimit, Rule, TimeWindow, Timestamp,
+};
+
+/// The facts of one request that policies select on.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestContext<'a> {
+    /// The agent's name.
+    pub agent: &'a str,
+    /// The agent's tags.
+    pub tags: &'a [String],
+    /// The tool being called; `None` for a turn-level check (policies that name tools
+    /// do not apply then).
+    pub tool: Option<&'a str>,
+    /// The client's id.
+    pub client: &'a str,
+    /// When the request happens.
+    pub at: Timestamp,
+}
+
+/// What policy says about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision<'p> {
+    /// No policy objects.
+    Allow,
+    /// A policy forbids it; `reason` is for the user and the log.
+    Deny {
+        /// The name of the first denying policy.
+        policy: &'p str,
+        /// Why, in words.
+        reason: String,
+    },
+    /// It may run only after a person approves it.
+    RequireApproval {
+        /// The name of the first policy demanding approval.
+        policy: &'p str,
+    },
+}
+
+/// Whether a policy's targets select this request.
+fn applies(policy: &Policy, ctx: &RequestContext<'_>) -> bool {
+    policy
+        .targets()
+        .matches(ctx.agent, ctx.tags, ctx.tool, ctx.client)
+}
+
+/// The policies whose targets select this request, in set order.
+pub fn applicable<'p>(
+    set: &'p PolicySet,
+    ctx: &RequestContext<'_>,
+) -> impl Iterator<Item = &'p Policy> {
+    let ctx = *ctx;
+    set.policies().iter().filter(move |p| applies(p, &ctx))
+}
+
+/// Decides a request. Deny wins over everything, then approval, then allow.
+pub fn evaluate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Decision<'p> {
+    let mut approval: Option<&'p str> = None;
+    for policy in applicable(set, ctx) {
+        match policy.rule() {
+            Rule::ToolAccess(access) => {
+                if let Some(tool) = ctx.tool
+                    && let Some(reason) = access.refusal(tool)
+                {
+                    return Decision::Deny {
+                        policy: policy.name(),
+                        reason,
+                    };
+                }
+            }
+            Rule::TimeWindow(window) => {
+                if !window.contains(ctx.at) {
+                    return Decision::Deny {
+                        policy: policy.name(),
+                        reason: format!("outside the allowed time ({})", window.summary()),
+                    };
+                }
+            }
+            Rule::ApprovalRequired(rule) => {
+                let needed = match (&rule.tools, ctx.tool) {
+                    (None, Some(_)) => true,
+                    (Some(tools), Some(tool)) => tools.iter().any(|g| g.matches(tool)),
+                    (_, None) => false,
+                };
+                if needed && approval.is_none() {
+                    approval = Some(policy.name());
+                }
+            }
+            Rule::RateLimit(_) | Rule::Budget(_) | Rule::DataScope(_) => {}
+        }
+    }
+    match approval {
+        Some(policy) => Decision::RequireApproval { policy },
+        None => Decision::Allow,
+    }
+}
+
+/// The rate limits that count this request, with their policy names.
+pub fn rate_limits<'p>(
+    set: &'p PolicySet,
+    ctx: &RequestContext<'_>,
+) -> Vec<(&'p str, &'p RateLimit)> {
+    applicable(set, ctx)
+        .filter_map(|p| match p.rule() {
+            Rule::RateLimit(r) => Some((p.name(), r)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The budgets this request spends from, with their policy names.
+pub fn budgets<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Vec<(&'p str, &'p Budget)> {
+    applicable(set, ctx)
+        .filter_map(|p| match p.rule() {
+            Rule::Budget(b) => Some((p.name(), b)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The time windows that apply, with their policy names (for showing when a request
+/// would next be allowed).
+pub fn time_windows<'p>(
+    set: &'p PolicySet,
+    ctx: &RequestContext<'_>,
+) -> Vec<(&'p str, &'p TimeWindow)> {
+    applicable(set, ctx)
+        .filter_map(|p| match p.rule() {
+            Rule::TimeWindow(w) => Some((p.name(), w)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The data scopes granted to this request, with their policy names.
+pub fn data_scopes<'p>(
+    set: &'p PolicySet,
+    ctx: &RequestContext<'_>,
+) -> Vec<(&'p str, &'p DataScope)> {
+    applicable(set, ctx)
+        .filter_map(|p| match p.rule() {
+            Rule::DataScope(d) => Some((p.name(), d)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::policy::PolicySource;
+
+    use super::*;
+
+    fn set(text: &str) -> PolicySet {
+        PolicySet::parse(&[PolicySource {
+            name: "t.yaml",
+            text,
+        }])
+        .expect("valid")
+    }
+
+    const NOON: &str = "2026-11-25T12:00:00Z"; // a Wednesday
+
+    fn ctx<'a>(tags: &'a [String], tool: Option<&'a str>, at: &str) -> RequestContext<'a> {
+        RequestContext {
+            agent: "support",
+            tags,
+            tool,
+            client: "alice",
+            at: at.parse().expect("instant"),
+        }
+    }
+
+    fn decide<'p>(set: &'p PolicySet, tool: &str) -> Decision<'p> {
+        evaluate(set, &ctx(&[], Some(tool), NOON))
+    }
+
+    #[test]
+    fn no_policies_allow_everything() {
+        assert_eq!(decide(&set(""), "shell"), Decision::Allow);
+    }
+
+    #[test]
+    fn tool_access_denies_by_deny_list_and_by_absence_from_allow_list() {
+        let s = set(
+            "name: t\ntype: tool_access\nrules: {allow: ['mcp__github__*', read_file], deny: [mcp__github__delete_repo]}\n",
+        );
+        assert_eq!(decide(&s, "mcp__github__create_issue"), Decision::Allow);
+        assert_eq!(decide(&s, "read_file"), Decision::Allow);
+        assert!(
+            matches!(decide(&s, "mcp__github__delete_repo"), Decision::Deny { policy: "t", reason } if reason.contains("denied"))
+        );
+        assert!(
+            matches!(decide(&s, "shell"), Decision::Deny { reason, .. } if reason.contains("allow list"))
+        );
+        // A turn-level check names no tool: tool_access has nothing to refuse.
+        assert_eq!(evaluate(&s, &ctx(&[], None, NOON)), Decision::Allow);
+    }
+
+    #[test]
+    fn approval_required_applies_to_its_tools_only() {
+        let s = set("name: mail\ntype: approval_required\nrules: {tools: [send_email]}\n");
+        assert_eq!(
+            decide(&s, "send_email"),
+            Decision::RequireApproval { policy: "mail" }
+        );
+        assert_eq!(decide(&s, "read_file"), Decision::Allow);
+        assert_eq!(evaluate(&s, &ctx(&[], None, NOON)), Decision::Allow);
+        let all = set("name: all\ntype: approval_required\ntargets: {agents: [support]}\n");
+        assert_eq!(
+            decide(&all, "anything"),
+            Decision::RequireApproval { policy: "all" }
+        );
+    }
+
+    #[test]
+    fn deny_wins_over_approval_and_the_first_policy_is_reported() {
+        let s = set(
+            "- name: mail\n  type: approval_required\n- name: deny-a\n  type: tool_access\n  rules: {deny: [send_email]}\n- name: deny-b\n  type: tool_access\n  rules: {deny: ['send_*']}\n",
+        );
+        assert!(matches!(
+            decide(&s, "send_email"),
+            Decision::Deny {
+                policy: "deny-a",
+                ..
+            }
+        ));
+        assert_eq!(
+            decide(&s, "read_file"),
+            Decision::RequireApproval { policy: "mail" }
+        );
+    }
+
+    #[test]
+    fn targets_select_by_agent_tag_tool_and_client() {
+        let s = set(
+            "name: t\ntype: tool_access\ntargets: {agents: ['supp*'], tags: [customer-facing], tools: [shell], clients: [alice]}\nrules: {deny: ['*']}\n",
+        );
+        let tags = vec!["internal".to_owned(), "customer-facing".to_owned()];
+        let hit = ctx(&tags, Some("shell"), NOON);
+        assert!(matches!(evaluate(&s, &hit), Decision::Deny { .. }));
+        assert_eq!(
+            evaluate(
+                &s,
+                &RequestContext {
+                    agent: "ops",
+                    ..hit
+                }
+            ),
+            Decision::Allow
+        );
+        assert_eq!(
+            evaluate(
+                &s,
+                &RequestContext {
+                    client: "bob",
+                    ..hit
+                }
+            ),
+            Decision::Allow
+        );
+        assert_eq!(
+            evaluate(
+                &s,
+                &RequestContext {
+                    tool: Some("read_file"),
+                    ..hit
+                }
+            ),
+            Decision::Allow
+        );
+        assert_eq!(
+            evaluate(&s, &RequestContext { tags: &[], ..hit }),
+            Decision::Allow
+        );
+    }
+
+    #[test]
+    fn a_time_window_denies_outside_its_hours_across_daylight_saving() {
+        let s = set(
+            "name: office\ntype: time_window\nrules: {timezone: Europe/Berlin, days: [mon, tue, wed, thu, fri, sat, sun], hours: '09:00-17:00'}\n",
+        );
+        let at = |t: &str| evaluate(&s, &ctx(&[], Some("x"), t));
+        // Spring forward, Sunday 2026-03-29: 09:00 local is 08:00Z before, 07:00Z on the day.
+        assert!(matches!(
+            at("2026-03-28T07:30:00Z"),
+            Decision::Deny {
+                policy: "office",
+                ..
+            }
+        ));
+        assert_eq!(at("2026-03-29T07:30:00Z"), Decision::Allow);
+        // Fall back, Sunday 2026-10-25: 09:00 local is 07:00Z before, 08:00Z on the day.
+        assert_eq!(at("2026-10-24T07:30:00Z"), Decision::Allow);
+        assert!(
+            matches!(at("2026-10-25T07:30:00Z"), Decision::Deny { reason, .. } if reason.contains("Europe/Berlin"))
+        );
+        assert_eq!(at("2026-10-25T15:30:00Z"), Decision::Allow);
+        assert!(matches!(at("2026-10-25T16:00:00Z"), Decision::Deny { .. }));
+    }
+
+    #[test]
+    fn a_time_window_also_governs_turn_level_checks() {
+        let s = set(
+            "name: weekdays\ntype: time_window\nrules: {timezone: UTC, days: [mon, tue, wed, thu, fri]}\n",
+        );
+        assert_eq!(evaluate(&s, &ctx(&[], None, NOON)), Decision::Allow);
+        assert!(matches!(
+            evaluate(&s, &ctx(&[], None, "2026-11-28T12:00:00Z")),
+            Decision::Deny { .. }
+        ));
+    }
+
+    #[test]
+    fn stateful_rules_are_listed_for_the_parts_that_enforce_them() {
+        let s = set(
+            "- name: rl\n  type: rate_limit\n  targets: {tools: ['mcp__*']}\n  rules: {window: 1m, max: 5}\n- name: money\n  type: budget\n  rules: {usd: 10, period: day}\n- name: other-agent\n  type: budget\n  targets: {agents: [ops]}\n  rules: {usd: 1, period: day}\n- name: scope\n  type: data_scope\n  rules: {secrets: [GITHUB_TOKEN]}\n- name: tw\n  type: time_window\n  rules: {timezone: UTC}\n",
+        );
+        let c = ctx(&[], Some("mcp__github__x"), NOON);
+        assert_eq!(
+            evaluate(&s, &c),
+            Decision::Allow,
+            "rate limits and budgets do not decide here"
+        );
+        let names = |v: Vec<&str>| v.join(",");
+        assert_eq!(
+            names(rate_limits(&s, &c).into_iter().map(|(n, _)| n).collect()),
+            "rl"
+        );
+        assert_eq!(
+            names(budgets(&s, &c).into_iter().map(|(n, _)| n).collect()),
+            "money"
+        );
+        assert_eq!(
+            names(data_scopes(&s, &c).into_iter().map(|(n, _)| n).collect()),
+            "scope"
+        );
+        assert_eq!(
+            names(time_windows(&s, &c).into_iter().map(|(n, _)| n).collect()),
+            "tw"
+        );
+        let turn = ctx(&[], None, NOON);
+        assert!(
+            rate_limits(&s, &turn).is_empty(),
+            "tool-targeted limits skip turn checks"
+        );
+        assert_eq!(rate_limits(&s, &c)[0].1.max, 5);
+    }
+}
