@@ -38,6 +38,8 @@ enum Command {
     History(commands::history::HistoryArgs),
     /// MCP: list the configured servers, or serve agents as MCP tools on stdio.
     Mcp(commands::mcp::McpArgs),
+    /// Policies as code: `policy check DIR` validates a policies directory (for CI).
+    Policy(commands::policy::PolicyArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +75,7 @@ fn main() -> ExitCode {
             Command::Threads(args) => commands::threads::run(args).await,
             Command::History(args) => commands::history::run(args).await,
             Command::Mcp(args) => commands::mcp::run(cli.config.as_deref(), args).await,
+            Command::Policy(args) => commands::policy::run(args),
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod history;
 pub mod mcp;
+pub mod policy;
 pub mod remote;
 pub mod run;
 pub mod runlog;

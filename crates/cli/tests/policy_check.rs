@@ -1,0 +1,183 @@
+//! `agentplane policy check DIR` as a child process: the shipped examples pass, and
+//! every kind of broken or hostile file makes it exit 2 with a located error.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn check(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentplane"))
+        .args(["policy", "check"])
+        .arg(dir)
+        .env("AGENTPLANE_LOG", "error")
+        .output()
+        .expect("run agentplane")
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies")
+}
+
+/// A tempdir holding one valid policy plus `name` with `contents`.
+fn dir_with(name: &str, contents: &[u8]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("ok.yaml"),
+        "name: ok\ntype: tool_access\nrules: {deny: [shell]}\n",
+    )
+    .expect("write");
+    std::fs::write(dir.path().join(name), contents).expect("write");
+    dir
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_invalid(out: &Output, expect: &str) {
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", stderr(out));
+    assert!(
+        stderr(out).contains(expect),
+        "want {expect:?} in: {}",
+        stderr(out)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("policies OK"));
+}
+
+#[test]
+fn the_examples_are_valid() {
+    let out = check(&examples());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert!(stdout.starts_with("6 policies OK\n"), "{stdout}");
+    assert!(
+        stdout.contains("customer-email-approval: approval_required [tags=customer-facing]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("berlin-office-hours: time_window"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_missing_directory_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert_invalid(
+        &check(&dir.path().join("nope")),
+        "cannot read policies directory",
+    );
+}
+
+#[test]
+fn other_files_and_subdirectories_are_ignored() {
+    let dir = dir_with("README.md", b"not yaml: [");
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+    std::fs::write(dir.path().join("sub/bad.yaml"), "nope: [").expect("write");
+    let out = check(dir.path());
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("1 policies OK"));
+}
+
+#[test]
+fn bad_yaml_exits_2_with_the_line() {
+    let out = check(
+        dir_with(
+            "bad.yaml",
+            b"name: x\ntype: tool_access\nrules: {deny: [x\n",
+        )
+        .path(),
+    );
+    assert_invalid(&out, "bad.yaml:");
+}
+
+#[test]
+fn an_unknown_field_exits_2_naming_it() {
+    let out = check(
+        dir_with(
+            "u.yml",
+            b"name: x\ntype: tool_access\nrules: {deny: [x]}\nowner: me\n",
+        )
+        .path(),
+    );
+    assert_invalid(&out, "u.yml:4: owner: unknown field `owner`");
+}
+
+#[test]
+fn a_bad_time_zone_exits_2() {
+    let out = check(
+        dir_with(
+            "tz.yaml",
+            b"name: x\ntype: time_window\nrules:\n  timezone: Europe/Atlantis\n",
+        )
+        .path(),
+    );
+    assert_invalid(
+        &out,
+        "tz.yaml:4: rules.timezone: `Europe/Atlantis` is not an IANA time zone",
+    );
+}
+
+#[test]
+fn duplicate_names_across_files_exit_2() {
+    let out = check(
+        dir_with(
+            "z.yaml",
+            b"name: ok\ntype: tool_access\nrules: {deny: [x]}\n",
+        )
+        .path(),
+    );
+    assert_invalid(&out, "z.yaml:1: name: duplicate policy name `ok`");
+}
+
+#[test]
+fn a_file_over_one_mebibyte_is_refused() {
+    let mut big = b"# ".to_vec();
+    big.resize(2 * 1024 * 1024, b'x');
+    let out = check(dir_with("big.yaml", &big).path());
+    assert_invalid(&out, "big.yaml: file is larger than 1048576 bytes");
+}
+
+#[test]
+fn binary_garbage_is_refused() {
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let out = check(dir_with("bin.yaml", &garbage).path());
+    assert_invalid(&out, "bin.yaml: not UTF-8 text");
+    let out = check(dir_with("ctl.yaml", b"\x01\x02\x00name: x\n").path());
+    assert_invalid(&out, "ctl.yaml:1: control character");
+}
+
+#[test]
+fn deep_nesting_and_alias_bombs_are_refused_quickly() {
+    let deep = format!(
+        "name: d\ntype: data_scope\nrules: {{paths: {}{}}}\n",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let mut bomb = String::from(
+        "name: b\ntype: data_scope\nrules:\n  paths: &a [\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\",\"x\"]\n",
+    );
+    for level in b'b'..=b'j' {
+        let (prev, cur) = ((level - 1) as char, level as char);
+        bomb.push_str(&format!("  hosts: &{cur} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]\n"));
+    }
+    for (name, text, expect) in [
+        (
+            "deep.yaml",
+            deep,
+            "deep.yaml:3: nested deeper than 32 levels",
+        ),
+        (
+            "bomb.yaml",
+            bomb,
+            "bomb.yaml:4: YAML anchors and aliases are not allowed",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = check(dir_with(name, text.as_bytes()).path());
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_invalid(&out, expect);
+    }
+}
