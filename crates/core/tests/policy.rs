@@ -375,3 +375,17 @@ fn the_pre_scan_leaves_ordinary_text_alone() {
     );
     assert!(e.starts_with("g.yaml:5: control character U+0001"), "{e}");
 }
+
+#[test]
+fn plain_scalars_and_block_text_parse_as_written() {
+    let text = "name: h\ntype: time_window\ndescription: |\n  Weekdays only. Globs like mcp__* are fine here; so is R&D.\nrules:\n  timezone: America/New_York\n  days: [Monday, SAT]\n  hours: 22:00-06:00\n";
+    let p = parse_source("h.yaml", text).unwrap();
+    match p[0].rule() {
+        Rule::TimeWindow(w) => {
+            assert_eq!(w.days, [Day::Mon, Day::Sat]);
+            assert_eq!(w.hours.to_string(), "22:00-06:00");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(p[0].description().unwrap().contains("mcp__*"));
+}

@@ -15,6 +15,7 @@ mod guard;
 pub mod rate_limit;
 pub mod targets;
 pub mod time_window;
+pub mod tool_access;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -32,8 +33,6 @@ pub use rate_limit::{CountKey, RateLimit};
 pub use targets::Targets;
 pub use time_window::{Day, HourRange, TimeWindow, Zone};
 pub use tool_access::ToolAccess;
-
-pub mod tool_access;
 
 use budget::UsdMicros;
 use rate_limit::{MaxCount, Window};
