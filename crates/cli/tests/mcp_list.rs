@@ -5,24 +5,13 @@
 use std::path::Path;
 use std::process::Command;
 
+use agentplane_testkit::peers;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentplane");
 
-fn peer(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!(
-            "{var} is not set: run ./scripts/test.sh, or eval \"$(scripts/test-peers.sh)\" first"
-        )
-    })
-}
-
 fn everything() -> String {
-    let node = peer("AGENTPLANE_TEST_NODE");
-    let peers = peer("AGENTPLANE_TEST_NODE_PEERS");
-    let script =
-        format!("{peers}/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    format!("command = {node:?}\nargs = [{script:?}, \"stdio\"]\ncwd = \"servers\"\n")
+    format!("{}cwd = \"servers\"\n", peers::mcp_everything_toml())
 }
 
 /// Processes whose working directory is `dir`.

@@ -7,27 +7,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use agentplane_testkit::{Scenario, ScriptedServer, Step};
+use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentplane");
 /// How long the process may take to exit once told to.
 const EXIT_BUDGET: Duration = Duration::from_secs(10);
-
-/// The Python with the `mcp` package; set by `eval "$(scripts/test-peers.sh)"`.
-fn python() -> PathBuf {
-    match std::env::var_os("AGENTPLANE_TEST_PYTHON") {
-        Some(python) => PathBuf::from(python),
-        None => panic!(
-            "AGENTPLANE_TEST_PYTHON is not set: the MCP tests need the `mcp` PyPI client; \
-             run `eval \"$(scripts/test-peers.sh)\"` first (scripts/test.sh does it)"
-        ),
-    }
-}
-
-fn client_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mcp_client.py")
-}
 
 struct Sandbox {
     _dir: tempfile::TempDir,
@@ -62,9 +47,9 @@ fn sandbox(model_url: &str) -> Sandbox {
 /// The MCP client, starting `agentplane --config … mcp serve` in the sandbox's
 /// workspace. Runs on a blocking thread: the scripted model shares the test's runtime.
 async fn mcp_client(sb: &Sandbox, args: &[&str]) -> Value {
-    let mut command = Command::new(python());
+    let mut command = Command::new(peers::python());
     command
-        .arg(client_script())
+        .arg(peers::mcp_client_script())
         .args(["--timeout", "60", "--stdio", BIN])
         .args(args)
         .arg("--")
@@ -77,14 +62,7 @@ async fn mcp_client(sb: &Sandbox, args: &[&str]) -> Value {
         .await
         .expect("join")
         .expect("the MCP client runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "the MCP client printed no JSON ({e}); status {:?}\nstdout: {stdout}\nstderr: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    peers::client_json(&output)
 }
 
 /// The server alone, with its stdin and stdout as pipes.

@@ -109,22 +109,29 @@ pub fn rate_limits<'p>(
     set: &'p PolicySet,
     ctx: &RequestContext<'_>,
 ) -> Vec<(&'p str, &'p RateLimit)> {
+    of_kind(set, ctx, |rule| match rule {
+        Rule::RateLimit(r) => Some(r),
+        _ => None,
+    })
+}
+
+/// The rules of one kind among the policies that apply, with their policy names.
+fn of_kind<'p, T>(
+    set: &'p PolicySet,
+    ctx: &RequestContext<'_>,
+    pick: impl Fn(&'p Rule) -> Option<&'p T>,
+) -> Vec<(&'p str, &'p T)> {
     applicable(set, ctx)
-        .filter_map(|p| match p.rule() {
-            Rule::RateLimit(r) => Some((p.name(), r)),
-            _ => None,
-        })
+        .filter_map(|p| Some((p.name(), pick(p.rule())?)))
         .collect()
 }
 
 /// The budgets this request spends from, with their policy names.
 pub fn budgets<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Vec<(&'p str, &'p Budget)> {
-    applicable(set, ctx)
-        .filter_map(|p| match p.rule() {
-            Rule::Budget(b) => Some((p.name(), b)),
-            _ => None,
-        })
-        .collect()
+    of_kind(set, ctx, |rule| match rule {
+        Rule::Budget(b) => Some(b),
+        _ => None,
+    })
 }
 
 /// The time windows that apply, with their policy names (for showing when a request
@@ -133,12 +140,10 @@ pub fn time_windows<'p>(
     set: &'p PolicySet,
     ctx: &RequestContext<'_>,
 ) -> Vec<(&'p str, &'p TimeWindow)> {
-    applicable(set, ctx)
-        .filter_map(|p| match p.rule() {
-            Rule::TimeWindow(w) => Some((p.name(), w)),
-            _ => None,
-        })
-        .collect()
+    of_kind(set, ctx, |rule| match rule {
+        Rule::TimeWindow(w) => Some(w),
+        _ => None,
+    })
 }
 
 /// The data scopes granted to this request, with their policy names.
@@ -146,12 +151,10 @@ pub fn data_scopes<'p>(
     set: &'p PolicySet,
     ctx: &RequestContext<'_>,
 ) -> Vec<(&'p str, &'p DataScope)> {
-    applicable(set, ctx)
-        .filter_map(|p| match p.rule() {
-            Rule::DataScope(d) => Some((p.name(), d)),
-            _ => None,
-        })
-        .collect()
+    of_kind(set, ctx, |rule| match rule {
+        Rule::DataScope(d) => Some(d),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -11,24 +11,9 @@ use agentplane_engine::hub::CreateThread;
 use agentplane_engine::ports::EventStore;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
-use agentplane_testkit::{Scenario, ScriptedServer, Step};
+use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-fn peer(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run the tests with ./scripts/test.sh, or eval \"$(scripts/test-peers.sh)\" first")
-    })
-}
-
-/// The server-everything command line, as TOML.
-fn everything_server() -> String {
-    let node = peer("AGENTPLANE_TEST_NODE");
-    let peers = peer("AGENTPLANE_TEST_NODE_PEERS");
-    let script =
-        format!("{peers}/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    format!("command = {node:?}\nargs = [{script:?}, \"stdio\"]\n")
-}
 
 /// Processes whose working directory is `dir`: the servers started for this test.
 fn processes_in(dir: &Path) -> Vec<u32> {
@@ -130,7 +115,7 @@ async fn an_agent_calls_an_mcp_tool_and_the_server_ends_with_the_turn() {
             ),
             Step::tool_call("finish_task", json!({"summary": "echoed"})),
         ],
-        &everything_server(),
+        &peers::mcp_everything_toml(),
     )
     .await;
     let (outcome, events) = run(&s, "Echo something.").await;
@@ -174,7 +159,7 @@ async fn arguments_outside_the_servers_schema_never_reach_it() {
             Step::tool_call("mcp__everything__get-sum", json!({"a": "one", "b": 2})),
             Step::tool_call("finish_task", json!({"summary": "gave up"})),
         ],
-        &everything_server(),
+        &peers::mcp_everything_toml(),
     )
     .await;
     let (outcome, events) = run(&s, "Add.").await;

@@ -61,6 +61,7 @@
 //! `stream_options.include_usage`, in one more chunk with `"choices": []`, unless the step
 //! says `omit_usage`. Then `data: [DONE]`.
 
+pub mod peers;
 mod reply;
 mod scenario;
 mod server;

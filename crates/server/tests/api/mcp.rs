@@ -1,37 +1,22 @@
 //! `/mcp`: the agents as MCP tools over streamable HTTP, checked with an MCP client the
 //! project did not write (the `mcp` PyPI package, through `testkit/peers/mcp_client.py`).
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use agentplane_testkit::Step;
+use agentplane_testkit::{Step, peers};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::harness::{Api, Setup, TOKEN};
 
 /// The Python with the `mcp` package; set by `eval "$(scripts/test-peers.sh)"`.
-fn python() -> PathBuf {
-    match std::env::var_os("AGENTPLANE_TEST_PYTHON") {
-        Some(python) => PathBuf::from(python),
-        None => panic!(
-            "AGENTPLANE_TEST_PYTHON is not set: the MCP tests need the `mcp` PyPI client; \
-             run `eval \"$(scripts/test-peers.sh)\"` first (scripts/test.sh does it)"
-        ),
-    }
-}
-
-fn client_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mcp_client.py")
-}
-
 /// Runs the Python client against the server's `/mcp` with these extra arguments, as
 /// `client` with the token (when the server has one), and returns its JSON document.
 async fn mcp_client(api: &Api, client: Option<&str>, args: &[&str]) -> Value {
-    let mut command = tokio::process::Command::new(python());
+    let mut command = tokio::process::Command::new(peers::python());
     command
-        .arg(client_script())
+        .arg(peers::mcp_client_script())
         .arg("--http")
         .arg(api.url("/mcp"))
         .args(["--timeout", "30"])
@@ -54,14 +39,7 @@ async fn mcp_client(api: &Api, client: Option<&str>, args: &[&str]) -> Value {
         .await
         .expect("the MCP client finishes in time")
         .expect("the MCP client runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "the MCP client printed no JSON ({e}); status {:?}\nstdout: {stdout}\nstderr: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    peers::client_json(&output)
 }
 
 fn workspace(api: &Api) -> String {
@@ -281,9 +259,9 @@ async fn without_the_token_there_is_no_session() {
         assert!(answer.headers.get("mcp-session-id").is_none());
     }
     // The real client, without a token, cannot connect either.
-    let mut command = tokio::process::Command::new(python());
+    let mut command = tokio::process::Command::new(peers::python());
     let output = command
-        .arg(client_script())
+        .arg(peers::mcp_client_script())
         .args(["--http", &api.url("/mcp"), "--timeout", "20"])
         .args(["--header", "X-Client-ID: mcp-eve"])
         .stdin(Stdio::null())

@@ -1,0 +1,57 @@
+//! Where the real protocol peers are: the npm and PyPI packages that
+//! `scripts/test-peers.sh` installs and announces in `AGENTPLANE_TEST_*` variables
+//! (`scripts/test.sh` does both). Tests that need a peer panic with the way to get it,
+//! rather than pass without it.
+
+use std::path::PathBuf;
+
+/// The value of a peer variable, or a panic saying how to set it.
+fn announced(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| {
+        panic!(
+            "{var} is not set: this test needs the peers of scripts/test-peers.sh; run \
+             ./scripts/test.sh, or `eval \"$(scripts/test-peers.sh)\"` first"
+        )
+    })
+}
+
+/// npm's `@modelcontextprotocol/server-everything` on stdio: the program and its args.
+pub fn mcp_everything_stdio() -> (String, Vec<String>) {
+    let script = format!(
+        "{}/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        announced("AGENTPLANE_TEST_NODE_PEERS")
+    );
+    (
+        announced("AGENTPLANE_TEST_NODE"),
+        vec![script, "stdio".to_owned()],
+    )
+}
+
+/// The same server as a `[mcp.servers.NAME]` body (`command` and `args` lines).
+pub fn mcp_everything_toml() -> String {
+    let (node, args) = mcp_everything_stdio();
+    format!("command = {node:?}\nargs = {args:?}\n")
+}
+
+/// A Python with PyPI's `mcp` package.
+pub fn python() -> PathBuf {
+    PathBuf::from(announced("AGENTPLANE_TEST_PYTHON"))
+}
+
+/// `peers/mcp_client.py`: an MCP client built on PyPI's `mcp` that prints one JSON
+/// document.
+pub fn mcp_client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/mcp_client.py")
+}
+
+/// The JSON document the client printed, or a panic showing what it printed instead.
+pub fn client_json(output: &std::process::Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "the MCP client printed no JSON ({e}); status {:?}\nstdout: {stdout}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
