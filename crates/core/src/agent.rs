@@ -38,6 +38,8 @@ pub struct NetworkAccess {
 pub struct AgentSpec {
     pub name: String,
     pub description: String,
+    /// Labels policies select agents by (`targets.tags`).
+    pub tags: Vec<String>,
     pub system_prompt: String,
     /// A model for this agent; `None` uses the configured default.
     pub model: Option<String>,

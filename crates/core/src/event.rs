@@ -60,6 +60,42 @@ impl PermissionDecision {
     }
 }
 
+/// How a person (or the clock) decided an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalOutcome {
+    /// Run the call exactly as planned.
+    Approved,
+    /// Run the call with arguments a person edited (validated against the tool's schema).
+    Edited,
+    /// Do not run it; the feedback goes back to the model.
+    Rejected,
+    /// Nobody decided in time: a rejection.
+    Expired,
+}
+
+impl ApprovalOutcome {
+    /// The name used on the wire and in the store.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Edited => "edited",
+            Self::Rejected => "rejected",
+            Self::Expired => "expired",
+        }
+    }
+
+    /// Whether the call runs.
+    pub fn runs(self) -> bool {
+        matches!(self, Self::Approved | Self::Edited)
+    }
+}
+
+/// Micro-dollars as dollars, for display and JSON.
+pub fn usd_of_micros(micros: u64) -> f64 {
+    micros as f64 / 1_000_000.0
+}
+
 /// Why a turn ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -162,6 +198,50 @@ pub enum EventPayload {
         output_tokens: u64,
         reported: bool,
     },
+    /// What one model call cost, priced from the configured table (local models: 0).
+    Cost {
+        provider: String,
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        /// Exact, for sums.
+        usd_micros: u64,
+        /// The same amount in dollars, for people.
+        usd: f64,
+    },
+    /// A tool call that policy sends to a person: the turn is suspended (no worker
+    /// held) until a decision or the expiry.
+    ApprovalRequested {
+        approval_id: String,
+        call_id: String,
+        tool: String,
+        /// The exact arguments; `null` when `retention.tool_args = "hash"`.
+        arguments: serde_json::Value,
+        args_preview_hash: String,
+        policy: String,
+        approvers: Vec<String>,
+        expires_at: String,
+    },
+    /// The decision; for `edited`, the arguments that will run (`null` under "hash").
+    ApprovalDecided {
+        approval_id: String,
+        outcome: ApprovalOutcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
+        /// Who decided: a client id, or `expiry`.
+        by: String,
+    },
+    /// Something the turn did that policy does not allow, found by the audit after it.
+    PolicyViolation {
+        policy: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        detail: String,
+    },
     Error {
         code: ErrorCode,
         message: String,
@@ -185,6 +265,10 @@ impl EventPayload {
             Self::PermissionResolved { .. } => "permission_resolved",
             Self::SecurityEvent { .. } => "security_event",
             Self::Usage { .. } => "usage",
+            Self::Cost { .. } => "cost",
+            Self::ApprovalRequested { .. } => "approval_requested",
+            Self::ApprovalDecided { .. } => "approval_decided",
+            Self::PolicyViolation { .. } => "policy_violation",
             Self::Error { .. } => "error",
             Self::TurnCompleted { .. } => "turn_completed",
         }

@@ -69,6 +69,7 @@ macro_rules! prefixed_id {
 prefixed_id!(ThreadId, "thr_", "thread");
 prefixed_id!(TurnId, "turn_", "turn");
 prefixed_id!(PermissionId, "perm_", "permission");
+prefixed_id!(ApprovalId, "apr_", "approval");
 
 #[cfg(test)]
 mod tests {

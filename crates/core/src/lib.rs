@@ -15,6 +15,8 @@ pub mod tool;
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};
 pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
 pub use error::ErrorCode;
-pub use event::{Event, EventPayload, PermissionDecision, StopReason, ToolStatus};
-pub use ids::{PermissionId, ThreadId, TurnId};
+pub use event::{
+    ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
+};
+pub use ids::{ApprovalId, PermissionId, ThreadId, TurnId};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};

@@ -31,6 +31,12 @@ pub enum ToolErrorKind {
     PermissionDenied,
     /// The call ran longer than its timeout and was stopped.
     Timeout,
+    /// A policy forbids the call (`tool_access`, `time_window`, `data_scope`).
+    PolicyDenied,
+    /// A `rate_limit` policy's window is full.
+    RateLimited,
+    /// A person rejected the call (with feedback), or its approval expired.
+    Rejected,
     /// The tool ran and failed (missing file, non-zero exit is *not* this: it is a result).
     ExecutionFailed,
     /// A Harmony-format tool payload above the size limit (seed 004).
@@ -49,6 +55,9 @@ impl ToolErrorKind {
             Self::NotAllowed => "not_allowed",
             Self::PermissionDenied => "permission_denied",
             Self::Timeout => "timeout",
+            Self::PolicyDenied => "policy_denied",
+            Self::RateLimited => "rate_limited",
+            Self::Rejected => "rejected",
             Self::ExecutionFailed => "execution_failed",
             Self::ToolPayloadTooLarge => "tool_payload_too_large",
             Self::ToolPayloadParseError => "tool_payload_parse_error",

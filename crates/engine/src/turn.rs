@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::governance::Governance;
 use crate::harmony;
 use crate::permissions::{self, PermissionBroker};
 use crate::ports::{
@@ -44,6 +45,7 @@ const DELTA_FLUSH_AFTER: Duration = Duration::from_millis(50);
 pub struct TurnDeps {
     pub store: Arc<dyn EventStore>,
     pub model: Arc<dyn ChatModel>,
+    pub governance: Arc<Governance>,
 }
 
 /// Permission handling of a turn: who wakes it and how long it waits.
@@ -56,6 +58,8 @@ pub struct PermissionSettings {
 /// Everything one turn needs, already resolved by the caller.
 pub struct TurnRequest {
     pub agent: AgentSpec,
+    /// The client the turn runs for (policies, budgets and rate limits select on it).
+    pub client: String,
     /// The model id to call, as resolved against the server.
     pub model: String,
     pub input: String,
@@ -324,6 +328,7 @@ impl ActiveTurn<'_> {
             workspace: request.workspace.clone(),
             timeout: Duration::from_millis(agent.limits.tool_timeout_ms),
             output_cap: agent.limits.tool_output_cap_bytes,
+            scope: None,
         };
 
         for step in 0..agent.limits.max_steps {

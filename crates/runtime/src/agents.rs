@@ -35,6 +35,7 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
     AgentSpec {
         name: name.to_owned(),
         description: agent.description.clone(),
+        tags: agent.tags.clone(),
         system_prompt: agent.system_prompt.clone(),
         model: agent.model.clone(),
         ensembles: agent.ensembles.clone(),
@@ -75,6 +76,7 @@ fn summary_schema() -> Value {
 fn engineering() -> AgentSpec {
     AgentSpec {
         name: "engineering".to_owned(),
+        tags: Vec::new(),
         description: "Changes code in the workspace: reads, edits, runs builds and tests."
             .to_owned(),
         system_prompt: "You are a careful software engineer working in a sandboxed workspace. \
@@ -108,6 +110,7 @@ fn engineering() -> AgentSpec {
 fn research() -> AgentSpec {
     AgentSpec {
         name: "research".to_owned(),
+        tags: Vec::new(),
         description: "Answers questions from the workspace's files and, when allowed, the web."
             .to_owned(),
         system_prompt: "You are a meticulous researcher. Gather evidence with the tools, \

@@ -140,6 +140,9 @@ pub struct StoreConfig {
 pub struct AgentConfig {
     #[serde(default)]
     pub description: String,
+    /// Labels that policies select agents by.
+    #[serde(default)]
+    pub tags: Vec<String>,
     pub system_prompt: String,
     #[serde(default)]
     pub model: Option<String>,

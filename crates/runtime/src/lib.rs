@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
+use agentplane_engine::governance::Governance;
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
 use agentplane_engine::ports::{Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
@@ -114,6 +115,7 @@ impl Runtime {
             TurnDeps {
                 store: store.clone(),
                 model,
+                governance: Arc::new(Governance::default()),
             },
             agents::catalogue(&config),
             Arc::new(AgentToolbox { mcp: mcp.clone() }),

@@ -7,10 +7,11 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use agentplane_core::{
-    Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+    ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    EventStore, NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, NewApproval,
+    NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -255,6 +256,40 @@ impl EventStore for SqliteStore {
     async fn permission(&self, id: &PermissionId) -> Result<Option<PermissionRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| reader::permission(c, &id)).await
+    }
+
+    async fn create_approval(
+        &self,
+        _approval: NewApproval,
+    ) -> Result<(ApprovalRecord, Event), StoreError> {
+        Err(StoreError::Backend("approvals: in progress".into()))
+    }
+
+    async fn decide_approval(
+        &self,
+        _id: &ApprovalId,
+        _decision: ApprovalDecision,
+    ) -> Result<(ApprovalRecord, Event), StoreError> {
+        Err(StoreError::Backend("approvals: in progress".into()))
+    }
+
+    async fn claim_approval(&self, _id: &ApprovalId) -> Result<ApprovalRecord, StoreError> {
+        Err(StoreError::Backend("approvals: in progress".into()))
+    }
+
+    async fn approval(&self, _id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        Err(StoreError::Backend("approvals: in progress".into()))
+    }
+
+    async fn list_approvals(
+        &self,
+        _query: &ApprovalQuery,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        Err(StoreError::Backend("approvals: in progress".into()))
+    }
+
+    async fn costs(&self, _query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
+        Err(StoreError::Backend("costs: in progress".into()))
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

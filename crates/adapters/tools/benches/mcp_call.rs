@@ -87,6 +87,7 @@ async fn run(calls: usize, node: String, script: String) {
         workspace: std::env::temp_dir(),
         timeout: Duration::from_secs(10),
         output_cap: 64 * 1024,
+        scope: None,
     };
 
     let direct_call = || async {

@@ -564,6 +564,7 @@ mod tests {
             workspace: std::env::temp_dir(),
             timeout: Duration::from_secs(10),
             output_cap: 4096,
+            scope: None,
         };
         let err = web
             .call(

@@ -31,6 +31,7 @@ fn fixture_with_cap(output_cap: usize) -> Fixture {
         workspace: ws.clone(),
         timeout: Duration::from_secs(10),
         output_cap,
+        scope: None,
     };
     Fixture {
         _ws: ws_dir,

@@ -22,6 +22,7 @@ fn fixture(timeout: Duration, output_cap: usize) -> Fixture {
         workspace: ws.clone(),
         timeout,
         output_cap,
+        scope: None,
     };
     Fixture {
         _ws: ws_dir,

@@ -35,6 +35,7 @@ fn the_child_sees_only_a_scrubbed_environment_and_an_absolute_path() {
             workspace: ws.clone(),
             timeout: Duration::from_secs(10),
             output_cap: 64 * 1024,
+            scope: None,
         };
         let shell = ShellEnsemble::new(vec!["env".into(), "planted".into()]);
 

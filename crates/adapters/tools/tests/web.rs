@@ -147,6 +147,7 @@ fn ctx() -> ToolContext {
         workspace: std::env::temp_dir(),
         timeout: Duration::from_secs(10),
         output_cap: 64 * 1024,
+        scope: None,
     }
 }
 
@@ -341,6 +342,7 @@ async fn the_body_is_also_cut_at_the_output_cap() {
     let server = site().await;
     let small = ToolContext {
         output_cap: 300,
+        scope: None,
         ..ctx()
     };
     let out = private_ok()

@@ -509,6 +509,7 @@ impl Hub {
         let agent = self.agent(&record.agent)?.clone();
         let compactor = AgentSpec {
             name: format!("{}:compact", agent.name),
+            tags: Vec::new(),
             description: "Summarizes a thread.".to_owned(),
             system_prompt: "You write faithful, compact summaries of conversations.".to_owned(),
             model: agent.model.clone(),
@@ -531,6 +532,7 @@ impl Hub {
         let cancel = self.register(&begun, client);
         let request = TurnRequest {
             agent: compactor,
+            client: client.to_owned(),
             model,
             input,
             history: Vec::new(),
@@ -641,6 +643,7 @@ impl Hub {
         let request = TurnRequest {
             ensembles: self.toolbox.ensembles(&agent, thread),
             agent,
+            client: client.to_owned(),
             model,
             input: context.input,
             history: context.history,

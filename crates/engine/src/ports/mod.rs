@@ -6,7 +6,8 @@ pub mod tools;
 
 pub use model::{ChatModel, ModelError, ModelInfo};
 pub use store::{
-    EventStore, NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError,
-    ThreadRecord, TurnRecord, TurnStatus,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
+    EventStore, NewApproval, NewPermission, NewThread, PermissionRecord, PermissionStatus,
+    StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};

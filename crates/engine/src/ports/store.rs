@@ -12,7 +12,8 @@
 //! - deleted threads are kept (the log is an audit record) but are never returned.
 
 use agentplane_core::{
-    ErrorCode, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+    ApprovalId, ApprovalOutcome, ErrorCode, Event, EventPayload, PermissionDecision, PermissionId,
+    StopReason, ThreadId, TurnId,
 };
 use async_trait::async_trait;
 
@@ -96,6 +97,131 @@ pub struct PermissionRecord {
     /// Why it was resolved so (a person, a timeout, a disconnect, a restart).
     pub reason: Option<String>,
     pub created_at: String,
+}
+
+/// An approval to store: the exact call, and what the turn needs to resume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewApproval {
+    pub id: ApprovalId,
+    pub thread_id: ThreadId,
+    pub turn_id: TurnId,
+    pub call_id: String,
+    pub tool: String,
+    /// The exact arguments, kept in the approval whatever events retain.
+    pub arguments: serde_json::Value,
+    /// Whether `approval_requested` shows the arguments (`retention.tool_args`).
+    pub arguments_in_event: bool,
+    pub args_preview_hash: String,
+    /// The policy that demanded it.
+    pub policy: String,
+    pub approvers: Vec<String>,
+    /// RFC 3339; an approval still pending then is expired (a rejection).
+    pub expires_at: String,
+    /// The suspended turn's state, opaque to the store.
+    pub snapshot: serde_json::Value,
+}
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalStatus {
+    Pending,
+    Decided(ApprovalOutcome),
+}
+
+impl ApprovalStatus {
+    /// The name used on the wire and in the store: `pending` or the outcome.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Decided(outcome) => outcome.as_str(),
+        }
+    }
+}
+
+/// A decision to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalDecision {
+    pub outcome: ApprovalOutcome,
+    /// For `Edited`: the arguments to run instead (already validated).
+    pub arguments: Option<serde_json::Value>,
+    pub feedback: Option<String>,
+    /// A client id, or `expiry`.
+    pub by: String,
+    /// Whether `approval_decided` shows edited arguments (`retention.tool_args`).
+    pub arguments_in_event: bool,
+}
+
+/// A stored approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRecord {
+    pub id: ApprovalId,
+    pub thread_id: ThreadId,
+    pub turn_id: TurnId,
+    /// The thread's owner.
+    pub client_id: String,
+    /// The thread's agent.
+    pub agent: String,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    pub policy: String,
+    pub approvers: Vec<String>,
+    pub status: ApprovalStatus,
+    /// The arguments an `edited` decision runs.
+    pub edited_arguments: Option<serde_json::Value>,
+    pub feedback: Option<String>,
+    pub decided_by: Option<String>,
+    pub created_at: String,
+    pub expires_at: String,
+    pub decided_at: Option<String>,
+    /// Whether the turn has taken the decision and resumed.
+    pub resumed: bool,
+    pub snapshot: serde_json::Value,
+}
+
+/// Which approvals to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalQuery {
+    /// Only this client's (through the thread's owner).
+    pub client: Option<String>,
+    /// Only pending ones.
+    pub pending_only: bool,
+    /// Only decided ones whose turn has not resumed yet.
+    pub awaiting_resume: bool,
+    /// At most this many, oldest first.
+    pub limit: usize,
+}
+
+/// Which model calls to sum.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CostQuery {
+    pub client: Option<String>,
+    pub agent: Option<String>,
+    pub thread: Option<ThreadId>,
+    /// RFC 3339, inclusive.
+    pub since: Option<String>,
+    /// RFC 3339, exclusive.
+    pub until: Option<String>,
+    /// Also split rows by thread and turn (for per-turn totals; use with a filter).
+    pub by_turn: bool,
+}
+
+/// Model calls summed over one combination of agent, client, provider, model and UTC
+/// day (and thread and turn when asked).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CostRow {
+    pub agent: String,
+    pub client: String,
+    pub provider: String,
+    pub model: String,
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    pub thread: Option<ThreadId>,
+    pub turn: Option<TurnId>,
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub usd_micros: u64,
 }
 
 /// Why a store operation failed.
@@ -200,8 +326,39 @@ pub trait EventStore: Send + Sync {
 
     async fn permission(&self, id: &PermissionId) -> Result<Option<PermissionRecord>, StoreError>;
 
+    /// Stores a pending approval of a running turn, which is suspended from then on,
+    /// and appends its `approval_requested` event, atomically.
+    async fn create_approval(
+        &self,
+        approval: NewApproval,
+    ) -> Result<(ApprovalRecord, Event), StoreError>;
+
+    /// Decides a pending approval and appends `approval_decided`, atomically.
+    /// `NotFound` for an unknown id, `Conflict` if it was already decided.
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        decision: ApprovalDecision,
+    ) -> Result<(ApprovalRecord, Event), StoreError>;
+
+    /// Marks a decided approval as taken by its resuming turn. `Conflict` if it is
+    /// pending or was already taken, so a turn resumes exactly once.
+    async fn claim_approval(&self, id: &ApprovalId) -> Result<ApprovalRecord, StoreError>;
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
+
+    /// Approvals matching the query, oldest first.
+    async fn list_approvals(
+        &self,
+        query: &ApprovalQuery,
+    ) -> Result<Vec<ApprovalRecord>, StoreError>;
+
+    /// Cost events summed per agent, client, provider, model and UTC day.
+    async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError>;
+
     /// At start-up: ends every turn left running by a previous process as
-    /// `interrupted` and returns their ids. Each pending permission of those turns is
+    /// `interrupted` and returns their ids. A turn suspended on an approval (one whose
+    /// approval has not been taken by a resume) is not running and is left alone. Each pending permission of those turns is
     /// first resolved as declined with a reason saying the process stopped (with its
     /// `permission_resolved` event); then `turn_completed` is appended.
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError>;

@@ -20,6 +20,9 @@ pub struct ToolContext {
     pub timeout: Duration,
     /// Bytes of output worth keeping; ensembles stop reading well past it.
     pub output_cap: usize,
+    /// The agent's `data_scope` policies in force, when any select it: paths and hosts
+    /// a tool may reach are then limited to what one of them grants.
+    pub scope: Option<std::sync::Arc<Vec<agentplane_core::policy::DataScope>>>,
 }
 
 /// A successful tool result, as text for the model.

@@ -84,6 +84,18 @@ fn line_of(payload: &EventPayload) -> Option<String> {
             output_tokens,
             ..
         } => format!("model answered: {input_tokens} tokens in, {output_tokens} out"),
+        EventPayload::Cost { usd, .. } => format!("model call cost ${usd:.6}"),
+        EventPayload::ApprovalRequested {
+            approval_id, tool, ..
+        } => format!("waiting for approval {approval_id} to call {}", short(tool)),
+        EventPayload::ApprovalDecided {
+            approval_id,
+            outcome,
+            ..
+        } => format!("approval {approval_id} {}", outcome.as_str()),
+        EventPayload::PolicyViolation { policy, .. } => {
+            format!("policy violation: {}", short(policy))
+        }
         EventPayload::Error { code, .. } => format!("error {code}"),
     })
 }

@@ -124,6 +124,7 @@ mod tests {
     fn only_object_schemas_become_output_schemas() {
         let mut agent = AgentSpec {
             name: "a".into(),
+            tags: Vec::new(),
             description: String::new(),
             system_prompt: String::new(),
             model: None,

@@ -96,6 +96,7 @@ pub fn ctx(timeout: Duration, output_cap: usize) -> ToolContext {
         workspace: std::env::temp_dir(),
         timeout,
         output_cap,
+        scope: None,
     }
 }
 

@@ -1,0 +1,3 @@
+//! Budgets: reserve before a model call, settle after.
+#[derive(Default)]
+pub struct BudgetKeeper {}

@@ -1,0 +1,80 @@
+//! Governance: what policy allows a turn to do, and the state that enforcement needs
+//! (rate-limit windows, budget accounts, the active policy set). The turn loop and the
+//! hub consult it; nothing here does I/O except through the store port it is given.
+//!
+//! - `policies`: the active, hot-swappable policy set.
+//! - `rate`: exact sliding-window counters.
+//! - `budget`: reserve-then-settle spending accounts.
+//! - `prices`: the price table that turns tokens into micro-dollars.
+//! - `audit`: the post-turn comparison of what happened with what policy allows.
+
+pub mod audit;
+pub mod budget;
+pub mod policies;
+pub mod prices;
+pub mod rate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentplane_core::Event;
+
+pub use budget::BudgetKeeper;
+pub use policies::{ActivePolicies, PolicyStatus};
+pub use prices::{Price, PriceTable};
+pub use rate::RateLimiter;
+
+/// How long an approval waits for a decision unless configured otherwise: one day.
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// What events keep of tool-call arguments (`retention.tool_args`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ArgsRetention {
+    /// The arguments as called.
+    #[default]
+    Full,
+    /// Only `args_preview_hash`; arguments become `null` in events.
+    Hash,
+}
+
+/// Sees every stored event of every turn with the turn's agent (metrics, audit sinks).
+/// Called on the turn's task: keep it quick and never block.
+pub trait EventTap: Send + Sync {
+    fn on_event(&self, agent: &str, event: &Event);
+}
+
+/// Everything governance needs at run time. One per process, shared by every turn.
+pub struct Governance {
+    pub policies: Arc<ActivePolicies>,
+    pub limiter: RateLimiter,
+    pub budgets: BudgetKeeper,
+    pub prices: PriceTable,
+    pub retention: ArgsRetention,
+    /// How long an approval waits before it expires (a rejection).
+    pub approval_ttl: Duration,
+    /// Told about every stored event, when set.
+    pub tap: Option<Arc<dyn EventTap>>,
+}
+
+impl Default for Governance {
+    fn default() -> Self {
+        Self {
+            policies: Arc::new(ActivePolicies::default()),
+            limiter: RateLimiter::default(),
+            budgets: BudgetKeeper::default(),
+            prices: PriceTable::default(),
+            retention: ArgsRetention::Full,
+            approval_ttl: DEFAULT_APPROVAL_TTL,
+            tap: None,
+        }
+    }
+}
+
+impl Governance {
+    /// Tells the tap, if any, about a stored event of a turn of `agent`.
+    pub fn tap(&self, agent: &str, event: &Event) {
+        if let Some(tap) = &self.tap {
+            tap.on_event(agent, event);
+        }
+    }
+}

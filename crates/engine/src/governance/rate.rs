@@ -1,0 +1,3 @@
+//! Sliding-window rate limits, exact under concurrency.
+#[derive(Default)]
+pub struct RateLimiter {}
