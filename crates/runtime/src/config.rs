@@ -12,7 +12,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentplane_engine::context::ContextBudget;
+use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
+
+use crate::settings::governance::{self, FileApprovals, FileRetention};
+use crate::settings::policies::{FilePolicies, PoliciesConfig};
+use crate::settings::prices::{self, FilePrice};
+use crate::settings::secrets::{self, FileSecret, SecretsConfig};
 
 /// The file name looked for in the current directory.
 pub const CONFIG_FILE_NAME: &str = "agentplane.toml";
@@ -53,6 +59,16 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentConfig>,
     /// MCP servers by name (validated; `cwd` already relative to the file).
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[policies]`.
+    pub policies: PoliciesConfig,
+    /// `[prices]`, over the built-in defaults.
+    pub prices: PriceTable,
+    /// `[secrets]`: where each secret comes from.
+    pub secrets: SecretsConfig,
+    /// `[approvals] expire_after_secs`.
+    pub approval_ttl: Duration,
+    /// `[retention] tool_args`.
+    pub tool_args: ArgsRetention,
 }
 
 impl fmt::Debug for Config {
@@ -66,6 +82,10 @@ impl fmt::Debug for Config {
             .field("default_agent", &self.default_agent)
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("mcp_servers", &self.mcp_servers)
+            .field("policies", &self.policies)
+            .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
+            .field("approval_ttl", &self.approval_ttl)
+            .field("tool_args", &self.tool_args)
             .finish()
     }
 }
@@ -244,6 +264,16 @@ struct FileConfig {
     agents: BTreeMap<String, AgentConfig>,
     #[serde(default)]
     mcp: FileMcp,
+    #[serde(default)]
+    policies: FilePolicies,
+    #[serde(default)]
+    prices: BTreeMap<String, FilePrice>,
+    #[serde(default)]
+    secrets: BTreeMap<String, FileSecret>,
+    #[serde(default)]
+    approvals: FileApprovals,
+    #[serde(default)]
+    retention: FileRetention,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -422,6 +452,19 @@ impl Config {
             check_agent(name, agent, &mcp_servers)
                 .map_err(|(key, m)| in_file(&format!("agents.{name}.{key}"), m))?;
         }
+        let relative = |path: PathBuf| relative_to_file(file.as_deref(), path);
+        let policies = parsed
+            .policies
+            .resolve(&relative)
+            .map_err(|(key, m)| in_file(&format!("policies.{key}"), m))?;
+        let prices = prices::resolve(parsed.prices)
+            .map_err(|(key, m)| in_file(&format!("prices.{key}"), m))?;
+        let secrets = secrets::resolve(parsed.secrets)
+            .map_err(|(key, m)| in_file(&format!("secrets.{key}"), m))?;
+        let approval_ttl = governance::approval_ttl(&parsed.approvals)
+            .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
+        let tool_args = governance::args_retention(&parsed.retention)
+            .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
         let default_agent = parsed
             .run
             .default_agent
@@ -451,6 +494,11 @@ impl Config {
             default_agent,
             agents: parsed.agents,
             mcp_servers,
+            policies,
+            prices,
+            secrets,
+            approval_ttl,
+            tool_args,
         })
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod config;
+pub mod settings;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

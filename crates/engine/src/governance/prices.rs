@@ -9,7 +9,7 @@ pub struct Price {
 }
 
 /// Prices by model name. A model not in the table costs nothing (local models).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PriceTable {
     entries: Vec<(String, Price)>,
 }

@@ -1,0 +1,11 @@
+//! Sections of `agentplane.toml` for governance, one file each: the raw TOML shape
+//! (`File*`, unknown keys refused) and its checked form. `config.rs` reads them and
+//! reports errors as `` `section.key`: message `` against the file.
+
+pub mod governance;
+pub mod policies;
+pub mod prices;
+pub mod secrets;
+
+/// A bad value: the key under the section, and what is wrong.
+pub type SettingError = (String, String);
