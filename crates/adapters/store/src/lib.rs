@@ -5,6 +5,7 @@
 //! the domain's records. What must not: any rule about turns beyond the port's
 //! invariants (the engine decides what happens in a turn; this crate only records it).
 
+mod approvals;
 mod connection;
 mod migrations;
 mod reader;

@@ -106,6 +106,52 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER permissions_never_delete BEFORE DELETE ON permissions
         BEGIN SELECT RAISE(ABORT, 'permissions are kept for audit'); END;
     "#,
+    // 3: approvals (a suspended turn's pending call, its decision, its resumption), and
+    // an index for cost queries.
+    r#"
+    CREATE TABLE approvals (
+        id               TEXT PRIMARY KEY NOT NULL,
+        thread_id        TEXT NOT NULL REFERENCES threads(id),
+        turn_id          TEXT NOT NULL REFERENCES turns(id),
+        call_id          TEXT NOT NULL,
+        tool             TEXT NOT NULL,
+        -- JSON: the exact arguments as planned (kept whatever events retain).
+        arguments        TEXT NOT NULL,
+        policy           TEXT NOT NULL,
+        -- JSON: an array of approver names.
+        approvers        TEXT NOT NULL,
+        status           TEXT NOT NULL
+            CHECK (status IN ('pending', 'approved', 'edited', 'rejected', 'expired')),
+        -- JSON: what an `edited` decision runs instead.
+        edited_arguments TEXT,
+        feedback         TEXT,
+        decided_by       TEXT,
+        -- JSON: the suspended turn's state, opaque to the store.
+        snapshot         TEXT NOT NULL,
+        created_at       TEXT NOT NULL,
+        expires_at       TEXT NOT NULL,
+        decided_at       TEXT,
+        -- Set once, when the turn takes the decision and resumes.
+        resumed_at       TEXT,
+        CHECK ((status = 'pending') = (decided_at IS NULL)),
+        CHECK (resumed_at IS NULL OR decided_at IS NOT NULL),
+        CHECK (status != 'edited' OR edited_arguments IS NOT NULL)
+    ) STRICT;
+    -- A turn waits on at most one approval at a time.
+    CREATE UNIQUE INDEX approvals_one_open_per_turn ON approvals(turn_id)
+        WHERE resumed_at IS NULL;
+    CREATE INDEX approvals_by_created ON approvals(created_at);
+    CREATE TRIGGER approvals_decided_once BEFORE UPDATE OF status ON approvals
+        WHEN OLD.status != 'pending'
+        BEGIN SELECT RAISE(ABORT, 'an approval is decided at most once'); END;
+    CREATE TRIGGER approvals_resumed_once BEFORE UPDATE OF resumed_at ON approvals
+        WHEN OLD.resumed_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'an approval is resumed at most once'); END;
+    CREATE TRIGGER approvals_never_delete BEFORE DELETE ON approvals
+        BEGIN SELECT RAISE(ABORT, 'approvals are kept for audit'); END;
+
+    CREATE INDEX events_costs ON events(ts) WHERE kind = 'cost';
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -17,9 +17,9 @@ use async_trait::async_trait;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
-use crate::connection;
 use crate::reader::{self, Readers};
 use crate::writer::{self, Command, Reply};
+use crate::{approvals, connection};
 
 /// Read-only connections kept open. Reads are short and the machine is small; WAL lets
 /// them all run beside the writer.
@@ -260,32 +260,44 @@ impl EventStore for SqliteStore {
 
     async fn create_approval(
         &self,
-        _approval: NewApproval,
+        approval: NewApproval,
     ) -> Result<(ApprovalRecord, Event), StoreError> {
-        Err(StoreError::Backend("approvals: in progress".into()))
+        self.write(|reply| Command::CreateApproval { approval, reply })
+            .await
     }
 
     async fn decide_approval(
         &self,
-        _id: &ApprovalId,
-        _decision: ApprovalDecision,
+        id: &ApprovalId,
+        decision: ApprovalDecision,
     ) -> Result<(ApprovalRecord, Event), StoreError> {
-        Err(StoreError::Backend("approvals: in progress".into()))
+        self.write(|reply| Command::DecideApproval {
+            id: id.clone(),
+            decision,
+            reply,
+        })
+        .await
     }
 
-    async fn claim_approval(&self, _id: &ApprovalId) -> Result<ApprovalRecord, StoreError> {
-        Err(StoreError::Backend("approvals: in progress".into()))
+    async fn claim_approval(&self, id: &ApprovalId) -> Result<ApprovalRecord, StoreError> {
+        self.write(|reply| Command::ClaimApproval {
+            id: id.clone(),
+            reply,
+        })
+        .await
     }
 
-    async fn approval(&self, _id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        Err(StoreError::Backend("approvals: in progress".into()))
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let id = id.clone();
+        self.read(move |c| approvals::get(c, &id)).await
     }
 
     async fn list_approvals(
         &self,
-        _query: &ApprovalQuery,
+        query: &ApprovalQuery,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        Err(StoreError::Backend("approvals: in progress".into()))
+        let query = query.clone();
+        self.read(move |c| approvals::list(c, &query)).await
     }
 
     async fn costs(&self, _query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {

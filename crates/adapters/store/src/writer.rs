@@ -10,16 +10,16 @@
 use std::sync::mpsc::Receiver;
 
 use agentplane_core::{
-    Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+    ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
-    TurnRecord, TurnStatus,
+    ApprovalDecision, ApprovalRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::{backend, reader, timestamp};
+use crate::{approvals, backend, reader, timestamp};
 
 /// Where a command's answer goes. Nobody may be listening any more (the caller was
 /// cancelled); the write still stands, as it would if the answer had been lost.
@@ -79,6 +79,19 @@ pub(crate) enum Command {
     },
     InterruptRunningTurns {
         reply: Reply<Vec<TurnId>>,
+    },
+    CreateApproval {
+        approval: NewApproval,
+        reply: Reply<(ApprovalRecord, Event)>,
+    },
+    DecideApproval {
+        id: ApprovalId,
+        decision: ApprovalDecision,
+        reply: Reply<(ApprovalRecord, Event)>,
+    },
+    ClaimApproval {
+        id: ApprovalId,
+        reply: Reply<ApprovalRecord>,
     },
 }
 
@@ -195,6 +208,21 @@ impl Batch<'_> {
             Command::InterruptRunningTurns { reply } => {
                 Settled::Turns(reply, self.isolated(interrupt_running_turns))
             }
+            Command::CreateApproval { approval, reply } => Settled::Approval(
+                reply,
+                Box::new(self.isolated(|c| approvals::create(c, approval))),
+            ),
+            Command::DecideApproval {
+                id,
+                decision,
+                reply,
+            } => Settled::Approval(
+                reply,
+                Box::new(self.isolated(|c| approvals::decide(c, &id, decision))),
+            ),
+            Command::ClaimApproval { id, reply } => {
+                Settled::Claimed(reply, Box::new(self.isolated(|c| approvals::claim(c, &id))))
+            }
         }
     }
 
@@ -241,6 +269,10 @@ impl Command {
                 drop(reply.send(Err(error)))
             }
             Self::InterruptRunningTurns { reply } => drop(reply.send(Err(error))),
+            Self::CreateApproval { reply, .. } | Self::DecideApproval { reply, .. } => {
+                drop(reply.send(Err(error)))
+            }
+            Self::ClaimApproval { reply, .. } => drop(reply.send(Err(error))),
         }
     }
 }
@@ -258,6 +290,14 @@ enum Settled {
         Reply<(PermissionRecord, Event)>,
         Box<Result<(PermissionRecord, Event), StoreError>>,
     ),
+    Approval(
+        Reply<(ApprovalRecord, Event)>,
+        Box<Result<(ApprovalRecord, Event), StoreError>>,
+    ),
+    Claimed(
+        Reply<ApprovalRecord>,
+        Box<Result<ApprovalRecord, StoreError>>,
+    ),
 }
 
 impl Settled {
@@ -269,6 +309,8 @@ impl Settled {
             Self::Event(reply, outcome) => deliver(reply, outcome, committed),
             Self::Turns(reply, outcome) => deliver(reply, outcome, committed),
             Self::Permission(reply, outcome) => deliver(reply, *outcome, committed),
+            Self::Approval(reply, outcome) => deliver(reply, *outcome, committed),
+            Self::Claimed(reply, outcome) => deliver(reply, *outcome, committed),
         }
     }
 }
@@ -283,9 +325,9 @@ fn deliver<T>(reply: Reply<T>, outcome: Result<T, StoreError>, committed: &Resul
 }
 
 /// SQLite's extended code for a violated `PRIMARY KEY`.
-const PRIMARY_KEY_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY;
+pub(crate) const PRIMARY_KEY_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY;
 /// SQLite's extended code for a violated `UNIQUE` index.
-const UNIQUE_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE;
+pub(crate) const UNIQUE_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE;
 
 fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, StoreError> {
     let created_at = timestamp::now();
@@ -449,6 +491,11 @@ fn interrupt_running_turns(c: &Connection) -> Result<Vec<TurnId>, StoreError> {
     for (turn, thread) in running {
         let turn = TurnId::parse(&turn).map_err(StoreError::Backend)?;
         let thread = ThreadId::parse(&thread).map_err(StoreError::Backend)?;
+        // A turn suspended on an approval is not running anywhere: it resumes on the
+        // decision, whichever process is up then.
+        if approvals::suspends(c, &turn)? {
+            continue;
+        }
         // Nobody is left to answer them, and a turn must not end with a question open.
         for permission in reader::pending_permissions_of_turn(c, &turn)? {
             resolve_permission(
@@ -472,7 +519,11 @@ fn interrupt_running_turns(c: &Connection) -> Result<Vec<TurnId>, StoreError> {
 
 /// `NotFound` unless `turn` is a turn of `thread` and the thread is not deleted;
 /// `Conflict` unless the turn is running.
-fn require_running(c: &Connection, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
+pub(crate) fn require_running(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+) -> Result<(), StoreError> {
     let found: Option<(String, String, bool)> = c
         .prepare_cached(
             "SELECT turns.thread_id, turns.status, threads.deleted_at IS NOT NULL
@@ -669,7 +720,7 @@ fn end_turn(
 
 /// Appends one event with the thread's next `seq`. The counter and the row change in
 /// the same transaction, so a rolled-back append gives its `seq` back: no gap.
-fn insert_event(
+pub(crate) fn insert_event(
     c: &Connection,
     thread: ThreadId,
     turn: TurnId,

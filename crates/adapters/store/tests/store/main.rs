@@ -1,6 +1,7 @@
 //! Tests of `SqliteStore` against real database files in temporary directories: one
 //! test binary, one module per concern. Fixtures only, no assertions, live in this file.
 
+mod approvals;
 mod events;
 mod open;
 mod permissions;

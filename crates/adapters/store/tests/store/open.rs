@@ -28,6 +28,9 @@ fn write_v1_database(path: &Path) {
     assert_eq!(mode, "wal");
 }
 
+/// The schema version this build migrates to.
+const CURRENT_VERSION: u32 = 3;
+
 fn user_version(path: &Path) -> u32 {
     raw(path)
         .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -56,7 +59,7 @@ async fn creates_the_file_and_its_directories_in_wal_mode() {
     let version: u32 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, CURRENT_VERSION);
 }
 
 #[tokio::test]
@@ -68,7 +71,7 @@ async fn reopening_keeps_the_schema_and_data() {
     let version: u32 = raw(&path)
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, CURRENT_VERSION);
 }
 
 #[tokio::test]
@@ -192,7 +195,7 @@ async fn a_version_1_database_upgrades_and_keeps_its_data() {
     let answered = TurnId::parse(V1_ANSWER_TURN).unwrap();
     {
         let store = open(&path).await;
-        assert_eq!(user_version(&path), 2);
+        assert_eq!(user_version(&path), CURRENT_VERSION);
 
         let threads = store.list_threads("local").await.unwrap();
         assert_eq!(threads.len(), 1);
@@ -269,7 +272,7 @@ async fn a_version_1_database_upgrades_and_keeps_its_data() {
 
     // A second open finds nothing to migrate and everything in place.
     let store = open(&path).await;
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), CURRENT_VERSION);
     assert_eq!(
         store
             .thread(&local)
@@ -316,6 +319,6 @@ async fn a_failed_migration_leaves_the_old_schema_and_data_untouched() {
 
     raw(&path).execute_batch("DROP TABLE permissions").unwrap();
     let store = open(&path).await;
-    assert_eq!(user_version(&path), 2);
+    assert_eq!(user_version(&path), CURRENT_VERSION);
     assert_eq!(store.list_threads("local").await.unwrap().len(), 1);
 }
