@@ -1,5 +1,6 @@
 //! Parsing and validation of policy files: every kind, the seed's format, located
-//! errors (file, line, field), duplicates across files, and hostile input.
+//! errors (file, line, field), duplicates across files, hostile input, and time windows
+//! across daylight-saving changes (New York and Berlin, spring and autumn).
 
 use agentplane_core::policy::{
     BudgetPeriod, CountKey, Day, PolicyError, PolicyKind, PolicySet, PolicySource, Rule,
@@ -388,4 +389,148 @@ fn plain_scalars_and_block_text_parse_as_written() {
         other => panic!("{other:?}"),
     }
     assert!(p[0].description().unwrap().contains("mcp__*"));
+}
+
+// ----- time windows across daylight-saving changes --------------------------------------
+
+/// The time window of a policy with these rules.
+fn window(rules: &str) -> agentplane_core::policy::TimeWindow {
+    let text = format!("name: w\ntype: time_window\nrules: {rules}\n");
+    match parse_source("w.yaml", &text)
+        .expect("valid")
+        .remove(0)
+        .rule()
+    {
+        Rule::TimeWindow(w) => w.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Whether the window holds at each UTC instant, as `(instant, expected)` pairs.
+#[track_caller]
+fn assert_inside(w: &agentplane_core::policy::TimeWindow, cases: &[(&str, bool)]) {
+    for (at, expected) in cases {
+        let at: agentplane_core::policy::Timestamp = at.parse().expect("instant");
+        assert_eq!(w.contains(at), *expected, "{at} in {}", w.summary());
+    }
+}
+
+#[test]
+fn new_york_office_hours_follow_the_spring_change() {
+    // Sunday 2026-03-08, 02:00 EST becomes 03:00 EDT: 09:00 local is 14:00Z before,
+    // 13:00Z after.
+    let w = window("{timezone: America/New_York, hours: '09:00-17:00'}");
+    assert_inside(
+        &w,
+        &[
+            ("2026-03-07T13:30:00Z", false), // Sat 08:30 EST
+            ("2026-03-07T14:00:00Z", true),  // Sat 09:00 EST
+            ("2026-03-07T21:59:00Z", true),  // Sat 16:59 EST
+            ("2026-03-07T22:00:00Z", false), // Sat 17:00 EST
+            ("2026-03-08T12:59:00Z", false), // Sun 08:59 EDT
+            ("2026-03-08T13:00:00Z", true),  // Sun 09:00 EDT
+            ("2026-03-08T13:30:00Z", true),  // Sun 09:30 EDT (08:30 by the old offset)
+            ("2026-03-08T20:59:00Z", true),  // Sun 16:59 EDT
+            ("2026-03-08T21:00:00Z", false), // Sun 17:00 EDT
+            ("2026-03-09T13:00:00Z", true),  // Mon 09:00 EDT
+        ],
+    );
+}
+
+#[test]
+fn new_york_office_hours_follow_the_autumn_change() {
+    // Sunday 2026-11-01, 02:00 EDT becomes 01:00 EST: 09:00 local is 13:00Z before,
+    // 14:00Z after.
+    let w = window("{timezone: America/New_York, hours: '09:00-17:00'}");
+    assert_inside(
+        &w,
+        &[
+            ("2026-10-31T13:00:00Z", true),  // Sat 09:00 EDT
+            ("2026-10-31T20:59:00Z", true),  // Sat 16:59 EDT
+            ("2026-10-31T21:00:00Z", false), // Sat 17:00 EDT
+            ("2026-11-01T13:30:00Z", false), // Sun 08:30 EST (09:30 by the old offset)
+            ("2026-11-01T14:00:00Z", true),  // Sun 09:00 EST
+            ("2026-11-01T21:59:00Z", true),  // Sun 16:59 EST
+            ("2026-11-01T22:00:00Z", false), // Sun 17:00 EST
+        ],
+    );
+}
+
+#[test]
+fn the_hour_skipped_in_spring_is_never_inside_and_the_repeated_one_counts_twice() {
+    let night = window("{timezone: America/New_York, hours: '02:00-03:00'}");
+    assert_inside(
+        &night,
+        &[
+            ("2026-03-07T07:30:00Z", true),  // Sat 02:30 EST: an ordinary night
+            ("2026-03-08T06:59:00Z", false), // Sun 01:59 EST
+            ("2026-03-08T07:00:00Z", false), // Sun 03:00 EDT: 02:xx never happens
+            ("2026-03-08T07:30:00Z", false), // Sun 03:30 EDT
+        ],
+    );
+    let repeated = window("{timezone: America/New_York, hours: '01:00-02:00'}");
+    assert_inside(
+        &repeated,
+        &[
+            ("2026-11-01T04:59:00Z", false), // 00:59 EDT
+            ("2026-11-01T05:00:00Z", true),  // 01:00 EDT, the first time
+            ("2026-11-01T05:59:00Z", true),  // 01:59 EDT
+            ("2026-11-01T06:00:00Z", true),  // 01:00 EST, the second time
+            ("2026-11-01T06:59:00Z", true),  // 01:59 EST
+            ("2026-11-01T07:00:00Z", false), // 02:00 EST
+        ],
+    );
+}
+
+#[test]
+fn berlin_weekdays_start_at_local_midnight_on_both_sides_of_each_change() {
+    // 2026-03-29 (CET → CEST) and 2026-10-25 (CEST → CET) are Sundays; the following
+    // Monday starts at 22:00Z and 23:00Z respectively.
+    let w = window("{timezone: Europe/Berlin, days: [mon, tue, wed, thu, fri]}");
+    assert_inside(
+        &w,
+        &[
+            ("2026-03-27T22:59:00Z", true),  // Fri 23:59 CET
+            ("2026-03-27T23:00:00Z", false), // Sat 00:00 CET
+            ("2026-03-29T21:59:00Z", false), // Sun 23:59 CEST
+            ("2026-03-29T22:00:00Z", true),  // Mon 00:00 CEST
+            ("2026-10-23T21:59:00Z", true),  // Fri 23:59 CEST
+            ("2026-10-23T22:00:00Z", false), // Sat 00:00 CEST
+            ("2026-10-25T22:59:00Z", false), // Sun 23:59 CET
+            ("2026-10-25T23:00:00Z", true),  // Mon 00:00 CET
+        ],
+    );
+    let office = window("{timezone: Europe/Berlin, hours: '09:00-17:00'}");
+    assert_inside(
+        &office,
+        &[
+            ("2026-03-28T07:59:00Z", false), // Sat 08:59 CET
+            ("2026-03-28T08:00:00Z", true),  // Sat 09:00 CET
+            ("2026-03-29T07:00:00Z", true),  // Sun 09:00 CEST
+            ("2026-03-29T15:00:00Z", false), // Sun 17:00 CEST
+            ("2026-10-25T07:30:00Z", false), // Sun 08:30 CET
+            ("2026-10-25T08:00:00Z", true),  // Sun 09:00 CET
+            ("2026-10-25T15:59:00Z", true),  // Sun 16:59 CET
+        ],
+    );
+}
+
+#[test]
+fn an_overnight_window_across_the_autumn_change_is_read_within_the_day() {
+    // 22:00-06:00 in Berlin on Saturdays only: Saturday's early hours and late evening,
+    // never Sunday's early hours, even when Sunday's night is an hour longer.
+    let w = window("{timezone: Europe/Berlin, days: [sat], hours: '22:00-06:00'}");
+    assert_inside(
+        &w,
+        &[
+            ("2026-10-24T03:00:00Z", true),  // Sat 05:00 CEST
+            ("2026-10-24T04:00:00Z", false), // Sat 06:00 CEST
+            ("2026-10-24T19:59:00Z", false), // Sat 21:59 CEST
+            ("2026-10-24T20:00:00Z", true),  // Sat 22:00 CEST
+            ("2026-10-24T21:59:00Z", true),  // Sat 23:59 CEST
+            ("2026-10-24T22:00:00Z", false), // Sun 00:00 CEST
+            ("2026-10-25T00:30:00Z", false), // Sun 02:30 CEST
+            ("2026-10-25T01:30:00Z", false), // Sun 02:30 CET, the repeated hour
+        ],
+    );
 }
