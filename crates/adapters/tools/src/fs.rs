@@ -11,13 +11,19 @@
 //! deadline of its own: when the engine's timeout drops the future it cannot stop a
 //! blocking thread, but the walk stops itself at the same deadline.
 //!
-//! What must not live here: confinement decisions (those are `confine`'s) and policy.
+//! With a `data_scope` in force ([`ToolContext::scope`]), a path must also match one of
+//! the scopes' `paths` patterns (see [`check_path_scope`]): both the workspace and the
+//! scope must hold. Walks skip entries outside the scope.
+//!
+//! What must not live here: confinement decisions (those are `confine`'s) and policy
+//! evaluation (which scopes apply is decided by the engine).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use agentplane_core::policy::DataScope;
 use agentplane_core::{ToolErrorKind, ToolSpec};
 use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
@@ -37,6 +43,49 @@ pub const MAX_SEARCH_MATCHES: usize = 200;
 pub const MAX_SEARCH_FILE_BYTES: u64 = 1024 * 1024;
 /// Characters of a matching line shown by `search_text`.
 const MAX_MATCH_LINE_CHARS: usize = 240;
+
+/// The event type of a path, host or workspace outside the agent's data scope.
+pub const DATA_SCOPE_DENIED: &str = "data_scope_denied";
+
+/// Whether a canonical, absolute path is granted by one of `scopes`: a `paths`
+/// pattern matches the path, or the path with a trailing `/` (so `/data/*` also grants
+/// listing `/data` itself). A path that is not UTF-8 matches nothing.
+pub fn path_in_scopes(scopes: &[DataScope], path: &Path) -> bool {
+    let Some(text) = path.to_str() else {
+        return false;
+    };
+    let dir = format!("{text}/");
+    scopes.iter().any(|scope| {
+        scope
+            .paths
+            .iter()
+            .any(|glob| glob.matches(text) || glob.matches(&dir))
+    })
+}
+
+/// Refuses `path` (canonical, absolute) when a data scope is in force and grants it
+/// not: a `PolicyDenied` violation (a `security_event`). `requested` is what the model
+/// asked for, for the message.
+pub fn check_path_scope(ctx: &ToolContext, path: &Path, requested: &str) -> Result<(), ToolError> {
+    match &ctx.scope {
+        Some(scopes) if !path_in_scopes(scopes, path) => Err(ToolError::violation(
+            ToolErrorKind::PolicyDenied,
+            DATA_SCOPE_DENIED,
+            format!(
+                "{requested:?} ({}) is outside the agent's data scope",
+                path.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether a walk may show or search `path`: always without a scope.
+fn entry_in_scope(ctx: &ToolContext, path: &Path) -> bool {
+    ctx.scope
+        .as_ref()
+        .is_none_or(|scopes| path_in_scopes(scopes, path))
+}
 
 /// The builtin `fs` ensemble. Stateless: everything a call may touch comes from its
 /// [`ToolContext`], so one value serves every turn.
@@ -206,6 +255,7 @@ fn workspace_root() -> String {
 
 fn read_file(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path = resolve_in_workspace(&ctx.workspace, &args.path, Access::Read)?;
+    check_path_scope(ctx, &path, &args.path)?;
     let file = confine::open_regular_file(&path, &args.path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = BufReader::with_capacity(text::SNIFF_BYTES, file);
@@ -323,7 +373,26 @@ fn take_lines(
 }
 
 fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if ctx.scope.is_some() {
+        // `resolve_in_workspace` creates missing parent directories for a write, so the
+        // path as written is checked first; the canonical one after.
+        let lexical =
+            Path::new(&args.path)
+                .components()
+                .fold(canonical_workspace(ctx)?, |mut path, part| {
+                    match part {
+                        std::path::Component::Normal(name) => path.push(name),
+                        std::path::Component::ParentDir => {
+                            path.pop();
+                        }
+                        _ => {}
+                    }
+                    path
+                });
+        check_path_scope(ctx, &lexical, &args.path)?;
+    }
     let path = resolve_in_workspace(&ctx.workspace, &args.path, Access::Write)?;
+    check_path_scope(ctx, &path, &args.path)?;
     let mut file = confine::create_regular_file(&path, &args.path)?;
     file.write_all(args.content.as_bytes())
         .and_then(|()| file.flush())
@@ -341,6 +410,7 @@ fn list_files(
     deadline: Instant,
 ) -> Result<ToolOutput, ToolError> {
     let dir = resolve_in_workspace(&ctx.workspace, &args.path, Access::List)?;
+    check_path_scope(ctx, &dir, &args.path)?;
     if !dir.is_dir() {
         return Err(ToolError::new(
             ToolErrorKind::ExecutionFailed,
@@ -353,6 +423,9 @@ fn list_files(
     let mut bytes = 0usize;
     let mut cut = false;
     let walk = walk(&dir, args.recursive, deadline, &mut |path, kind| {
+        if !entry_in_scope(ctx, path) {
+            return ControlFlow::Continue(());
+        }
         let mut line = relative(&root, path);
         match kind {
             EntryKind::Dir => line.push('/'),
@@ -397,6 +470,7 @@ fn search_text(
         ));
     }
     let start = resolve_in_workspace(&ctx.workspace, &args.path, Access::Read)?;
+    check_path_scope(ctx, &start, &args.path)?;
     let root = canonical_workspace(ctx)?;
     let mut search = Search {
         pattern: &args.pattern,
@@ -411,7 +485,7 @@ fn search_text(
     let mut budget_exhausted = false;
     if start.is_dir() {
         let walk = walk(&start, true, deadline, &mut |path, kind| {
-            if kind == EntryKind::File {
+            if kind == EntryKind::File && entry_in_scope(ctx, path) {
                 search.file(path, &relative(&root, path))
             } else {
                 ControlFlow::Continue(())

@@ -7,6 +7,11 @@
 //! allowlist is the confinement. A non-zero exit is a result the model reads, not an
 //! error.
 //!
+//! With a `data_scope` in force ([`ToolContext::scope`]) a program runs only when the
+//! workspace itself is in scope: a program can reach every file under its working
+//! directory, so a scope granting only part of the workspace refuses the shell. It
+//! never gets secrets: `process` scrubs its environment.
+//!
 //! What must not live here: spawning (that is `process`, the one place), and any
 //! interpretation of the arguments.
 
@@ -93,6 +98,15 @@ impl Ensemble for ShellEnsemble {
         }
         let args: RunArgs = crate::parse_args(tool, args)?;
         let program = self.admit(&args)?;
+        if ctx.scope.is_some() {
+            let workspace = std::fs::canonicalize(&ctx.workspace).map_err(|e| {
+                ToolError::new(
+                    ToolErrorKind::ExecutionFailed,
+                    format!("the workspace is not accessible: {e}"),
+                )
+            })?;
+            crate::fs::check_path_scope(ctx, &workspace, ".")?;
+        }
         let finished = process::run(&Invocation {
             program: &program,
             name: &args.program,

@@ -14,12 +14,17 @@
 //! to the request. The body is streamed and cut at a size cap; text comes back as
 //! text, anything else as its type and size.
 //!
+//! With a `data_scope` in force ([`ToolContext::scope`]), every hop's host must also
+//! match one of the scopes' `hosts` patterns, else the fetch is refused as
+//! `data_scope_denied` before anything is resolved or sent.
+//!
 //! What must not live here: policy about which agent gets the network (the caller
 //! passes [`NetworkAccess`]), and any other HTTP client setup.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
+use agentplane_core::policy::DataScope;
 use agentplane_core::{NetworkAccess, ToolErrorKind, ToolSpec};
 use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
@@ -28,6 +33,7 @@ use reqwest::header::{CONTENT_TYPE, LOCATION};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::fs::DATA_SCOPE_DENIED;
 use crate::text;
 
 /// The event type of every refused fetch that breaches network confinement.
@@ -130,7 +136,8 @@ impl Ensemble for WebEnsemble {
             )
         })?;
         let timeout = self.limits.timeout.min(ctx.timeout);
-        tokio::time::timeout(timeout, self.follow(url, timeout, ctx.output_cap))
+        let scope = ctx.scope.as_deref().map(Vec::as_slice);
+        tokio::time::timeout(timeout, self.follow(url, timeout, ctx.output_cap, scope))
             .await
             .map_err(|_| {
                 ToolError::new(
@@ -148,10 +155,11 @@ impl WebEnsemble {
         mut url: Url,
         timeout: Duration,
         output_cap: usize,
+        scope: Option<&[DataScope]>,
     ) -> Result<ToolOutput, ToolError> {
         let mut hops = 0;
         loop {
-            let addrs = self.admit(&url).await?;
+            let addrs = self.admit(&url, scope).await?;
             let client = pinned_client(&url, &addrs, timeout)?;
             let response = client
                 .get(url.clone())
@@ -187,7 +195,11 @@ impl WebEnsemble {
 
     /// Checks one hop's URL and resolves its host: the addresses to pin the
     /// connection to, all of them acceptable.
-    async fn admit(&self, url: &Url) -> Result<Vec<SocketAddr>, ToolError> {
+    async fn admit(
+        &self,
+        url: &Url,
+        scope: Option<&[DataScope]>,
+    ) -> Result<Vec<SocketAddr>, ToolError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(denied(&format!(
                 "scheme {:?} refused: only http and https URLs may be fetched",
@@ -201,6 +213,15 @@ impl WebEnsemble {
             ));
         }
         let host = url.host_str().unwrap_or_default();
+        if let Some(scopes) = scope
+            && !host_in_scopes(scopes, host)
+        {
+            return Err(ToolError::violation(
+                ToolErrorKind::PolicyDenied,
+                DATA_SCOPE_DENIED,
+                format!("host {host:?} is outside the agent's data scope"),
+            ));
+        }
         let port = url.port_or_known_default().unwrap_or(80);
         let addrs: Vec<SocketAddr> = match ip_literal(host) {
             Some(ip) => vec![SocketAddr::new(ip, port)],
@@ -239,6 +260,16 @@ impl WebEnsemble {
         }
         Ok(addrs)
     }
+}
+
+/// Whether one of `scopes` grants `host` (as the URL has it: lower case, IPv6 without
+/// brackets). An empty host matches nothing.
+pub fn host_in_scopes(scopes: &[DataScope], host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    !host.is_empty()
+        && scopes
+            .iter()
+            .any(|scope| scope.hosts.iter().any(|glob| glob.matches(host)))
 }
 
 /// A client for one hop: no redirects, no proxy, and the host pinned to `addrs`.

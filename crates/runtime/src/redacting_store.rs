@@ -1,0 +1,361 @@
+//! `RedactingStore`: an `EventStore` in front of another that replaces every secret
+//! value in what is written (event payloads, turn inputs and results, summaries,
+//! permission and approval arguments, reasons, feedback, snapshots) with
+//! `[REDACTED:NAME]` before it reaches the database.
+//!
+//! Everything the engine records goes through one store, so this one decorator keeps
+//! secrets out of the database file and out of everything derived from it (SSE, history,
+//! runlogs). The returned events are the stored, redacted ones, which is what observers
+//! stream. Reads pass through untouched: nothing unredacted was ever written. A payload
+//! that cannot be redacted is refused, never stored as it was (fail closed).
+
+use std::sync::Arc;
+
+use agentplane_core::secret::Redactor;
+use agentplane_core::{
+    ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+};
+use agentplane_engine::ports::{
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, NewApproval,
+    NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+};
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// A store that redacts secret values from every write before passing it on.
+pub struct RedactingStore {
+    inner: Arc<dyn EventStore>,
+    redactor: Redactor,
+}
+
+impl RedactingStore {
+    /// `inner`, with every write redacted by `redactor`.
+    pub fn new(inner: Arc<dyn EventStore>, redactor: Redactor) -> Self {
+        Self { inner, redactor }
+    }
+
+    fn text(&self, text: &str) -> String {
+        self.redactor.redact(text).into_owned()
+    }
+
+    fn json(&self, mut value: Value) -> Value {
+        self.redactor.redact_json(&mut value);
+        value
+    }
+
+    /// The payload with every string redacted, through its JSON form (so a new event
+    /// kind is covered without a change here).
+    fn payload(&self, payload: EventPayload) -> Result<EventPayload, StoreError> {
+        if self.redactor.is_empty() {
+            return Ok(payload);
+        }
+        let mut value = serde_json::to_value(&payload).map_err(|e| {
+            StoreError::Backend(format!("an event could not be checked for secrets: {e}"))
+        })?;
+        if !self.redactor.redact_json(&mut value) {
+            return Ok(payload);
+        }
+        serde_json::from_value(value).map_err(|_| {
+            StoreError::Backend(
+                "an event held a secret that could not be redacted; it was not stored".into(),
+            )
+        })
+    }
+
+    /// Errors may quote what was written (a conflict naming an input, say).
+    fn error(&self, error: StoreError) -> StoreError {
+        match error {
+            StoreError::NotFound(m) => StoreError::NotFound(self.text(&m)),
+            StoreError::Conflict(m) => StoreError::Conflict(self.text(&m)),
+            StoreError::Backend(m) => StoreError::Backend(self.text(&m)),
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for RedactingStore {
+    async fn create_thread(&self, mut thread: NewThread) -> Result<ThreadRecord, StoreError> {
+        thread.title = thread.title.map(|t| self.text(&t));
+        thread.cwd = self.text(&thread.cwd);
+        self.inner
+            .create_thread(thread)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
+        self.inner.thread(id).await
+    }
+
+    async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.inner.list_threads(client_id).await
+    }
+
+    async fn delete_thread(&self, id: &ThreadId) -> Result<(), StoreError> {
+        self.inner.delete_thread(id).await
+    }
+
+    async fn set_summary(&self, id: &ThreadId, summary: &str) -> Result<(), StoreError> {
+        self.inner
+            .set_summary(id, &self.redactor.redact(summary))
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn begin_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+        internal: bool,
+    ) -> Result<TurnRecord, StoreError> {
+        self.inner
+            .begin_turn(thread, turn, &self.redactor.redact(input), internal)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn append(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payload: EventPayload,
+    ) -> Result<Event, StoreError> {
+        let payload = self.payload(payload)?;
+        self.inner
+            .append(thread, turn, payload)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn complete_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        stop_reason: StopReason,
+        result: Value,
+    ) -> Result<Event, StoreError> {
+        self.inner
+            .complete_turn(thread, turn, stop_reason, self.json(result))
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
+        self.inner.turn(id).await
+    }
+
+    async fn list_turns(&self, thread: &ThreadId) -> Result<Vec<TurnRecord>, StoreError> {
+        self.inner.list_turns(thread).await
+    }
+
+    async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
+        self.inner.turn_events(turn).await
+    }
+
+    async fn thread_events(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.inner.thread_events(thread, after, limit).await
+    }
+
+    async fn create_permission(
+        &self,
+        mut permission: NewPermission,
+    ) -> Result<(PermissionRecord, Event), StoreError> {
+        permission.arguments = self.json(permission.arguments);
+        permission.options = permission.options.iter().map(|o| self.text(o)).collect();
+        self.inner
+            .create_permission(permission)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn resolve_permission(
+        &self,
+        id: &PermissionId,
+        decision: PermissionDecision,
+        reason: &str,
+    ) -> Result<(PermissionRecord, Event), StoreError> {
+        self.inner
+            .resolve_permission(id, decision, &self.redactor.redact(reason))
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn permission(&self, id: &PermissionId) -> Result<Option<PermissionRecord>, StoreError> {
+        self.inner.permission(id).await
+    }
+
+    async fn create_approval(
+        &self,
+        mut approval: NewApproval,
+    ) -> Result<(ApprovalRecord, Event), StoreError> {
+        // The hash was taken by the engine from the arguments as called; a hash reveals
+        // nothing, so it stays (it lets a reviewer match the call with its events).
+        approval.arguments = self.json(approval.arguments);
+        approval.snapshot = self.json(approval.snapshot);
+        approval.policy = self.text(&approval.policy);
+        self.inner
+            .create_approval(approval)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn decide_approval(
+        &self,
+        id: &ApprovalId,
+        mut decision: ApprovalDecision,
+    ) -> Result<(ApprovalRecord, Event), StoreError> {
+        decision.arguments = decision.arguments.map(|a| self.json(a));
+        decision.feedback = decision.feedback.map(|f| self.text(&f));
+        decision.by = self.text(&decision.by);
+        self.inner
+            .decide_approval(id, decision)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn claim_approval(&self, id: &ApprovalId) -> Result<ApprovalRecord, StoreError> {
+        self.inner.claim_approval(id).await
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.approval(id).await
+    }
+
+    async fn list_approvals(
+        &self,
+        query: &ApprovalQuery,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.inner.list_approvals(query).await
+    }
+
+    async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
+        self.inner.costs(query).await
+    }
+
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
+        self.inner.interrupt_running_turns().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::ToolStatus;
+    use agentplane_store::SqliteStore;
+    use serde_json::json;
+
+    use super::*;
+
+    const VALUE: &str = "sk-leak-8f3Kq\"x\\y";
+
+    async fn store(dir: &std::path::Path) -> (RedactingStore, Arc<SqliteStore>) {
+        let sqlite = Arc::new(
+            SqliteStore::open(&dir.join("events.db"))
+                .await
+                .expect("open"),
+        );
+        let redactor = Redactor::new([("api_token", VALUE)]).expect("redactor");
+        (RedactingStore::new(sqlite.clone(), redactor), sqlite)
+    }
+
+    /// Every byte of the database and its WAL.
+    fn database_bytes(dir: &std::path::Path) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.to_string_lossy().contains("events.db") {
+                bytes.extend(std::fs::read(&path).expect("read db file"));
+            }
+        }
+        bytes
+    }
+
+    fn contains(haystack: &[u8], needle: &str) -> bool {
+        haystack
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+    }
+
+    #[tokio::test]
+    async fn writes_reach_the_database_redacted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, sqlite) = store(dir.path()).await;
+        let thread = ThreadId::new();
+        store
+            .create_thread(NewThread {
+                id: thread.clone(),
+                client_id: "c".into(),
+                agent: "a".into(),
+                cwd: "/tmp".into(),
+                title: Some(format!("title {VALUE}")),
+            })
+            .await
+            .expect("thread");
+        let turn = TurnId::new();
+        store
+            .begin_turn(&thread, &turn, &format!("input {VALUE}"), false)
+            .await
+            .expect("turn");
+        let event = store
+            .append(
+                &thread,
+                &turn,
+                EventPayload::ToolCallResult {
+                    call_id: "c1".into(),
+                    tool: "t".into(),
+                    status: ToolStatus::Ok,
+                    latency_ms: 1,
+                    error_type: None,
+                    output: format!("out {VALUE} out"),
+                    truncated: false,
+                    args_preview_hash: "h".into(),
+                },
+            )
+            .await
+            .expect("append");
+        let EventPayload::ToolCallResult { output, .. } = &event.payload else {
+            panic!("same kind back");
+        };
+        assert_eq!(output, "out [REDACTED:api_token] out");
+        store.set_summary(&thread, VALUE).await.expect("summary");
+        store
+            .complete_turn(
+                &thread,
+                &turn,
+                StopReason::Finished,
+                json!({ "summary": VALUE, VALUE: [VALUE] }),
+            )
+            .await
+            .expect("complete");
+
+        let read = sqlite.turn(&turn).await.expect("read").expect("turn");
+        assert_eq!(read.input, "input [REDACTED:api_token]");
+        assert!(!read.result.expect("result").to_string().contains("sk-leak"));
+        drop(store);
+        drop(sqlite);
+        let bytes = database_bytes(dir.path());
+        assert!(contains(&bytes, "[REDACTED:api_token]"));
+        assert!(!contains(&bytes, "sk-leak-8f3Kq"));
+    }
+
+    #[tokio::test]
+    async fn without_secrets_writes_pass_unchanged() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sqlite = Arc::new(
+            SqliteStore::open(&dir.path().join("events.db"))
+                .await
+                .expect("open"),
+        );
+        let store = RedactingStore::new(sqlite, Redactor::default());
+        let payload = EventPayload::Error {
+            code: agentplane_core::ErrorCode::Internal,
+            message: "m".into(),
+        };
+        assert_eq!(store.payload(payload.clone()).expect("same"), payload);
+    }
+}
