@@ -10,6 +10,7 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod policy;
+pub mod secret;
 pub mod tool;
 
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};

@@ -12,20 +12,26 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::collections::VecDeque;
+
+use agentplane_core::policy::{Rule, Timestamp};
 use agentplane_core::{
-    AgentSpec, ChatMessage, ChatRequest, ErrorCode, Event, EventPayload, PermissionDecision,
-    PermissionId, StopReason, ThreadId, ToolCall, ToolErrorKind, ToolSpec, ToolStatus, TurnId,
-    Usage, args_preview_hash,
+    AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
+    EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, ToolCall, ToolErrorKind,
+    ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash, usd_of_micros,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::governance::Governance;
+use crate::governance::{ArgsRetention, BudgetError, Governance, RateFacts};
 use crate::harmony;
 use crate::permissions::{self, PermissionBroker};
+use crate::policy::{self, Decision, RequestContext};
 use crate::ports::{
-    ChatModel, Ensemble, EventStore, NewPermission, StoreError, ToolContext, ToolError,
+    ApprovalRecord, ApprovalStatus, ChatModel, Ensemble, EventStore, NewApproval, NewPermission,
+    StoreError, ToolContext, ToolError,
 };
 use crate::schema::Schema;
 
@@ -99,8 +105,11 @@ pub struct TurnOutcome {
     pub result: Value,
     /// Set when `stop_reason` is `Error`.
     pub error: Option<TurnError>,
-    /// Tokens of all model calls of the turn.
+    /// Tokens of all model calls of the turn (of this run, when resumed).
     pub usage: Usage,
+    /// Set when the turn did not end but is suspended on this approval: it resumes on
+    /// the decision, and `stop_reason` means nothing yet.
+    pub suspended: Option<ApprovalId>,
 }
 
 /// A failure that ended a turn, as recorded in its `error` event.
@@ -173,29 +182,86 @@ pub async fn run_turn(
     observer: &dyn TurnObserver,
     cancel: CancellationToken,
 ) -> Result<TurnOutcome, EngineError> {
+    run(deps, begun, request, None, observer, cancel).await
+}
+
+/// Takes a decided approval for its suspended turn: the proof that this caller, and
+/// nobody else, resumes it. `Conflict` while it is pending or once it was taken.
+pub async fn claim_approval(
+    deps: &TurnDeps,
+    id: &ApprovalId,
+) -> Result<(BegunTurn, ApprovalRecord), EngineError> {
+    let record = deps.store.claim_approval(id).await?;
+    let begun = BegunTurn {
+        thread: record.thread_id.clone(),
+        turn: record.turn_id.clone(),
+    };
+    Ok((begun, record))
+}
+
+/// Continues a suspended turn from its claimed approval: the waiting call runs (as
+/// approved or edited) or is answered with the rejection, then the loop goes on where
+/// it stopped. `request.input` and `request.history` are not used; the state comes
+/// from the approval's snapshot.
+pub async fn resume_turn(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    approval: ApprovalRecord,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    run(deps, begun, request, Some(approval), observer, cancel).await
+}
+
+async fn run(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    approval: Option<ApprovalRecord>,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
     let mut turn = ActiveTurn {
         deps,
         thread: begun.thread,
         turn: begun.turn,
         observer,
         usage: Usage::default(),
+        scope: None,
     };
-    turn.record(EventPayload::TurnStarted {
-        agent: request.agent.name.clone(),
-        input: request.input.clone(),
-        model: request.model.clone(),
-        workspace: request.workspace.display().to_string(),
-    })
-    .await?;
+    if approval.is_none() {
+        turn.record(EventPayload::TurnStarted {
+            agent: request.agent.name.clone(),
+            input: request.input.clone(),
+            model: request.model.clone(),
+            workspace: request.workspace.display().to_string(),
+        })
+        .await?;
+    }
 
     let ensembles = request.ensembles.clone();
-    let ended = turn.drive(&request, &cancel).await;
+    let ended = turn.drive(&request, approval, &cancel).await;
     // Close every ensemble whatever happened; a close never fails the turn.
     for ensemble in &ensembles {
         ensemble.close().await;
     }
 
     let ending = match ended {
+        Ok(Ending {
+            suspended: Some(id),
+            ..
+        }) => {
+            return Ok(TurnOutcome {
+                thread: turn.thread,
+                turn: turn.turn,
+                stop_reason: StopReason::Interrupted,
+                result: Value::Null,
+                error: None,
+                usage: turn.usage,
+                suspended: Some(id),
+            });
+        }
         Ok(ending) => ending,
         Err(Stop::Store(e)) => return Err(e.into()),
         Err(Stop::Cancelled) => Ending::plain(StopReason::Cancelled, Value::Null),
@@ -209,9 +275,11 @@ pub async fn run_turn(
                 stop_reason: StopReason::Error,
                 result: Value::Null,
                 error: Some(error),
+                suspended: None,
             }
         }
     };
+    turn.audit(&request).await?;
     let event = deps
         .store
         .complete_turn(
@@ -229,6 +297,7 @@ pub async fn run_turn(
         result: ending.result,
         error: ending.error,
         usage: turn.usage,
+        suspended: None,
     })
 }
 
@@ -237,6 +306,8 @@ struct Ending {
     stop_reason: StopReason,
     result: Value,
     error: Option<TurnError>,
+    /// The loop stopped to wait for this approval; the turn has not ended.
+    suspended: Option<ApprovalId>,
 }
 
 impl Ending {
@@ -245,8 +316,88 @@ impl Ending {
             stop_reason,
             result,
             error: None,
+            suspended: None,
         }
     }
+}
+
+/// What a suspended turn needs to go on, stored in its approval. Versioned so a
+/// snapshot written by an older build is refused clearly rather than misread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Snapshot {
+    version: u32,
+    model: String,
+    /// Model calls made so far.
+    step: u32,
+    messages: Vec<ChatMessage>,
+    /// The call waiting for the decision, with its parsed arguments.
+    pending: ToolCall,
+    arguments: Value,
+    /// The tool's parameter schema, to check edited arguments against.
+    schema: Value,
+    /// The calls of the same step after the waiting one.
+    queue: Vec<QueuedCall>,
+}
+
+const SNAPSHOT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct QueuedCall {
+    call: ToolCall,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refused: Option<(ToolErrorKind, String)>,
+}
+
+impl QueuedCall {
+    fn of(call: &PlannedCall) -> Self {
+        match call {
+            PlannedCall::Ready(call) => Self {
+                call: call.clone(),
+                refused: None,
+            },
+            PlannedCall::Refused(call, error) => Self {
+                call: call.clone(),
+                refused: Some((error.kind, error.message.clone())),
+            },
+        }
+    }
+
+    fn planned(self) -> PlannedCall {
+        match self.refused {
+            None => PlannedCall::Ready(self.call),
+            Some((kind, message)) => {
+                let tool = Some(self.call.name.clone());
+                PlannedCall::Refused(
+                    self.call,
+                    harmony::HarmonyError {
+                        kind,
+                        tool,
+                        message,
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// The schema of the tool a suspended turn waits to call: what an edit must satisfy.
+/// `None` when the approval's snapshot is not one this build wrote.
+pub fn approval_schema(approval: &ApprovalRecord) -> Option<Value> {
+    let snapshot: Snapshot = serde_json::from_value(approval.snapshot.clone()).ok()?;
+    (snapshot.version == SNAPSHOT_VERSION).then_some(snapshot.schema)
+}
+
+/// The model a suspended turn was using.
+pub fn approval_model(approval: &ApprovalRecord) -> Option<String> {
+    let snapshot: Snapshot = serde_json::from_value(approval.snapshot.clone()).ok()?;
+    Some(snapshot.model)
+}
+
+/// Where the loop stands: model calls made, the conversation, calls still to handle.
+struct Progress {
+    step: u32,
+    messages: Vec<ChatMessage>,
+    queue: VecDeque<PlannedCall>,
 }
 
 /// Why the loop stopped early.
@@ -278,6 +429,8 @@ enum ToolSource {
 struct ToolEntry {
     source: ToolSource,
     schema: Schema,
+    /// The schema as JSON, kept for approvals.
+    parameters: Value,
 }
 
 /// A turn that has begun in the store: the only way to record its events.
@@ -287,6 +440,8 @@ struct ActiveTurn<'a> {
     turn: TurnId,
     observer: &'a dyn TurnObserver,
     usage: Usage,
+    /// The agent's data scopes in force, given to every tool call.
+    scope: Option<Arc<Vec<agentplane_core::policy::DataScope>>>,
 }
 
 impl ActiveTurn<'_> {
@@ -303,6 +458,7 @@ impl ActiveTurn<'_> {
     async fn drive(
         &mut self,
         request: &TurnRequest,
+        approval: Option<ApprovalRecord>,
         cancel: &CancellationToken,
     ) -> Result<Ending, Stop> {
         let agent = &request.agent;
@@ -319,27 +475,79 @@ impl ActiveTurn<'_> {
             })?;
         }
         let (specs, tools) = collect_tools(agent, &request.ensembles)?;
-
-        let mut messages = Vec::with_capacity(request.history.len() + 2);
-        messages.push(ChatMessage::system(agent.system_prompt.clone()));
-        messages.extend(request.history.iter().cloned());
-        messages.push(ChatMessage::user(request.input.clone()));
+        let policies = self.deps.governance.policies.current();
+        let scopes: Vec<_> = policy::data_scopes(&policies, &self.policy_ctx(request, None))
+            .into_iter()
+            .map(|(_, scope)| scope.clone())
+            .collect();
+        self.scope = (!scopes.is_empty()).then(|| Arc::new(scopes));
         let ctx = ToolContext {
             workspace: request.workspace.clone(),
             timeout: Duration::from_millis(agent.limits.tool_timeout_ms),
             output_cap: agent.limits.tool_output_cap_bytes,
-            scope: None,
+            scope: self.scope.clone(),
         };
 
-        for step in 0..agent.limits.max_steps {
+        let mut progress = match approval {
+            None => {
+                let mut messages = Vec::with_capacity(request.history.len() + 2);
+                messages.push(ChatMessage::system(agent.system_prompt.clone()));
+                messages.extend(request.history.iter().cloned());
+                messages.push(ChatMessage::user(request.input.clone()));
+                Progress {
+                    step: 0,
+                    messages,
+                    queue: VecDeque::new(),
+                }
+            }
+            Some(approval) => {
+                let (mut progress, end) = self
+                    .take_decision(approval, &tools, request, &ctx, cancel)
+                    .await?;
+                match end {
+                    CallEnd::Finished(result) => {
+                        return Ok(Ending::plain(StopReason::Finished, result));
+                    }
+                    CallEnd::Answer { call_id, text } => {
+                        progress
+                            .messages
+                            .push(ChatMessage::tool_result(call_id, text));
+                    }
+                    CallEnd::Suspended(id) => return Ok(suspended(id)),
+                }
+                progress
+            }
+        };
+
+        loop {
+            while let Some(call) = progress.queue.pop_front() {
+                match self
+                    .handle_call(call, &tools, request, &ctx, cancel, &progress)
+                    .await?
+                {
+                    CallEnd::Finished(result) => {
+                        return Ok(Ending::plain(StopReason::Finished, result));
+                    }
+                    CallEnd::Answer { call_id, text } => {
+                        progress
+                            .messages
+                            .push(ChatMessage::tool_result(call_id, text));
+                    }
+                    CallEnd::Suspended(id) => return Ok(suspended(id)),
+                }
+            }
+            if progress.step >= agent.limits.max_steps {
+                return Ok(Ending::plain(StopReason::StepLimit, Value::Null));
+            }
             let chat = ChatRequest {
                 model: request.model.clone(),
-                messages: messages.clone(),
+                messages: progress.messages.clone(),
                 tools: specs.clone(),
                 temperature: None,
             };
-            let response = self.call_model(&chat, cancel).await?;
-            let (text, calls) = split_harmony(step, response.content, response.tool_calls);
+            let response = self.call_model(&chat, request, cancel).await?;
+            let (text, calls) = split_harmony(progress.step, response.content, response.tool_calls);
+            progress.step += 1;
             if calls.is_empty() {
                 return Ok(Ending::plain(
                     StopReason::TextAnswer,
@@ -347,31 +555,321 @@ impl ActiveTurn<'_> {
                 ));
             }
             let assistant_calls = calls.iter().map(|c| c.call().clone()).collect();
-            messages.push(ChatMessage::assistant(
+            progress.messages.push(ChatMessage::assistant(
                 (!text.is_empty()).then_some(text),
                 assistant_calls,
             ));
-            for call in calls {
+            progress.queue = calls.into();
+        }
+    }
+
+    /// The facts policies select on, for this turn and `tool`, now.
+    fn policy_ctx<'r>(
+        &self,
+        request: &'r TurnRequest,
+        tool: Option<&'r str>,
+    ) -> RequestContext<'r> {
+        RequestContext {
+            agent: &request.agent.name,
+            tags: &request.agent.tags,
+            tool,
+            client: &request.client,
+            at: Timestamp::now(),
+        }
+    }
+
+    /// Restores a suspended turn from its claimed approval and settles the waiting
+    /// call by the decision: run as approved or edited, or answered with the rejection.
+    async fn take_decision(
+        &self,
+        approval: ApprovalRecord,
+        tools: &HashMap<String, ToolEntry>,
+        request: &TurnRequest,
+        ctx: &ToolContext,
+        cancel: &CancellationToken,
+    ) -> Result<(Progress, CallEnd), Stop> {
+        let snapshot: Snapshot = serde_json::from_value(approval.snapshot.clone())
+            .ok()
+            .filter(|s: &Snapshot| s.version == SNAPSHOT_VERSION)
+            .ok_or_else(|| {
+                failed(
+                    ErrorCode::Internal,
+                    format!(
+                        "approval {} holds a turn state this agentplane cannot read",
+                        approval.id
+                    ),
+                )
+            })?;
+        let progress = Progress {
+            step: snapshot.step,
+            messages: snapshot.messages,
+            queue: snapshot
+                .queue
+                .into_iter()
+                .map(QueuedCall::planned)
+                .collect(),
+        };
+        let call = snapshot.pending;
+        let started = Instant::now();
+        let outcome = match approval.status {
+            ApprovalStatus::Decided(outcome) if outcome.runs() => {
+                let args = match outcome {
+                    ApprovalOutcome::Edited => approval
+                        .edited_arguments
+                        .clone()
+                        .unwrap_or(snapshot.arguments),
+                    _ => snapshot.arguments,
+                };
                 match self
-                    .handle_call(call, &tools, request, &ctx, cancel)
+                    .execute(&call, args, tools, request, ctx, cancel, true)
                     .await?
                 {
-                    CallEnd::Finished(result) => {
-                        return Ok(Ending::plain(StopReason::Finished, result));
-                    }
-                    CallEnd::Answer { call_id, text } => {
-                        messages.push(ChatMessage::tool_result(call_id, text));
-                    }
+                    Gated::Done(outcome) => outcome,
+                    // Approved calls are not sent back for approval.
+                    Gated::Suspend { .. } => Err(ToolError::new(
+                        ToolErrorKind::Rejected,
+                        "the approval could not be applied",
+                    )),
                 }
             }
+            status => {
+                let why = match status {
+                    ApprovalStatus::Decided(ApprovalOutcome::Expired) => {
+                        "nobody decided before the approval expired".to_owned()
+                    }
+                    _ => "a reviewer rejected it".to_owned(),
+                };
+                let feedback = approval
+                    .feedback
+                    .as_deref()
+                    .map(|f| format!("; feedback: {f}"))
+                    .unwrap_or_default();
+                Err(ToolError::new(
+                    ToolErrorKind::Rejected,
+                    format!("`{}` was not run: {why}{feedback}", call.name),
+                ))
+            }
+        };
+        let end = self.finish_call(call, outcome, started, ctx).await?;
+        Ok((progress, end))
+    }
+
+    /// Stores the approval a call waits for, with the turn's state: the turn is
+    /// suspended from here until the decision.
+    #[allow(clippy::too_many_arguments)]
+    async fn suspend(
+        &self,
+        call: &ToolCall,
+        arguments: Value,
+        schema: Value,
+        policy: String,
+        approvers: Vec<String>,
+        request: &TurnRequest,
+        progress: &Progress,
+    ) -> Result<ApprovalId, Stop> {
+        let governance = &self.deps.governance;
+        let expires = Timestamp::now()
+            .checked_add(governance.approval_ttl)
+            .unwrap_or(Timestamp::MAX);
+        let snapshot = Snapshot {
+            version: SNAPSHOT_VERSION,
+            model: request.model.clone(),
+            step: progress.step,
+            messages: progress.messages.clone(),
+            pending: call.clone(),
+            arguments: arguments.clone(),
+            schema,
+            queue: progress.queue.iter().map(QueuedCall::of).collect(),
+        };
+        let snapshot = serde_json::to_value(&snapshot)
+            .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;
+        let id = ApprovalId::new();
+        let (_, event) = self
+            .deps
+            .store
+            .create_approval(NewApproval {
+                id: id.clone(),
+                thread_id: self.thread.clone(),
+                turn_id: self.turn.clone(),
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                args_preview_hash: args_preview_hash(&arguments),
+                arguments,
+                arguments_in_event: governance.retention == ArgsRetention::Full,
+                policy,
+                approvers,
+                expires_at: expires.to_string(),
+                snapshot,
+            })
+            .await?;
+        self.observer.on_event(&event);
+        Ok(id)
+    }
+
+    /// After the turn: compares the tool calls it ran with the policies in force and
+    /// records each mismatch as a `policy_violation` (policies may have changed while
+    /// the turn ran or waited, and a call may have bypassed a check).
+    async fn audit(&self, request: &TurnRequest) -> Result<(), StoreError> {
+        let set = self.deps.governance.policies.current();
+        if set.is_empty() {
+            return Ok(());
         }
-        Ok(Ending::plain(StopReason::StepLimit, Value::Null))
+        let events = self.deps.store.turn_events(&self.turn).await?;
+        let mut approved_calls = std::collections::HashSet::new();
+        let mut approval_calls = HashMap::new();
+        for event in &events {
+            match &event.payload {
+                EventPayload::ApprovalRequested {
+                    approval_id,
+                    call_id,
+                    ..
+                } => {
+                    approval_calls.insert(approval_id.clone(), call_id.clone());
+                }
+                EventPayload::ApprovalDecided {
+                    approval_id,
+                    outcome,
+                    ..
+                } if outcome.runs() => {
+                    if let Some(call) = approval_calls.get(approval_id) {
+                        approved_calls.insert(call.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        for event in &events {
+            let EventPayload::ToolCallResult {
+                call_id,
+                tool,
+                status,
+                error_type,
+                ..
+            } = &event.payload
+            else {
+                continue;
+            };
+            let ran = *status == ToolStatus::Ok
+                || matches!(
+                    error_type,
+                    Some(ToolErrorKind::ExecutionFailed | ToolErrorKind::Timeout)
+                );
+            if !ran || tool == FINISH_TASK {
+                continue;
+            }
+            let at = event
+                .ts
+                .parse::<Timestamp>()
+                .unwrap_or_else(|_| Timestamp::now());
+            let ctx = RequestContext {
+                at,
+                ..self.policy_ctx(request, Some(tool))
+            };
+            let violation = match policy::evaluate(&set, &ctx) {
+                Decision::Deny { policy, reason } => Some((
+                    policy.to_owned(),
+                    format!("`{tool}` ran although denied: {reason}"),
+                )),
+                Decision::RequireApproval { policy } if !approved_calls.contains(call_id) => {
+                    Some((policy.to_owned(), format!("`{tool}` ran without approval")))
+                }
+                _ => None,
+            };
+            if let Some((policy, detail)) = violation {
+                self.record(EventPayload::PolicyViolation {
+                    policy,
+                    tool: Some(tool.clone()),
+                    call_id: Some(call_id.clone()),
+                    detail,
+                })
+                .await?;
+            }
+        }
+        Ok(())
     }
 
     /// One model call: streams text into coalesced `message_delta` events while the
     /// call runs, then records its usage.
     async fn call_model(
         &mut self,
+        chat: &ChatRequest,
+        request: &TurnRequest,
+        cancel: &CancellationToken,
+    ) -> Result<agentplane_core::ChatResponse, Stop> {
+        let governance = self.deps.governance.clone();
+        let policies = governance.policies.current();
+        // About four characters a token: enough to hold back a call the budget clearly
+        // cannot pay for; the settled cost is exact.
+        let chars: usize = chat
+            .messages
+            .iter()
+            .map(|m| m.content.as_deref().map_or(0, str::len))
+            .sum();
+        let estimate = governance
+            .prices
+            .cost_micros(&chat.model, (chars / 4) as u64, 0);
+        let reservation = match governance
+            .budgets
+            .reserve(
+                self.deps.store.as_ref(),
+                &policies,
+                &self.policy_ctx(request, None),
+                &governance.agent_tags,
+                estimate,
+            )
+            .await
+        {
+            Ok(reservation) => reservation,
+            Err(BudgetError::Exceeded(exceeded)) => {
+                return Err(failed(ErrorCode::BudgetExceeded, exceeded.message()));
+            }
+            Err(BudgetError::Store(e)) => return Err(Stop::Store(e)),
+        };
+        let answered = self.stream_model(chat, cancel).await;
+        let response = match answered {
+            Ok(response) => response,
+            Err(stop) => {
+                governance.budgets.settle(reservation, 0);
+                return Err(stop);
+            }
+        };
+        let usage = response.usage.unwrap_or_default();
+        let model = if response.model.is_empty() {
+            chat.model.clone()
+        } else {
+            response.model.clone()
+        };
+        let usd_micros =
+            governance
+                .prices
+                .cost_micros(&model, usage.input_tokens, usage.output_tokens);
+        governance.budgets.settle(reservation, usd_micros);
+        self.usage.input_tokens += usage.input_tokens;
+        self.usage.output_tokens += usage.output_tokens;
+        let provider = self.deps.model.provider().to_owned();
+        self.record(EventPayload::Usage {
+            provider: provider.clone(),
+            model: model.clone(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            reported: response.usage.is_some(),
+        })
+        .await?;
+        self.record(EventPayload::Cost {
+            provider,
+            model,
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            usd_micros,
+            usd: usd_of_micros(usd_micros),
+        })
+        .await?;
+        Ok(response)
+    }
+
+    /// The model call itself, streaming text into coalesced `message_delta` events.
+    async fn stream_model(
+        &self,
         chat: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<agentplane_core::ChatResponse, Stop> {
@@ -426,26 +924,10 @@ impl ActiveTurn<'_> {
             both = async { tokio::join!(call, stream_text) } => both,
         };
         streamed?;
-        let response = response.map_err(|e| failed(e.code(), e.to_string()))?;
-        let usage = response.usage.unwrap_or_default();
-        self.usage.input_tokens += usage.input_tokens;
-        self.usage.output_tokens += usage.output_tokens;
-        self.record(EventPayload::Usage {
-            provider: self.deps.model.provider().to_owned(),
-            model: if response.model.is_empty() {
-                chat.model.clone()
-            } else {
-                response.model.clone()
-            },
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            reported: response.usage.is_some(),
-        })
-        .await?;
-        Ok(response)
+        response.map_err(|e| failed(e.code(), e.to_string()))
     }
 
-    /// Validates, runs and records one tool call.
+    /// Validates, runs and records one tool call, or suspends the turn on it.
     async fn handle_call(
         &self,
         call: PlannedCall,
@@ -453,6 +935,7 @@ impl ActiveTurn<'_> {
         request: &TurnRequest,
         ctx: &ToolContext,
         cancel: &CancellationToken,
+        progress: &Progress,
     ) -> Result<CallEnd, Stop> {
         let (call, early_error) = match call {
             PlannedCall::Ready(call) => (call, None),
@@ -468,8 +951,8 @@ impl ActiveTurn<'_> {
         self.record(EventPayload::ToolCallPlanned {
             call_id: call.id.clone(),
             tool: call.name.clone(),
-            arguments: arguments.clone(),
-            args_preview_hash: hash.clone(),
+            arguments: self.retained(arguments),
+            args_preview_hash: hash,
         })
         .await?;
 
@@ -478,12 +961,47 @@ impl ActiveTurn<'_> {
             (_, Some(error)) => Err(ToolError::new(error.kind, error.message)),
             (Err(message), None) => Err(ToolError::new(ToolErrorKind::InvalidArguments, message)),
             (Ok(args), None) => {
-                self.execute(&call, args, tools, request, ctx, cancel)
+                match self
+                    .execute(&call, args.clone(), tools, request, ctx, cancel, false)
                     .await?
+                {
+                    Gated::Done(outcome) => outcome,
+                    Gated::Suspend {
+                        policy,
+                        approvers,
+                        schema,
+                    } => {
+                        let id = self
+                            .suspend(&call, args, schema, policy, approvers, request, progress)
+                            .await?;
+                        return Ok(CallEnd::Suspended(id));
+                    }
+                }
             }
         };
-        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.finish_call(call, outcome, started, ctx).await
+    }
 
+    /// What events keep of arguments under `retention.tool_args`.
+    fn retained(&self, arguments: Value) -> Value {
+        match self.deps.governance.retention {
+            ArgsRetention::Full => arguments,
+            ArgsRetention::Hash => Value::Null,
+        }
+    }
+
+    /// Records a call's result and turns it into what the model is told.
+    async fn finish_call(
+        &self,
+        call: ToolCall,
+        outcome: Result<Executed, ToolError>,
+        started: Instant,
+        ctx: &ToolContext,
+    ) -> Result<CallEnd, Stop> {
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let hash = args_preview_hash(
+            &serde_json::from_str::<Value>(&call.arguments).unwrap_or(Value::Null),
+        );
         // (status, error type, what the model is told, truncated, whether the turn ends)
         let (status, error_type, output, truncated, finished) = match outcome {
             Ok(Executed::Finished(result)) => (
@@ -553,7 +1071,7 @@ impl ActiveTurn<'_> {
                 turn_id: self.turn.clone(),
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
-                arguments: args.clone(),
+                arguments: self.retained(args.clone()),
                 options: permissions::OPTIONS
                     .iter()
                     .map(|o| (*o).to_owned())
@@ -609,7 +1127,10 @@ impl ActiveTurn<'_> {
         })
     }
 
-    /// Checks a parsed call against its schema and runs it with the timeout.
+    /// Checks a parsed call against its schema and the policies, then runs it with the
+    /// timeout. `approved`: a person already approved this exact call, so approval
+    /// policies are satisfied (denials still hold: deny wins, even after approval).
+    #[allow(clippy::too_many_arguments)]
     async fn execute(
         &self,
         call: &ToolCall,
@@ -618,11 +1139,13 @@ impl ActiveTurn<'_> {
         request: &TurnRequest,
         ctx: &ToolContext,
         cancel: &CancellationToken,
-    ) -> Result<Result<Executed, ToolError>, Stop> {
+        approved: bool,
+    ) -> Result<Gated, Stop> {
+        let done = |outcome| Ok(Gated::Done(outcome));
         let Some(entry) = tools.get(&call.name) else {
             let mut known: Vec<&str> = tools.keys().map(String::as_str).collect();
             known.sort_unstable();
-            return Ok(Err(ToolError::new(
+            return done(Err(ToolError::new(
                 ToolErrorKind::UnknownTool,
                 format!(
                     "there is no tool `{}`; the tools are: {}",
@@ -636,29 +1159,67 @@ impl ActiveTurn<'_> {
                 ToolSource::Finish => "the result does not match the required output schema",
                 ToolSource::Ensemble(_) => "the arguments do not match the tool's schema",
             };
-            return Ok(Err(ToolError::new(
+            return done(Err(ToolError::new(
                 ToolErrorKind::InvalidArguments,
                 format!("{what}: {problems}"),
             )));
         }
         let index = match entry.source {
-            ToolSource::Finish => return Ok(Ok(Executed::Finished(args))),
+            ToolSource::Finish => return done(Ok(Executed::Finished(args))),
             ToolSource::Ensemble(index) => index,
         };
         let Some(ensemble) = request.ensembles.get(index) else {
             return Err(failed(ErrorCode::Internal, "tool table out of date"));
         };
+        let governance = &self.deps.governance;
+        let policies = governance.policies.current();
+        let policy_ctx = self.policy_ctx(request, Some(&call.name));
+        match policy::evaluate(&policies, &policy_ctx) {
+            Decision::Deny { policy, reason } => {
+                return done(Err(ToolError::new(
+                    ToolErrorKind::PolicyDenied,
+                    format!("policy `{policy}` forbids `{}`: {reason}", call.name),
+                )));
+            }
+            Decision::RequireApproval { policy } if !approved => {
+                let approvers = match policies.get(policy).map(|p| p.rule()) {
+                    Some(Rule::ApprovalRequired(rule)) => rule.approvers.clone(),
+                    _ => Vec::new(),
+                };
+                return Ok(Gated::Suspend {
+                    policy: policy.to_owned(),
+                    approvers,
+                    schema: entry.parameters.clone(),
+                });
+            }
+            Decision::RequireApproval { .. } | Decision::Allow => {}
+        }
         if request.agent.requires_permission.contains(&call.name)
             && let Err(denied) = self.ask_permission(call, &args, request, cancel).await?
         {
-            return Ok(Err(denied));
+            return done(Err(denied));
+        }
+        let limits = policy::rate_limits(&policies, &policy_ctx);
+        if let Err(limited) = governance.limiter.admit(
+            &limits,
+            RateFacts {
+                agent: &request.agent.name,
+                tool: Some(&call.name),
+                client: &request.client,
+            },
+            Instant::now(),
+        ) {
+            return done(Err(ToolError::new(
+                ToolErrorKind::RateLimited,
+                limited.message(),
+            )));
         }
         let run = tokio::time::timeout(ctx.timeout, ensemble.call(&call.name, args, ctx));
         let result = tokio::select! {
             _ = cancel.cancelled() => return Err(Stop::Cancelled),
             result = run => result,
         };
-        Ok(match result {
+        done(match result {
             Err(_) => Err(ToolError::new(
                 ToolErrorKind::Timeout,
                 format!(
@@ -673,6 +1234,27 @@ impl ActiveTurn<'_> {
                 truncated: output.truncated,
             }),
         })
+    }
+}
+
+/// What the policy gate made of a call.
+enum Gated {
+    /// Handled here: ran, or refused.
+    Done(Result<Executed, ToolError>),
+    /// It waits for a person: the turn suspends on an approval.
+    Suspend {
+        policy: String,
+        approvers: Vec<String>,
+        schema: Value,
+    },
+}
+
+fn suspended(id: ApprovalId) -> Ending {
+    Ending {
+        stop_reason: StopReason::Interrupted,
+        result: Value::Null,
+        error: None,
+        suspended: Some(id),
     }
 }
 
@@ -698,7 +1280,12 @@ enum Executed {
 
 enum CallEnd {
     Finished(Value),
-    Answer { call_id: String, text: String },
+    Answer {
+        call_id: String,
+        text: String,
+    },
+    /// The turn waits for this approval.
+    Suspended(ApprovalId),
 }
 
 /// Native tool calls win; Harmony markup in the text is parsed only when the server
@@ -767,7 +1354,14 @@ fn collect_tools(
             )
         })?;
         if tools
-            .insert(spec.name.clone(), ToolEntry { source, schema })
+            .insert(
+                spec.name.clone(),
+                ToolEntry {
+                    source,
+                    schema,
+                    parameters: spec.parameters.clone(),
+                },
+            )
             .is_some()
         {
             return Err(failed(

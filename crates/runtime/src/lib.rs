@@ -4,6 +4,9 @@
 
 pub mod agents;
 pub mod config;
+pub mod policies;
+pub mod redacting_store;
+pub mod secrets;
 pub mod settings;
 
 use std::collections::BTreeMap;
@@ -40,13 +43,16 @@ pub enum RuntimeError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Hub(#[from] HubError),
+    /// The policies directory is missing or holds an invalid file.
+    #[error("{0}")]
+    Policies(String),
 }
 
 impl RuntimeError {
     /// The user-facing code of this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Config(_) => ErrorCode::InvalidArgument,
+            Self::Config(_) | Self::Policies(_) => ErrorCode::InvalidArgument,
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),
             Self::Hub(e) => e.code(),
@@ -68,11 +74,14 @@ pub struct Runtime {
     store: Arc<SqliteStore>,
     hub: Arc<Hub>,
     mcp: McpServers,
+    /// Keeps the active policies in step with their directory while the runtime lives.
+    policy_watcher: std::sync::Mutex<Option<policies::PolicyWatcher>>,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
 struct AgentToolbox {
     mcp: McpServers,
+    gate: secrets::McpSecretGate,
 }
 
 impl Toolbox for AgentToolbox {
@@ -83,7 +92,8 @@ impl Toolbox for AgentToolbox {
             // Config loading refuses names that are neither builtin nor a configured
             // MCP server, so nothing is dropped here.
             .filter_map(|name| {
-                builtin_ensemble(agent, name).or_else(|| self.mcp.ensemble(name, thread))
+                builtin_ensemble(agent, name)
+                    .or_else(|| self.gate.ensemble(&self.mcp, agent, name, thread))
             })
             .collect()
     }
@@ -110,16 +120,39 @@ impl Runtime {
             retry_base_delay: Duration::from_millis(250),
             stream: config.llm.stream,
         })?);
+        let secrets = secrets::Secrets::load(&config)?;
+        agentplane_core::secret::install(secrets.redactor());
         // Nothing starts here: each server is started by the first turn that needs it.
-        let mcp = McpServers::new(mcp_specs(&config));
+        let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
+        let (active_policies, policy_watcher) =
+            policies::watch(&config.policies).map_err(RuntimeError::Policies)?;
+        let catalogue = agents::catalogue(&config);
+        let governance = Governance {
+            policies: active_policies,
+            prices: config.prices.clone(),
+            retention: config.tool_args,
+            approval_ttl: config.approval_ttl,
+            agent_tags: catalogue
+                .iter()
+                .map(|(name, agent)| (name.clone(), agent.tags.clone()))
+                .collect(),
+            ..Governance::default()
+        };
+        let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
         let hub = Hub::new(
             TurnDeps {
-                store: store.clone(),
+                store: Arc::new(redacting_store::RedactingStore::new(
+                    store.clone(),
+                    secrets.redactor(),
+                )),
                 model,
-                governance: Arc::new(Governance::default()),
+                governance: Arc::new(governance),
             },
-            agents::catalogue(&config),
-            Arc::new(AgentToolbox { mcp: mcp.clone() }),
+            catalogue,
+            Arc::new(AgentToolbox {
+                mcp: mcp.clone(),
+                gate,
+            }),
             HubConfig {
                 default_model: config.llm.model.clone(),
                 permission_timeout: config.server.permission_timeout,
@@ -132,6 +165,7 @@ impl Runtime {
             store,
             hub,
             mcp,
+            policy_watcher: std::sync::Mutex::new(policy_watcher),
         })
     }
 
@@ -143,6 +177,10 @@ impl Runtime {
     /// Ends what outlives turns: MCP connections kept for threads, and their processes.
     /// Call it after the hub has shut down, before the process exits.
     pub async fn shutdown(&self) {
+        let watcher = self.policy_watcher.lock().ok().and_then(|mut w| w.take());
+        if let Some(watcher) = watcher {
+            watcher.stop().await;
+        }
         self.mcp.shutdown().await;
     }
 

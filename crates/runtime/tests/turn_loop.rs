@@ -216,9 +216,11 @@ async fn a_task_writes_a_file_and_finishes() {
         [
             "turn_started",
             "usage",
+            "cost",
             "tool_call_planned",
             "tool_call_result",
             "usage",
+            "cost",
             "tool_call_planned",
             "tool_call_result",
             "turn_completed"
@@ -228,7 +230,7 @@ async fn a_task_writes_a_file_and_finishes() {
     assert_eq!(r[0].0, "write_file");
     assert_eq!(r[0].1, ToolStatus::Ok);
     assert!(matches!(
-        &events[7].payload,
+        &events[9].payload,
         EventPayload::TurnCompleted { stop_reason: StopReason::Finished, result } if result["summary"] == "wrote the file"
     ));
     assert!(outcome.usage.input_tokens >= 40);

@@ -95,7 +95,7 @@ impl ApiError {
         serde_json::json!({
             "error": {
                 "code": self.code.as_str(),
-                "message": self.message,
+                "message": agentplane_core::secret::redact(&self.message),
                 "details": self.details,
             }
         })
@@ -120,17 +120,35 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
 
 impl From<HubError> for ApiError {
     fn from(e: HubError) -> Self {
-        match e.code() {
+        let retry_after = e.retry_after_secs();
+        let error = match e.code() {
             ErrorCode::Internal => Self::internal(&e),
             code => Self::new(code, e.to_string()),
+        };
+        match retry_after {
+            Some(secs) => error.with_detail(RETRY_AFTER_DETAIL, secs),
+            None => error,
         }
     }
 }
 
+/// The detail a `RATE_LIMITED` error carries its wait in; also sent as `Retry-After`.
+pub const RETRY_AFTER_DETAIL: &str = "retry_after_secs";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let unauthorized = self.code == ErrorCode::Unauthorized;
+        let retry_after = self
+            .details
+            .get(RETRY_AFTER_DETAIL)
+            .and_then(Value::as_u64)
+            .filter(|_| self.code == ErrorCode::RateLimited);
         let mut response = (self.status, Json(self.envelope())).into_response();
+        if let Some(secs) = retry_after
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
         if unauthorized {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

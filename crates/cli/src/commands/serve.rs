@@ -88,6 +88,9 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         Err(e) => return usage(&format!("cannot listen on {listen}: {e}")),
     };
     let hub = runtime.hub().clone();
+    // Resumes turns whose approval was decided while no server ran, and expires
+    // approvals nobody decides in time.
+    hub.start_governance();
     let agents = probe_models(&hub, MODEL_PROBE_TIMEOUT).await;
     eprint!(
         "{}",

@@ -11,6 +11,29 @@ use super::time_window::Zone;
 /// The most a budget may be: one billion dollars (a typo guard, not a business rule).
 const MAX_USD: f64 = 1e9;
 
+impl Budget {
+    /// When the period holding `at` began, in UTC; `None` for `total` (since forever).
+    /// Periods start at local midnight in the budget's zone: a day, a week from
+    /// Monday, a month from the 1st.
+    pub fn period_start(&self, at: jiff::Timestamp) -> Option<jiff::Timestamp> {
+        let local = at.to_zoned(self.timezone.tz().clone());
+        let day = local.start_of_day().ok()?;
+        let start = match self.period {
+            BudgetPeriod::Total => return None,
+            BudgetPeriod::Day => day,
+            BudgetPeriod::Week => {
+                let back = i64::from(local.weekday().to_monday_zero_offset());
+                day.checked_sub(jiff::Span::new().days(back))
+                    .ok()?
+                    .start_of_day()
+                    .ok()?
+            }
+            BudgetPeriod::Month => day.first_of_month().ok()?.start_of_day().ok()?,
+        };
+        Some(start.timestamp())
+    }
+}
+
 /// A spending cap per period.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Budget {

@@ -14,15 +14,16 @@ pub mod policies;
 pub mod prices;
 pub mod rate;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::Event;
 
-pub use budget::BudgetKeeper;
+pub use budget::{BudgetError, BudgetKeeper, Exceeded, Reservation};
 pub use policies::{ActivePolicies, PolicyStatus};
 pub use prices::{Price, PriceTable};
-pub use rate::RateLimiter;
+pub use rate::{Limited, RateFacts, RateLimiter};
 
 /// How long an approval waits for a decision unless configured otherwise: one day.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -54,6 +55,8 @@ pub struct Governance {
     pub approval_ttl: Duration,
     /// Told about every stored event, when set.
     pub tap: Option<Arc<dyn EventTap>>,
+    /// Each agent's tags, to count the past spending of the agents a budget selects.
+    pub agent_tags: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for Governance {
@@ -66,6 +69,7 @@ impl Default for Governance {
             retention: ArgsRetention::Full,
             approval_ttl: DEFAULT_APPROVAL_TTL,
             tap: None,
+            agent_tags: BTreeMap::new(),
         }
     }
 }

@@ -7,6 +7,8 @@
 //! `Forbidden`, so ids cannot be probed. Handlers stay thin: they extract, call one
 //! method, and map the result.
 
+mod approvals;
+mod costs;
 mod models;
 mod stream;
 
@@ -35,6 +37,8 @@ use crate::turn::{
     begin_turn, run_turn,
 };
 
+pub use approvals::ApprovalAnswer;
+pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
 
@@ -86,6 +90,17 @@ pub enum HubError {
     Conflict(String),
     #[error("agentplane is shutting down and accepts no new turns")]
     ShuttingDown,
+    /// A policy forbids it (a `time_window`, a `tool_access`), or the caller may not
+    /// decide this approval.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{message}")]
+    RateLimited {
+        message: String,
+        retry_after_secs: u64,
+    },
+    #[error("{0}")]
+    BudgetExceeded(String),
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]
@@ -111,12 +126,25 @@ impl From<EngineError> for HubError {
 }
 
 impl HubError {
+    /// For `RateLimited`: how long to wait, in whole seconds (at least 1).
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
     /// The user-facing code of this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::InvalidArgument(_) => ErrorCode::InvalidArgument,
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::Conflict(_) | Self::ShuttingDown => ErrorCode::Conflict,
+            Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),
         }
@@ -181,6 +209,8 @@ pub struct Hub {
     running: Mutex<HashMap<TurnId, RunningTurn>>,
     tasks: TaskTracker,
     accepting: AtomicBool,
+    /// Cancelled at shutdown: ends background work (the approval expiry sweep).
+    stopping: CancellationToken,
 }
 
 impl Hub {
@@ -202,6 +232,7 @@ impl Hub {
             running: Mutex::new(HashMap::new()),
             tasks: TaskTracker::new(),
             accepting: AtomicBool::new(true),
+            stopping: CancellationToken::new(),
         })
     }
 
@@ -309,7 +340,11 @@ impl Hub {
         let hub = self.clone();
         let run_cancel = cancel.clone();
         self.tasks.spawn(async move {
-            let observer = FeedObserver { hub: &hub };
+            let agent = request.agent.name.clone();
+            let observer = FeedObserver {
+                hub: &hub,
+                agent: &agent,
+            };
             let turn = begun.turn().clone();
             if let Err(e) = run_turn(&hub.deps, begun, request, &observer, run_cancel).await {
                 tracing::error!(%turn, error = %e, "a turn could not be recorded");
@@ -353,8 +388,10 @@ impl Hub {
             forward.cancelled().await;
             registered.cancel();
         });
+        let agent = request.agent.name.clone();
         let observer = TeeObserver {
             hub: self,
+            agent: &agent,
             inner: observer,
         };
         let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
@@ -391,6 +428,9 @@ impl Hub {
         });
         if let Some(token) = token {
             token.cancel();
+            return Ok(());
+        }
+        if self.cancel_suspended(client, turn).await? {
             return Ok(());
         }
         // Not running here: tell "finished" apart from "no such turn" for its owner only.
@@ -540,7 +580,11 @@ impl Hub {
             workspace: record.cwd.clone().into(),
             ensembles: Vec::new(),
         };
-        let observer = FeedObserver { hub: self };
+        let agent = request.agent.name.clone();
+        let observer = FeedObserver {
+            hub: self,
+            agent: &agent,
+        };
         let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
         self.unregister(&turn);
         let outcome = outcome?;
@@ -565,6 +609,7 @@ impl Hub {
     /// rest (recorded as `cancelled`) and waits for them to be written.
     pub async fn shutdown(&self, grace: Duration) {
         self.accepting.store(false, Ordering::SeqCst);
+        self.stopping.cancel();
         self.tasks.close();
         if tokio::time::timeout(grace, self.tasks.wait())
             .await
@@ -621,6 +666,9 @@ impl Hub {
         }
         let record = self.thread(client, thread).await?;
         let agent = self.agent(&record.agent)?.clone();
+        if !internal {
+            self.admit_turn(client, &agent).await?;
+        }
         let workspace = std::path::PathBuf::from(&record.cwd);
         if !workspace.is_dir() {
             return Err(HubError::InvalidArgument(format!(
@@ -813,26 +861,30 @@ impl Drop for DisconnectGuard {
     }
 }
 
-/// Publishes a turn's stored events to the thread's feed.
+/// Publishes a turn's stored events to the thread's feed and the governance tap.
 struct FeedObserver<'a> {
     hub: &'a Hub,
+    agent: &'a str,
 }
 
 impl TurnObserver for FeedObserver<'_> {
     fn on_event(&self, event: &Event) {
         self.hub.publish(event);
+        self.hub.deps.governance.tap(self.agent, event);
     }
 }
 
 /// Publishes and also tells the caller's observer.
 struct TeeObserver<'a> {
     hub: &'a Hub,
+    agent: &'a str,
     inner: &'a dyn TurnObserver,
 }
 
 impl TurnObserver for TeeObserver<'_> {
     fn on_event(&self, event: &Event) {
         self.hub.publish(event);
+        self.hub.deps.governance.tap(self.agent, event);
         self.inner.on_event(event);
     }
 

@@ -1,0 +1,424 @@
+//! The hub's governance entry points: turn-level policy checks, and approvals —
+//! listing, deciding, resuming the suspended turn, and expiring what nobody decided.
+//!
+//! A suspended turn holds no task: its state is in the approval. A decision (or the
+//! expiry sweep) records the outcome, then the turn is claimed (exactly once, by the
+//! store) and resumed in a new task. A decision that lands while no process runs is
+//! resumed by the next start-up's sweep, so approvals survive restarts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{AgentSpec, ApprovalId, ApprovalOutcome, StopReason};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{FeedObserver, Hub, HubError};
+use crate::governance::{BudgetError, RateFacts};
+use crate::policy::{self, Decision, RequestContext};
+use crate::ports::{ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus};
+use crate::schema::Schema;
+use crate::turn::{self, PermissionSettings, TurnRequest};
+
+/// Longest feedback accepted with a rejection, in characters.
+pub const MAX_FEEDBACK_CHARS: usize = 4_000;
+/// How often pending approvals are checked for expiry.
+const EXPIRY_SWEEP: Duration = Duration::from_secs(1);
+
+/// A person's answer to an approval.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApprovalAnswer {
+    /// Run the call as planned.
+    Approve,
+    /// Run it with these arguments instead (checked against the tool's schema).
+    Edit { arguments: Value },
+    /// Do not run it; the feedback goes back to the model.
+    Reject { feedback: Option<String> },
+}
+
+impl Hub {
+    /// Turn-level policy: a `time_window` or `tool_access` denial without a tool,
+    /// the rate limits that count turns, and budgets already spent.
+    pub(super) async fn admit_turn(&self, client: &str, agent: &AgentSpec) -> Result<(), HubError> {
+        let governance = &self.deps.governance;
+        let set = governance.policies.current();
+        if set.is_empty() {
+            return Ok(());
+        }
+        let ctx = RequestContext {
+            agent: &agent.name,
+            tags: &agent.tags,
+            tool: None,
+            client,
+            at: Timestamp::now(),
+        };
+        if let Decision::Deny { policy, reason } = policy::evaluate(&set, &ctx) {
+            return Err(HubError::Forbidden(format!(
+                "policy `{policy}` forbids a turn of agent `{}` now: {reason}",
+                agent.name
+            )));
+        }
+        let limits = policy::rate_limits(&set, &ctx);
+        governance
+            .limiter
+            .admit(
+                &limits,
+                RateFacts {
+                    agent: &agent.name,
+                    tool: None,
+                    client,
+                },
+                Instant::now(),
+            )
+            .map_err(|limited| HubError::RateLimited {
+                message: limited.message(),
+                retry_after_secs: limited.retry_after.as_secs().max(1),
+            })?;
+        let reservation = governance
+            .budgets
+            .reserve(
+                self.deps.store.as_ref(),
+                &set,
+                &ctx,
+                &governance.agent_tags,
+                0,
+            )
+            .await
+            .map_err(|e| match e {
+                BudgetError::Exceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
+                BudgetError::Store(e) => e.into(),
+            })?;
+        governance.budgets.settle(reservation, 0);
+        Ok(())
+    }
+
+    /// Approvals a client may see: those of its threads and those naming it as an
+    /// approver. Oldest first.
+    pub async fn list_approvals(
+        &self,
+        client: &str,
+        pending_only: bool,
+    ) -> Result<Vec<ApprovalRecord>, HubError> {
+        let all = self
+            .deps
+            .store
+            .list_approvals(&ApprovalQuery {
+                pending_only,
+                ..ApprovalQuery::default()
+            })
+            .await?;
+        Ok(all.into_iter().filter(|a| visible_to(a, client)).collect())
+    }
+
+    /// One approval the client may see; any other is `NotFound`.
+    pub async fn approval(
+        &self,
+        client: &str,
+        id: &ApprovalId,
+    ) -> Result<ApprovalRecord, HubError> {
+        match self.deps.store.approval(id).await? {
+            Some(record) if visible_to(&record, client) => Ok(record),
+            _ => Err(HubError::NotFound(format!("approval {id}"))),
+        }
+    }
+
+    /// Decides a pending approval and resumes its turn. When the approval names
+    /// approvers, only they may decide (the thread's owner may not approve its own
+    /// call); otherwise the owner decides.
+    pub async fn decide_approval(
+        self: &Arc<Self>,
+        client: &str,
+        id: &ApprovalId,
+        answer: ApprovalAnswer,
+    ) -> Result<ApprovalRecord, HubError> {
+        let record = self.approval(client, id).await?;
+        if !record.approvers.is_empty() && !record.approvers.iter().any(|a| a == client) {
+            return Err(HubError::Forbidden(format!(
+                "approval {id} may be decided only by {}",
+                record.approvers.join(", ")
+            )));
+        }
+        if let ApprovalStatus::Decided(outcome) = record.status {
+            return Err(HubError::Conflict(format!(
+                "approval {id} was already {}",
+                outcome.as_str()
+            )));
+        }
+        let (outcome, arguments, feedback) = match answer {
+            ApprovalAnswer::Approve => (ApprovalOutcome::Approved, None, None),
+            ApprovalAnswer::Edit { arguments } => {
+                let schema = turn::approval_schema(&record).ok_or_else(|| {
+                    HubError::Conflict(format!(
+                        "approval {id} was stored by another agentplane version and cannot be edited"
+                    ))
+                })?;
+                let schema = Schema::compile(&schema).map_err(HubError::InvalidArgument)?;
+                schema.check(&arguments).map_err(|problems| {
+                    HubError::InvalidArgument(format!(
+                        "the edited arguments do not match the schema of `{}`: {problems}",
+                        record.tool
+                    ))
+                })?;
+                (ApprovalOutcome::Edited, Some(arguments), None)
+            }
+            ApprovalAnswer::Reject { feedback } => {
+                if let Some(text) = &feedback
+                    && text.chars().count() > MAX_FEEDBACK_CHARS
+                {
+                    return Err(HubError::InvalidArgument(format!(
+                        "feedback is longer than {MAX_FEEDBACK_CHARS} characters"
+                    )));
+                }
+                (ApprovalOutcome::Rejected, None, feedback)
+            }
+        };
+        let decided = self
+            .record_decision(id, outcome, arguments, feedback, client)
+            .await?;
+        self.resume(id).await;
+        Ok(decided)
+    }
+
+    /// Writes a decision and shows its event to the thread's subscribers.
+    async fn record_decision(
+        &self,
+        id: &ApprovalId,
+        outcome: ApprovalOutcome,
+        arguments: Option<Value>,
+        feedback: Option<String>,
+        by: &str,
+    ) -> Result<ApprovalRecord, HubError> {
+        let governance = &self.deps.governance;
+        let (record, event) = self
+            .deps
+            .store
+            .decide_approval(
+                id,
+                ApprovalDecision {
+                    outcome,
+                    arguments,
+                    feedback,
+                    by: by.to_owned(),
+                    arguments_in_event: governance.retention
+                        == crate::governance::ArgsRetention::Full,
+                },
+            )
+            .await?;
+        self.publish(&event);
+        governance.tap(&record.agent, &event);
+        Ok(record)
+    }
+
+    /// Claims a decided approval and runs the rest of its turn in the background. A
+    /// claim that fails (already taken, still pending) means someone else resumes it.
+    pub(super) async fn resume(self: &Arc<Self>, id: &ApprovalId) {
+        if self.accepting().is_err() {
+            // The next start-up resumes it.
+            return;
+        }
+        let (begun, approval) = match turn::claim_approval(&self.deps, id).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::debug!(%id, error = %e, "approval not resumed here");
+                return;
+            }
+        };
+        let thread = match self.deps.store.thread(begun.thread()).await {
+            Ok(Some(thread)) => thread,
+            other => {
+                tracing::error!(%id, ?other, "the thread of a decided approval is gone");
+                return;
+            }
+        };
+        let Some(agent) = self.agents.get(&thread.agent).cloned() else {
+            // The agent was removed from the configuration while the turn waited:
+            // end the turn rather than leave it suspended forever.
+            let message = format!("agent `{}` no longer exists", thread.agent);
+            self.end_orphan(&begun, &message).await;
+            return;
+        };
+        let model =
+            turn::approval_model(&approval).unwrap_or_else(|| self.wanted_model(&agent).to_owned());
+        let request = TurnRequest {
+            ensembles: self.toolbox.ensembles(&agent, begun.thread()),
+            agent,
+            client: thread.client_id.clone(),
+            model,
+            input: String::new(),
+            history: Vec::new(),
+            permissions: Some(PermissionSettings {
+                broker: self.broker.clone(),
+                timeout: self.config.permission_timeout,
+            }),
+            workspace: thread.cwd.clone().into(),
+        };
+        let (_live, lease) = self.subscribe_feed(begun.thread());
+        let cancel = self.register(&begun, &thread.client_id);
+        let hub = self.clone();
+        self.tasks.spawn(async move {
+            let _lease = lease;
+            let agent = request.agent.name.clone();
+            let observer = FeedObserver {
+                hub: &hub,
+                agent: &agent,
+            };
+            let turn = begun.turn().clone();
+            if let Err(e) =
+                turn::resume_turn(&hub.deps, begun, request, approval, &observer, cancel).await
+            {
+                tracing::error!(%turn, error = %e, "a resumed turn could not be recorded");
+            }
+            hub.unregister(&turn);
+        });
+    }
+
+    async fn end_orphan(&self, begun: &turn::BegunTurn, message: &str) {
+        let ended = self
+            .deps
+            .store
+            .complete_turn(
+                begun.thread(),
+                begun.turn(),
+                StopReason::Error,
+                serde_json::json!({ "error": message }),
+            )
+            .await;
+        match ended {
+            Ok(event) => self.publish(&event),
+            Err(e) => tracing::error!(turn = %begun.turn(), error = %e, "could not end a turn"),
+        }
+    }
+
+    /// Cancels a turn suspended on an approval: the approval is rejected and the turn
+    /// ends `cancelled`. `false` when the turn is not suspended.
+    pub(super) async fn cancel_suspended(
+        &self,
+        client: &str,
+        turn: &agentplane_core::TurnId,
+    ) -> Result<bool, HubError> {
+        let open = self
+            .deps
+            .store
+            .list_approvals(&ApprovalQuery {
+                client: Some(client.to_owned()),
+                ..ApprovalQuery::default()
+            })
+            .await?
+            .into_iter()
+            .find(|a| &a.turn_id == turn && !a.resumed);
+        let Some(approval) = open else {
+            return Ok(false);
+        };
+        if approval.status == ApprovalStatus::Pending {
+            self.record_decision(
+                &approval.id,
+                ApprovalOutcome::Rejected,
+                None,
+                Some("the turn was cancelled".to_owned()),
+                client,
+            )
+            .await?;
+        }
+        let (begun, _) = turn::claim_approval(&self.deps, &approval.id).await?;
+        let event = self
+            .deps
+            .store
+            .complete_turn(
+                begun.thread(),
+                begun.turn(),
+                StopReason::Cancelled,
+                Value::Null,
+            )
+            .await?;
+        self.publish(&event);
+        self.deps.governance.tap(&approval.agent, &event);
+        Ok(true)
+    }
+
+    /// Runs until shutdown: at start, resumes turns whose approval was decided while
+    /// no process ran; then, every second, expires pending approvals past their time
+    /// (a rejection) and resumes their turns.
+    pub fn start_governance(self: &Arc<Self>) {
+        let hub = self.clone();
+        let stopping = self.stopping.clone();
+        tokio::spawn(async move {
+            hub.resume_decided().await;
+            loop {
+                tokio::select! {
+                    _ = stopping.cancelled() => return,
+                    _ = tokio::time::sleep(EXPIRY_SWEEP) => {}
+                }
+                hub.expire_due().await;
+            }
+        });
+    }
+
+    async fn resume_decided(self: &Arc<Self>) {
+        let waiting = self
+            .deps
+            .store
+            .list_approvals(&ApprovalQuery {
+                awaiting_resume: true,
+                ..ApprovalQuery::default()
+            })
+            .await;
+        match waiting {
+            Ok(waiting) => {
+                for approval in waiting {
+                    self.resume(&approval.id).await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not list decided approvals"),
+        }
+    }
+
+    async fn expire_due(self: &Arc<Self>) {
+        let pending = match self
+            .deps
+            .store
+            .list_approvals(&ApprovalQuery {
+                pending_only: true,
+                ..ApprovalQuery::default()
+            })
+            .await
+        {
+            Ok(pending) => pending,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list pending approvals");
+                return;
+            }
+        };
+        let now = Timestamp::now();
+        for approval in pending {
+            let due = approval
+                .expires_at
+                .parse::<Timestamp>()
+                .map(|at| at <= now)
+                // An unreadable expiry fails closed: it counts as expired.
+                .unwrap_or(true);
+            if !due {
+                continue;
+            }
+            match self
+                .record_decision(&approval.id, ApprovalOutcome::Expired, None, None, "expiry")
+                .await
+            {
+                Ok(_) => self.resume(&approval.id).await,
+                // Decided meanwhile by a person: that decision resumes it.
+                Err(HubError::Conflict(_)) => {}
+                Err(e) => tracing::warn!(id = %approval.id, error = %e, "could not expire"),
+            }
+        }
+    }
+
+    /// A token cancelled when the hub shuts down.
+    pub fn stopping(&self) -> CancellationToken {
+        self.stopping.clone()
+    }
+}
+
+/// The thread's owner and the named approvers see an approval.
+fn visible_to(approval: &ApprovalRecord, client: &str) -> bool {
+    approval.client_id == client || approval.approvers.iter().any(|a| a == client)
+}
