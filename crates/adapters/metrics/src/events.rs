@@ -1,0 +1,108 @@
+//! What each stored event changes in the metrics: [`Metrics`] as the hub's
+//! [`EventTap`].
+//!
+//! Called on the turn's task for every stored event, so each arm is a few atomic
+//! updates and at most one short lock; events that no metric counts cost a match.
+
+use std::time::Instant;
+
+use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
+use agentplane_engine::governance::EventTap;
+
+use crate::{
+    AgentLabel, AgentProviderLabels, AgentStatusLabels, MAX_TIMED_TURNS, Metrics,
+    PolicyAgentLabels, ToolLabel, ToolStatusLabels,
+};
+
+impl EventTap for Metrics {
+    fn on_event(&self, agent: &str, event: &Event) {
+        match &event.payload {
+            EventPayload::TurnStarted { .. } => self.turn_started(&event.turn_id),
+            EventPayload::TurnCompleted { stop_reason, .. } => {
+                let agent = self.agents.admit(agent);
+                if let Some(started) = self.turn_ended(&event.turn_id) {
+                    self.execution_seconds
+                        .get_or_create(&AgentLabel {
+                            agent: agent.clone(),
+                        })
+                        .observe(started.elapsed().as_secs_f64());
+                }
+                self.executions
+                    .get_or_create(&AgentStatusLabels {
+                        agent,
+                        status: stop_reason.as_str(),
+                    })
+                    .inc();
+            }
+            EventPayload::Cost {
+                provider,
+                usd_micros,
+                ..
+            } => {
+                self.cost_usd
+                    .get_or_create(&AgentProviderLabels {
+                        agent: self.agents.admit(agent),
+                        provider: self.providers.admit(provider),
+                    })
+                    .inc_by(usd_of_micros(*usd_micros));
+            }
+            EventPayload::PolicyViolation { policy, .. } => {
+                self.violations
+                    .get_or_create(&PolicyAgentLabels {
+                        policy: self.policies.admit(policy),
+                        agent: self.agents.admit(agent),
+                    })
+                    .inc();
+            }
+            EventPayload::ApprovalRequested { .. } => {
+                self.approval_queue.inc();
+            }
+            EventPayload::ApprovalDecided { .. } => self.approval_left_queue(),
+            EventPayload::ToolCallResult {
+                tool,
+                status,
+                latency_ms,
+                ..
+            } => {
+                let tool = self.tools.admit(tool);
+                self.tool_seconds
+                    .get_or_create(&ToolLabel { tool: tool.clone() })
+                    .observe(*latency_ms as f64 / 1000.0);
+                self.tool_calls
+                    .get_or_create(&ToolStatusLabels {
+                        tool,
+                        status: status.as_str(),
+                    })
+                    .inc();
+            }
+            // Deltas, planned calls, permissions, usage, errors and security events
+            // count in no metric (errors show as `status="error"` executions).
+            _ => {}
+        }
+    }
+}
+
+impl Metrics {
+    /// Notes when a turn started. When the map is full (turns whose end this process
+    /// will never see), the oldest entry goes: a scan, but only at the bound.
+    fn turn_started(&self, turn: &TurnId) {
+        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if started.len() >= MAX_TIMED_TURNS
+            && let Some(oldest) = started
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(id, _)| id.clone())
+        {
+            started.remove(&oldest);
+        }
+        started.insert(turn.clone(), Instant::now());
+    }
+
+    /// When the turn started, if this process saw it start.
+    fn turn_ended(&self, turn: &TurnId) -> Option<Instant> {
+        self.started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(turn)
+    }
+}

@@ -1,0 +1,339 @@
+//! Prometheus metrics of agentplane, derived from the event log as it is written.
+//!
+//! One [`Metrics`] per process holds every metric. It learns about turns the way every
+//! other view does, from events: it is the hub's [`EventTap`], so executions, their
+//! durations, costs, policy violations, the approval queue and tool calls are counted
+//! from the stored events alone. HTTP requests are recorded by the server's middleware
+//! through [`Metrics::observe_http`], and store operations by [`MeteredStore`], which
+//! wraps the event store. [`Metrics::encode`] renders the Prometheus text format
+//! (version 0.0.4) that `promtool check metrics` accepts; `docs/metrics.md` lists every
+//! metric.
+//!
+//! What lives here: metric names, labels, buckets and their bounds. What must not:
+//! any decision about a turn (this crate only watches), and anything blocking on the
+//! path that records an event: [`Metrics::on_event`] takes short locks and never
+//! waits on I/O.
+//!
+//! [`EventTap`]: agentplane_engine::governance::EventTap
+
+mod events;
+mod exposition;
+mod labels;
+mod store;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use agentplane_core::TurnId;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+pub use labels::{MAX_DISTINCT_VALUES, MAX_LABEL_LEN, OTHER};
+pub use store::MeteredStore;
+
+use crate::labels::LabelCap;
+
+/// The content type of [`Metrics::encode`]'s text: Prometheus' text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The `route` label of a request no route matched.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+/// How many running turns are timed at once. A turn that starts when the map is full
+/// evicts the oldest entry (a turn whose end this process will never see).
+pub const MAX_TIMED_TURNS: usize = 10_000;
+
+/// Turn durations: from under a second (a text answer) to half an hour (a long tool
+/// loop or a turn suspended on an approval).
+const TURN_SECONDS: [f64; 12] = [
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
+];
+/// Tool call latencies: a file read to a slow shell command or web fetch.
+const TOOL_SECONDS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 120.0,
+];
+/// HTTP request durations. An SSE turn stream counts until its response headers, so
+/// these are short.
+const HTTP_SECONDS: [f64; 11] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+/// Store operations: a cached read to a write waiting for the batched writer.
+const STORE_SECONDS: [f64; 11] = [
+    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
+];
+
+/// A histogram family's constructor; one per bucket layout.
+type Buckets = fn() -> Histogram;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AgentLabel {
+    agent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AgentStatusLabels {
+    agent: String,
+    status: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AgentProviderLabels {
+    agent: String,
+    provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PolicyAgentLabels {
+    policy: String,
+    agent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ToolStatusLabels {
+    tool: String,
+    status: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteLabels {
+    method: &'static str,
+    route: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteStatusLabels {
+    method: &'static str,
+    route: String,
+    status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StoreOpLabel {
+    op: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StoreOutcomeLabels {
+    op: &'static str,
+    outcome: &'static str,
+}
+
+/// Every metric of the process. Create one with [`Metrics::new`], share it in an
+/// `Arc`: give it to the hub as its event tap, wrap the event store in a
+/// [`MeteredStore`] with it, and hand it to the HTTP router.
+///
+/// Invariant: each label value passed a cap (see `labels.rs`), so the number of
+/// series stays bounded whatever models and clients send.
+pub struct Metrics {
+    registry: Registry,
+    executions: Family<AgentStatusLabels, Counter>,
+    execution_seconds: Family<AgentLabel, Histogram, Buckets>,
+    cost_usd: Family<AgentProviderLabels, Counter<f64, AtomicU64>>,
+    violations: Family<PolicyAgentLabels, Counter>,
+    approval_queue: Gauge,
+    tool_calls: Family<ToolStatusLabels, Counter>,
+    tool_seconds: Family<ToolLabel, Histogram, Buckets>,
+    http_requests: Family<RouteStatusLabels, Counter>,
+    http_seconds: Family<RouteLabels, Histogram, Buckets>,
+    store_operations: Family<StoreOutcomeLabels, Counter>,
+    store_seconds: Family<StoreOpLabel, Histogram, Buckets>,
+    /// When each running turn's `turn_started` arrived.
+    started: Mutex<HashMap<TurnId, Instant>>,
+    agents: LabelCap,
+    providers: LabelCap,
+    policies: LabelCap,
+    tools: LabelCap,
+    routes: LabelCap,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Every metric, registered and empty (the approval queue at 0). A family shows in
+    /// the text from its first sample on.
+    pub fn new() -> Self {
+        // Help texts end without a period: the registry adds one.
+        let mut registry = Registry::default();
+        let executions = Family::default();
+        registry.register(
+            "agent_executions",
+            "Turns that ended, by agent and stop reason (finished, text_answer, step_limit, \
+             error, cancelled, interrupted)",
+            executions.clone(),
+        );
+        let execution_seconds: Family<AgentLabel, Histogram, Buckets> =
+            Family::new_with_constructor(|| Histogram::new(TURN_SECONDS));
+        registry.register(
+            "agent_execution_duration_seconds",
+            "Time from a turn's start to its end, by agent, as seen by this process",
+            execution_seconds.clone(),
+        );
+        let cost_usd = Family::default();
+        registry.register(
+            "agent_execution_cost_usd",
+            "What model calls cost in US dollars, by agent and provider",
+            cost_usd.clone(),
+        );
+        let violations = Family::default();
+        registry.register(
+            "policy_violations",
+            "Policy violations found by the post-turn audit, by policy and agent",
+            violations.clone(),
+        );
+        let approval_queue = Gauge::default();
+        registry.register(
+            "approval_queue_size",
+            "Approvals waiting for a decision",
+            approval_queue.clone(),
+        );
+        let tool_calls = Family::default();
+        registry.register(
+            "tool_calls",
+            "Tool calls that ran, by tool and status (ok, error)",
+            tool_calls.clone(),
+        );
+        let tool_seconds: Family<ToolLabel, Histogram, Buckets> =
+            Family::new_with_constructor(|| Histogram::new(TOOL_SECONDS));
+        registry.register(
+            "tool_call_latency_seconds",
+            "How long tool calls took, by tool",
+            tool_seconds.clone(),
+        );
+        let http_requests = Family::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by method, route template and status",
+            http_requests.clone(),
+        );
+        let http_seconds: Family<RouteLabels, Histogram, Buckets> =
+            Family::new_with_constructor(|| Histogram::new(HTTP_SECONDS));
+        registry.register(
+            "http_request_duration_seconds",
+            "Time until an HTTP response's headers, by method and route template",
+            http_seconds.clone(),
+        );
+        let store_operations = Family::default();
+        registry.register(
+            "store_operations",
+            "Event store operations, by operation and outcome (ok, not_found, conflict, \
+             error)",
+            store_operations.clone(),
+        );
+        let store_seconds: Family<StoreOpLabel, Histogram, Buckets> =
+            Family::new_with_constructor(|| Histogram::new(STORE_SECONDS));
+        registry.register(
+            "store_operation_duration_seconds",
+            "How long event store operations took, by operation",
+            store_seconds.clone(),
+        );
+        Self {
+            registry,
+            executions,
+            execution_seconds,
+            cost_usd,
+            violations,
+            approval_queue,
+            tool_calls,
+            tool_seconds,
+            http_requests,
+            http_seconds,
+            store_operations,
+            store_seconds,
+            started: Mutex::new(HashMap::new()),
+            agents: LabelCap::default(),
+            providers: LabelCap::default(),
+            policies: LabelCap::default(),
+            tools: LabelCap::default(),
+            routes: LabelCap::new(2 * MAX_LABEL_LEN, MAX_DISTINCT_VALUES),
+        }
+    }
+
+    /// Every metric in Prometheus' text format (see [`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        exposition::encode(&self.registry)
+    }
+
+    /// Sets the approval queue to the number of approvals pending in the store. Call it
+    /// once at start-up, before turns run: approvals survive restarts, and from then on
+    /// `approval_requested` and `approval_decided` events keep the gauge current.
+    pub fn set_approval_queue(&self, pending: u64) {
+        self.approval_queue
+            .set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+
+    /// Records one answered HTTP request. `route` is the matched route template
+    /// (`/v1/threads/{id}`), never the raw path, so ids never become labels; `None`
+    /// when no route matched. `elapsed` runs until the response's headers.
+    pub fn observe_http(&self, method: &str, route: Option<&str>, status: u16, elapsed: Duration) {
+        let method = known_method(method);
+        let route = match route {
+            Some(route) => self.routes.admit(route),
+            None => UNMATCHED_ROUTE.to_owned(),
+        };
+        self.http_seconds
+            .get_or_create(&RouteLabels {
+                method,
+                route: route.clone(),
+            })
+            .observe(elapsed.as_secs_f64());
+        self.http_requests
+            .get_or_create(&RouteStatusLabels {
+                method,
+                route,
+                status: status.to_string(),
+            })
+            .inc();
+    }
+
+    /// Records one event store operation.
+    fn observe_store(&self, op: &'static str, outcome: &'static str, elapsed: Duration) {
+        self.store_seconds
+            .get_or_create(&StoreOpLabel { op })
+            .observe(elapsed.as_secs_f64());
+        self.store_operations
+            .get_or_create(&StoreOutcomeLabels { op, outcome })
+            .inc();
+    }
+
+    /// One approval left the queue; never below zero (a decision on an approval made
+    /// before a start-up that was not seeded with [`Metrics::set_approval_queue`]).
+    fn approval_left_queue(&self) {
+        let _ =
+            self.approval_queue
+                .inner()
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    (n > 0).then(|| n - 1)
+                });
+    }
+}
+
+/// The method as a label: the standard ones by name, any other (a client may send
+/// any token) as [`OTHER`].
+fn known_method(method: &str) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|known| *known == method)
+        .unwrap_or(OTHER)
+}
