@@ -7,8 +7,9 @@
 //! live here: reading secrets (environment, files) — this crate does no I/O.
 //!
 //! Matching is exact and byte-wise: a value is found wherever it occurs, also inside a
-//! longer word, and in its JSON-escaped form (a value holding `"` or `\` appears escaped
-//! in JSON text). Where two values overlap, the whole covered run is replaced once,
+//! longer word, in its JSON-escaped form (a value holding `"` or `\` appears escaped in
+//! JSON text) and in its percent-encoded form (a value in a URL, as an access log shows
+//! it). Where two values overlap, the whole covered run is replaced once,
 //! naming both (`[REDACTED:A,B]`), so no fragment of either survives.
 
 use std::borrow::Cow;
@@ -93,12 +94,13 @@ impl Redactor {
                 text: value.to_owned(),
                 name: index,
             });
-            let escaped = json_escaped(value);
-            if escaped != value {
-                needles.push(Needle {
-                    text: escaped,
-                    name: index,
-                });
+            for form in [json_escaped(value), percent_encoded(value)] {
+                if form != value && !needles.iter().any(|n: &Needle| n.text == form) {
+                    needles.push(Needle {
+                        text: form,
+                        name: index,
+                    });
+                }
             }
         }
         needles.sort_by_key(|n| std::cmp::Reverse(n.text.len()));
@@ -227,6 +229,19 @@ fn json_escaped(value: &str) -> String {
     quoted[1..quoted.len() - 1].to_owned()
 }
 
+/// The value as a URL carries it: every byte but RFC 3986's unreserved ones as `%XX`.
+fn percent_encoded(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// Whether a process-wide redactor with something to redact is installed: lets
 /// [`redact`] skip the lock on the common path of a process without secrets.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -327,6 +342,15 @@ mod tests {
         let text = json!({ "arg": value }).to_string();
         assert!(text.contains("pa\\\"ss\\\\word"));
         assert_eq!(r.redact(&text), "{\"arg\":\"[REDACTED:pw]\"}");
+    }
+
+    #[test]
+    fn the_percent_encoded_form_is_redacted_too() {
+        let r = redactor(&[("pw", "a b/c\"d")]);
+        assert_eq!(
+            r.redact("GET /v1/threads/a%20b%2Fc%22d/history"),
+            "GET /v1/threads/[REDACTED:pw]/history"
+        );
     }
 
     #[test]
