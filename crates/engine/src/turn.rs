@@ -882,7 +882,7 @@ impl ActiveTurn<'_> {
             };
             model.chat(chat, &mut on_text).await
         };
-        let this = &*self;
+        let this = self;
         let stream_text = async move {
             let mut pending = String::new();
             let mut seen = String::new();
