@@ -1,10 +1,13 @@
-//! `GET /v1/costs`: cost events recorded on real turns in the real SQLite store,
-//! reported over HTTP grouped and totalled; tenancy (a client sees only its own spend,
-//! another client's thread is 404); hostile query strings are 400/404 envelopes.
+//! `GET /v1/costs`: turns run against the scripted model record a cost per call,
+//! priced by the built-in table; cost events recorded on turns in the real SQLite store
+//! are reported over HTTP grouped and totalled; tenancy (a client sees only its own
+//! spend, another client's thread is 404); hostile query strings are 400/404 envelopes.
 
 use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId};
 use reqwest::Method;
 use serde_json::Value;
+
+use agentplane_testkit::Step;
 
 use crate::harness::{Api, Setup};
 
@@ -69,6 +72,39 @@ async fn costs(api: &Api, client: &str, query: &str) -> Value {
     let answer = api.get(&format!("/v1/costs{query}"), client).await;
     assert_eq!(answer.status.as_u16(), 200, "{query}: {:?}", answer.body);
     answer.body
+}
+
+#[tokio::test]
+async fn real_turns_are_priced_by_the_built_in_table_and_local_models_are_free() {
+    // The model server says which model answered: a hosted one, then a local one.
+    let mut hosted = Step::text("first answer").with_usage(1_000, 100);
+    hosted.model = Some("gpt-4o-mini".into());
+    let local = Step::text("second answer").with_usage(50, 5);
+    let api = Setup::new(vec![hosted, local]).start().await;
+    let thread = api.create_thread("alice", "chat").await;
+    for input in ["one", "two"] {
+        let frames = api
+            .start_turn("alice", &thread, input)
+            .await
+            .until_completed()
+            .await;
+        assert!(frames.iter().any(|f| f.is("cost")), "{frames:#?}");
+    }
+
+    let by_model = costs(&api, "alice", "?group_by=model").await;
+    // gpt-4o-mini at $0.15 / $0.60 per Mtok: 1,000 × 0.15 + 100 × 0.60 = 210 µ$.
+    assert_eq!(
+        rows(&by_model),
+        [row("gpt-4o-mini", 1, 210), row("scripted-model", 1, 0)]
+    );
+    assert_eq!(by_model["total"]["input_tokens"], 1_050);
+    assert_eq!(by_model["total"]["output_tokens"], 105);
+    assert_eq!(by_model["total"]["usd"].as_f64(), Some(0.00021));
+    let per_turn = costs(&api, "alice", &format!("?group_by=turn&thread_id={thread}")).await;
+    let usd: Vec<u64> = rows(&per_turn).into_iter().map(|r| r.2).collect();
+    assert_eq!(usd.len(), 2, "{per_turn}");
+    assert_eq!(usd.iter().sum::<u64>(), 210);
+    assert_eq!(rows(&costs(&api, "bob", "?group_by=model").await), []);
 }
 
 #[tokio::test]
