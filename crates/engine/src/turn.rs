@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use std::collections::VecDeque;
 
 use agentplane_core::policy::{Rule, Timestamp};
+use agentplane_core::secret;
 use agentplane_core::{
     AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
     EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, ToolCall, ToolErrorKind,
@@ -1012,6 +1013,11 @@ impl ActiveTurn<'_> {
                 Some(result),
             ),
             Ok(Executed::Output { content, truncated }) => {
+                // A secret a tool printed reaches neither the model nor the log.
+                let content = match secret::redact(&content) {
+                    std::borrow::Cow::Borrowed(_) => content,
+                    std::borrow::Cow::Owned(redacted) => redacted,
+                };
                 let (content, cut) = cap_output(content, ctx.output_cap);
                 (ToolStatus::Ok, None, content, truncated || cut, None)
             }
@@ -1024,7 +1030,11 @@ impl ActiveTurn<'_> {
                     })
                     .await?;
                 }
-                let text = format!("error ({}): {}", error.kind.as_str(), error.message);
+                let text = format!(
+                    "error ({}): {}",
+                    error.kind.as_str(),
+                    secret::redact(&error.message)
+                );
                 let (text, _) = cap_output(text, ctx.output_cap);
                 (ToolStatus::Error, Some(error.kind), text, false, None)
             }
