@@ -4,6 +4,7 @@
 //! Called on the turn's task for every stored event, so each arm is a few atomic
 //! updates and at most one short lock; events that no metric counts cost a match.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
@@ -82,20 +83,31 @@ impl EventTap for Metrics {
     }
 }
 
+/// Running turns' start times, with the order they started in: ties between two
+/// `Instant`s must not decide which entry is evicted.
+#[derive(Debug, Default)]
+pub(crate) struct TimedTurns {
+    next: u64,
+    started: HashMap<TurnId, (u64, Instant)>,
+}
+
 impl Metrics {
     /// Notes when a turn started. When the map is full (turns whose end this process
-    /// will never see), the oldest entry goes: a scan, but only at the bound.
+    /// will never see), the earliest started entry goes: a scan, but only at the bound.
     fn turn_started(&self, turn: &TurnId) {
-        let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
-        if started.len() >= MAX_TIMED_TURNS
-            && let Some(oldest) = started
+        let mut timed = self.started.lock().unwrap_or_else(|p| p.into_inner());
+        if timed.started.len() >= MAX_TIMED_TURNS
+            && let Some(oldest) = timed
+                .started
                 .iter()
-                .min_by_key(|(_, at)| **at)
+                .min_by_key(|(_, (order, _))| *order)
                 .map(|(id, _)| id.clone())
         {
-            started.remove(&oldest);
+            timed.started.remove(&oldest);
         }
-        started.insert(turn.clone(), Instant::now());
+        let order = timed.next;
+        timed.next += 1;
+        timed.started.insert(turn.clone(), (order, Instant::now()));
     }
 
     /// When the turn started, if this process saw it start.
@@ -103,6 +115,8 @@ impl Metrics {
         self.started
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .started
             .remove(turn)
+            .map(|(_, at)| at)
     }
 }

@@ -21,12 +21,10 @@ mod exposition;
 mod labels;
 mod store;
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use agentplane_core::TurnId;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -37,6 +35,7 @@ use prometheus_client::registry::Registry;
 pub use labels::{MAX_DISTINCT_VALUES, MAX_LABEL_LEN, OTHER};
 pub use store::MeteredStore;
 
+use crate::events::TimedTurns;
 use crate::labels::LabelCap;
 
 /// The content type of [`Metrics::encode`]'s text: Prometheus' text exposition format.
@@ -147,7 +146,7 @@ pub struct Metrics {
     store_operations: Family<StoreOutcomeLabels, Counter>,
     store_seconds: Family<StoreOpLabel, Histogram, Buckets>,
     /// When each running turn's `turn_started` arrived.
-    started: Mutex<HashMap<TurnId, Instant>>,
+    started: Mutex<TimedTurns>,
     agents: LabelCap,
     providers: LabelCap,
     policies: LabelCap,
@@ -258,7 +257,7 @@ impl Metrics {
             http_seconds,
             store_operations,
             store_seconds,
-            started: Mutex::new(HashMap::new()),
+            started: Mutex::new(TimedTurns::default()),
             agents: LabelCap::default(),
             providers: LabelCap::default(),
             policies: LabelCap::default(),

@@ -13,7 +13,9 @@ use agentplane_core::{
 };
 use agentplane_engine::governance::EventTap;
 use agentplane_engine::ports::{EventStore, NewThread};
-use agentplane_metrics::{CONTENT_TYPE, MAX_DISTINCT_VALUES, MeteredStore, Metrics, OTHER};
+use agentplane_metrics::{
+    CONTENT_TYPE, MAX_DISTINCT_VALUES, MAX_TIMED_TURNS, MeteredStore, Metrics, OTHER,
+};
 use agentplane_store::SqliteStore;
 use serde_json::json;
 
@@ -580,4 +582,30 @@ async fn the_metered_store_forwards_and_counts_every_outcome() {
         assert_eq!(sample(&text, series), Some(value), "{series}\n{text}");
     }
     assert_promtool_accepts(&text);
+}
+
+#[test]
+fn timed_turns_are_bounded_and_the_oldest_is_forgotten_first() {
+    let metrics = Metrics::new();
+    let turns: Vec<TurnId> = (0..=MAX_TIMED_TURNS).map(|_| TurnId::new()).collect();
+    for turn in &turns {
+        metrics.on_event("coder", &started(turn));
+    }
+    let duration_count = r#"agent_execution_duration_seconds_count{agent="coder"}"#;
+    metrics.on_event("coder", &completed(&turns[0], StopReason::Finished));
+    let text = metrics.encode();
+    assert_eq!(
+        sample(
+            &text,
+            r#"agent_executions_total{agent="coder",status="finished"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(sample(&text, duration_count), None, "evicted: no duration");
+    metrics.on_event(
+        "coder",
+        &completed(&turns[MAX_TIMED_TURNS], StopReason::Finished),
+    );
+    metrics.on_event("coder", &completed(&turns[1], StopReason::Finished));
+    assert_eq!(sample(&metrics.encode(), duration_count), Some(2.0));
 }
