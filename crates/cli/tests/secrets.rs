@@ -3,7 +3,8 @@
 //! `data_scope` grants it; a scripted model then leaks the value into tool arguments,
 //! a tool result, its text answer and the turn input; and afterwards the value appears
 //! nowhere — not in the SQLite file (nor its WAL), not in the server's logs, not in any
-//! HTTP response (SSE streams, history, threads, errors). An agent without the grant
+//! HTTP response (SSE streams, history, threads, errors), not in what the model is sent
+//! next. An agent without the grant
 //! cannot start that MCP server: its turn fails with a clear error.
 //!
 //! Needs the MCP peers of `scripts/test-peers.sh` (npm's server-everything).
@@ -347,5 +348,20 @@ async fn a_secret_never_appears_in_the_database_the_logs_or_any_response() {
     assert!(!logs.is_empty(), "the server logged something");
     for body in &r.0 {
         assert!(!body.contains(CORE), "a response holds the secret: {body}");
+    }
+    // Tool output is redacted before the model sees it, too (the input and the model's
+    // own calls are what the user and the model wrote, and go back as they were).
+    let tool_messages: Vec<Value> = model
+        .requests()
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(tool_messages.len(), 3, "two results, the first sent twice");
+    for message in tool_messages {
+        assert!(
+            !message.to_string().contains(CORE),
+            "the model was sent the secret: {message}"
+        );
     }
 }
