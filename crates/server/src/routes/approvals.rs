@@ -56,8 +56,9 @@ pub(crate) enum ApprovalFilter {
 #[derive(Debug, Clone, PartialEq, Deserialize, ToSchema)]
 #[serde(tag = "decision", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum DecideApprovalBody {
-    /// Run the call exactly as it was planned. (A struct variant, not a unit one:
-    /// serde ignores extra fields of an internally tagged unit variant.)
+    /// Run the call exactly as it was planned.
+    // A struct variant, not a unit one: serde ignores extra fields of an internally
+    // tagged unit variant.
     Approve {},
     /// Run the call with these arguments instead; they must match the tool's schema.
     Edit {
