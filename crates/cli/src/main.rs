@@ -5,6 +5,7 @@
 mod commands;
 mod exit;
 mod progress;
+mod redacted_log;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,16 +37,20 @@ enum Command {
     Threads(commands::threads::ThreadsArgs),
     /// Print a thread's turns (and with --events, every event) from a running server.
     History(commands::history::HistoryArgs),
+    /// Tool calls held for a person on a running server: list, approve, edit, reject.
+    Approvals(commands::approvals::ApprovalsArgs),
     /// MCP: list the configured servers, or serve agents as MCP tools on stdio.
     Mcp(commands::mcp::McpArgs),
     /// Policies as code: `policy check DIR` validates a policies directory (for CI).
     Policy(commands::policy::PolicyArgs),
+    /// What model calls cost, grouped (by agent, model, client, day, …), from the local store.
+    Costs(commands::costs::CostsArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(redacted_log::Redacted::new(std::io::stderr))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         // Warnings, plus one access line per HTTP request (only `serve` writes those).
         // rmcp's own logs are off: every MCP failure reaches the user as our error
@@ -74,8 +79,10 @@ fn main() -> ExitCode {
             Command::Serve(args) => commands::serve::run(cli.config.as_deref(), args).await,
             Command::Threads(args) => commands::threads::run(args).await,
             Command::History(args) => commands::history::run(args).await,
+            Command::Approvals(args) => commands::approvals::run(args).await,
             Command::Mcp(args) => commands::mcp::run(cli.config.as_deref(), args).await,
             Command::Policy(args) => commands::policy::run(args),
+            Command::Costs(args) => commands::costs::run(cli.config.as_deref(), args).await,
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

@@ -461,6 +461,8 @@ impl Config {
             .map_err(|(key, m)| in_file(&format!("prices.{key}"), m))?;
         let secrets = secrets::resolve(parsed.secrets)
             .map_err(|(key, m)| in_file(&format!("secrets.{key}"), m))?;
+        // Every `${secret:NAME}` in an MCP server's env or headers names a known secret.
+        secrets::mcp_references(&mcp_servers, &secrets).map_err(|(key, m)| in_file(&key, m))?;
         let approval_ttl = governance::approval_ttl(&parsed.approvals)
             .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
         let tool_args = governance::args_retention(&parsed.retention)

@@ -17,8 +17,9 @@ use std::time::Duration;
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
 use agentplane_engine::governance::Governance;
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
-use agentplane_engine::ports::{Ensemble, EventStore, ModelError, StoreError};
+use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
+use agentplane_metrics::{MeteredStore, Metrics};
 use agentplane_providers::{OpenAiCompatible, OpenAiConfig};
 use agentplane_store::SqliteStore;
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
@@ -76,6 +77,7 @@ pub struct Runtime {
     mcp: McpServers,
     /// Keeps the active policies in step with their directory while the runtime lives.
     policy_watcher: std::sync::Mutex<Option<policies::PolicyWatcher>>,
+    metrics: Arc<Metrics>,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -85,7 +87,12 @@ struct AgentToolbox {
 }
 
 impl Toolbox for AgentToolbox {
-    fn ensembles(&self, agent: &AgentSpec, thread: &ThreadId) -> Vec<Arc<dyn Ensemble>> {
+    fn ensembles(
+        &self,
+        agent: &AgentSpec,
+        thread: &ThreadId,
+        client: &str,
+    ) -> Vec<Arc<dyn Ensemble>> {
         agent
             .ensembles
             .iter()
@@ -93,7 +100,7 @@ impl Toolbox for AgentToolbox {
             // MCP server, so nothing is dropped here.
             .filter_map(|name| {
                 builtin_ensemble(agent, name)
-                    .or_else(|| self.gate.ensemble(&self.mcp, agent, name, thread))
+                    .or_else(|| self.gate.ensemble(&self.mcp, agent, client, name, thread))
             })
             .collect()
     }
@@ -122,8 +129,24 @@ impl Runtime {
         })?);
         let secrets = secrets::Secrets::load(&config)?;
         agentplane_core::secret::install(secrets.redactor());
+        // Server processes never inherit the variables secrets are read from.
+        agentplane_tools::process::withhold_env(config.secrets.sources.values().filter_map(
+            |source| match source {
+                settings::secrets::SecretSource::Env(name) => Some(name.clone()),
+                settings::secrets::SecretSource::File(_) => None,
+            },
+        ));
         // Nothing starts here: each server is started by the first turn that needs it.
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
+        let metrics = Arc::new(Metrics::new());
+        let pending = store
+            .list_approvals(&ApprovalQuery {
+                pending_only: true,
+                limit: usize::MAX,
+                ..ApprovalQuery::default()
+            })
+            .await?;
+        metrics.set_approval_queue(pending.len() as u64);
         let (active_policies, policy_watcher) =
             policies::watch(&config.policies).map_err(RuntimeError::Policies)?;
         let catalogue = agents::catalogue(&config);
@@ -136,13 +159,15 @@ impl Runtime {
                 .iter()
                 .map(|(name, agent)| (name.clone(), agent.tags.clone()))
                 .collect(),
+            tap: Some(metrics.clone()),
             ..Governance::default()
         };
         let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
         let hub = Hub::new(
             TurnDeps {
+                // Redaction outside, so the metered timings are the database's.
                 store: Arc::new(redacting_store::RedactingStore::new(
-                    store.clone(),
+                    Arc::new(MeteredStore::new(store.clone(), metrics.clone())),
                     secrets.redactor(),
                 )),
                 model,
@@ -166,6 +191,7 @@ impl Runtime {
             hub,
             mcp,
             policy_watcher: std::sync::Mutex::new(policy_watcher),
+            metrics,
         })
     }
 
@@ -182,6 +208,11 @@ impl Runtime {
             watcher.stop().await;
         }
         self.mcp.shutdown().await;
+    }
+
+    /// The process's metrics (`/metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The configuration this runtime was built from.
@@ -266,7 +297,19 @@ fn builtin_ensemble(agent: &AgentSpec, name: &str) -> Option<Arc<dyn Ensemble>> 
 /// Connects to every configured MCP server at once, lists its tools and ends it again:
 /// what `agentplane mcp list` shows. Starts no store and no model client.
 pub async fn probe_mcp_servers(config: &Config) -> Vec<McpServerReport> {
-    let servers = McpServers::new(mcp_specs(config));
+    // The operator probes every server with its secrets, as a turn granted them would.
+    let specs = match secrets::Secrets::load(config) {
+        Ok(secrets) => {
+            agentplane_core::secret::install(secrets.redactor());
+            secrets::resolve_mcp_specs(mcp_specs(config), &secrets)
+                .unwrap_or_else(|_| mcp_specs(config))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "secrets could not be loaded; servers get no secrets");
+            mcp_specs(config)
+        }
+    };
+    let servers = McpServers::new(specs);
     let reports = servers.list().await;
     servers.shutdown().await;
     reports

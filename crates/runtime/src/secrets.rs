@@ -222,7 +222,7 @@ impl McpSecretGate {
     }
 
     /// Whether `agent` may start `server` now; the error says which secret is missing.
-    pub fn check(&self, agent: &AgentSpec, server: &str) -> Result<(), String> {
+    pub fn check(&self, agent: &AgentSpec, client: &str, server: &str) -> Result<(), String> {
         let Some(needed) = self.needs.get(server) else {
             return Ok(());
         };
@@ -231,9 +231,7 @@ impl McpSecretGate {
             agent: &agent.name,
             tags: &agent.tags,
             tool: None,
-            // The toolbox is not told the client: a policy that names clients cannot
-            // grant here, which fails closed.
-            client: "",
+            client,
             at: Timestamp::now(),
         };
         let scopes = data_scopes(&set, &request);
@@ -258,11 +256,12 @@ impl McpSecretGate {
         &self,
         mcp: &McpServers,
         agent: &AgentSpec,
+        client: &str,
         server: &str,
         thread: &ThreadId,
     ) -> Option<Arc<dyn Ensemble>> {
         let ensemble = mcp.ensemble(server, thread)?;
-        match self.check(agent, server) {
+        match self.check(agent, client, server) {
             Ok(()) => Some(ensemble),
             Err(reason) => Some(Arc::new(RefusedEnsemble {
                 name: server.to_owned(),
@@ -484,10 +483,10 @@ mod tests {
             "name: trusted-secrets\ntype: data_scope\ntargets: {tags: [trusted]}\nrules: {secrets: [api_*]}\n",
         );
         let gate = McpSecretGate::new(&config, policies).expect("gate");
-        assert_eq!(gate.check(&agent(&config, "a"), "tools"), Ok(()));
-        assert_eq!(gate.check(&agent(&config, "a"), "free"), Ok(()));
+        assert_eq!(gate.check(&agent(&config, "a"), "c1", "tools"), Ok(()));
+        assert_eq!(gate.check(&agent(&config, "a"), "c1", "free"), Ok(()));
         let err = gate
-            .check(&agent(&config, "b"), "tools")
+            .check(&agent(&config, "b"), "c1", "tools")
             .expect_err("no grant");
         assert_eq!(
             err,
@@ -504,7 +503,7 @@ mod tests {
             "name: paths-only\ntype: data_scope\nrules: {paths: ['/tmp/*'], secrets: [other]}\n",
         );
         let gate = McpSecretGate::new(&config, policies).expect("gate");
-        assert!(gate.check(&agent(&config, "a"), "tools").is_err());
+        assert!(gate.check(&agent(&config, "a"), "c1", "tools").is_err());
     }
 
     #[test]
@@ -534,15 +533,13 @@ mod tests {
             ("${secret:nope}", "unknown secret `nope`"),
             ("${secret:api_token", "not closed"),
         ] {
-            let config = load_config(dir.path(),
+            let err = load_config(dir.path(),
                 &format!(
                     "[secrets.api_token]\nenv = \"V\"\n[mcp.servers.s]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = {{ Authorization = \"{value}\" }}\n"
                 ),
             )
-            .expect("config");
-            let err = McpSecretGate::new(&config, Arc::new(ActivePolicies::default()))
-                .err()
-                .expect("refused");
+            // Refused while the configuration loads, before anything starts.
+            .expect_err("refused");
             assert!(
                 err.to_string()
                     .contains("mcp.servers.s.headers.Authorization"),

@@ -22,6 +22,12 @@
 //! POST   /v1/threads/{id}/compact          summarize the thread
 //! POST   /v1/turns/{id}/cancel             cancel a running turn (202)
 //! POST   /v1/permissions/{id}              approve or decline a tool call
+//! GET    /v1/approvals                     approvals waiting (`?status=all`: every one)
+//! GET    /v1/approvals/{id}                one approval
+//! POST   /v1/approvals/{id}                approve, edit and approve, or reject a held call
+//! GET    /v1/policies                      the policies in force, with sources
+//! GET    /v1/costs                         model call costs, grouped
+//! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
 //! ```
 //!
@@ -33,6 +39,7 @@ mod body;
 mod error;
 mod extract;
 mod mcp;
+mod metrics_layer;
 mod model_probe;
 mod openapi;
 mod routes;
@@ -46,6 +53,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentplane_engine::hub::Hub;
+use agentplane_metrics::Metrics;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -84,6 +92,9 @@ pub struct RouterOptions {
     pub heartbeat: Duration,
     /// The largest request body, in bytes; larger ones are 413.
     pub body_limit: usize,
+    /// The process's metrics: with them, `GET /metrics` (behind the token) and the
+    /// HTTP metrics layer; without them, neither.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Default for RouterOptions {
@@ -92,6 +103,7 @@ impl Default for RouterOptions {
             auth_token: None,
             heartbeat: DEFAULT_HEARTBEAT,
             body_limit: DEFAULT_BODY_LIMIT,
+            metrics: None,
         }
     }
 }
@@ -105,6 +117,7 @@ impl fmt::Debug for RouterOptions {
             )
             .field("heartbeat", &self.heartbeat)
             .field("body_limit", &self.body_limit)
+            .field("metrics", &self.metrics.is_some())
             .finish()
     }
 }
@@ -122,6 +135,8 @@ pub struct ServeOptions {
     pub shutdown_grace: Duration,
     /// How often idle SSE streams send a heartbeat comment.
     pub heartbeat: Duration,
+    /// The process's metrics, served at `/metrics` when set.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl fmt::Debug for ServeOptions {
@@ -135,6 +150,7 @@ impl fmt::Debug for ServeOptions {
             .field("allow_public", &self.allow_public)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("heartbeat", &self.heartbeat)
+            .field("metrics", &self.metrics.is_some())
             .finish()
     }
 }
@@ -244,6 +260,13 @@ fn build(
         .routes(routes!(events::follow))
         .routes(routes!(turns::cancel))
         .routes(routes!(permissions::resolve))
+        .routes(routes!(crate::routes::approvals::list))
+        .routes(routes!(
+            crate::routes::approvals::get,
+            crate::routes::approvals::decide
+        ))
+        .routes(routes!(crate::routes::costs::list))
+        .routes(routes!(crate::routes::policies::list))
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let (router, mut doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(health::healthz))
@@ -266,6 +289,10 @@ fn build(
         )
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let router = router.merge(mcp);
+    let router = match &options.metrics {
+        Some(metrics) => router.merge(routes::metrics::routes(metrics.clone(), gate.clone())),
+        None => router,
+    };
     let agents = state.hub.agents().keys().cloned().collect();
     openapi::complete(&mut doc, gate.required(), agents);
     let json = serde_json::to_vec(&doc).unwrap_or_else(|e| {
@@ -274,9 +301,15 @@ fn build(
     });
     // A fresh lock, set exactly once here.
     let _ = state.openapi.set(Bytes::from(json));
-    router
+    let router = router
         .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .method_not_allowed_fallback(method_not_allowed);
+    // After the fallbacks, so requests no route matched are counted too.
+    let router = match &options.metrics {
+        Some(metrics) => metrics_layer::around(router, metrics.clone()),
+        None => router,
+    };
+    router
         .layer(DefaultBodyLimit::max(options.body_limit))
         .layer(from_fn(access_log::log_requests))
         .with_state(state)
@@ -315,6 +348,7 @@ pub async fn serve(
             auth_token: options.auth_token.clone(),
             heartbeat: options.heartbeat,
             body_limit: DEFAULT_BODY_LIMIT,
+            metrics: options.metrics.clone(),
         },
         streams_end.clone(),
         mcp_stop.clone(),
@@ -383,6 +417,7 @@ mod tests {
             allow_public,
             shutdown_grace: Duration::from_secs(1),
             heartbeat: DEFAULT_HEARTBEAT,
+            metrics: None,
         }
     }
 

@@ -44,6 +44,9 @@ const BEARER: &str = "bearer";
         (name = tags::THREADS, description = "Threads, their history and compaction."),
         (name = tags::TURNS, description = "Turns and their event streams."),
         (name = tags::PERMISSIONS, description = "Decisions on tool calls that wait for a person."),
+        (name = tags::APPROVALS, description = "Tool calls held by an approval policy: approve, edit or reject."),
+        (name = tags::POLICIES, description = "The policies in force and the latest reload."),
+        (name = tags::COSTS, description = "What model calls cost, grouped."),
     )
 )]
 struct ApiDoc;

@@ -7,6 +7,7 @@
 
 mod approvals;
 mod connection;
+mod costs;
 mod migrations;
 mod reader;
 mod store;

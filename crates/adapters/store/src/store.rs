@@ -300,8 +300,9 @@ impl EventStore for SqliteStore {
         self.read(move |c| approvals::list(c, &query)).await
     }
 
-    async fn costs(&self, _query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
-        Err(StoreError::Backend("costs: in progress".into()))
+    async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
+        let query = query.clone();
+        self.read(move |c| crate::costs::costs(c, &query)).await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

@@ -308,6 +308,24 @@ pub struct ServerCommand<'a> {
 /// server process.
 pub const SECRET_ENV_PREFIX: &str = "AGENTPLANE_";
 
+/// Further variables no server process may inherit: those `[secrets]` are read from.
+/// A secret reaches a server only through an explicit, granted reference.
+static WITHHELD_ENV: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Adds variables that server processes never inherit (the runtime names the
+/// environment variables its secrets come from, once, at start).
+pub fn withhold_env(names: impl IntoIterator<Item = String>) {
+    let mut withheld = match WITHHELD_ENV.write() {
+        Ok(withheld) => withheld,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    for name in names {
+        if !withheld.contains(&name) {
+            withheld.push(name);
+        }
+    }
+}
+
 /// A started [`ServerCommand`]: its pipes, and the process tree to end later.
 pub struct StartedServer {
     /// The program's stdin (requests go here).
@@ -328,6 +346,13 @@ pub fn start_server(command: &ServerCommand<'_>) -> std::io::Result<StartedServe
         if name.to_string_lossy().starts_with(SECRET_ENV_PREFIX) {
             cmd.env_remove(&name);
         }
+    }
+    let withheld = match WITHHELD_ENV.read() {
+        Ok(withheld) => withheld.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    for name in withheld {
+        cmd.env_remove(name);
     }
     cmd.envs(command.env);
     if let Some(cwd) = command.cwd {

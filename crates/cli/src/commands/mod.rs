@@ -1,6 +1,8 @@
 //! One module per subcommand.
 
 pub mod agents;
+pub mod approvals;
+pub mod costs;
 pub mod history;
 pub mod mcp;
 pub mod policy;

@@ -1,5 +1,6 @@
 //! The command line as a client of a running `agentplane serve`: where the server is,
-//! who is asking, one GET, and how its failures read. Used by `threads` and `history`.
+//! who is asking, a GET or a POST, and how its failures read. Used by `threads`,
+//! `history` and `approvals`.
 //!
 //! Only the HTTP exchange and the error envelope live here; what a command prints
 //! lives in the command. Nothing here opens the event store: a client sees exactly
@@ -173,6 +174,30 @@ impl Remote {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
+        self.exchange(url, request).await
+    }
+
+    /// `POST {base}{path}` with a JSON body, the client id and token; the JSON of a
+    /// 2xx answer.
+    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .http
+            .post(&url)
+            .json(body)
+            .header("X-Client-ID", &self.client_id);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        self.exchange(url, request).await
+    }
+
+    /// Sends a request and reads its answer: the JSON of a 2xx, else the envelope.
+    async fn exchange(
+        &self,
+        url: String,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, RemoteError> {
         let response = request.send().await.map_err(|e| RemoteError::Unreachable {
             url: self.base.clone(),
             detail: plain_cause(&e),

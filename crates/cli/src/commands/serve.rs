@@ -64,12 +64,13 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             ));
         }
     };
-    let options = ServeOptions {
+    let mut options = ServeOptions {
         listen,
         auth_token: config.server.auth_token.clone(),
         allow_public: config.server.allow_public,
         shutdown_grace: config.server.shutdown_grace,
         heartbeat: DEFAULT_HEARTBEAT,
+        metrics: None,
     };
     // Refuse a public bind before the store is opened or a port is taken.
     if let Err(e) = check_bind(&options) {
@@ -87,6 +88,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         Ok(listener) => listener,
         Err(e) => return usage(&format!("cannot listen on {listen}: {e}")),
     };
+    options.metrics = Some(runtime.metrics().clone());
     let hub = runtime.hub().clone();
     // Resumes turns whose approval was decided while no server ran, and expires
     // approvals nobody decides in time.

@@ -241,7 +241,9 @@ impl Hub {
         let model =
             turn::approval_model(&approval).unwrap_or_else(|| self.wanted_model(&agent).to_owned());
         let request = TurnRequest {
-            ensembles: self.toolbox.ensembles(&agent, begun.thread()),
+            ensembles: self
+                .toolbox
+                .ensembles(&agent, begun.thread(), &thread.client_id),
             agent,
             client: thread.client_id.clone(),
             model,

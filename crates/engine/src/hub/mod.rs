@@ -51,9 +51,15 @@ const FEED_CAPACITY: usize = 1024;
 
 /// Builds an agent's tool ensembles for one turn of a thread. Implemented by the
 /// composition root, which knows the adapters; the hub only asks. The thread lets an
-/// ensemble keep a connection (an MCP server) for that thread's later turns.
+/// ensemble keep a connection (an MCP server) for that thread's later turns; the client
+/// lets data-scope policies that name clients grant secrets.
 pub trait Toolbox: Send + Sync {
-    fn ensembles(&self, agent: &AgentSpec, thread: &ThreadId) -> Vec<Arc<dyn Ensemble>>;
+    fn ensembles(
+        &self,
+        agent: &AgentSpec,
+        thread: &ThreadId,
+        client: &str,
+    ) -> Vec<Arc<dyn Ensemble>>;
 }
 
 /// Settings of the hub.
@@ -689,7 +695,7 @@ impl Hub {
         );
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let request = TurnRequest {
-            ensembles: self.toolbox.ensembles(&agent, thread),
+            ensembles: self.toolbox.ensembles(&agent, thread, client),
             agent,
             client: client.to_owned(),
             model,

@@ -5,9 +5,13 @@
 //! the attributes here list the ones specific to the endpoint.
 
 pub(crate) mod agents;
+pub(crate) mod approvals;
+pub(crate) mod costs;
 pub(crate) mod events;
 pub(crate) mod health;
+pub(crate) mod metrics;
 pub(crate) mod permissions;
+pub(crate) mod policies;
 pub(crate) mod threads;
 pub(crate) mod turns;
 
@@ -18,4 +22,7 @@ pub(crate) mod tags {
     pub const THREADS: &str = "threads";
     pub const TURNS: &str = "turns";
     pub const PERMISSIONS: &str = "permissions";
+    pub const COSTS: &str = "costs";
+    pub const POLICIES: &str = "policies";
+    pub const APPROVALS: &str = "approvals";
 }

@@ -42,6 +42,10 @@ pub struct Setup {
     pub shutdown_grace: Duration,
     /// The model server's base URL; the scripted server's by default.
     pub llm_base_url: Option<String>,
+    /// Policy files (file name, YAML), written to a `[policies]` directory.
+    pub policies: Vec<(&'static str, String)>,
+    /// TOML appended to the config file (agents, `[approvals]`, …).
+    pub extra_config: String,
 }
 
 impl Setup {
@@ -53,7 +57,21 @@ impl Setup {
             heartbeat: Duration::from_millis(100),
             shutdown_grace: Duration::from_secs(1),
             llm_base_url: None,
+            policies: Vec::new(),
+            extra_config: String::new(),
         }
+    }
+
+    /// Adds a policy file to the server's policies directory.
+    pub fn policy(mut self, file: &'static str, yaml: &str) -> Self {
+        self.policies.push((file, yaml.to_owned()));
+        self
+    }
+
+    /// Appends TOML to the config file.
+    pub fn extra_config(mut self, toml: &str) -> Self {
+        self.extra_config.push_str(toml);
+        self
     }
 
     pub fn token(mut self, token: &'static str) -> Self {
@@ -71,7 +89,7 @@ impl Setup {
         self
     }
 
-    pub async fn start(self) -> Api {
+    pub async fn start(mut self) -> Api {
         let scripted = ScriptedServer::start(self.scenario)
             .await
             .expect("scripted server");
@@ -95,6 +113,24 @@ impl Setup {
             ),
         )
         .expect("config");
+        if !self.policies.is_empty() {
+            std::fs::create_dir(root.join("policies")).expect("policies dir");
+            for (name, yaml) in &self.policies {
+                std::fs::write(root.join("policies").join(name), yaml).expect("policy file");
+            }
+            self.extra_config
+                .push_str("\n[policies]\ndir = \"policies\"\n");
+        }
+        if !self.extra_config.is_empty() {
+            use std::io::Write as _;
+            let mut config = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file)
+                .expect("config to append to");
+            config
+                .write_all(self.extra_config.as_bytes())
+                .expect("extra config");
+        }
         let env = |_: &str| None;
         let config = Config::load_from(&ConfigSource {
             explicit: Some(&file),
@@ -117,6 +153,7 @@ impl Setup {
                 allow_public: false,
                 shutdown_grace: self.shutdown_grace,
                 heartbeat: self.heartbeat,
+                metrics: None,
             },
             async move {
                 let _ = stopped.await;

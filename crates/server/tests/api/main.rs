@@ -4,11 +4,15 @@
 mod harness;
 
 mod access_log;
+mod approvals;
 mod auth;
+mod costs;
 mod hostile;
 mod mcp;
+mod metrics;
 mod openapi;
 mod permissions;
+mod policies;
 mod shutdown;
 mod threads;
 mod turns;

@@ -30,7 +30,12 @@ use crate::harness::{PATIENCE, SseReader, TOKEN, assert_error_envelope};
 struct Builtins;
 
 impl Toolbox for Builtins {
-    fn ensembles(&self, agent: &AgentSpec, _thread: &ThreadId) -> Vec<Arc<dyn Ensemble>> {
+    fn ensembles(
+        &self,
+        agent: &AgentSpec,
+        _thread: &ThreadId,
+        _client: &str,
+    ) -> Vec<Arc<dyn Ensemble>> {
         agentplane_runtime::ensembles_for(agent)
     }
 }

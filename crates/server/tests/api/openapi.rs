@@ -21,6 +21,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/threads/{id}/compact"),
     ("post", "/v1/turns/{id}/cancel"),
     ("post", "/v1/permissions/{id}"),
+    ("get", "/v1/approvals"),
+    ("get", "/v1/approvals/{id}"),
+    ("post", "/v1/approvals/{id}"),
+    ("get", "/v1/policies"),
+    ("get", "/v1/costs"),
 ];
 
 async fn document(token: Option<&'static str>) -> Value {

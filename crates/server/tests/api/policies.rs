@@ -59,7 +59,7 @@ fn parse(sources: &[(&str, &str)]) -> Result<PolicySet, Vec<PolicyError>> {
 struct NoTools;
 
 impl Toolbox for NoTools {
-    fn ensembles(&self, _: &AgentSpec, _: &ThreadId) -> Vec<Arc<dyn Ensemble>> {
+    fn ensembles(&self, _: &AgentSpec, _: &ThreadId, _: &str) -> Vec<Arc<dyn Ensemble>> {
         Vec::new()
     }
 }
@@ -104,6 +104,7 @@ impl PolicyServer {
                 allow_public: false,
                 shutdown_grace: std::time::Duration::from_secs(1),
                 heartbeat: std::time::Duration::from_millis(100),
+                metrics: None,
             },
             async move {
                 let _ = stopped.await;

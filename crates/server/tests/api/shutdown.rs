@@ -55,6 +55,7 @@ async fn serve_refuses_a_public_listener_without_permission_or_token() {
                     allow_public,
                     shutdown_grace: Duration::from_secs(1),
                     heartbeat: Duration::from_secs(1),
+                    metrics: None,
                 },
                 std::future::pending(),
             ),

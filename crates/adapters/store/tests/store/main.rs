@@ -2,6 +2,7 @@
 //! test binary, one module per concern. Fixtures only, no assertions, live in this file.
 
 mod approvals;
+mod costs;
 mod events;
 mod open;
 mod permissions;
