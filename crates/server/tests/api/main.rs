@@ -7,6 +7,7 @@ mod access_log;
 mod approvals;
 mod auth;
 mod costs;
+mod governance;
 mod hostile;
 mod mcp;
 mod metrics;
