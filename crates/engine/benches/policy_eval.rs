@@ -1,10 +1,10 @@
 //! What policy evaluation costs per tool call with 1,000 policies loaded: for each
-//! call, `engine::policy::evaluate` plus the `rate_limits` and `budgets` accessors (what
-//! the turn loop asks before every tool call), against a baseline of an empty set.
-//! Sides are interleaved in rounds so both see the same machine. Prints p50/p99 of
-//! single calls (each timed alone, timer included), the mean of untimed batches,
-//! evaluations per second and the ratio to the baseline; and `evaluate` alone on the
-//! loaded set, to show what the two accessors add.
+//! call, `engine::policy::gate` (the decision and the rate limits that count the call,
+//! in one pass: what the turn loop asks before every tool call), against a baseline of
+//! an empty set. Sides are interleaved in rounds so both see the same machine. Prints
+//! p50/p99 of single calls (each timed alone, timer included), the mean of untimed
+//! batches, evaluations per second and the ratio to the baseline; plus `evaluate` alone
+//! and the former three separate passes (evaluate, rate limits, budgets) for scale.
 //!
 //! The 1,000 policies mix every type (tool_access with globs, approval_required,
 //! time_window in three zones, rate_limit, budget, data_scope), each targeted at one or
@@ -18,7 +18,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use agentplane_core::policy::{PolicySet, PolicySource, Timestamp};
-use agentplane_engine::policy::{Decision, RequestContext, budgets, evaluate, rate_limits};
+use agentplane_engine::policy::{Decision, RequestContext, budgets, evaluate, gate, rate_limits};
 
 const POLICIES: usize = 1_000;
 const ROUNDS: usize = 20;
@@ -135,10 +135,26 @@ fn context<'a>(call: &'a CallFacts, at: Timestamp) -> RequestContext<'a> {
     }
 }
 
-/// What the turn loop asks per tool call; returns something derived from every answer
-/// so nothing is optimized away.
+/// What the turn loop asks per tool call (one pass: the decision and the rate limits
+/// that count the call); returns something derived from the answer so nothing is
+/// optimized away.
 fn per_call(set: &PolicySet, ctx: &RequestContext<'_>) -> usize {
+    let gate = gate(set, ctx);
+    decision_size(&gate.decision) + gate.rate_limits.len()
+}
+
+/// What the turn loop asked per tool call before the one-pass gate: `evaluate`, then
+/// the rate limits and the budgets, each a pass of its own.
+fn three_passes(set: &PolicySet, ctx: &RequestContext<'_>) -> usize {
     evaluate_only(set, ctx) + rate_limits(set, ctx).len() + budgets(set, ctx).len()
+}
+
+fn decision_size(decision: &Decision<'_>) -> usize {
+    match decision {
+        Decision::Allow => 0,
+        Decision::Deny { policy, .. } => policy.len(),
+        Decision::RequireApproval { policy } => policy.len() + 1,
+    }
 }
 
 /// `evaluate` alone, to show what the two accessors add.
@@ -258,6 +274,7 @@ fn main() {
     let mut with = Side::new(calls_per_side);
     let mut baseline = Side::new(calls_per_side);
     let mut decide_only = Side::new(calls_per_side);
+    let mut separate = Side::new(calls_per_side);
     for round in 0..ROUNDS {
         // Alternate which side goes first, so neither always runs on a warmer cache.
         if round % 2 == 0 {
@@ -275,6 +292,14 @@ fn main() {
             per_round / 4,
             &mut decide_only,
         );
+        run_round(
+            three_passes,
+            &loaded,
+            &calls,
+            at,
+            per_round / 4,
+            &mut separate,
+        );
     }
     println!(
         "{} timed calls per side in {ROUNDS} rounds, plus as many untimed (mean)",
@@ -283,6 +308,7 @@ fn main() {
     let (p50, p99, mean) = report("1000 policies", &mut with);
     let (base_p50, base_p99, base_mean) = report("empty set", &mut baseline);
     report("evaluate only", &mut decide_only);
+    report("three passes (before the gate)", &mut separate);
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::INFINITY };
     println!(
         "ratio to the empty set: p50 {:.1}x  p99 {:.1}x  mean {:.1}x; added per call: {:.2} µs (mean)",

@@ -62,27 +62,35 @@ pub fn applicable<'p>(
     set.policies().iter().filter(move |p| applies(p, &ctx))
 }
 
-/// Decides a request. Deny wins over everything, then approval, then allow.
-pub fn evaluate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Decision<'p> {
+/// What the turn loop needs per tool call, from one pass over the policies: the
+/// decision, and the rate limits that count the call when it may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gate<'p> {
+    pub decision: Decision<'p>,
+    /// Empty when the decision is a denial (nothing is counted then).
+    pub rate_limits: Vec<(&'p str, &'p RateLimit)>,
+}
+
+/// Decides a request and collects its rate limits in one pass. Deny wins over
+/// everything, then approval, then allow.
+pub fn gate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Gate<'p> {
     let mut approval: Option<&'p str> = None;
+    let mut rate_limits = Vec::new();
     for policy in applicable(set, ctx) {
         match policy.rule() {
             Rule::ToolAccess(access) => {
                 if let Some(tool) = ctx.tool
                     && let Some(reason) = access.refusal(tool)
                 {
-                    return Decision::Deny {
-                        policy: policy.name(),
-                        reason,
-                    };
+                    return denied(policy.name(), reason);
                 }
             }
             Rule::TimeWindow(window) => {
                 if !window.contains(ctx.at) {
-                    return Decision::Deny {
-                        policy: policy.name(),
-                        reason: format!("outside the allowed time ({})", window.summary()),
-                    };
+                    return denied(
+                        policy.name(),
+                        format!("outside the allowed time ({})", window.summary()),
+                    );
                 }
             }
             Rule::ApprovalRequired(rule) => {
@@ -95,13 +103,29 @@ pub fn evaluate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Decision<'p
                     approval = Some(policy.name());
                 }
             }
-            Rule::RateLimit(_) | Rule::Budget(_) | Rule::DataScope(_) => {}
+            Rule::RateLimit(limit) => rate_limits.push((policy.name(), limit)),
+            Rule::Budget(_) | Rule::DataScope(_) => {}
         }
     }
-    match approval {
-        Some(policy) => Decision::RequireApproval { policy },
-        None => Decision::Allow,
+    Gate {
+        decision: match approval {
+            Some(policy) => Decision::RequireApproval { policy },
+            None => Decision::Allow,
+        },
+        rate_limits,
     }
+}
+
+fn denied(policy: &str, reason: String) -> Gate<'_> {
+    Gate {
+        decision: Decision::Deny { policy, reason },
+        rate_limits: Vec::new(),
+    }
+}
+
+/// Decides a request. Deny wins over everything, then approval, then allow.
+pub fn evaluate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Decision<'p> {
+    gate(set, ctx).decision
 }
 
 /// The rate limits that count this request, with their policy names.
@@ -185,6 +209,25 @@ mod tests {
 
     fn decide<'p>(set: &'p PolicySet, tool: &str) -> Decision<'p> {
         evaluate(set, &ctx(&[], Some(tool), NOON))
+    }
+
+    #[test]
+    fn the_gate_agrees_with_evaluate_and_rate_limits() {
+        let s = set(
+            "- name: r\n  type: rate_limit\n  targets: {tools: [shell]}\n  rules: {window: 1m, max: 3}\n\
+             - name: a\n  type: approval_required\n  rules: {tools: [shell]}\n\
+             - name: d\n  type: tool_access\n  rules: {deny: [rm]}\n",
+        );
+        for tool in ["shell", "rm", "read_file"] {
+            let ctx = ctx(&[], Some(tool), NOON);
+            let gate = gate(&s, &ctx);
+            assert_eq!(gate.decision, evaluate(&s, &ctx));
+            let expected = match gate.decision {
+                Decision::Deny { .. } => Vec::new(),
+                _ => rate_limits(&s, &ctx),
+            };
+            assert_eq!(gate.rate_limits, expected, "{tool}");
+        }
     }
 
     #[test]

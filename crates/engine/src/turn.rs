@@ -1184,7 +1184,8 @@ impl ActiveTurn<'_> {
         let governance = &self.deps.governance;
         let policies = governance.policies.current();
         let policy_ctx = self.policy_ctx(request, Some(&call.name));
-        match policy::evaluate(&policies, &policy_ctx) {
+        let gate = policy::gate(&policies, &policy_ctx);
+        match gate.decision {
             Decision::Deny { policy, reason } => {
                 return done(Err(ToolError::new(
                     ToolErrorKind::PolicyDenied,
@@ -1209,9 +1210,8 @@ impl ActiveTurn<'_> {
         {
             return done(Err(denied));
         }
-        let limits = policy::rate_limits(&policies, &policy_ctx);
         if let Err(limited) = governance.limiter.admit(
-            &limits,
+            &gate.rate_limits,
             RateFacts {
                 agent: &request.agent.name,
                 tool: Some(&call.name),
