@@ -401,6 +401,21 @@ struct Progress {
     queue: VecDeque<PlannedCall>,
 }
 
+impl Progress {
+    /// Takes a handled call's end: its answer joins the conversation, or the loop ends
+    /// (finished, or suspended on an approval).
+    fn answer(&mut self, end: CallEnd) -> Option<Ending> {
+        match end {
+            CallEnd::Finished(result) => Some(Ending::plain(StopReason::Finished, result)),
+            CallEnd::Answer { call_id, text } => {
+                self.messages.push(ChatMessage::tool_result(call_id, text));
+                None
+            }
+            CallEnd::Suspended(id) => Some(suspended(id)),
+        }
+    }
+}
+
 /// Why the loop stopped early.
 enum Stop {
     Cancelled,
@@ -505,16 +520,8 @@ impl ActiveTurn<'_> {
                 let (mut progress, end) = self
                     .take_decision(approval, &tools, request, &ctx, cancel)
                     .await?;
-                match end {
-                    CallEnd::Finished(result) => {
-                        return Ok(Ending::plain(StopReason::Finished, result));
-                    }
-                    CallEnd::Answer { call_id, text } => {
-                        progress
-                            .messages
-                            .push(ChatMessage::tool_result(call_id, text));
-                    }
-                    CallEnd::Suspended(id) => return Ok(suspended(id)),
+                if let Some(ending) = progress.answer(end) {
+                    return Ok(ending);
                 }
                 progress
             }
@@ -522,19 +529,11 @@ impl ActiveTurn<'_> {
 
         loop {
             while let Some(call) = progress.queue.pop_front() {
-                match self
+                let end = self
                     .handle_call(call, &tools, request, &ctx, cancel, &progress)
-                    .await?
-                {
-                    CallEnd::Finished(result) => {
-                        return Ok(Ending::plain(StopReason::Finished, result));
-                    }
-                    CallEnd::Answer { call_id, text } => {
-                        progress
-                            .messages
-                            .push(ChatMessage::tool_result(call_id, text));
-                    }
-                    CallEnd::Suspended(id) => return Ok(suspended(id)),
+                    .await?;
+                if let Some(ending) = progress.answer(end) {
+                    return Ok(ending);
                 }
             }
             if progress.step >= agent.limits.max_steps {

@@ -154,6 +154,28 @@ fn tool_results(events: &[Event]) -> Vec<(String, ToolStatus, Option<ToolErrorKi
         .collect()
 }
 
+/// Runs one `chat` turn for each of `n` clients at once and returns how each went.
+async fn concurrent_turns(
+    s: &Setup,
+    n: usize,
+) -> Vec<Result<agentplane_engine::TurnOutcome, HubError>> {
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let hub = s.runtime.hub().clone();
+        let workspace = s.workspace.clone();
+        tasks.push(tokio::spawn(async move {
+            let client = format!("c{i}");
+            let t = thread(&hub, &client, "chat", &workspace).await;
+            run(&hub, &client, &t, "hi").await
+        }));
+    }
+    let mut outcomes = Vec::with_capacity(n);
+    for task in tasks {
+        outcomes.push(task.await.expect("task"));
+    }
+    outcomes
+}
+
 const REVIEW_WRITES: &str = "name: review-writes\ntype: approval_required\ntargets: {agents: [writer]}\nrules: {tools: [write_file]}\n";
 
 #[tokio::test]
@@ -290,21 +312,10 @@ async fn a_rate_limit_under_concurrency_never_admits_more_than_its_window() {
         "",
     )
     .await;
-    let hub = s.runtime.hub().clone();
-    let mut tasks = Vec::new();
-    for i in 0..40 {
-        let hub = hub.clone();
-        let workspace = s.workspace.clone();
-        tasks.push(tokio::spawn(async move {
-            let client = format!("c{i}");
-            let t = thread(&hub, &client, "chat", &workspace).await;
-            run(&hub, &client, &t, "hi").await
-        }));
-    }
     let mut admitted = 0;
     let mut limited = 0;
-    for task in tasks {
-        match task.await.expect("task") {
+    for outcome in concurrent_turns(&s, 40).await {
+        match outcome {
             Ok(_) => admitted += 1,
             Err(e) if e.code() == ErrorCode::RateLimited => limited += 1,
             Err(e) => panic!("unexpected {e:?}"),
@@ -338,20 +349,10 @@ async fn fifty_concurrent_turns_under_one_budget_overspend_by_at_most_one_call_e
     )
     .await;
     let hub = s.runtime.hub().clone();
-    let mut tasks = Vec::new();
-    for i in 0..50 {
-        let hub = hub.clone();
-        let workspace = s.workspace.clone();
-        tasks.push(tokio::spawn(async move {
-            let client = format!("c{i}");
-            let t = thread(&hub, &client, "chat", &workspace).await;
-            run(&hub, &client, &t, "hi").await
-        }));
-    }
     let mut refused = 0;
     let mut completed = 0;
-    for task in tasks {
-        match task.await.expect("task") {
+    for outcome in concurrent_turns(&s, 50).await {
+        match outcome {
             Ok(outcome) if outcome.stop_reason == StopReason::TextAnswer => completed += 1,
             Ok(outcome) => {
                 let error = outcome.error.expect("error");

@@ -301,6 +301,10 @@ pub enum EventKind {
     PermissionResolved,
     SecurityEvent,
     Usage,
+    Cost,
+    ApprovalRequested,
+    ApprovalDecided,
+    PolicyViolation,
     Error,
     TurnCompleted,
 }
@@ -379,6 +383,59 @@ impl From<PermissionRecord> for PermissionView {
             },
             reason: record.reason,
             created_at: record.created_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod event_kind_tests {
+    use agentplane_core::EventPayload;
+
+    use super::EventKind;
+
+    /// Exhaustive on purpose: a new event kind does not compile here until the
+    /// documented `EventKind` has it too.
+    fn documented(payload: &EventPayload) -> EventKind {
+        match payload {
+            EventPayload::TurnStarted { .. } => EventKind::TurnStarted,
+            EventPayload::MessageDelta { .. } => EventKind::MessageDelta,
+            EventPayload::ToolCallPlanned { .. } => EventKind::ToolCallPlanned,
+            EventPayload::ToolCallResult { .. } => EventKind::ToolCallResult,
+            EventPayload::PermissionRequired { .. } => EventKind::PermissionRequired,
+            EventPayload::PermissionResolved { .. } => EventKind::PermissionResolved,
+            EventPayload::SecurityEvent { .. } => EventKind::SecurityEvent,
+            EventPayload::Usage { .. } => EventKind::Usage,
+            EventPayload::Cost { .. } => EventKind::Cost,
+            EventPayload::ApprovalRequested { .. } => EventKind::ApprovalRequested,
+            EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
+            EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
+            EventPayload::Error { .. } => EventKind::Error,
+            EventPayload::TurnCompleted { .. } => EventKind::TurnCompleted,
+        }
+    }
+
+    #[test]
+    fn documented_kinds_are_the_wire_kinds() {
+        let samples = [
+            EventPayload::Cost {
+                provider: "p".into(),
+                model: "m".into(),
+                input_tokens: 1,
+                output_tokens: 1,
+                usd_micros: 1,
+                usd: 0.000001,
+            },
+            EventPayload::PolicyViolation {
+                policy: "p".into(),
+                tool: None,
+                call_id: None,
+                detail: "d".into(),
+            },
+            EventPayload::MessageDelta { text: "t".into() },
+        ];
+        for payload in samples {
+            let documented = serde_json::to_value(documented(&payload)).expect("kind");
+            assert_eq!(documented, payload.kind());
         }
     }
 }

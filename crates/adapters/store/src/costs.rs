@@ -148,16 +148,7 @@ fn bound(name: &str, value: &str) -> Result<String, StoreError> {
     if !(0..=9999).contains(&t.year()) {
         return Err(invalid());
     }
-    Ok(format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    ))
+    Ok(crate::timestamp::format_rfc3339_millis(t))
 }
 
 #[cfg(test)]

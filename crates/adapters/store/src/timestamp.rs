@@ -1,5 +1,5 @@
 //! The store's clock: the `ts` of events and the `created_at`/`ended_at` of records.
-//! Only formatting lives here; nothing parses timestamps back.
+//! Only formatting lives here; the cost query's bounds are formatted the same way.
 
 use time::OffsetDateTime;
 
@@ -9,7 +9,8 @@ pub(crate) fn now() -> String {
     format_rfc3339_millis(OffsetDateTime::now_utc())
 }
 
-fn format_rfc3339_millis(t: OffsetDateTime) -> String {
+/// `t` in the stored form: RFC 3339, UTC, exactly three fractional digits.
+pub(crate) fn format_rfc3339_millis(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",

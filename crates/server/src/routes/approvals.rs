@@ -35,7 +35,7 @@ use crate::extract::{ApiJson, ApiQuery, IdPath};
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApprovalsQuery {
     /// `pending` (the default) or `all`.
-    #[param(value_type = Option<ApprovalFilter>, nullable = false)]
+    #[param(inline, value_type = Option<ApprovalFilter>, nullable = false)]
     #[serde(default)]
     status: ApprovalFilter,
 }

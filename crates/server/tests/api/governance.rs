@@ -5,7 +5,17 @@
 use agentplane_testkit::Step;
 use serde_json::json;
 
-use crate::harness::Setup;
+use crate::harness::{Answer, Api, Setup};
+
+/// Asks for a turn that governance should refuse (a refusal is JSON, not a stream).
+async fn refused_turn(api: &Api, client: &str, thread: &str) -> Answer {
+    api.post(
+        &format!("/v1/threads/{thread}/turns"),
+        client,
+        json!({"input": "again"}),
+    )
+    .await
+}
 
 #[tokio::test]
 async fn a_full_rate_limit_window_is_429_with_retry_after() {
@@ -21,13 +31,7 @@ async fn a_full_rate_limit_window_is_429_with_retry_after() {
         .await
         .until_completed()
         .await;
-    let refused = api
-        .post(
-            &format!("/v1/threads/{thread}/turns"),
-            "alice",
-            json!({"input": "second"}),
-        )
-        .await;
+    let refused = refused_turn(&api, "alice", &thread).await;
     refused.assert_error(429, "RATE_LIMITED");
     let retry_after: u64 = refused
         .headers
@@ -75,13 +79,7 @@ async fn a_time_window_that_excludes_every_day_but_a_past_one_is_403() {
         .start()
         .await;
     let thread = api.create_thread("alice", "chat").await;
-    let refused = api
-        .post(
-            &format!("/v1/threads/{thread}/turns"),
-            "alice",
-            json!({"input": "hi"}),
-        )
-        .await;
+    let refused = refused_turn(&api, "alice", &thread).await;
     refused.assert_error(403, "FORBIDDEN");
     assert_eq!(api.scripted.chat_request_count(), 0);
 }
@@ -101,13 +99,7 @@ async fn a_spent_budget_is_402_before_the_turn_starts() {
         .await
         .until_completed()
         .await;
-    let refused = api
-        .post(
-            &format!("/v1/threads/{thread}/turns"),
-            "alice",
-            json!({"input": "more"}),
-        )
-        .await;
+    let refused = refused_turn(&api, "alice", &thread).await;
     refused.assert_error(402, "BUDGET_EXCEEDED");
     assert!(
         refused.body["error"]["message"]
