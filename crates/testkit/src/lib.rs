@@ -62,6 +62,7 @@
 //! says `omit_usage`. Then `data: [DONE]`.
 
 pub mod peers;
+pub mod promtool;
 mod reply;
 mod scenario;
 mod server;

@@ -3,8 +3,6 @@
 //! back sample by sample and checked by `promtool check metrics` (Debian's
 //! `prometheus` package; required under CI, skipped with a note elsewhere).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -124,43 +122,6 @@ fn samples<'a>(text: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> 
     text.lines().filter(move |l| l.starts_with(prefix))
 }
 
-/// Runs `promtool check metrics` on `text` and asserts it passes. Without promtool
-/// the check fails under CI (which installs it) and is skipped with a note elsewhere.
-pub fn assert_promtool_accepts(text: &str) {
-    let child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "promtool is not on PATH under CI; .ci/run installs Debian's prometheus package"
-            );
-            eprintln!("note: promtool not found; `promtool check metrics` skipped");
-            return;
-        }
-        Err(e) => panic!("promtool could not start: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let output = child.wait_with_output().expect("promtool ran");
-    assert!(
-        output.status.success(),
-        "promtool check metrics failed ({}):\n{}{}\n--- input ---\n{text}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-}
-
 #[test]
 fn a_turn_with_tool_calls_and_a_cost_is_counted_once() {
     let metrics = Metrics::new();
@@ -239,7 +200,7 @@ fn a_turn_with_tool_calls_and_a_cost_is_counted_once() {
     )
     .expect("cost");
     assert!((usd - 0.013).abs() < 1e-12, "{usd}");
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
 
 #[test]
@@ -337,7 +298,7 @@ fn policy_violations_count_by_policy_and_agent() {
         ),
         Some(1.0)
     );
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
 
 #[test]
@@ -374,7 +335,7 @@ fn hostile_tool_and_agent_names_fold_into_other() {
         "{text}"
     );
     assert!(!text.contains("fake_metric"), "{text}");
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
 
 #[test]
@@ -443,7 +404,7 @@ fn http_requests_are_labelled_by_route_template_never_by_path() {
         Some(1.0),
         "{text}"
     );
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
 
 #[test]
@@ -458,7 +419,7 @@ fn the_text_is_prometheus_format_with_total_counters_and_no_openmetrics_markers(
          approval_queue_size 0\n",
         "families without samples are left out"
     );
-    assert_promtool_accepts(&empty);
+    agentplane_testkit::promtool::assert_accepts(&empty);
     let turn = TurnId::new();
     metrics.on_event("coder", &started(&turn));
     metrics.on_event("coder", &tool_result(&turn, "read_file", ToolStatus::Ok, 5));
@@ -496,7 +457,7 @@ fn the_text_is_prometheus_format_with_total_counters_and_no_openmetrics_markers(
     }
     assert!(!text.contains("# EOF"), "{text}");
     assert!(!text.contains("# UNIT"), "{text}");
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
 
 #[tokio::test]
@@ -581,7 +542,7 @@ async fn the_metered_store_forwards_and_counts_every_outcome() {
     ] {
         assert_eq!(sample(&text, series), Some(value), "{series}\n{text}");
     }
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
 
 #[test]

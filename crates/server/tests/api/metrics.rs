@@ -6,8 +6,6 @@
 //! The hub here is built like the runtime's, plus what `serve` wires when metrics are
 //! on: the store wrapped in `MeteredStore` and `Metrics` as the governance event tap.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -179,43 +177,6 @@ fn sample(text: &str, series: &str) -> Option<f64> {
     })
 }
 
-/// `promtool check metrics` on `text` must pass. Without promtool: a failure under CI
-/// (which installs Debian's `prometheus` package), a printed note elsewhere.
-fn assert_promtool_accepts(text: &str) {
-    let spawned = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "promtool is not on PATH under CI; .ci/run installs Debian's prometheus package"
-            );
-            eprintln!("note: promtool not found; `promtool check metrics` skipped");
-            return;
-        }
-        Err(e) => panic!("promtool could not start: {e}"),
-    };
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(text.as_bytes())
-        .expect("write to promtool");
-    let output = child.wait_with_output().expect("promtool ran");
-    assert!(
-        output.status.success(),
-        "promtool check metrics failed ({}):\n{}{}\n--- input ---\n{text}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-}
-
 #[tokio::test]
 async fn a_turn_with_a_tool_call_shows_in_the_metrics() {
     let api = start(
@@ -311,7 +272,7 @@ async fn a_turn_with_a_tool_call_shows_in_the_metrics() {
     );
     assert!(!text.contains(&thread), "an id became a label:\n{text}");
     assert!(!text.contains("/no/such/route"), "{text}");
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
     // The scrape itself is a request like any other.
     let again = api.scrape().await;
     assert!(
@@ -421,5 +382,5 @@ async fn hostile_methods_and_paths_do_not_become_labels() {
             .any(|l| l.starts_with(r#"http_requests_total{method="other","#)),
         "{text}"
     );
-    assert_promtool_accepts(&text);
+    agentplane_testkit::promtool::assert_accepts(&text);
 }
