@@ -29,6 +29,7 @@
 //! GET    /v1/costs                         model call costs, grouped
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
+//! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
 //! ```
 //!
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].
@@ -289,6 +290,7 @@ fn build(
         )
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let router = router.merge(mcp);
+    let router = router.merge(routes::ui::routes());
     let router = match &options.metrics {
         Some(metrics) => router.merge(routes::metrics::routes(metrics.clone(), gate.clone())),
         None => router,
