@@ -148,7 +148,7 @@ async function main() {
       "--disable-sync",
     ],
   });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, colorScheme: "light" });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
   context.setDefaultTimeout(PATIENCE);
   const page = await context.newPage();
   const problems = [];
@@ -229,6 +229,8 @@ async function main() {
   const threadCost = await page.locator(".thread-cost").textContent();
   check(/Thread cost \$0\.0\d+/.test(threadCost), `thread cost: ${threadCost}`);
   await page.locator(".turn-chart svg rect").first().waitFor();
+  // The shot shows the end of the turn: the approved card, the answer and its cost.
+  await page.locator(".chat .log").evaluate((log) => (log.scrollTop = log.scrollHeight));
   await page.screenshot({ path: join(shots, "chat.png") });
 
   step("a second turn; edit and approve it from the approvals queue");

@@ -13,8 +13,7 @@
 use std::sync::LazyLock;
 
 use axum::Router;
-use axum::extract::Path;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use sha2::{Digest, Sha256};
@@ -97,8 +96,11 @@ async fn page(headers: HeaderMap) -> Response {
     serve(&INDEX, &headers)
 }
 
-async fn asset(Path(name): Path<String>, headers: HeaderMap) -> Result<Response, ApiError> {
-    // Exact lookup in a fixed table: `..`, `%2e`, slashes or NULs simply match nothing.
+async fn asset(uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
+    // The raw path, not a decoded one: the table's names are plain ASCII, so an exact
+    // match needs no decoding, and `..`, `%2e`, slashes, NULs or invalid UTF-8 simply
+    // match nothing.
+    let name = uri.path().strip_prefix("/assets/").unwrap_or_default();
     ASSETS
         .iter()
         .find(|asset| asset.name == name)
