@@ -11,7 +11,8 @@ fi
 npx --no-install tsc --noEmit
 node build.mjs
 if [[ "${1:-}" == "--check" ]]; then
-  git diff --exit-code -- dist/ || {
+  [[ -z "$(git status --porcelain -- dist/)" ]] || {
+    git status --short -- dist/ >&2
     echo "web/dist/ is stale: run scripts/build-web.sh and commit it" >&2
     exit 1
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The web UI's end-to-end test in headless Chromium (web/e2e/e2e.mjs): builds the
-# `agentplane` and `scripted-llm` binaries, installs playwright-core from npm when
-# missing (never a browser: it drives Debian's `chromium`), and runs the script.
+# The web UI's unit tests (web/test/) and its end-to-end test in headless Chromium
+# (web/e2e/e2e.mjs): installs the npm dev dependencies when missing (playwright-core,
+# never a browser: it drives Debian's `chromium`), builds the `agentplane` and
+# `scripted-llm` binaries, and runs both.
 #   scripts/web-e2e.sh                        screenshots go to a temp dir
 #   scripts/web-e2e.sh --update-screenshots   screenshots replace docs/ui/*.png
 # Needs: chromium (apt-get install -y chromium), node and npm.
@@ -21,6 +22,8 @@ fi
 if [[ ! -d web/node_modules/playwright-core ]]; then
   (cd web && npm ci --no-audit --no-fund)
 fi
+# The UI's unit tests (the SSE parser) first: a second, no browser needed.
+(cd web && node test/run.mjs >/dev/null) || { (cd web && node test/run.mjs); exit 1; }
 cargo build --quiet -p agentplane -p agentplane-testkit --bins
 export AP_BIN_DIR="$CARGO_TARGET_DIR/debug"
 exec node web/e2e/e2e.mjs

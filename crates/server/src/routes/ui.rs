@@ -168,7 +168,10 @@ mod tests {
                 "the page links /assets/{name}, which is not embedded"
             );
         }
-        assert!(!page.contains("<script>"), "no inline script: the CSP forbids it");
+        assert!(
+            !page.contains("<script>"),
+            "no inline script: the CSP forbids it"
+        );
     }
 
     #[test]

@@ -55,7 +55,10 @@ async fn the_page_needs_no_token_and_carries_a_strict_csp() {
     ] {
         assert!(csp.contains(directive), "{directive} missing from {csp}");
     }
-    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{csp}"
+    );
     assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
     assert_eq!(headers[header::X_FRAME_OPTIONS], "DENY");
     assert_eq!(headers[header::CACHE_CONTROL], "no-cache");
@@ -84,8 +87,16 @@ async fn assets_have_their_types_and_revalidate_by_etag() {
         let path = format!("/assets/{name}");
         let first = api.http.get(api.url(&path)).send().await.expect("asset");
         assert_eq!(first.status(), 200, "{path}");
-        assert_eq!(first.headers()[header::CONTENT_TYPE], content_type, "{path}");
-        assert!(first.headers().contains_key(header::CONTENT_SECURITY_POLICY));
+        assert_eq!(
+            first.headers()[header::CONTENT_TYPE],
+            content_type,
+            "{path}"
+        );
+        assert!(
+            first
+                .headers()
+                .contains_key(header::CONTENT_SECURITY_POLICY)
+        );
         let etag = first.headers()[header::ETAG].clone();
         assert!(!first.bytes().await.expect("body").is_empty(), "{path}");
         let again = api
@@ -130,14 +141,14 @@ async fn unknown_and_hostile_asset_paths_are_404_in_the_envelope() {
         "/assets/index.html",
     ] {
         let (status, body) = raw_get(&api.base, path).await;
-        assert!(
-            status == 404 || status == 400,
-            "{path}: {status} {body}"
-        );
+        assert!(status == 404 || status == 400, "{path}: {status} {body}");
         let envelope: Value = serde_json::from_str(&body)
             .unwrap_or_else(|e| panic!("{path}: not the envelope ({e}): {body}"));
         assert_error_envelope(&envelope);
-        assert!(!body.contains("[workspace]") && !body.contains("root:"), "{path}");
+        assert!(
+            !body.contains("[workspace]") && !body.contains("root:"),
+            "{path}"
+        );
     }
     // The page is only served at `/`, and only to GET (and HEAD).
     let post = api.http.post(api.url("/")).send().await.expect("POST /");
