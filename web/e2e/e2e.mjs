@@ -9,8 +9,8 @@
 // it matters): set the token, create a thread, run a turn and see its tool steps
 // stream, restart the server while an approval waits and see the chat reconnect
 // without losing events, approve in the chat, edit-and-approve from the approvals
-// queue, and read costs, agents and policies (with a reload error). It takes a
-// screenshot of each view.
+// queue, read costs, agents and policies (with a reload error), and allow a
+// permission prompt from the keyboard. It takes a screenshot of each view.
 //
 // Environment: AP_BIN_DIR (the agentplane and scripted-llm binaries), CHROMIUM (the
 // browser, default /usr/bin/chromium), AP_SHOTS (where screenshots go; default: a
@@ -124,7 +124,9 @@ async function main() {
     `[llm]\nbase_url = "${llmUrl}"\nmodel = "scripted-model"\nmax_retries = 0\n` +
       `[store]\npath = "events.db"\n` +
       `[policies]\ndir = "policies"\nreload_interval_ms = 200\n` +
-      `[prices."scripted-model"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n`,
+      `[prices."scripted-model"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n` +
+      `[agents.careful]\ndescription = "Reads files, each read allowed by a person"\n` +
+      `system_prompt = "Read what you are asked to."\nensembles = ["fs"]\nrequires_permission = ["read_file"]\n`,
   );
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -146,6 +148,7 @@ async function main() {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
+      "--disable-dev-shm-usage",
     ],
   });
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
@@ -294,6 +297,30 @@ async function main() {
   await page.locator("table th[scope='row']", { hasText: "review-writes" }).waitFor();
   await page.locator(".reload-error", { hasText: "broken.yaml" }).waitFor();
   await page.screenshot({ path: join(shots, "policies.png") });
+
+  step("a permission prompt: an agent whose reads need a person's yes");
+  await page.click("#nav a[data-page='threads']");
+  await page.locator("#new-agent option[value='careful']").waitFor({ state: "attached" });
+  await page.selectOption("#new-agent", "careful");
+  await page.fill("#new-cwd", workspace);
+  await page.fill("#new-title", "Read the notes");
+  await page.press("#new-title", "Enter");
+  await page.locator(".chat-header h2", { hasText: "Read the notes" }).waitFor();
+  await page.locator(".feed-state[data-state='live']").waitFor();
+  await page.focus("#composer");
+  await page.keyboard.type("What do the notes say?");
+  await page.keyboard.press("Enter");
+  const prompt = page.locator(".permission", { hasText: "read_file" });
+  await prompt.waitFor();
+  // The prompt takes the focus; Enter allows.
+  check((await page.evaluate(() => document.activeElement?.textContent)) === "Allow", "the prompt has the focus");
+  await page.keyboard.press("Enter");
+  await prompt.locator(".badge.approved").waitFor();
+  await page.locator(".turn .answer", { hasText: "notes.txt says hello." }).waitFor();
+  const read = page.locator(".step", { has: page.locator("summary", { hasText: "read_file" }) });
+  await read.locator("summary .badge.ok").waitFor();
+  await read.locator("summary").press("Enter"); // a step opens from the keyboard
+  await read.locator(".output", { hasText: "hello from the web UI" }).waitFor();
 
   step("threads list and the keyboard path through the header");
   await page.click("#nav a[data-page='threads']");
