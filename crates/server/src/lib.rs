@@ -5,8 +5,8 @@
 //! map the result. No business rule, no SQL and no adapter lives here; tenancy,
 //! validation of what a request means, and fail-closed permissions are the hub's. This
 //! crate owns what is HTTP's alone: routing, the error envelope, bearer auth and the
-//! client id, SSE framing and heartbeats, body limits, access logs, the bind policy and
-//! graceful shutdown.
+//! client id, SSE framing and heartbeats, body limits, access logs, the bind policy,
+//! graceful shutdown, and serving the web UI's embedded files (`routes/ui.rs`).
 //!
 //! ```text
 //! GET    /healthz                          {"ok":true}
