@@ -312,6 +312,14 @@ async function main() {
   await page.keyboard.press("Enter");
   const prompt = page.locator(".permission", { hasText: "read_file" });
   await prompt.waitFor();
+  // Leaving the view is not leaving: the turn's stream stays open, so the server does
+  // not decline the permission; back in the chat the prompt replays, still open.
+  await page.click("#nav a[data-page='agents']");
+  await page.locator(".card[data-agent='careful']").waitFor();
+  await page.goBack();
+  await prompt.waitFor();
+  await page.locator(".feed-state[data-state='live']").waitFor();
+  check((await prompt.locator(".badge").count()) === 0, "the permission is still pending");
   // The prompt takes the focus; Enter allows.
   check((await page.evaluate(() => document.activeElement?.textContent)) === "Allow", "the prompt has the focus");
   await page.keyboard.press("Enter");

@@ -96,7 +96,7 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
 }
 
 /** A streaming call: the open response (status checked); read it with `readSse`. */
-export async function stream(method: string, path: string, body: unknown, signal: AbortSignal): Promise<Response> {
+export async function stream(method: string, path: string, body: unknown, signal?: AbortSignal): Promise<Response> {
   const response = await send(method, path, body, signal);
   if (!response.body) throw new ApiError(0, "NETWORK", "The response has no body.");
   return response;

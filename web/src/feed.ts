@@ -38,11 +38,17 @@ export class ThreadFeed {
     this.abort.abort();
   }
 
-  /** Reads a turn's POST stream into the feed; resolves when it ends. */
+  /**
+   * Reads a turn's POST stream into the feed; resolves when the turn's stream ends.
+   * The stream is read to its end even after `stop` (the view was left): the server
+   * declines a turn's pending permissions when its client goes away, and leaving a
+   * view is not going away. Only closing the page is.
+   */
   async readTurn(response: Response): Promise<void> {
     if (!response.body) return;
     try {
-      for await (const message of readSse(response.body, this.abort.signal)) {
+      for await (const message of readSse(response.body)) {
+        if (this.abort.signal.aborted) continue;
         const event = parse(message.data, message.event);
         if (event && event.seq === this.lastSeq + 1) this.deliver(event);
       }
@@ -51,9 +57,9 @@ export class ThreadFeed {
     }
   }
 
-  /** The signal that ends with this feed (for the turn's POST). */
-  get signal(): AbortSignal {
-    return this.abort.signal;
+  /** Whether `stop` was called. */
+  get stopped(): boolean {
+    return this.abort.signal.aborted;
   }
 
   private deliver(event: AgentEvent): void {

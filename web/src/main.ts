@@ -62,7 +62,7 @@ function openSettings(): void {
   const { clientId, token } = loadSettings();
   clientInput.value = clientId;
   tokenInput.value = token;
-  dialog.showModal();
+  if (!dialog.open) dialog.showModal();
   clientInput.focus();
 }
 

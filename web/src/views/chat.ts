@@ -248,14 +248,15 @@ export function chatView(thread: Thread): View {
     if (!text.trim() || running()) return;
     send.disabled = true;
     try {
-      const response = await stream("POST", `/v1/threads/${seg(thread.id)}/turns`, { input: text }, feed.signal);
+      // Not tied to the view: the turn's stream outlives a visit to another view.
+      const response = await stream("POST", `/v1/threads/${seg(thread.id)}/turns`, { input: text });
       clearError();
       input.value = "";
       await feed.readTurn(response);
     } catch (e) {
-      if (!feed.signal.aborted) showError(e);
+      if (!feed.stopped) showError(e);
     } finally {
-      refreshControls();
+      if (!feed.stopped) refreshControls();
     }
   }
 
