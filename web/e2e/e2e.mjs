@@ -253,7 +253,9 @@ async function main() {
   await queued.locator("button", { hasText: "Approve edited call" }).click();
   await page.locator(".approvals-list .empty", { hasText: "Nothing waits" }).waitFor();
   await page.check("#show-all");
-  await page.locator(".approvals-list .approval[data-status='edited']").waitFor();
+  const edited = page.locator(".approvals-list .approval[data-status='edited']");
+  await edited.waitFor();
+  check((await edited.locator(".outcome").textContent()).includes('"final"'), "the edited arguments are shown");
   await page.locator(".approvals-list .approval[data-status='approved']").waitFor();
 
   step("back to the thread: the whole history replays, the second answer included");

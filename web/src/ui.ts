@@ -93,8 +93,8 @@ export class ApprovalCard {
   }
 
   /** Shows a decision made elsewhere (an `approval_decided` event, another tab). */
-  decided(status: Approval["status"], by?: string | null, feedback?: string | null): void {
-    this.info = { ...this.info, status, decided_by: by ?? null, feedback: feedback ?? null };
+  decided(status: Approval["status"], by?: string | null, feedback?: string | null, edited?: unknown): void {
+    this.info = { ...this.info, status, decided_by: by ?? null, feedback: feedback ?? null, edited_arguments: edited };
     this.render();
   }
 
@@ -105,7 +105,13 @@ export class ApprovalCard {
       replace(this.actions);
       const by = this.info.decided_by ? ` by ${this.info.decided_by}` : "";
       const feedback = this.info.feedback ? ` — “${this.info.feedback}”` : "";
-      replace(this.outcome, h("span", { class: `badge ${status}` }, status), `${by}${feedback}`);
+      const edited = this.info.edited_arguments;
+      replace(
+        this.outcome,
+        h("span", { class: `badge ${status}` }, status),
+        `${by}${feedback}`,
+        edited !== undefined && edited !== null ? [h("br"), "Ran with:", h("pre", { class: "args" }, pretty(edited))] : null,
+      );
       return;
     }
     replace(this.outcome);
@@ -166,7 +172,7 @@ export class ApprovalCard {
     try {
       const decided = await call<Approval>("POST", `/v1/approvals/${seg(this.info.id)}`, body);
       clearError();
-      this.decided(decided.status, decided.decided_by, decided.feedback);
+      this.decided(decided.status, decided.decided_by, decided.feedback, decided.edited_arguments);
       announce(`Approval ${decided.status}.`);
       this.onDecided?.(decided);
     } catch (e) {

@@ -196,7 +196,7 @@ export function chatView(thread: Thread): View {
         break;
       }
       case "approval_decided": {
-        turn.approvals.get(event.approval_id)?.decided(event.outcome, event.by, event.feedback);
+        turn.approvals.get(event.approval_id)?.decided(event.outcome, event.by, event.feedback, event.arguments);
         break;
       }
       case "cost": {
