@@ -22,7 +22,7 @@ fi
 if [[ ! -d web/node_modules/playwright-core ]]; then
   (cd web && npm ci --no-audit --no-fund)
 fi
-# The UI's unit tests (the SSE parser) first: a second, no browser needed.
+# The UI's unit tests (SSE parser, event feed) first: a second, no browser needed.
 (cd web && node test/run.mjs >/dev/null) || { (cd web && node test/run.mjs); exit 1; }
 cargo build --quiet -p agentplane -p agentplane-testkit --bins
 export AP_BIN_DIR="$CARGO_TARGET_DIR/debug"
