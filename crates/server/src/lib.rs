@@ -5,8 +5,8 @@
 //! map the result. No business rule, no SQL and no adapter lives here; tenancy,
 //! validation of what a request means, and fail-closed permissions are the hub's. This
 //! crate owns what is HTTP's alone: routing, the error envelope, bearer auth and the
-//! client id, SSE framing and heartbeats, body limits, access logs, the bind policy and
-//! graceful shutdown.
+//! client id, SSE framing and heartbeats, body limits, access logs, the bind policy,
+//! graceful shutdown, and serving the web UI's embedded files (`routes/ui.rs`).
 //!
 //! ```text
 //! GET    /healthz                          {"ok":true}
@@ -29,6 +29,7 @@
 //! GET    /v1/costs                         model call costs, grouped
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
+//! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
 //! ```
 //!
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].
@@ -289,6 +290,7 @@ fn build(
         )
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let router = router.merge(mcp);
+    let router = router.merge(routes::ui::routes());
     let router = match &options.metrics {
         Some(metrics) => router.merge(routes::metrics::routes(metrics.clone(), gate.clone())),
         None => router,

@@ -67,7 +67,7 @@ pub fn startup_summary(summary: &StartupSummary<'_>) -> String {
     for problem in problems {
         let _ = writeln!(out, "  Model   {problem}");
     }
-    let _ = writeln!(out, "  Web     not built yet");
+    let _ = writeln!(out, "  Web     {url}/");
     let _ = writeln!(out, "  API     {url}/openapi.json");
     let token = if summary.auth_required {
         " -H 'Authorization: Bearer $AGENTPLANE_AUTH_TOKEN'"
@@ -124,7 +124,7 @@ mod tests {
             "engineering  qwen2.5:7b (ready)",
             "research     big (unavailable, see Model)",
             "Model   connection refused",
-            "Web     not built yet",
+            "Web     http://127.0.0.1:8686/\n",
             "/openapi.json",
             "Authorization: Bearer $AGENTPLANE_AUTH_TOKEN",
         ] {

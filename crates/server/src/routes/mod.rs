@@ -14,6 +14,7 @@ pub(crate) mod permissions;
 pub(crate) mod policies;
 pub(crate) mod threads;
 pub(crate) mod turns;
+pub(crate) mod ui;
 
 /// OpenAPI tags, one per group.
 pub(crate) mod tags {

@@ -232,7 +232,8 @@ async fn bad_queries_and_positions_are_400() {
 async fn unknown_routes_are_404_and_wrong_methods_405_in_the_envelope() {
     let api = Setup::new(vec![]).start().await;
     for (method, path) in [
-        (Method::GET, "/"),
+        // `/` is the web UI (tests/api/ui.rs); nothing else at the root is served.
+        (Method::GET, "/index.html"),
         (Method::GET, "/v1"),
         (Method::GET, "/v1/nothing"),
         (Method::GET, "/v2/threads"),

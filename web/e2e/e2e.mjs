@@ -1,0 +1,363 @@
+// End-to-end test of the web UI in headless Chromium (Debian's `chromium`, driven by
+// playwright-core; no browser download). Run by scripts/web-e2e.sh, which builds the
+// binaries first.
+//
+// Real parts only: the `scripted-llm` binary (crates/testkit) plays the model, the
+// real `agentplane serve` binary serves the API and the embedded UI on 127.0.0.1 with
+// a bearer token, an `approval_required` policy holds every write_file, and a SQLite
+// file keeps the events. The script drives the UI as a person would (keyboard where
+// it matters): set the token, create a thread, run a turn and see its tool steps
+// stream, restart the server while an approval waits and see the chat reconnect
+// without losing events, approve in the chat, edit-and-approve from the approvals
+// queue, read costs, agents and policies (with a reload error), and allow a
+// permission prompt from the keyboard. It takes a screenshot of each view.
+//
+// Environment: AP_BIN_DIR (the agentplane and scripted-llm binaries), CHROMIUM (the
+// browser, default /usr/bin/chromium), AP_SHOTS (where screenshots go; default: a
+// temp dir). Exit code 0 when every check passed.
+
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { chromium } from "playwright-core";
+
+const ROOT = resolve(new URL("../..", import.meta.url).pathname);
+const BIN = process.env.AP_BIN_DIR ?? join(ROOT, "target", "debug");
+const BROWSER = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const TOKEN = "e2e-token-3b1f9c";
+const CLIENT = "e2e-user";
+const PATIENCE = 20_000;
+
+const work = mkdtempSync(join(tmpdir(), "agentplane-web-e2e-"));
+const shots = process.env.AP_SHOTS ?? join(tmpdir(), "agentplane-web-e2e-shots");
+const workspace = join(work, "ws");
+const policies = join(work, "policies");
+mkdirSync(shots, { recursive: true });
+mkdirSync(workspace);
+mkdirSync(policies);
+const children = new Set();
+let browser;
+
+function step(text) {
+  console.log(`e2e: ${text}`);
+}
+
+function check(condition, message) {
+  if (!condition) throw new Error(`check failed: ${message}`);
+}
+
+/** Starts a child process; its output goes to a log file in the work dir. */
+function start(name, args, env = {}) {
+  const child = spawn(join(BIN, name), args, {
+    cwd: work,
+    env: { ...process.env, AGENTPLANE_LOG: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  child.on("exit", () => children.delete(child));
+  const log = join(work, `${name}.log`);
+  child.stderr.on("data", (d) => writeFileSync(log, d, { flag: "a" }));
+  return child;
+}
+
+async function stop(child) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  await Promise.race([exited, sleep(10_000).then(() => child.kill("SIGKILL"))]);
+  await exited;
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+async function waitHealthy(url) {
+  const deadline = Date.now() + PATIENCE;
+  while (Date.now() < deadline) {
+    try {
+      const r = await fetch(`${url}/healthz`);
+      if (r.ok) return;
+    } catch {
+      // not up yet
+    }
+    await sleep(100);
+  }
+  throw new Error(`the server at ${url} did not become healthy; see ${work}/agentplane.log`);
+}
+
+async function api(url, path) {
+  const r = await fetch(`${url}${path}`, {
+    headers: { "X-Client-ID": CLIENT, Authorization: `Bearer ${TOKEN}` },
+  });
+  check(r.ok, `${path} answered ${r.status}`);
+  return r.json();
+}
+
+async function main() {
+  // --- the model and the server --------------------------------------------------------
+  const llm = start("scripted-llm", ["--scenario", join(ROOT, "crates/testkit/scenarios/web-e2e.json")]);
+  const llmUrl = await new Promise((res, rej) => {
+    createInterface({ input: llm.stdout }).once("line", res);
+    llm.once("exit", (code) => rej(new Error(`scripted-llm exited with ${code}`)));
+  });
+  writeFileSync(
+    join(policies, "review.yaml"),
+    "name: review-writes\ntype: approval_required\ndescription: A person reviews every file write.\nrules:\n  tools: [write_file]\n",
+  );
+  writeFileSync(
+    join(work, "agentplane.toml"),
+    `[llm]\nbase_url = "${llmUrl}"\nmodel = "scripted-model"\nmax_retries = 0\n` +
+      `[store]\npath = "events.db"\n` +
+      `[policies]\ndir = "policies"\nreload_interval_ms = 200\n` +
+      `[prices."scripted-model"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n` +
+      `[agents.careful]\ndescription = "Reads files, each read allowed by a person"\n` +
+      `system_prompt = "Read what you are asked to."\nensembles = ["fs"]\nrequires_permission = ["read_file"]\n`,
+  );
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const serveArgs = ["--config", join(work, "agentplane.toml"), "serve", "--listen", `127.0.0.1:${port}`];
+  const serveEnv = { AGENTPLANE_AUTH_TOKEN: TOKEN };
+  let server = start("agentplane", serveArgs, serveEnv);
+  await waitHealthy(url);
+  step(`server on ${url}, model on ${llmUrl}, work dir ${work}`);
+
+  // --- the browser ---------------------------------------------------------------------
+  browser = await chromium.launch({
+    executablePath: BROWSER,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--disable-dev-shm-usage",
+    ],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: "light" });
+  context.setDefaultTimeout(PATIENCE);
+  const page = await context.newPage();
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
+  page.on("console", (m) => {
+    if (/Content.Security.Policy|Refused to/i.test(m.text())) problems.push(`CSP: ${m.text()}`);
+  });
+
+  // The page needs no token; its headers carry the CSP.
+  const first = await page.goto(url);
+  check(first.status() === 200, "GET / is 200");
+  const csp = first.headers()["content-security-policy"] ?? "";
+  check(csp.includes("script-src 'self'") && csp.includes("frame-ancestors 'none'"), `CSP header: ${csp}`);
+
+  step("without a token the API says 401 and the settings dialog opens");
+  const dialog = page.locator("dialog#settings");
+  await dialog.waitFor({ state: "visible" });
+  await page.locator(".banner").filter({ hasText: "UNAUTHORIZED" }).waitFor();
+  await page.fill("#client-id", CLIENT);
+  await page.fill("#token", TOKEN);
+  await page.screenshot({ path: join(shots, "settings.png") });
+  await page.press("#token", "Enter"); // the form submits from the keyboard
+  await dialog.waitFor({ state: "hidden" });
+  check((await page.textContent("#who")).includes(CLIENT), "the header names the client");
+
+  step("create a thread");
+  await page.locator("#new-agent option[value='engineering']").waitFor({ state: "attached" });
+  await page.selectOption("#new-agent", "engineering");
+  await page.fill("#new-cwd", workspace);
+  await page.fill("#new-title", "Write the notes");
+  await page.press("#new-title", "Enter");
+  await page.waitForURL(/#\/threads\/thr_/);
+  const threadId = decodeURIComponent(page.url().split("/").pop());
+  await page.locator(".chat-header h2", { hasText: "Write the notes" }).waitFor();
+  await page.locator(".feed-state[data-state='live']").waitFor();
+  await page.locator(`.thread-list a[data-thread='${threadId}']`).waitFor();
+
+  step("run a turn: the tool step streams, then the write waits for approval");
+  await page.focus("#composer");
+  await page.keyboard.type("List the workspace, then write notes.txt");
+  await page.keyboard.press("Enter");
+  const list = page.locator(".step[data-call] summary", { hasText: "list_files" });
+  await list.waitFor();
+  await page.locator(".step summary", { hasText: "list_files" }).locator(".badge.ok").waitFor();
+  const card = page.locator(".chat .approval[data-status='pending']");
+  await card.waitFor();
+  check((await card.textContent()).includes("notes.txt"), "the approval shows the planned arguments");
+  await page.locator(".step summary", { hasText: "write_file" }).locator(".badge.pending").waitFor();
+  check(!existsSync(join(workspace, "notes.txt")), "nothing is written before the approval");
+
+  step("restart the server while the approval waits: the chat reconnects");
+  await stop(server);
+  await page.locator(".feed-state[data-state='reconnecting']").waitFor();
+  server = start("agentplane", serveArgs, serveEnv);
+  await waitHealthy(url);
+  await page.locator(".feed-state[data-state='live']").waitFor();
+
+  step("approve in the chat (keyboard); the answer streams in over the reconnected feed");
+  await card.locator("button", { hasText: /^Approve$/ }).focus();
+  await page.keyboard.press("Enter");
+  await page.locator(".chat .approval[data-status='approved']").waitFor();
+  const answer = page.locator(".turn .answer", { hasText: "I listed the workspace and wrote notes.txt for you." });
+  await answer.waitFor();
+  await page.locator(".turn-footer .badge.text_answer").waitFor();
+  check(readFileSync(join(workspace, "notes.txt"), "utf8") === "hello from the web UI\n", "notes.txt written as approved");
+  // Exactly once: a replay after the reconnect must not repeat anything.
+  check((await page.locator(".turn").count()) === 1, "one turn drawn");
+  check((await page.locator(".step").count()) === 2, "two tool steps drawn, no repeats");
+  check((await page.locator(".chat .approval").count()) === 1, "one approval card drawn");
+  const stepWrite = page.locator(".step", { has: page.locator("summary", { hasText: "write_file" }) });
+  await stepWrite.locator("summary .badge.ok").waitFor();
+  await stepWrite.locator("summary").click();
+  const latency = await stepWrite.locator(".latency").textContent();
+  check(/^\d+ ms$/.test(latency), `latency shown: ${latency}`);
+  check((await stepWrite.locator(".args").textContent()).includes("hello from the web UI"), "arguments shown");
+  const turnCost = await page.locator(".turn-cost").first().textContent();
+  check(/Cost \$0\.0\d+ · 3 model calls/.test(turnCost), `turn cost: ${turnCost}`);
+  const threadCost = await page.locator(".thread-cost").textContent();
+  check(/Thread cost \$0\.0\d+/.test(threadCost), `thread cost: ${threadCost}`);
+  await page.locator(".turn-chart svg rect").first().waitFor();
+  // The shot shows the end of the turn: the approved card, the answer and its cost.
+  await page.locator(".chat .log").evaluate((log) => (log.scrollTop = log.scrollHeight));
+  await page.screenshot({ path: join(shots, "chat.png") });
+
+  step("a second turn; edit and approve it from the approvals queue");
+  await page.focus("#composer");
+  await page.keyboard.type("Write second.txt");
+  await page.keyboard.press("Enter");
+  await page.locator(".chat .approval[data-status='pending']").waitFor();
+  await page.click("#nav a[data-page='approvals']");
+  await page.waitForURL(/#\/approvals$/);
+  const queued = page.locator(".approvals-list .approval[data-status='pending']");
+  await queued.waitFor();
+  check((await queued.count()) === 1, "one approval pending in the queue");
+  await page.screenshot({ path: join(shots, "approvals.png") });
+  await queued.locator("button", { hasText: "Edit…" }).click();
+  const editor = queued.locator("textarea");
+  await editor.fill(JSON.stringify({ path: "second.txt", content: "final" }));
+  await queued.locator("button", { hasText: "Approve edited call" }).click();
+  await page.locator(".approvals-list .empty", { hasText: "Nothing waits" }).waitFor();
+  await page.check("#show-all");
+  const edited = page.locator(".approvals-list .approval[data-status='edited']");
+  await edited.waitFor();
+  check((await edited.locator(".outcome").textContent()).includes('"final"'), "the edited arguments are shown");
+  await page.locator(".approvals-list .approval[data-status='approved']").waitFor();
+
+  step("back to the thread: the whole history replays, the second answer included");
+  await page.locator(".approvals-list a", { hasText: threadId }).first().click();
+  await page.locator(".turn .answer", { hasText: "Done: second.txt is written." }).waitFor();
+  check((await page.locator(".turn").count()) === 2, "two turns drawn");
+  check(readFileSync(join(workspace, "second.txt"), "utf8") === "final", "second.txt has the edited content");
+
+  step("costs, grouped by agent and by thread");
+  await page.click("#nav a[data-page='costs']");
+  const total = page.locator(".cost-report .total");
+  await total.waitFor();
+  const totalText = await total.textContent();
+  check(/Total \$0\.0\d+ · 5 model calls · 8400 in \/ 200 out tokens/.test(totalText), `costs total: ${totalText}`);
+  const report = await api(url, "/v1/costs?group_by=agent");
+  check(report.total.usd_micros > 0 && report.rows[0].key === "engineering", "the API agrees");
+  await page.locator(".cost-report th[scope='row']", { hasText: "engineering" }).waitFor();
+  await page.selectOption("#cost-group", "turn");
+  await page.locator(".cost-report tbody tr").nth(1).waitFor();
+  await page.selectOption("#cost-group", "thread");
+  await page.locator(".cost-report th[scope='row']", { hasText: "Write the notes" }).waitFor();
+  await page.locator(".cost-report svg.chart rect").first().waitFor();
+  await page.screenshot({ path: join(shots, "costs.png") });
+
+  step("agents");
+  await page.click("#nav a[data-page='agents']");
+  const engineering = page.locator(".card[data-agent='engineering']");
+  await engineering.locator(".badge.ready").waitFor();
+  await engineering.locator("button", { hasText: "Versions" }).click();
+  await engineering.locator(".versions :is(p, ol)").waitFor();
+  await page.screenshot({ path: join(shots, "agents.png") });
+
+  step("policies, read-only, with a reload's validation errors");
+  writeFileSync(join(policies, "broken.yaml"), "name: broken\ntype: rate_limit\nrules:\n  window: soon\n");
+  const deadline = Date.now() + PATIENCE;
+  while (!(await api(url, "/v1/policies")).reload_error) {
+    check(Date.now() < deadline, "the broken policy file is noticed");
+    await sleep(100);
+  }
+  await page.click("#nav a[data-page='policies']");
+  await page.locator("table th[scope='row']", { hasText: "review-writes" }).waitFor();
+  await page.locator(".reload-error", { hasText: "broken.yaml" }).waitFor();
+  await page.screenshot({ path: join(shots, "policies.png") });
+
+  step("a permission prompt: an agent whose reads need a person's yes");
+  await page.click("#nav a[data-page='threads']");
+  await page.locator("#new-agent option[value='careful']").waitFor({ state: "attached" });
+  await page.selectOption("#new-agent", "careful");
+  await page.fill("#new-cwd", workspace);
+  await page.fill("#new-title", "Read the notes");
+  await page.press("#new-title", "Enter");
+  await page.locator(".chat-header h2", { hasText: "Read the notes" }).waitFor();
+  await page.locator(".feed-state[data-state='live']").waitFor();
+  await page.focus("#composer");
+  await page.keyboard.type("What do the notes say?");
+  await page.keyboard.press("Enter");
+  const prompt = page.locator(".permission", { hasText: "read_file" });
+  await prompt.waitFor();
+  // Leaving the view is not leaving: the turn's stream stays open, so the server does
+  // not decline the permission; back in the chat the prompt replays, still open.
+  await page.click("#nav a[data-page='agents']");
+  await page.locator(".card[data-agent='careful']").waitFor();
+  await page.goBack();
+  await prompt.waitFor();
+  await page.locator(".feed-state[data-state='live']").waitFor();
+  check((await prompt.locator(".badge").count()) === 0, "the permission is still pending");
+  // The prompt takes the focus; Enter allows.
+  check((await page.evaluate(() => document.activeElement?.textContent)) === "Allow", "the prompt has the focus");
+  await page.keyboard.press("Enter");
+  await prompt.locator(".badge.approved").waitFor();
+  await page.locator(".turn .answer", { hasText: "notes.txt says hello." }).waitFor();
+  const read = page.locator(".step", { has: page.locator("summary", { hasText: "read_file" }) });
+  await read.locator("summary .badge.ok").waitFor();
+  await read.locator("summary").press("Enter"); // a step opens from the keyboard
+  await read.locator(".output", { hasText: "hello from the web UI" }).waitFor();
+
+  step("threads list and the keyboard path through the header");
+  await page.click("#nav a[data-page='threads']");
+  await page.locator(`.thread-list a[data-thread='${threadId}']`).waitFor();
+  await page.locator(".sidebar details.create").evaluate((d) => (d.open = true));
+  await page.screenshot({ path: join(shots, "threads.png") });
+  await page.reload();
+  await page.locator(`.thread-list a[data-thread='${threadId}']`).waitFor();
+  await page.keyboard.press("Tab");
+  check((await page.evaluate(() => document.activeElement?.className)) === "skip", "Tab reaches the skip link first");
+  await page.keyboard.press("Tab");
+  check((await page.evaluate(() => document.activeElement?.dataset?.page)) === "threads", "then the navigation");
+
+  check(problems.length === 0, `the page logged problems:\n${problems.join("\n")}`);
+  step(`passed; screenshots in ${shots}`);
+}
+
+let failed = false;
+try {
+  await main();
+} catch (e) {
+  failed = true;
+  console.error(`e2e: FAILED: ${e.stack ?? e}`);
+  console.error(`e2e: logs and the database are kept in ${work}`);
+} finally {
+  await browser?.close().catch(() => {});
+  await Promise.all([...children].map(stop));
+  if (!failed && !process.env.AP_KEEP) rmSync(work, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
