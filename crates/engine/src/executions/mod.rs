@@ -533,7 +533,7 @@ impl Executions {
                 };
                 // Only the model being unreachable is retried: refusals (a policy, a
                 // budget, a rate limit of ours, a bad thread) would refuse again.
-                let upstream = matches!(e, HubError::Model(_)) && is_upstream(failure.code);
+                let upstream = matches!(e, HubError::Model(_)) && is_upstream(&failure);
                 return self.fail_or_retry(execution, None, failure, upstream).await;
             }
         };
@@ -601,7 +601,7 @@ impl Executions {
                     code: ErrorCode::Internal,
                     message: "the turn failed".to_owned(),
                 });
-                let upstream = may_retry && is_upstream(failure.code);
+                let upstream = may_retry && is_upstream(&failure);
                 self.fail_or_retry(execution, Some(turn), failure, upstream)
                     .await
             }
@@ -848,12 +848,74 @@ fn replay(
     })
 }
 
-/// Failures of the model server that another attempt may not meet.
-fn is_upstream(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::UpstreamUnavailable | ErrorCode::Timeout | ErrorCode::RateLimited
-    )
+/// The start of `ModelError::Upstream`'s message, followed by the HTTP status.
+const UPSTREAM_ANSWERED: &str = "the model server answered ";
+
+/// Failures of the model server that another attempt may not meet: unreachable, a
+/// 5xx, an unreadable answer, a timeout, a 429. A 4xx answer (other than 429) is the
+/// request's fault and would fail again. A turn's error keeps only its code and
+/// message, so the status is read back from `ModelError::Upstream`'s message (a test
+/// below pins that format).
+fn is_upstream(failure: &ExecutionFailure) -> bool {
+    match failure.code {
+        ErrorCode::Timeout | ErrorCode::RateLimited => true,
+        ErrorCode::UpstreamUnavailable => {
+            let status = failure
+                .message
+                .strip_prefix(UPSTREAM_ANSWERED)
+                .and_then(|rest| rest.get(..3))
+                .and_then(|digits| digits.parse::<u16>().ok());
+            !matches!(status, Some(400..=499))
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::ModelError;
+
+    fn failure(e: ModelError) -> ExecutionFailure {
+        ExecutionFailure {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+
+    #[test]
+    fn only_upstream_failures_are_retried() {
+        let upstream = |status| ModelError::Upstream {
+            status,
+            body: "x".into(),
+        };
+        assert!(is_upstream(&failure(upstream(500))));
+        assert!(is_upstream(&failure(upstream(503))));
+        assert!(!is_upstream(&failure(upstream(400))));
+        assert!(!is_upstream(&failure(upstream(401))));
+        assert!(is_upstream(&failure(ModelError::Timeout { seconds: 1 })));
+        assert!(is_upstream(&failure(ModelError::RateLimited { body: "x".into() })));
+        assert!(is_upstream(&failure(ModelError::Protocol("x".into()))));
+        assert!(is_upstream(&failure(ModelError::Unreachable {
+            url: "u".into(),
+            detail: "d".into()
+        })));
+        assert!(!is_upstream(&failure(ModelError::NoToolSupport {
+            model: "m".into()
+        })));
+        for code in [
+            ErrorCode::InvalidArgument,
+            ErrorCode::BudgetExceeded,
+            ErrorCode::Forbidden,
+            ErrorCode::Internal,
+            ErrorCode::Conflict,
+        ] {
+            assert!(!is_upstream(&ExecutionFailure {
+                code,
+                message: String::new()
+            }));
+        }
+    }
 }
 
 /// What to do with an execution after an attempt.
