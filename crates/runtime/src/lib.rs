@@ -304,7 +304,8 @@ fn executions_service(
                     allow_private: settings.allow_private_webhooks,
                     timeout: settings.webhook_timeout,
                 },
-            )) as Arc<dyn agentplane_engine::executions::WebhookSender>)
+            ))
+                as Arc<dyn agentplane_engine::executions::WebhookSender>)
         }
     };
     let root = config

@@ -90,7 +90,13 @@ pub(crate) fn complete(
         if let Some(RefOr::T(Schema::Object(body))) = components.schemas.get_mut(body)
             && let Some(RefOr::T(Schema::Object(agent))) = body.properties.get_mut("agent")
         {
-            agent.enum_values = Some(agents.iter().cloned().map(serde_json::Value::from).collect());
+            agent.enum_values = Some(
+                agents
+                    .iter()
+                    .cloned()
+                    .map(serde_json::Value::from)
+                    .collect(),
+            );
         }
     }
     for (path, item) in doc.paths.paths.iter_mut() {

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use agentplane_core::{DeliveryId, ErrorCode, ExecutionId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd,
-    ExecutionFailure, ExecutionQuery, ExecutionRecord, ExecutionStatus, NewExecution, RestartMode,
-    StoreError,
+    CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
+    ExecutionQuery, ExecutionRecord, ExecutionStatus, NewExecution, RestartMode, StoreError,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use time::OffsetDateTime;
@@ -97,7 +96,11 @@ pub(crate) fn claim(c: &Connection, worker: &str) -> Result<Option<ExecutionReco
                  ORDER BY e.next_attempt_at, e.rowid LIMIT 1)
              RETURNING id",
         )
-        .and_then(|mut update| update.query_row(params![now, worker], |r| r.get(0)).optional())
+        .and_then(|mut update| {
+            update
+                .query_row(params![now, worker], |r| r.get(0))
+                .optional()
+        })
         .map_err(backend)?;
     match id {
         Some(id) => Ok(Some(require(c, &parse_id(&id)?)?)),
@@ -322,7 +325,10 @@ pub(crate) fn claim_delivery(
                          ORDER BY next_attempt_at, rowid LIMIT 1)
              RETURNING id",
         )
-        .and_then(|mut u| u.query_row(params![now, after(lease)], |r| r.get(0)).optional())
+        .and_then(|mut u| {
+            u.query_row(params![now, after(lease)], |r| r.get(0))
+                .optional()
+        })
         .map_err(backend)?;
     match id {
         Some(id) => delivery(c, &parse_delivery_id(&id)?),
@@ -431,7 +437,10 @@ pub(crate) fn queued(c: &Connection) -> Result<u64, StoreError> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-pub(crate) fn delivery(c: &Connection, id: &DeliveryId) -> Result<Option<DeliveryRecord>, StoreError> {
+pub(crate) fn delivery(
+    c: &Connection,
+    id: &DeliveryId,
+) -> Result<Option<DeliveryRecord>, StoreError> {
     c.prepare_cached(&format!(
         "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE id = ?1"
     ))
@@ -611,8 +620,7 @@ fn raw_delivery(row: &Row<'_>) -> rusqlite::Result<RawDelivery> {
 }
 
 fn decode_delivery(raw: RawDelivery) -> Result<DeliveryRecord, StoreError> {
-    let (id, execution, url, status, attempts, next, last_status, last_error, created, done) =
-        raw;
+    let (id, execution, url, status, attempts, next, last_status, last_error, created, done) = raw;
     let id = parse_delivery_id(&id)?;
     let corrupt = |what: &str| StoreError::Backend(format!("delivery {id}: bad {what}"));
     let status = match status.as_str() {
@@ -751,10 +759,7 @@ impl agentplane_engine::ports::ExecutionStore for crate::SqliteStore {
             .await
     }
 
-    async fn deliveries(
-        &self,
-        execution: &ExecutionId,
-    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+    async fn deliveries(&self, execution: &ExecutionId) -> Result<Vec<DeliveryRecord>, StoreError> {
         let execution = execution.clone();
         self.read(move |c| deliveries_of(c, &execution)).await
     }

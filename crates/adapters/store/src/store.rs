@@ -70,7 +70,10 @@ impl SqliteStore {
     }
 
     /// Sends a command to the writer and waits for its committed answer.
-    pub(crate) async fn write<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+    pub(crate) async fn write<T>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, StoreError> {
         let stopped = || StoreError::Backend("the event store's writer has stopped".into());
         let (reply, answer) = oneshot::channel();
         self.commands

@@ -284,7 +284,10 @@ mod tests {
     fn the_secret_is_never_printed() {
         let text = format!("{:?}", client(false));
         // `b"secret"` as bytes would start `[115, 101`.
-        assert!(!text.contains("115, 101") && !text.contains("secret\\"), "{text}");
+        assert!(
+            !text.contains("115, 101") && !text.contains("secret\\"),
+            "{text}"
+        );
         assert!(text.contains("<redacted>"), "{text}");
     }
 }

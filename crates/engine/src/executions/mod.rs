@@ -33,8 +33,7 @@ use crate::turn::{TurnObserver, TurnOutcome};
 
 pub use backoff::Backoff;
 pub use webhooks::{
-    EXECUTION_FINISHED, WebhookOutcome, WebhookRequest, WebhookSender, execution_json,
-    webhook_body,
+    EXECUTION_FINISHED, WebhookOutcome, WebhookRequest, WebhookSender, execution_json, webhook_body,
 };
 
 /// Longest idempotency key, in characters.
@@ -179,7 +178,10 @@ impl Executions {
             workspaces: ports.workspaces,
             tap: ports.tap,
             config,
-            worker_id: format!("worker-{}", ExecutionId::new().as_str().trim_start_matches("exec_")),
+            worker_id: format!(
+                "worker-{}",
+                ExecutionId::new().as_str().trim_start_matches("exec_")
+            ),
             queued: Notify::new(),
             delivery_due: Notify::new(),
             running: Mutex::new(HashMap::new()),
@@ -203,7 +205,8 @@ impl Executions {
         }
         if self.webhooks.is_some() {
             let service = self.clone();
-            self.tasks.spawn(async move { service.deliver_webhooks().await });
+            self.tasks
+                .spawn(async move { service.deliver_webhooks().await });
         }
         self.report_queue().await;
         Ok(())
@@ -215,7 +218,10 @@ impl Executions {
     pub async fn shutdown(&self, grace: Duration) {
         self.stopping.cancel();
         self.tasks.close();
-        if tokio::time::timeout(grace, self.tasks.wait()).await.is_err() {
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
             let tokens: Vec<_> = self
                 .running
                 .lock()
@@ -351,7 +357,11 @@ impl Executions {
     /// Cancels an execution: a queued one at once, a running one by cancelling its
     /// turn (its status becomes `cancelled` when the turn has ended). `Conflict` for a
     /// finished one.
-    pub async fn cancel(&self, client: &str, id: &ExecutionId) -> Result<ExecutionRecord, HubError> {
+    pub async fn cancel(
+        &self,
+        client: &str,
+        id: &ExecutionId,
+    ) -> Result<ExecutionRecord, HubError> {
         self.get(client, id).await?;
         match self.store.cancel_execution(id, DeliveryId::new()).await? {
             CancelOutcome::Cancelled(record) => {
@@ -359,11 +369,7 @@ impl Executions {
                 Ok(record)
             }
             CancelOutcome::Requested(record) => {
-                let token = self
-                    .running
-                    .lock()
-                    .ok()
-                    .and_then(|r| r.get(id).cloned());
+                let token = self.running.lock().ok().and_then(|r| r.get(id).cloned());
                 match token {
                     Some(token) => token.cancel(),
                     // Not run by a worker here: its turn waits for an approval.
@@ -629,7 +635,11 @@ impl Executions {
         matches!(self.store.execution(id).await, Ok(Some(r)) if r.cancel_requested)
     }
 
-    async fn apply(self: &Arc<Self>, execution: &ExecutionRecord, next: Next) -> Result<(), HubError> {
+    async fn apply(
+        self: &Arc<Self>,
+        execution: &ExecutionRecord,
+        next: Next,
+    ) -> Result<(), HubError> {
         let id = &execution.id;
         match next {
             Next::Finish(ended) => {
@@ -871,53 +881,6 @@ fn is_upstream(failure: &ExecutionFailure) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ports::ModelError;
-
-    fn failure(e: ModelError) -> ExecutionFailure {
-        ExecutionFailure {
-            code: e.code(),
-            message: e.to_string(),
-        }
-    }
-
-    #[test]
-    fn only_upstream_failures_are_retried() {
-        let upstream = |status| ModelError::Upstream {
-            status,
-            body: "x".into(),
-        };
-        assert!(is_upstream(&failure(upstream(500))));
-        assert!(is_upstream(&failure(upstream(503))));
-        assert!(!is_upstream(&failure(upstream(400))));
-        assert!(!is_upstream(&failure(upstream(401))));
-        assert!(is_upstream(&failure(ModelError::Timeout { seconds: 1 })));
-        assert!(is_upstream(&failure(ModelError::RateLimited { body: "x".into() })));
-        assert!(is_upstream(&failure(ModelError::Protocol("x".into()))));
-        assert!(is_upstream(&failure(ModelError::Unreachable {
-            url: "u".into(),
-            detail: "d".into()
-        })));
-        assert!(!is_upstream(&failure(ModelError::NoToolSupport {
-            model: "m".into()
-        })));
-        for code in [
-            ErrorCode::InvalidArgument,
-            ErrorCode::BudgetExceeded,
-            ErrorCode::Forbidden,
-            ErrorCode::Internal,
-            ErrorCode::Conflict,
-        ] {
-            assert!(!is_upstream(&ExecutionFailure {
-                code,
-                message: String::new()
-            }));
-        }
-    }
-}
-
 /// What to do with an execution after an attempt.
 enum Next {
     Finish(Ended),
@@ -967,6 +930,55 @@ impl TurnObserver for TurnBegan {
     fn on_event(&self, event: &Event) {
         if let Some(began) = self.began.lock().ok().and_then(|mut b| b.take()) {
             let _ = began.send(event.turn_id.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::ModelError;
+
+    fn failure(e: ModelError) -> ExecutionFailure {
+        ExecutionFailure {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+
+    #[test]
+    fn only_upstream_failures_are_retried() {
+        let upstream = |status| ModelError::Upstream {
+            status,
+            body: "x".into(),
+        };
+        assert!(is_upstream(&failure(upstream(500))));
+        assert!(is_upstream(&failure(upstream(503))));
+        assert!(!is_upstream(&failure(upstream(400))));
+        assert!(!is_upstream(&failure(upstream(401))));
+        assert!(is_upstream(&failure(ModelError::Timeout { seconds: 1 })));
+        assert!(is_upstream(&failure(ModelError::RateLimited {
+            body: "x".into()
+        })));
+        assert!(is_upstream(&failure(ModelError::Protocol("x".into()))));
+        assert!(is_upstream(&failure(ModelError::Unreachable {
+            url: "u".into(),
+            detail: "d".into()
+        })));
+        assert!(!is_upstream(&failure(ModelError::NoToolSupport {
+            model: "m".into()
+        })));
+        for code in [
+            ErrorCode::InvalidArgument,
+            ErrorCode::BudgetExceeded,
+            ErrorCode::Forbidden,
+            ErrorCode::Internal,
+            ErrorCode::Conflict,
+        ] {
+            assert!(!is_upstream(&ExecutionFailure {
+                code,
+                message: String::new()
+            }));
         }
     }
 }

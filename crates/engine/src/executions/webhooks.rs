@@ -105,9 +105,8 @@ pub(crate) async fn deliver(
                     body: &body,
                 })
                 .await;
-            let retry = || {
-                (delivery.attempts < max_attempts).then(|| backoff.delay(delivery.attempts))
-            };
+            let retry =
+                || (delivery.attempts < max_attempts).then(|| backoff.delay(delivery.attempts));
             match outcome {
                 WebhookOutcome::Delivered { status } => DeliveryAttempt {
                     delivered: true,

@@ -310,6 +310,5 @@ pub trait ExecutionStore: Send + Sync {
     ) -> Result<DeliveryRecord, StoreError>;
 
     /// The deliveries of an execution, oldest first.
-    async fn deliveries(&self, execution: &ExecutionId)
-    -> Result<Vec<DeliveryRecord>, StoreError>;
+    async fn deliveries(&self, execution: &ExecutionId) -> Result<Vec<DeliveryRecord>, StoreError>;
 }

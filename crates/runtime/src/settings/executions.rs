@@ -233,7 +233,10 @@ mod tests {
             ("max_attempts = 0", "max_attempts"),
             ("on_restart = \"resume\"", "on_restart"),
             ("webhook_secret = \"NOPE\"", "webhook_secret"),
-            ("backoff_base_ms = 100\nbackoff_max_ms = 10", "backoff_max_ms"),
+            (
+                "backoff_base_ms = 100\nbackoff_max_ms = 10",
+                "backoff_max_ms",
+            ),
             ("poll_interval_ms = 0", "poll_interval_ms"),
             ("webhook_timeout_secs = 0", "webhook_timeout_secs"),
         ] {

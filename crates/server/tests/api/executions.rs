@@ -57,7 +57,11 @@ async fn wait_for(api: &Api, client: &str, id: &str, done: impl Fn(&Value) -> bo
         if done(&answer.body) {
             return answer.body;
         }
-        assert!(Instant::now() < deadline, "gave up waiting: {}", answer.body);
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting: {}",
+            answer.body
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -73,11 +77,19 @@ fn is_terminal(e: &Value) -> bool {
 #[tokio::test]
 async fn an_execution_is_queued_run_and_polled_with_the_turns_result() {
     let api = setup(vec![Step::text("The answer is 42.")]).start().await;
-    let answer = submit(&api, "alice", json!({"agent": "chat", "input": "What is it?"})).await;
+    let answer = submit(
+        &api,
+        "alice",
+        json!({"agent": "chat", "input": "What is it?"}),
+    )
+    .await;
     assert_eq!(answer.status, StatusCode::ACCEPTED, "{:?}", answer.body);
     let id = answer.body["id"].as_str().expect("id").to_owned();
     assert!(id.starts_with("exec_"), "{id}");
-    assert!(matches!(answer.body["status"].as_str(), Some("queued" | "running")));
+    assert!(matches!(
+        answer.body["status"].as_str(),
+        Some("queued" | "running")
+    ));
     assert_eq!(
         answer.headers.get("location").and_then(|v| v.to_str().ok()),
         Some(format!("/v1/executions/{id}").as_str())
@@ -92,8 +104,14 @@ async fn an_execution_is_queued_run_and_polled_with_the_turns_result() {
     // The attempt is an ordinary turn of the execution's thread, with its events.
     let turn = done["turn_id"].as_str().expect("turn id");
     let events = api.stored_events(turn).await;
-    assert_eq!(events.first().map(|e| e.payload.kind()), Some("turn_started"));
-    assert_eq!(events.last().map(|e| e.payload.kind()), Some("turn_completed"));
+    assert_eq!(
+        events.first().map(|e| e.payload.kind()),
+        Some("turn_started")
+    );
+    assert_eq!(
+        events.last().map(|e| e.payload.kind()),
+        Some("turn_completed")
+    );
     let thread = done["thread_id"].as_str().expect("thread");
     let history = api
         .get(&format!("/v1/threads/{thread}/history"), "alice")
@@ -127,14 +145,23 @@ async fn an_execution_runs_on_a_given_thread_or_directory() {
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(done["thread_id"], thread.as_str());
     let cwd = api.workspace.display().to_string();
-    let id = queue(&api, "alice", json!({"agent": "chat", "input": "hi", "cwd": cwd})).await;
+    let id = queue(
+        &api,
+        "alice",
+        json!({"agent": "chat", "input": "hi", "cwd": cwd}),
+    )
+    .await;
     let done = wait_for(&api, "alice", &id, is_terminal).await;
     assert_eq!(done["status"], "succeeded", "{done}");
     let thread = done["thread_id"].as_str().expect("thread");
     let record = api.get(&format!("/v1/threads/{thread}"), "alice").await;
     assert_eq!(
         record.body["cwd"],
-        api.workspace.canonicalize().expect("canonical").display().to_string()
+        api.workspace
+            .canonicalize()
+            .expect("canonical")
+            .display()
+            .to_string()
     );
 }
 
@@ -217,19 +244,31 @@ async fn a_queued_execution_is_cancelled_at_once_and_a_running_one_via_its_turn(
     // The only worker is busy: the second waits in the queue.
     let second = queue(&api, "alice", json!({"agent": "chat", "input": "two"})).await;
     let answer = api
-        .post(&format!("/v1/executions/{second}/cancel"), "alice", json!({}))
+        .post(
+            &format!("/v1/executions/{second}/cancel"),
+            "alice",
+            json!({}),
+        )
         .await;
     assert_eq!(answer.status, StatusCode::ACCEPTED, "{:?}", answer.body);
     assert_eq!(answer.body["status"], "cancelled");
     assert_eq!(answer.body["attempts"], 0);
     assert_eq!(answer.body["turn_id"], Value::Null);
     // Cancelling again is a conflict: it has finished.
-    api.post(&format!("/v1/executions/{second}/cancel"), "alice", json!({}))
-        .await
-        .assert_error(409, "CONFLICT");
+    api.post(
+        &format!("/v1/executions/{second}/cancel"),
+        "alice",
+        json!({}),
+    )
+    .await
+    .assert_error(409, "CONFLICT");
 
     let answer = api
-        .post(&format!("/v1/executions/{first}/cancel"), "alice", json!({}))
+        .post(
+            &format!("/v1/executions/{first}/cancel"),
+            "alice",
+            json!({}),
+        )
         .await;
     assert_eq!(answer.status, StatusCode::ACCEPTED, "{:?}", answer.body);
     assert_eq!(answer.body["cancel_requested"], true);
@@ -288,7 +327,9 @@ async fn lists_filter_by_status_agent_and_thread() {
         vec![a.clone()]
     );
     assert_eq!(
-        ids(&api.get("/v1/executions?status=succeeded&limit=2", "alice").await),
+        ids(&api
+            .get("/v1/executions?status=succeeded&limit=2", "alice")
+            .await),
         vec![c.clone(), b.clone()]
     );
     assert!(ids(&api.get("/v1/executions?status=queued", "alice").await).is_empty());
@@ -502,7 +543,10 @@ fn signature_verifies(secret: &str, received: &Received) -> bool {
             .to_owned()
     };
     let timestamp = header("x-agentplane-timestamp");
-    let Some(hex) = header("x-agentplane-signature").strip_prefix("sha256=").map(str::to_owned) else {
+    let Some(hex) = header("x-agentplane-signature")
+        .strip_prefix("sha256=")
+        .map(str::to_owned)
+    else {
         return false;
     };
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).expect("key");
@@ -538,7 +582,10 @@ async fn settled_delivery(api: &Api, id: &str) -> DeliveryRecord {
             assert_eq!(found.len(), 1, "one delivery per execution");
             return delivery.clone();
         }
-        assert!(Instant::now() < deadline, "delivery never settled: {found:?}");
+        assert!(
+            Instant::now() < deadline,
+            "delivery never settled: {found:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -570,12 +617,16 @@ async fn a_webhook_is_signed_retried_after_500s_and_posted_exactly_three_times()
         assert!(signature_verifies(SECRET, post), "signature of {post:?}");
         assert!(!signature_verifies("another secret", post));
         assert_eq!(
-            post.headers.get("x-agentplane-delivery").and_then(|v| v.to_str().ok()),
+            post.headers
+                .get("x-agentplane-delivery")
+                .and_then(|v| v.to_str().ok()),
             Some(delivery.id.as_str()),
             "the same delivery id every time"
         );
         assert_eq!(
-            post.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            post.headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok()),
             Some("application/json")
         );
         let body: Value = serde_json::from_slice(&post.body).expect("JSON body");
@@ -584,7 +635,10 @@ async fn a_webhook_is_signed_retried_after_500s_and_posted_exactly_three_times()
         // The body is the execution's final state, as GET shows it.
         assert_eq!(body["execution"], final_state);
         assert_eq!(body["execution"]["status"], "succeeded");
-        assert_eq!(body["execution"]["output"], json!({"text": "done and dusted"}));
+        assert_eq!(
+            body["execution"]["output"],
+            json!({"text": "done and dusted"})
+        );
     }
     // The same bytes every attempt: a receiver may dedupe on the delivery id.
     assert!(posts.iter().all(|p| p.body == posts[0].body));

@@ -16,11 +16,7 @@ use serde_json::json;
 use super::{db_path, new_thread, open, raw};
 
 async fn thread(store: &SqliteStore) -> ThreadId {
-    store
-        .create_thread(new_thread())
-        .await
-        .expect("thread")
-        .id
+    store.create_thread(new_thread()).await.expect("thread").id
 }
 
 fn new_execution(thread: &ThreadId, key: Option<&str>) -> NewExecution {
@@ -237,9 +233,16 @@ async fn a_retry_is_due_after_its_delay_and_keeps_the_failure() {
         queued.error.as_ref().map(|e| e.code),
         Some(ErrorCode::UpstreamUnavailable)
     );
-    assert!(store.claim_execution("w").await.expect("claim").is_none(), "not due yet");
+    assert!(
+        store.claim_execution("w").await.expect("claim").is_none(),
+        "not due yet"
+    );
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let again = store.claim_execution("w").await.expect("claim").expect("due");
+    let again = store
+        .claim_execution("w")
+        .await
+        .expect("claim")
+        .expect("due");
     assert_eq!(again.attempts, 2);
 }
 
@@ -271,7 +274,9 @@ async fn cancel_ends_a_queued_execution_and_flags_a_running_one() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        store.cancel_execution(&ExecutionId::new(), DeliveryId::new()).await,
+        store
+            .cancel_execution(&ExecutionId::new(), DeliveryId::new())
+            .await,
         Err(StoreError::NotFound(_))
     ));
 }
@@ -310,10 +315,7 @@ async fn restart_recovery_requeues_or_interrupts_per_mode() {
         .await
         .expect("interrupt");
     assert_eq!(interrupted.status, ExecutionStatus::Interrupted);
-    assert_eq!(
-        interrupted.error.map(|e| e.code),
-        Some(ErrorCode::Internal)
-    );
+    assert_eq!(interrupted.error.map(|e| e.code), Some(ErrorCode::Internal));
     // Out of attempts, a retry is an interruption too.
     let last = store
         .claim_execution("w")
@@ -342,7 +344,11 @@ async fn a_delivery_is_leased_while_in_flight_and_recorded_once_settled() {
         .await
         .expect("finish");
     let lease = Duration::from_secs(60);
-    let claimed = store.claim_delivery(lease).await.expect("claim").expect("due");
+    let claimed = store
+        .claim_delivery(lease)
+        .await
+        .expect("claim")
+        .expect("due");
     assert_eq!(claimed.attempts, 1);
     assert!(
         store.claim_delivery(lease).await.expect("claim").is_none(),
@@ -362,7 +368,11 @@ async fn a_delivery_is_leased_while_in_flight_and_recorded_once_settled() {
         .expect("record");
     assert_eq!(pending.status, DeliveryStatus::Pending);
     assert_eq!(pending.last_status, Some(500));
-    let again = store.claim_delivery(lease).await.expect("claim").expect("due");
+    let again = store
+        .claim_delivery(lease)
+        .await
+        .expect("claim")
+        .expect("due");
     assert_eq!(again.attempts, 2);
     let done = store
         .record_delivery(
