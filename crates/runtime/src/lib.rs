@@ -187,7 +187,7 @@ impl Runtime {
                 ..HubConfig::default()
             },
         );
-        let executions = executions_service(&config, &store, &hub, &secrets)?;
+        let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         Ok(Self {
             config,
             store,
@@ -288,6 +288,7 @@ fn executions_service(
     store: &Arc<SqliteStore>,
     hub: &Arc<Hub>,
     secrets: &secrets::Secrets,
+    metrics: &Arc<Metrics>,
 ) -> Result<Arc<Executions>, RuntimeError> {
     let settings = &config.executions;
     let webhooks = match &settings.webhook_secret {
@@ -320,7 +321,7 @@ fn executions_service(
             store: store.clone(),
             webhooks,
             workspaces: Arc::new(ExecutionDirs { root }),
-            tap: None,
+            tap: Some(metrics.clone()),
         },
         settings.engine(),
     ))
