@@ -618,9 +618,12 @@ impl Executions {
         &self,
         execution: &ExecutionRecord,
         turn: Option<TurnId>,
-        failure: ExecutionFailure,
+        mut failure: ExecutionFailure,
         retryable: bool,
     ) -> Next {
+        // Kept in the store and shown to clients and webhooks: no secret in it, as in
+        // the turn's own `error` event.
+        failure.message = agentplane_core::secret::redact(&failure.message).into_owned();
         if retryable
             && execution.attempts < execution.max_attempts
             && !self.cancel_requested(&execution.id).await

@@ -754,3 +754,69 @@ async fn a_cancelled_queued_execution_announces_itself_too() {
     api.post(&format!("/v1/executions/{busy}/cancel"), "alice", json!({}))
         .await;
 }
+
+#[tokio::test]
+async fn an_execution_waiting_for_an_approval_holds_no_worker_and_ends_with_its_turn() {
+    let api = Setup::new(vec![
+        Step::tool_call(
+            "write_file",
+            json!({"path": "out.txt", "content": "approved"}),
+        ),
+        Step::text("other work"),
+        Step::text("written"),
+    ])
+    .extra_config(&FAST.replace("workers = 2", "workers = 1"))
+    .extra_config(
+        "\n[agents.reviewed]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_steps = 4\n",
+    )
+    .policy(
+        "review.yaml",
+        "name: review\ntype: approval_required\nrules: {tools: [write_file]}\n",
+    )
+    .start()
+    .await;
+    let cwd = api.workspace.display().to_string();
+    let held = queue(
+        &api,
+        "alice",
+        json!({"agent": "reviewed", "input": "write it", "cwd": cwd}),
+    )
+    .await;
+    // The turn is suspended on the approval…
+    let deadline = Instant::now() + PATIENCE;
+    let approval = loop {
+        let list = api.get("/v1/approvals", "alice").await;
+        if let Some(first) = list.body["approvals"].as_array().and_then(|a| a.first()) {
+            break first["id"].as_str().expect("approval id").to_owned();
+        }
+        assert!(Instant::now() < deadline, "no approval");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // …and the only worker is free for another execution meanwhile.
+    let other = queue(
+        &api,
+        "alice",
+        json!({"agent": "chat", "input": "meanwhile"}),
+    )
+    .await;
+    let done = wait_for(&api, "alice", &other, is_terminal).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let waiting = api.get(&format!("/v1/executions/{held}"), "alice").await;
+    assert_eq!(waiting.body["status"], "running", "{:?}", waiting.body);
+    let decided = api
+        .post(
+            &format!("/v1/approvals/{approval}"),
+            "alice",
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    let done = wait_for(&api, "alice", &held, is_terminal).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["output"], json!({"text": "written"}));
+    assert_eq!(done["attempts"], 1);
+    assert_eq!(
+        std::fs::read_to_string(api.workspace.join("out.txt")).expect("file"),
+        "approved"
+    );
+}
