@@ -4,6 +4,9 @@
 //! `interrupted`, the second attempt succeeds); with `"interrupt"` it ends
 //! `interrupted`. The queued one runs in both cases.
 //!
+//! A graceful stop (SIGTERM) that cuts a running execution short leaves it for the next
+//! start in the same way: it is not "cancelled by its client".
+//!
 //! The scripted model runs in this test process, so it outlives the restart and its
 //! remaining steps serve the second server.
 
@@ -31,6 +34,7 @@ fn sandbox(on_restart: &str) -> Sandbox {
     let root = dir.path().to_path_buf();
     let config = format!(
         "[llm]\nmax_retries = 0\n[store]\npath = \"events.db\"\n\
+         [server]\nshutdown_grace_secs = 1\n\
          [agents.chat]\nsystem_prompt = \"Answer.\"\n\
          [executions]\nworkers = 1\npoll_interval_ms = 20\nbackoff_base_ms = 20\n\
          on_restart = \"{on_restart}\"\n"
@@ -253,4 +257,62 @@ async fn with_on_restart_interrupt_a_running_execution_ends_interrupted_after_ki
     )
     .await;
     assert_eq!(list["executions"][0]["id"], running.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_execution_cut_short_by_sigterm_is_retried_after_restart() {
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::text("never delivered").with_delay_ms(60_000),
+        Step::text("after the restart"),
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox("retry");
+    let mut served = start(&sb, &model.base_url()).await;
+    let id = submit(&served, "first").await;
+    wait_for(&served, &id, |e| {
+        e["status"] == "running" && e["turn_id"].is_string()
+    })
+    .await;
+    let signalled = Command::new("kill")
+        .args(["-TERM", &served.child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(signalled.success());
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(status) = served.child.try_wait().expect("try_wait") {
+            assert_eq!(status.code(), Some(0), "{}", served.stderr());
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running:\n{}",
+            served.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(served);
+    let served = start(&sb, &model.base_url()).await;
+    let done = wait_for(&served, &id, is_terminal).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    assert_eq!(done["output"], json!({"text": "after the restart"}));
+    assert_eq!(done["attempts"], 2);
+    let thread = done["thread_id"].as_str().expect("thread");
+    let history = call(
+        &served,
+        reqwest::Method::GET,
+        &format!("/v1/threads/{thread}/history"),
+        None,
+    )
+    .await;
+    let stops: Vec<_> = history["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| t["stop_reason"].clone())
+        .collect();
+    // The stop cancelled the first turn (its grace ran out); the execution itself was
+    // left for the restart, not cancelled.
+    assert_eq!(stops, vec![json!("cancelled"), json!("text_answer")]);
 }
