@@ -70,6 +70,8 @@ prefixed_id!(ThreadId, "thr_", "thread");
 prefixed_id!(TurnId, "turn_", "turn");
 prefixed_id!(PermissionId, "perm_", "permission");
 prefixed_id!(ApprovalId, "apr_", "approval");
+prefixed_id!(ExecutionId, "exec_", "execution");
+prefixed_id!(DeliveryId, "dlv_", "webhook delivery");
 
 #[cfg(test)]
 mod tests {

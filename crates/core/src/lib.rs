@@ -19,5 +19,5 @@ pub use error::ErrorCode;
 pub use event::{
     ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
 };
-pub use ids::{ApprovalId, PermissionId, ThreadId, TurnId};
+pub use ids::{ApprovalId, DeliveryId, ExecutionId, PermissionId, ThreadId, TurnId};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};

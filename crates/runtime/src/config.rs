@@ -15,6 +15,7 @@ use agentplane_engine::context::ContextBudget;
 use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
 
+use crate::settings::executions::{self, ExecutionsConfig, FileExecutions};
 use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
@@ -69,6 +70,8 @@ pub struct Config {
     pub approval_ttl: Duration,
     /// `[retention] tool_args`.
     pub tool_args: ArgsRetention,
+    /// `[executions]`.
+    pub executions: ExecutionsConfig,
 }
 
 impl fmt::Debug for Config {
@@ -86,6 +89,7 @@ impl fmt::Debug for Config {
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
             .field("tool_args", &self.tool_args)
+            .field("executions", &self.executions)
             .finish()
     }
 }
@@ -274,6 +278,8 @@ struct FileConfig {
     approvals: FileApprovals,
     #[serde(default)]
     retention: FileRetention,
+    #[serde(default)]
+    executions: FileExecutions,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -467,6 +473,8 @@ impl Config {
             .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
         let tool_args = governance::args_retention(&parsed.retention)
             .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
+        let executions = executions::resolve(parsed.executions, &secrets)
+            .map_err(|(key, m)| in_file(&format!("executions.{key}"), m))?;
         let default_agent = parsed
             .run
             .default_agent
@@ -501,6 +509,7 @@ impl Config {
             secrets,
             approval_ttl,
             tool_args,
+            executions,
         })
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
+use agentplane_engine::executions::{ExecutionPorts, Executions, Workspaces};
 use agentplane_engine::governance::Governance;
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
 use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
@@ -78,6 +79,7 @@ pub struct Runtime {
     /// Keeps the active policies in step with their directory while the runtime lives.
     policy_watcher: std::sync::Mutex<Option<policies::PolicyWatcher>>,
     metrics: Arc<Metrics>,
+    executions: Arc<Executions>,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -185,6 +187,7 @@ impl Runtime {
                 ..HubConfig::default()
             },
         );
+        let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         Ok(Self {
             config,
             store,
@@ -192,6 +195,7 @@ impl Runtime {
             mcp,
             policy_watcher: std::sync::Mutex::new(policy_watcher),
             metrics,
+            executions,
         })
     }
 
@@ -235,6 +239,12 @@ impl Runtime {
         &self.hub
     }
 
+    /// Asynchronous executions; their workers run once [`Executions::start`] is called
+    /// (by `serve`).
+    pub fn executions(&self) -> &Arc<Executions> {
+        &self.executions
+    }
+
     /// An agent by name, or an error listing the known ones.
     pub fn agent(&self, name: &str) -> Result<&AgentSpec, RuntimeError> {
         Ok(self.hub.agent(name)?)
@@ -269,6 +279,66 @@ impl Runtime {
             .hub
             .run_turn_here(LOCAL_CLIENT, &thread.id, task.input, observer, cancel)
             .await?)
+    }
+}
+
+/// The execution service over the store, with webhooks signed by the configured secret.
+fn executions_service(
+    config: &Config,
+    store: &Arc<SqliteStore>,
+    hub: &Arc<Hub>,
+    secrets: &secrets::Secrets,
+    metrics: &Arc<Metrics>,
+) -> Result<Arc<Executions>, RuntimeError> {
+    let settings = &config.executions;
+    let webhooks = match &settings.webhook_secret {
+        None => None,
+        Some(name) => {
+            // Config loading checked the name; loading the secrets checked the value.
+            let secret = secrets.get(name).ok_or_else(|| ConfigError {
+                source_name: format!("secret `{name}`"),
+                message: "has no value for `executions.webhook_secret`".to_owned(),
+            })?;
+            Some(Arc::new(agentplane_tools::WebhookClient::new(
+                secret.as_bytes(),
+                agentplane_tools::WebhookSettings {
+                    allow_private: settings.allow_private_webhooks,
+                    timeout: settings.webhook_timeout,
+                },
+            ))
+                as Arc<dyn agentplane_engine::executions::WebhookSender>)
+        }
+    };
+    let root = config
+        .store
+        .path
+        .parent()
+        .map(|dir| dir.join("executions"))
+        .unwrap_or_else(|| PathBuf::from("executions"));
+    Ok(Executions::new(
+        hub.clone(),
+        ExecutionPorts {
+            store: store.clone(),
+            webhooks,
+            workspaces: Arc::new(ExecutionDirs { root }),
+            tap: Some(metrics.clone()),
+        },
+        settings.engine(),
+    ))
+}
+
+/// Fresh working directories of executions that name no thread and no `cwd`:
+/// `<the database's directory>/executions/<execution id>`.
+struct ExecutionDirs {
+    root: PathBuf,
+}
+
+impl Workspaces for ExecutionDirs {
+    fn create(&self, execution: &agentplane_core::ExecutionId) -> Result<String, String> {
+        let dir = self.root.join(execution.as_str());
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let dir = std::path::absolute(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(dir.display().to_string())
     }
 }
 

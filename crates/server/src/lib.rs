@@ -27,6 +27,10 @@
 //! POST   /v1/approvals/{id}                approve, edit and approve, or reject a held call
 //! GET    /v1/policies                      the policies in force, with sources
 //! GET    /v1/costs                         model call costs, grouped
+//! POST   /v1/executions                    queue an execution (202)
+//! GET    /v1/executions                    the client's executions (filters)
+//! GET    /v1/executions/{id}               poll one: status and output
+//! POST   /v1/executions/{id}/cancel        cancel a queued or running one (202)
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
@@ -53,6 +57,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_metrics::Metrics;
 use axum::Router;
@@ -96,6 +101,8 @@ pub struct RouterOptions {
     /// The process's metrics: with them, `GET /metrics` (behind the token) and the
     /// HTTP metrics layer; without them, neither.
     pub metrics: Option<Arc<Metrics>>,
+    /// The execution service behind `/v1/executions`; without it those routes are 404.
+    pub executions: Option<Arc<Executions>>,
 }
 
 impl Default for RouterOptions {
@@ -105,6 +112,7 @@ impl Default for RouterOptions {
             heartbeat: DEFAULT_HEARTBEAT,
             body_limit: DEFAULT_BODY_LIMIT,
             metrics: None,
+            executions: None,
         }
     }
 }
@@ -119,6 +127,7 @@ impl fmt::Debug for RouterOptions {
             .field("heartbeat", &self.heartbeat)
             .field("body_limit", &self.body_limit)
             .field("metrics", &self.metrics.is_some())
+            .field("executions", &self.executions.is_some())
             .finish()
     }
 }
@@ -138,6 +147,8 @@ pub struct ServeOptions {
     pub heartbeat: Duration,
     /// The process's metrics, served at `/metrics` when set.
     pub metrics: Option<Arc<Metrics>>,
+    /// The execution service (already started); shut down with the hub.
+    pub executions: Option<Arc<Executions>>,
 }
 
 impl fmt::Debug for ServeOptions {
@@ -152,6 +163,7 @@ impl fmt::Debug for ServeOptions {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("heartbeat", &self.heartbeat)
             .field("metrics", &self.metrics.is_some())
+            .field("executions", &self.executions.is_some())
             .finish()
     }
 }
@@ -214,9 +226,17 @@ pub(crate) struct AppState {
     /// The serialized OpenAPI document, set once the routes are known.
     pub(crate) openapi: Arc<OnceLock<Bytes>>,
     pub(crate) model_probe_timeout: Duration,
+    pub(crate) executions: Option<Arc<Executions>>,
 }
 
 impl AppState {
+    /// The execution service, or 404 when this server runs none.
+    pub(crate) fn executions(&self) -> Result<&Arc<Executions>, ApiError> {
+        self.executions
+            .as_ref()
+            .ok_or_else(|| ApiError::not_found("executions are not enabled on this server"))
+    }
+
     pub(crate) fn stream_options(&self) -> sse::StreamOptions {
         sse::StreamOptions {
             heartbeat: self.heartbeat,
@@ -250,6 +270,7 @@ fn build(
         streams_end,
         openapi: Arc::new(OnceLock::new()),
         model_probe_timeout: MODEL_PROBE_TIMEOUT,
+        executions: options.executions.clone(),
     };
     let v1 = OpenApiRouter::<AppState>::new()
         .routes(routes!(agents::list))
@@ -268,6 +289,12 @@ fn build(
         ))
         .routes(routes!(crate::routes::costs::list))
         .routes(routes!(crate::routes::policies::list))
+        .routes(routes!(
+            crate::routes::executions::create,
+            crate::routes::executions::list
+        ))
+        .routes(routes!(crate::routes::executions::get))
+        .routes(routes!(crate::routes::executions::cancel))
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let (router, mut doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(health::healthz))
@@ -351,6 +378,7 @@ pub async fn serve(
             heartbeat: options.heartbeat,
             body_limit: DEFAULT_BODY_LIMIT,
             metrics: options.metrics.clone(),
+            executions: options.executions.clone(),
         },
         streams_end.clone(),
         mcp_stop.clone(),
@@ -371,7 +399,7 @@ pub async fn serve(
     tokio::select! {
         result = &mut serving => {
             // The server ended on its own: an accept loop failure.
-            hub.shutdown(options.shutdown_grace).await;
+            shut_down(&hub, options.executions.as_deref(), options.shutdown_grace).await;
             return match result {
                 Ok(result) => result.map_err(ServeError::Io),
                 Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
@@ -384,7 +412,7 @@ pub async fn serve(
         "shutting down: no new connections; running turns may finish within the grace period"
     );
     stop_accepting.cancel();
-    hub.shutdown(options.shutdown_grace).await;
+    shut_down(&hub, options.executions.as_deref(), options.shutdown_grace).await;
     // MCP calls have their results (their turns ended); idle MCP streams would only
     // hold the drain below open.
     mcp_stop.cancel();
@@ -408,6 +436,16 @@ pub async fn serve(
     }
 }
 
+/// Stops the hub and the execution workers together, each within `grace`.
+async fn shut_down(hub: &Hub, executions: Option<&Executions>, grace: Duration) {
+    match executions {
+        Some(executions) => {
+            tokio::join!(executions.shutdown(grace), hub.shutdown(grace));
+        }
+        None => hub.shutdown(grace).await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,6 +458,7 @@ mod tests {
             shutdown_grace: Duration::from_secs(1),
             heartbeat: DEFAULT_HEARTBEAT,
             metrics: None,
+            executions: None,
         }
     }
 

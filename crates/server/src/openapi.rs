@@ -47,6 +47,7 @@ const BEARER: &str = "bearer";
         (name = tags::APPROVALS, description = "Tool calls held by an approval policy: approve, edit or reject."),
         (name = tags::POLICIES, description = "The policies in force and the latest reload."),
         (name = tags::COSTS, description = "What model calls cost, grouped."),
+        (name = tags::EXECUTIONS, description = "Turns run asynchronously: queue, poll, cancel, webhooks."),
     )
 )]
 struct ApiDoc;
@@ -85,10 +86,18 @@ pub(crate) fn complete(
         BEARER.to_owned(),
         RefOr::T(SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer))),
     );
-    if let Some(RefOr::T(Schema::Object(body))) = components.schemas.get_mut("CreateThreadBody")
-        && let Some(RefOr::T(Schema::Object(agent))) = body.properties.get_mut("agent")
-    {
-        agent.enum_values = Some(agents.into_iter().map(serde_json::Value::from).collect());
+    for body in ["CreateThreadBody", "CreateExecutionBody"] {
+        if let Some(RefOr::T(Schema::Object(body))) = components.schemas.get_mut(body)
+            && let Some(RefOr::T(Schema::Object(agent))) = body.properties.get_mut("agent")
+        {
+            agent.enum_values = Some(
+                agents
+                    .iter()
+                    .cloned()
+                    .map(serde_json::Value::from)
+                    .collect(),
+            );
+        }
     }
     for (path, item) in doc.paths.paths.iter_mut() {
         let versioned = path.starts_with("/v1/");

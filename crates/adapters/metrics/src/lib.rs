@@ -17,6 +17,7 @@
 //! [`EventTap`]: agentplane_engine::governance::EventTap
 
 mod events;
+mod executions;
 mod exposition;
 mod labels;
 mod store;
@@ -145,6 +146,8 @@ pub struct Metrics {
     http_seconds: Family<RouteLabels, Histogram, Buckets>,
     store_operations: Family<StoreOutcomeLabels, Counter>,
     store_seconds: Family<StoreOpLabel, Histogram, Buckets>,
+    /// Asynchronous executions (`executions.rs`).
+    async_executions: executions::ExecutionMetrics,
     /// When each running turn's `turn_started` arrived.
     started: Mutex<TimedTurns>,
     agents: LabelCap,
@@ -244,8 +247,10 @@ impl Metrics {
             "How long event store operations took, by operation",
             store_seconds.clone(),
         );
+        let async_executions = executions::ExecutionMetrics::register(&mut registry);
         Self {
             registry,
+            async_executions,
             executions,
             execution_seconds,
             cost_usd,

@@ -416,7 +416,10 @@ fn the_text_is_prometheus_format_with_total_counters_and_no_openmetrics_markers(
         empty,
         "# HELP approval_queue_size Approvals waiting for a decision.\n\
          # TYPE approval_queue_size gauge\n\
-         approval_queue_size 0\n",
+         approval_queue_size 0\n\
+         # HELP execution_queue_size Executions queued (new, or waiting for a retry).\n\
+         # TYPE execution_queue_size gauge\n\
+         execution_queue_size 0\n",
         "families without samples are left out"
     );
     agentplane_testkit::promtool::assert_accepts(&empty);

@@ -2,18 +2,21 @@
 //! one local database file (WAL, one batched writer thread, read-only readers).
 //!
 //! What lives here: SQL, connections, migrations, and the translation between rows and
-//! the domain's records. What must not: any rule about turns beyond the port's
+//! the domain's records.
+//! `SqliteStore` also implements `ExecutionStore` (the execution queue, `executions.rs`). What must not: any rule about turns beyond the port's
 //! invariants (the engine decides what happens in a turn; this crate only records it).
 
 mod approvals;
 mod connection;
 mod costs;
+mod executions;
 mod migrations;
 mod reader;
 mod store;
 mod timestamp;
 mod writer;
 
+pub use migrations::SCHEMA_VERSION;
 pub use store::SqliteStore;
 
 use agentplane_engine::ports::StoreError;

@@ -152,10 +152,73 @@ const MIGRATIONS: &[&str] = &[
 
     CREATE INDEX events_costs ON events(ts) WHERE kind = 'cost';
     "#,
+    // executions: the durable queue of asynchronous turns, and their webhook deliveries.
+    r#"
+    CREATE TABLE executions (
+        id               TEXT PRIMARY KEY NOT NULL,
+        client_id        TEXT NOT NULL,
+        agent            TEXT NOT NULL,
+        input            TEXT NOT NULL,
+        thread_id        TEXT NOT NULL REFERENCES threads(id),
+        -- The turn of the latest attempt.
+        turn_id          TEXT REFERENCES turns(id),
+        status           TEXT NOT NULL CHECK (status IN
+            ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+        attempts         INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+        max_attempts     INTEGER NOT NULL CHECK (max_attempts >= 1),
+        -- JSON: the successful turn's result.
+        output           TEXT,
+        error_code       TEXT,
+        error_message    TEXT,
+        webhook_url      TEXT,
+        idempotency_key  TEXT,
+        -- JSON: what else identifies the request, compared on an idempotent replay.
+        fingerprint      TEXT NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+        -- The process (worker) that claimed it while running.
+        claimed_by       TEXT,
+        created_at       TEXT NOT NULL,
+        updated_at       TEXT NOT NULL,
+        started_at       TEXT,
+        finished_at      TEXT,
+        -- When a queued execution is due.
+        next_attempt_at  TEXT,
+        CHECK ((status IN ('queued', 'running')) = (finished_at IS NULL)),
+        CHECK (status != 'queued' OR next_attempt_at IS NOT NULL)
+    ) STRICT;
+    CREATE UNIQUE INDEX executions_idempotency ON executions(client_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX executions_due ON executions(next_attempt_at) WHERE status = 'queued';
+    CREATE INDEX executions_by_client ON executions(client_id, created_at);
+    CREATE INDEX executions_by_thread ON executions(thread_id, status);
+    -- A finished execution never changes: its webhook body is the same at every attempt.
+    CREATE TRIGGER executions_final BEFORE UPDATE ON executions
+        WHEN OLD.status NOT IN ('queued', 'running')
+        BEGIN SELECT RAISE(ABORT, 'a finished execution never changes'); END;
+    CREATE TRIGGER executions_never_delete BEFORE DELETE ON executions
+        BEGIN SELECT RAISE(ABORT, 'executions are kept'); END;
+
+    CREATE TABLE webhook_deliveries (
+        id              TEXT PRIMARY KEY NOT NULL,
+        -- One delivery per execution.
+        execution_id    TEXT NOT NULL UNIQUE REFERENCES executions(id),
+        url             TEXT NOT NULL,
+        status          TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+        attempts        INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+        next_attempt_at TEXT,
+        last_status     INTEGER,
+        last_error      TEXT,
+        created_at      TEXT NOT NULL,
+        delivered_at    TEXT,
+        CHECK (status != 'pending' OR next_attempt_at IS NOT NULL)
+    ) STRICT;
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at)
+        WHERE status = 'pending';
+    "#,
 ];
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Reads the schema version of the database at `path` (opened as `conn`) without
 /// writing anything, and refuses what this code must not touch: a newer schema (never

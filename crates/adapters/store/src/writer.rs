@@ -93,6 +93,51 @@ pub(crate) enum Command {
         id: ApprovalId,
         reply: Reply<ApprovalRecord>,
     },
+    /// A write whose SQL lives in another module (executions); see [`job`].
+    Job(Box<dyn AnyJob>),
+}
+
+/// A write defined outside this file, run in its own savepoint like every command and
+/// answered once the batch's fate is known. New writes use this instead of a new
+/// variant each, so their SQL stays in their own module.
+pub(crate) fn job<T: Send + 'static>(
+    work: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    reply: Reply<T>,
+) -> Command {
+    Command::Job(Box::new(TypedJob {
+        work: Box::new(work),
+        reply,
+    }))
+}
+
+/// A [`job`] with its answer's type erased.
+pub(crate) trait AnyJob: Send {
+    /// Runs the write in the batch and returns how to answer once it is settled.
+    fn execute(self: Box<Self>, batch: &mut Batch<'_>) -> Answer;
+    fn refuse(self: Box<Self>, error: StoreError);
+}
+
+/// Sends a job's answer given the transaction's fate.
+type Answer = Box<dyn FnOnce(&Result<(), StoreError>) + Send>;
+
+/// The output of one write function.
+type Work<T> = Box<dyn FnOnce(&Connection) -> Result<T, StoreError> + Send>;
+
+struct TypedJob<T> {
+    work: Work<T>,
+    reply: Reply<T>,
+}
+
+impl<T: Send + 'static> AnyJob for TypedJob<T> {
+    fn execute(self: Box<Self>, batch: &mut Batch<'_>) -> Answer {
+        let TypedJob { work, reply } = *self;
+        let outcome = batch.isolated(work);
+        Box::new(move |committed| deliver(reply, outcome, committed))
+    }
+
+    fn refuse(self: Box<Self>, error: StoreError) {
+        drop(self.reply.send(Err(error)));
+    }
 }
 
 /// The writer thread's body: returns when every sender is gone (the store was dropped).
@@ -146,7 +191,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Command>) {
 }
 
 /// One open group-commit transaction.
-struct Batch<'c> {
+pub(crate) struct Batch<'c> {
     tx: Transaction<'c>,
     /// Set when a savepoint failed to close: the whole batch must roll back.
     broken: Option<StoreError>,
@@ -223,6 +268,7 @@ impl Batch<'_> {
             Command::ClaimApproval { id, reply } => {
                 Settled::Claimed(reply, Box::new(self.isolated(|c| approvals::claim(c, &id))))
             }
+            Command::Job(job) => Settled::Job(job.execute(self)),
         }
     }
 
@@ -273,6 +319,7 @@ impl Command {
                 drop(reply.send(Err(error)))
             }
             Self::ClaimApproval { reply, .. } => drop(reply.send(Err(error))),
+            Self::Job(job) => job.refuse(error),
         }
     }
 }
@@ -298,6 +345,7 @@ enum Settled {
         Reply<ApprovalRecord>,
         Box<Result<ApprovalRecord, StoreError>>,
     ),
+    Job(Answer),
 }
 
 impl Settled {
@@ -311,6 +359,7 @@ impl Settled {
             Self::Permission(reply, outcome) => deliver(reply, *outcome, committed),
             Self::Approval(reply, outcome) => deliver(reply, *outcome, committed),
             Self::Claimed(reply, outcome) => deliver(reply, *outcome, committed),
+            Self::Job(answer) => answer(committed),
         }
     }
 }

@@ -17,12 +17,14 @@ pub mod process;
 pub mod shell;
 mod text;
 pub mod web;
+pub mod webhook;
 
 pub use confine::{Access, resolve_in_workspace};
 pub use fs::FsEnsemble;
 pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};
 pub use shell::ShellEnsemble;
 pub use web::{WebEnsemble, WebLimits};
+pub use webhook::{WebhookClient, WebhookSettings};
 
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::ToolError;

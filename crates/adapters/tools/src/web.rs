@@ -273,7 +273,7 @@ pub fn host_in_scopes(scopes: &[DataScope], host: &str) -> bool {
 }
 
 /// A client for one hop: no redirects, no proxy, and the host pinned to `addrs`.
-fn pinned_client(
+pub(crate) fn pinned_client(
     url: &Url,
     addrs: &[SocketAddr],
     timeout: Duration,
@@ -296,7 +296,7 @@ fn pinned_client(
 
 /// The address of a URL host that is an IP literal (IPv6 in brackets, as `Url`
 /// prints it), `None` for a domain name.
-fn ip_literal(host: &str) -> Option<IpAddr> {
+pub(crate) fn ip_literal(host: &str) -> Option<IpAddr> {
     host.trim_start_matches('[')
         .trim_end_matches(']')
         .parse()
@@ -388,7 +388,7 @@ fn is_textual(content_type: &str) -> bool {
 
 /// `None` for an address that is reachable on the public internet, else its kind.
 /// Embedded IPv4 addresses (mapped, compatible, NAT64, 6to4) are judged as IPv4.
-fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => non_public_v4(v4),
         IpAddr::V6(v6) => non_public_v6(v6),

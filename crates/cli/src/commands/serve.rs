@@ -71,6 +71,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         shutdown_grace: config.server.shutdown_grace,
         heartbeat: DEFAULT_HEARTBEAT,
         metrics: None,
+        executions: None,
     };
     // Refuse a public bind before the store is opened or a port is taken.
     if let Err(e) = check_bind(&options) {
@@ -93,6 +94,13 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
     // Resumes turns whose approval was decided while no server ran, and expires
     // approvals nobody decides in time.
     hub.start_governance();
+    // Recovers executions a previous process left running (per `[executions]
+    // on_restart`), then starts the workers and webhook deliveries.
+    if let Err(e) = runtime.executions().start().await {
+        eprintln!("error [{}]: executions could not start: {e}", e.code());
+        return exit::INTERNAL;
+    }
+    options.executions = Some(runtime.executions().clone());
     let agents = probe_models(&hub, MODEL_PROBE_TIMEOUT).await;
     eprint!(
         "{}",

@@ -1,9 +1,14 @@
 //! The ports: traits the engine calls and adapters implement, one file per port.
 
+pub mod executions;
 pub mod model;
 pub mod store;
 pub mod tools;
 
+pub use executions::{
+    CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
+    ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
+};
 pub use model::{ChatModel, ModelError, ModelInfo};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,

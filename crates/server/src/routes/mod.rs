@@ -8,6 +8,7 @@ pub(crate) mod agents;
 pub(crate) mod approvals;
 pub(crate) mod costs;
 pub(crate) mod events;
+pub(crate) mod executions;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod permissions;
@@ -26,4 +27,5 @@ pub(crate) mod tags {
     pub const COSTS: &str = "costs";
     pub const POLICIES: &str = "policies";
     pub const APPROVALS: &str = "approvals";
+    pub const EXECUTIONS: &str = "executions";
 }

@@ -139,6 +139,11 @@ impl Setup {
         })
         .expect("config loads");
         let runtime = Runtime::start(config).await.expect("runtime starts");
+        runtime
+            .executions()
+            .start()
+            .await
+            .expect("executions start");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -154,6 +159,7 @@ impl Setup {
                 shutdown_grace: self.shutdown_grace,
                 heartbeat: self.heartbeat,
                 metrics: None,
+                executions: Some(runtime.executions().clone()),
             },
             async move {
                 let _ = stopped.await;

@@ -26,6 +26,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/approvals/{id}"),
     ("get", "/v1/policies"),
     ("get", "/v1/costs"),
+    ("post", "/v1/executions"),
+    ("get", "/v1/executions"),
+    ("get", "/v1/executions/{id}"),
+    ("post", "/v1/executions/{id}/cancel"),
 ];
 
 async fn document(token: Option<&'static str>) -> Value {

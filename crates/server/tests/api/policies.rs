@@ -105,6 +105,7 @@ impl PolicyServer {
                 shutdown_grace: std::time::Duration::from_secs(1),
                 heartbeat: std::time::Duration::from_millis(100),
                 metrics: None,
+                executions: None,
             },
             async move {
                 let _ = stopped.await;

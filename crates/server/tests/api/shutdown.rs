@@ -56,6 +56,7 @@ async fn serve_refuses_a_public_listener_without_permission_or_token() {
                     shutdown_grace: Duration::from_secs(1),
                     heartbeat: Duration::from_secs(1),
                     metrics: None,
+                    executions: None,
                 },
                 std::future::pending(),
             ),
