@@ -18,6 +18,7 @@ use serde::Deserialize;
 use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
+use crate::settings::providers::{self as provider_settings, FileProvider, FileRouting, ProvidersConfig};
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
 
 /// The file name looked for in the current directory.
@@ -69,6 +70,8 @@ pub struct Config {
     pub approval_ttl: Duration,
     /// `[retention] tool_args`.
     pub tool_args: ArgsRetention,
+    /// `[providers.NAME]` and `[routing]`; empty: `[llm]` is the one provider.
+    pub providers: ProvidersConfig,
 }
 
 impl fmt::Debug for Config {
@@ -86,6 +89,7 @@ impl fmt::Debug for Config {
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
             .field("tool_args", &self.tool_args)
+            .field("providers", &self.providers)
             .finish()
     }
 }
@@ -274,6 +278,10 @@ struct FileConfig {
     approvals: FileApprovals,
     #[serde(default)]
     retention: FileRetention,
+    #[serde(default)]
+    providers: BTreeMap<String, FileProvider>,
+    #[serde(default)]
+    routing: Option<FileRouting>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -370,6 +378,7 @@ impl Config {
             ConfigError::new(file_name.clone(), format!("`{key}`: {message}"))
         };
 
+        let llm_server = (parsed.llm.base_url.is_some(), parsed.llm.api_key.is_some());
         let base_url = match env("AGENTPLANE_LLM_BASE_URL") {
             Some(url) => {
                 check_base_url(&url).map_err(|m| ConfigError::new("AGENTPLANE_LLM_BASE_URL", m))?
@@ -467,6 +476,24 @@ impl Config {
             .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
         let tool_args = governance::args_retention(&parsed.retention)
             .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
+        let providers =
+            provider_settings::resolve(parsed.providers, parsed.routing, &secrets, &check_base_url)
+                .map_err(|(key, m)| in_file(&key, m))?;
+        if providers.is_configured() {
+            // The file's `[llm]` server settings would be silently unused: refuse them.
+            for (key, set) in [
+                ("llm.base_url", llm_server.0),
+                ("llm.api_key", llm_server.1),
+            ] {
+                if set {
+                    return Err(in_file(
+                        key,
+                        "is not used when [providers] are configured; set it on a provider"
+                            .into(),
+                    ));
+                }
+            }
+        }
         let default_agent = parsed
             .run
             .default_agent
@@ -501,6 +528,7 @@ impl Config {
             secrets,
             approval_ttl,
             tool_args,
+            providers,
         })
     }
 }
@@ -577,7 +605,7 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     toml::from_str(&text).map_err(|e| ConfigError::new(name, e.to_string().trim_end().to_owned()))
 }
 
-fn check_base_url(url: &str) -> Result<String, String> {
+pub(crate) fn check_base_url(url: &str) -> Result<String, String> {
     let trimmed = url.trim().trim_end_matches('/');
     let rest = trimmed
         .strip_prefix("http://")

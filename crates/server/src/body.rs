@@ -305,6 +305,7 @@ pub enum EventKind {
     ApprovalRequested,
     ApprovalDecided,
     PolicyViolation,
+    ProviderFailover,
     Error,
     TurnCompleted,
 }
@@ -409,6 +410,7 @@ mod event_kind_tests {
             EventPayload::ApprovalRequested { .. } => EventKind::ApprovalRequested,
             EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
+            EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
             EventPayload::Error { .. } => EventKind::Error,
             EventPayload::TurnCompleted { .. } => EventKind::TurnCompleted,
         }
@@ -432,6 +434,12 @@ mod event_kind_tests {
                 detail: "d".into(),
             },
             EventPayload::MessageDelta { text: "t".into() },
+            EventPayload::ProviderFailover {
+                from: "a".into(),
+                to: "b".into(),
+                code: agentplane_core::ErrorCode::UpstreamUnavailable,
+                message: "m".into(),
+            },
         ];
         for payload in samples {
             let documented = serde_json::to_value(documented(&payload)).expect("kind");

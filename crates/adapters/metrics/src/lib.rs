@@ -19,6 +19,7 @@
 mod events;
 mod exposition;
 mod labels;
+mod providers;
 mod store;
 
 use std::sync::Mutex;
@@ -145,6 +146,7 @@ pub struct Metrics {
     http_seconds: Family<RouteLabels, Histogram, Buckets>,
     store_operations: Family<StoreOutcomeLabels, Counter>,
     store_seconds: Family<StoreOpLabel, Histogram, Buckets>,
+    provider_metrics: providers::ProviderMetrics,
     /// When each running turn's `turn_started` arrived.
     started: Mutex<TimedTurns>,
     agents: LabelCap,
@@ -244,6 +246,7 @@ impl Metrics {
             "How long event store operations took, by operation",
             store_seconds.clone(),
         );
+        let provider_metrics = providers::ProviderMetrics::register(&mut registry);
         Self {
             registry,
             executions,
@@ -257,6 +260,7 @@ impl Metrics {
             http_seconds,
             store_operations,
             store_seconds,
+            provider_metrics,
             started: Mutex::new(TimedTurns::default()),
             agents: LabelCap::default(),
             providers: LabelCap::default(),

@@ -28,6 +28,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::context::{self, ContextBudget, PastTurn};
 use crate::permissions::{self, PermissionBroker};
+use crate::providers::{ProviderReport, RouteKey, TaskSize};
 use crate::ports::{
     Ensemble, ModelError, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
     TurnStatus,
@@ -203,13 +204,21 @@ struct RunningTurn {
     cancel: CancellationToken,
 }
 
+/// The route of a model call of `agent` for a task of `size`.
+fn route_of(agent: &AgentSpec, size: TaskSize) -> RouteKey<'_> {
+    RouteKey {
+        agent: &agent.name,
+        tags: &agent.tags,
+        size,
+    }
+}
+
 /// The hub. Create one per process with [`Hub::new`].
 pub struct Hub {
     deps: TurnDeps,
     agents: BTreeMap<String, AgentSpec>,
     toolbox: Arc<dyn Toolbox>,
     config: HubConfig,
-    models: ModelResolver,
     broker: Arc<PermissionBroker>,
     feeds: Mutex<HashMap<ThreadId, broadcast::Sender<Event>>>,
     running: Mutex<HashMap<TurnId, RunningTurn>>,
@@ -232,7 +241,6 @@ impl Hub {
             agents,
             toolbox,
             config,
-            models: ModelResolver::default(),
             broker: Arc::new(PermissionBroker::default()),
             feeds: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
@@ -257,11 +265,30 @@ impl Hub {
         agent.model.as_deref().unwrap_or(&self.config.default_model)
     }
 
-    /// The model an agent would use right now.
+    /// The model an agent would use right now (on the first provider of its default
+    /// route that answers).
     pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
-        self.models
-            .status(self.deps.model.as_ref(), self.wanted_model(agent))
+        self.deps
+            .providers
+            .status(&route_of(agent, TaskSize::Small), self.wanted_model(agent))
             .await
+    }
+
+    /// The providers an agent's turns go to (its route for a small task, the usual
+    /// case), in failover order, each with its health.
+    pub fn provider_chain(&self, agent: &AgentSpec) -> Vec<ProviderReport> {
+        self.deps
+            .providers
+            .chain_report(&route_of(agent, TaskSize::Small))
+    }
+
+    /// The model a turn of `agent` of this size starts with, resolved on its route.
+    async fn resolve_model(&self, agent: &AgentSpec, size: TaskSize) -> Result<String, HubError> {
+        Ok(self
+            .deps
+            .providers
+            .resolve(&route_of(agent, size), self.wanted_model(agent))
+            .await?)
     }
 
     /// How many turns are running.
@@ -569,10 +596,8 @@ impl Hub {
                 ..AgentLimits::default()
             },
         };
-        let model = self
-            .models
-            .resolve(self.deps.model.as_ref(), self.wanted_model(&compactor))
-            .await?;
+        let size = TaskSize::of_chars(input.chars().count());
+        let model = self.resolve_model(&compactor, size).await?;
         let begun = begin_turn(&self.deps, thread, &input, true).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
@@ -682,10 +707,6 @@ impl Hub {
                 record.cwd
             )));
         }
-        let model = self
-            .models
-            .resolve(self.deps.model.as_ref(), self.wanted_model(&agent))
-            .await?;
         let past = self.past_turns(thread).await?;
         let context = context::build(
             record.summary.as_deref(),
@@ -693,6 +714,9 @@ impl Hub {
             &input,
             self.config.context,
         );
+        let size = TaskSize::estimate(&context.history)
+            .max(TaskSize::of_chars(context.input.chars().count()));
+        let model = self.resolve_model(&agent, size).await?;
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let request = TurnRequest {
             ensembles: self.toolbox.ensembles(&agent, thread, client),
