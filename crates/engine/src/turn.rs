@@ -31,8 +31,8 @@ use crate::harmony;
 use crate::permissions::{self, PermissionBroker};
 use crate::policy::{self, Decision, RequestContext};
 use crate::ports::{
-    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission,
-    StoreError, ToolContext, ToolError,
+    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
+    ToolContext, ToolError,
 };
 use crate::providers::{Providers, RouteKey, TaskSize};
 use crate::schema::Schema;

@@ -18,7 +18,9 @@ use serde::Deserialize;
 use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
-use crate::settings::providers::{self as provider_settings, FileProvider, FileRouting, ProvidersConfig};
+use crate::settings::providers::{
+    self as provider_settings, FileProvider, FileRouting, ProvidersConfig,
+};
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
 
 /// The file name looked for in the current directory.
@@ -488,8 +490,7 @@ impl Config {
                 if set {
                     return Err(in_file(
                         key,
-                        "is not used when [providers] are configured; set it on a provider"
-                            .into(),
+                        "is not used when [providers] are configured; set it on a provider".into(),
                     ));
                 }
             }

@@ -61,6 +61,7 @@
 //! `stream_options.include_usage`, in one more chunk with `"choices": []`, unless the step
 //! says `omit_usage`. Then `data: [DONE]`.
 
+mod anthropic;
 pub mod peers;
 pub mod promtool;
 mod reply;

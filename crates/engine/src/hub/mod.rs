@@ -28,11 +28,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::context::{self, ContextBudget, PastTurn};
 use crate::permissions::{self, PermissionBroker};
-use crate::providers::{ProviderReport, RouteKey, TaskSize};
 use crate::ports::{
     Ensemble, ModelError, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
     TurnStatus,
 };
+use crate::providers::{ProviderReport, RouteKey, TaskSize};
 use crate::turn::{
     BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
     begin_turn, run_turn,

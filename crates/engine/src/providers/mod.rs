@@ -385,6 +385,8 @@ impl Providers {
         let chain = self.ordered(key);
         let mut attempts = chain.iter().peekable();
         while let Some(entry) = attempts.next() {
+            // `resolve_on` notes a resolution failure's health itself.
+            let mut noted = false;
             let answered = match self.resolve_on(entry, &request.model).await {
                 Ok(model) if model == request.model => {
                     entry.config.client.chat(request, &mut *on_text).await
@@ -396,7 +398,10 @@ impl Providers {
                     };
                     entry.config.client.chat(&request, &mut *on_text).await
                 }
-                Err(error) => Err(error),
+                Err(error) => {
+                    noted = true;
+                    Err(error)
+                }
             };
             let error = match answered {
                 Ok(response) => {
@@ -409,7 +414,11 @@ impl Providers {
                 }
                 Err(error) => error,
             };
-            let upstream = self.failed(entry, &error);
+            let upstream = if noted {
+                is_upstream(&error)
+            } else {
+                self.failed(entry, &error)
+            };
             let outcome = if upstream {
                 CallOutcome::UpstreamError
             } else {

@@ -145,7 +145,10 @@ mod tests {
         };
         let tags = names(&["pii"]);
         let key = |agent, tags, size| RouteKey { agent, tags, size };
-        assert_eq!(routing.chain(&key("writer", &tags, TaskSize::Large)), ["cloud"]);
+        assert_eq!(
+            routing.chain(&key("writer", &tags, TaskSize::Large)),
+            ["cloud"]
+        );
         assert_eq!(routing.chain(&key("x", &tags, TaskSize::Large)), ["local"]);
         assert_eq!(
             routing.chain(&key("x", &[], TaskSize::Large)),
@@ -156,7 +159,10 @@ mod tests {
 
     #[test]
     fn size_counts_user_text_only() {
-        let small = vec![ChatMessage::system("s".repeat(50_000)), ChatMessage::user("hi")];
+        let small = vec![
+            ChatMessage::system("s".repeat(50_000)),
+            ChatMessage::user("hi"),
+        ];
         assert_eq!(TaskSize::estimate(&small), TaskSize::Small);
         let medium = vec![ChatMessage::user("é".repeat(SMALL_MAX_CHARS + 1))];
         assert_eq!(TaskSize::estimate(&medium), TaskSize::Medium);

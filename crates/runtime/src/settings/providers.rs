@@ -166,12 +166,28 @@ pub fn resolve(
                     format!("must be \"openai\" or \"anthropic\", got {other:?}"),
                 ));
             }
-            None => return Err((key("kind"), "is required (\"openai\" or \"anthropic\")".into())),
+            None => {
+                return Err((
+                    key("kind"),
+                    "is required (\"openai\" or \"anthropic\")".into(),
+                ));
+            }
         };
         let base_url = match &file.base_url {
             Some(url) => check_url(url).map_err(|m| (key("base_url"), m))?,
             None => return Err((key("base_url"), "is required".into())),
         };
+        if let Some(secret) = &file.api_key_secret
+            && !super::secrets::is_secret_name(secret)
+        {
+            // Never echo it: it may be a key written where its name belongs.
+            return Err((
+                key("api_key_secret"),
+                "must be the name of a [secrets] entry (letters, digits and `_`), never \
+                 the key itself"
+                    .into(),
+            ));
+        }
         if let Some(secret) = &file.api_key_secret
             && !secrets.sources.contains_key(secret)
         {
@@ -262,12 +278,14 @@ pub fn resolve(
         let matches = match (rule.agent, rule.tag, rule.size) {
             (Some(agent), None, None) if !agent.is_empty() => RuleMatch::Agent(agent),
             (None, Some(tag), None) if !tag.is_empty() => RuleMatch::Tag(tag),
-            (None, None, Some(size)) => RuleMatch::Size(TaskSize::parse(&size).ok_or_else(|| {
-                (
-                    key("size"),
-                    format!("must be \"small\", \"medium\" or \"large\", got {size:?}"),
-                )
-            })?),
+            (None, None, Some(size)) => {
+                RuleMatch::Size(TaskSize::parse(&size).ok_or_else(|| {
+                    (
+                        key("size"),
+                        format!("must be \"small\", \"medium\" or \"large\", got {size:?}"),
+                    )
+                })?)
+            }
             _ => {
                 return Err((
                     format!("routing.rules[{n}]"),
@@ -284,13 +302,19 @@ pub fn resolve(
     let defaults = CircuitSettings::default();
     let failures = routing.circuit_failures.unwrap_or(defaults.failures);
     if failures == 0 {
-        return Err(("routing.circuit_failures".into(), "must be at least 1".into()));
+        return Err((
+            "routing.circuit_failures".into(),
+            "must be at least 1".into(),
+        ));
     }
     let cooldown = routing
         .circuit_cooldown_secs
         .map_or(defaults.cooldown, Duration::from_secs);
     if cooldown.is_zero() {
-        return Err(("routing.circuit_cooldown_secs".into(), "must be at least 1".into()));
+        return Err((
+            "routing.circuit_cooldown_secs".into(),
+            "must be at least 1".into(),
+        ));
     }
     Ok(ProvidersConfig {
         providers: checked,

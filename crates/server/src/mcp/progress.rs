@@ -97,7 +97,11 @@ fn line_of(payload: &EventPayload) -> Option<String> {
             format!("policy violation: {}", short(policy))
         }
         EventPayload::ProviderFailover { from, to, code, .. } => {
-            format!("provider {} failed ({code}); trying {}", short(from), short(to))
+            format!(
+                "provider {} failed ({code}); trying {}",
+                short(from),
+                short(to)
+            )
         }
         EventPayload::Error { code, .. } => format!("error {code}"),
     })

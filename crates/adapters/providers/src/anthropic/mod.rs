@@ -99,7 +99,11 @@ impl Anthropic {
     /// URL is not an http(s) URL or the key cannot be sent in a header.
     pub fn new(mut config: AnthropicConfig) -> Result<Self, ModelError> {
         config.base_url = config.base_url.trim().trim_end_matches('/').to_owned();
-        if config.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        if config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
             config.api_key = None;
         }
         let shown_url = failure::display_url(&config.base_url);
@@ -185,7 +189,10 @@ impl Anthropic {
                 )
                 .body(body.clone());
             let started = tokio::time::Instant::now();
-            let attempt = match self.send_once(self.authorized(builder), &request.model).await {
+            let attempt = match self
+                .send_once(self.authorized(builder), &request.model)
+                .await
+            {
                 Ok(response) => {
                     let deadline = started + self.config.request_timeout;
                     self.read_answer(response, &request.model, deadline, on_text, &mut delivered)

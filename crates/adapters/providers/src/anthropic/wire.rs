@@ -143,7 +143,10 @@ pub(crate) fn error_of(error: &Value) -> ModelError {
 }
 
 fn usage_of(usage: &Value) -> (Option<u64>, Option<u64>) {
-    (usage["input_tokens"].as_u64(), usage["output_tokens"].as_u64())
+    (
+        usage["input_tokens"].as_u64(),
+        usage["output_tokens"].as_u64(),
+    )
 }
 
 /// Anthropic's `stop_reason` in the OpenAI words the engine reads.
@@ -337,9 +340,9 @@ impl StreamAssembly {
                 "the answer stream sent content before `message_start`".to_owned(),
             ));
         }
-        event["index"].as_u64().ok_or_else(|| {
-            ModelError::Protocol("a content block event has no `index`".to_owned())
-        })
+        event["index"]
+            .as_u64()
+            .ok_or_else(|| ModelError::Protocol("a content block event has no `index`".to_owned()))
     }
 
     fn push_text(&mut self, text: String) -> Option<String> {
@@ -456,7 +459,10 @@ mod tests {
         // user, assistant (text + 2 tool_use), user (2 tool_result + the empty
         // assistant dropped + "thanks" merged).
         assert_eq!(messages.len(), 3, "{messages:?}");
-        assert_eq!(messages[0], json!({"role": "user", "content": [{"type": "text", "text": "read a"}]}));
+        assert_eq!(
+            messages[0],
+            json!({"role": "user", "content": [{"type": "text", "text": "read a"}]})
+        );
         assert_eq!(messages[1]["content"][1]["input"], json!({"path": "a"}));
         assert_eq!(messages[1]["content"][2]["input"], json!({}));
         assert_eq!(messages[2]["content"][0]["type"], "tool_result");
@@ -504,7 +510,13 @@ mod tests {
         assert_eq!(response.tool_calls[0].arguments, r#"{"path":"a"}"#);
         assert_eq!(response.tool_calls[1].arguments, "{}");
         assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
-        assert_eq!(response.usage, Some(Usage { input_tokens: 12, output_tokens: 30 }));
+        assert_eq!(
+            response.usage,
+            Some(Usage {
+                input_tokens: 12,
+                output_tokens: 30
+            })
+        );
         assert_eq!(response.model, "claude-x");
     }
 
@@ -534,22 +546,47 @@ mod tests {
             start(),
             json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
         ]);
-        assert!(matches!(overloaded, Err(ModelError::Protocol(_))), "{overloaded:?}");
-        let invalid = stream(&[json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}})]);
-        assert!(matches!(invalid, Err(ModelError::Upstream { status: 400, .. })), "{invalid:?}");
+        assert!(
+            matches!(overloaded, Err(ModelError::Protocol(_))),
+            "{overloaded:?}"
+        );
+        let invalid = stream(&[
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}),
+        ]);
+        assert!(
+            matches!(invalid, Err(ModelError::Upstream { status: 400, .. })),
+            "{invalid:?}"
+        );
         // Content before message_start, a delta for a block never started, no index.
         for events in [
-            vec![json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}})],
-            vec![start(), json!({"type": "content_block_delta", "index": 5, "delta": {"type": "text_delta", "text": "x"}})],
-            vec![start(), json!({"type": "content_block_start", "content_block": {"type": "text"}})],
-            vec![start(), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}),
-                 json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{"}})],
+            vec![
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}),
+            ],
+            vec![
+                start(),
+                json!({"type": "content_block_delta", "index": 5, "delta": {"type": "text_delta", "text": "x"}}),
+            ],
+            vec![
+                start(),
+                json!({"type": "content_block_start", "content_block": {"type": "text"}}),
+            ],
+            vec![
+                start(),
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{"}}),
+            ],
         ] {
-            assert!(matches!(stream(&events), Err(ModelError::Protocol(_))), "{events:?}");
+            assert!(
+                matches!(stream(&events), Err(ModelError::Protocol(_))),
+                "{events:?}"
+            );
         }
         // Garbage data and non-object JSON.
         let mut assembly = StreamAssembly::new("m");
-        assert!(matches!(assembly.apply("garbage{"), Err(ModelError::Protocol(_))));
+        assert!(matches!(
+            assembly.apply("garbage{"),
+            Err(ModelError::Protocol(_))
+        ));
         assert!(assembly.apply("[1,2]").expect("ignored").is_none());
         assert!(assembly.apply("null").expect("ignored").is_none());
         // Too many blocks.
@@ -576,7 +613,10 @@ mod tests {
         assert_eq!(response.tool_calls[0].arguments, r#"{"a":1}"#);
         assert_eq!(response.finish_reason.as_deref(), Some("stop"));
         for body in [&b""[..], b"{", b"[]", b"null", b"{\"content\":5}", b"\xff"] {
-            assert!(matches!(parse_message(body, "m"), Err(ModelError::Protocol(_))));
+            assert!(matches!(
+                parse_message(body, "m"),
+                Err(ModelError::Protocol(_))
+            ));
         }
         let error = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
         assert!(matches!(
