@@ -83,6 +83,47 @@ pub struct AgentView {
     /// Its tool ensembles (`fs`, `shell`, `web`).
     pub ensembles: Vec<String>,
     pub model: ModelView,
+    /// The providers its turns go to, in failover order, each with its health (the
+    /// route of a small task; `[routing]` rules by size may pick others).
+    pub providers: Vec<ProviderView>,
+}
+
+/// A model provider and its health (circuit breaker over upstream failures).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderView {
+    /// Its name in `[providers.NAME]` (`default` for `[llm]`).
+    pub name: String,
+    /// The API it speaks (`openai`, `anthropic`; `openai-compatible` for `[llm]`).
+    pub kind: String,
+    /// The model it always uses, when configured.
+    pub model: Option<String>,
+    /// False while its circuit is open: it is skipped while others can answer.
+    pub up: bool,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+    /// RFC 3339.
+    pub last_success: Option<String>,
+    /// RFC 3339.
+    pub last_failure: Option<String>,
+    /// Seconds until an open circuit lets a call through again.
+    pub retry_in_secs: Option<u64>,
+}
+
+impl From<agentplane_engine::providers::ProviderReport> for ProviderView {
+    fn from(report: agentplane_engine::providers::ProviderReport) -> Self {
+        let health = report.health;
+        Self {
+            name: report.name,
+            kind: report.kind,
+            model: report.model,
+            up: health.up,
+            consecutive_failures: health.consecutive_failures,
+            last_error: health.last_error,
+            last_success: health.last_success,
+            last_failure: health.last_failure,
+            retry_in_secs: health.retry_in_secs,
+        }
+    }
 }
 
 /// Whether an agent's model is usable.

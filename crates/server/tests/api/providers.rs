@@ -1,0 +1,99 @@
+//! Several providers over HTTP: a turn that fails over, streamed as SSE, and the
+//! provider chains with their health in `GET /v1/agents`.
+
+use agentplane_testkit::Step;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::harness::Setup;
+
+#[tokio::test]
+async fn the_agents_listing_shows_the_one_llm_provider_by_default() {
+    let api = Setup::new(vec![]).start().await;
+    let answer = api.get("/v1/agents", "alice").await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.body);
+    let writer = answer.body["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["id"] == "writer")
+        .expect("writer")
+        .clone();
+    let providers = writer["providers"].as_array().expect("providers");
+    assert_eq!(providers.len(), 1);
+    assert_eq!(providers[0]["name"], "default");
+    assert_eq!(providers[0]["kind"], "openai-compatible");
+    assert_eq!(providers[0]["up"], true);
+    assert_eq!(providers[0]["consecutive_failures"], 0);
+}
+
+#[tokio::test]
+async fn a_turn_fails_over_and_its_stream_records_both_providers() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let api = Setup::new(vec![Step::text("answered by the cloud")])
+        .providers(&format!(
+            "[providers.local]\nkind = \"openai\"\nbase_url = \"http://{closed}/v1\"\n\
+             max_retries = 0\n\
+             [providers.cloud]\nkind = \"openai\"\nbase_url = \"{{scripted}}\"\nmax_retries = 0\n\
+             [routing]\ndefault = [\"local\", \"cloud\"]\n"
+        ))
+        .start()
+        .await;
+    let thread = api.create_thread("alice", "writer").await;
+    let frames = api
+        .start_turn("alice", &thread, "hello")
+        .await
+        .until_completed()
+        .await;
+    let kinds: Vec<&str> = frames.iter().filter_map(|f| f.event.as_deref()).collect();
+    let failover = kinds
+        .iter()
+        .position(|k| *k == "provider_failover")
+        .expect("a provider_failover frame");
+    let usage = kinds.iter().position(|k| *k == "usage").expect("usage");
+    assert!(failover < usage, "{kinds:?}");
+    let failover = frames[failover].json();
+    assert_eq!(failover["from"], "local");
+    assert_eq!(failover["to"], "cloud");
+    assert_eq!(failover["code"], "UPSTREAM_UNAVAILABLE");
+    assert_eq!(frames[usage].json()["provider"], "cloud");
+    let completed = frames.last().expect("completed").json();
+    assert_eq!(
+        completed["result"],
+        json!({"text": "answered by the cloud"})
+    );
+
+    let answer = api.get("/v1/agents", "alice").await;
+    let writer = answer.body["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["id"] == "writer")
+        .expect("writer")
+        .clone();
+    let chain: Vec<&str> = writer["providers"]
+        .as_array()
+        .expect("providers")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(chain, ["local", "cloud"]);
+    let local = &writer["providers"][0];
+    assert!(
+        local["consecutive_failures"].as_u64().expect("count") >= 2,
+        "{local}"
+    );
+    assert!(
+        local["last_error"]
+            .as_str()
+            .expect("error")
+            .contains("cannot reach"),
+        "{local}"
+    );
+    assert!(writer["providers"][1]["last_success"].is_string());
+    // The model status reports the provider that answers.
+    assert_eq!(writer["model"]["status"], "ready");
+}
