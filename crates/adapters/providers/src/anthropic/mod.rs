@@ -328,7 +328,8 @@ impl ChatModel for Anthropic {
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
-        let url = format!("{}/models", self.config.base_url);
+        // The API pages its list (20 by default); one page of its maximum is every model.
+        let url = format!("{}/models?limit=1000", self.config.base_url);
         let mut retry = 0;
         let response = loop {
             match self
