@@ -200,10 +200,10 @@ async fn answer_step(
     body: &Bytes,
     answer: fn(&crate::scenario::Step, usize, &Value) -> Reply,
 ) -> Response {
-    let parsed: Result<Value, String> = serde_json::from_slice(&body).map_err(|e| e.to_string());
+    let parsed: Result<Value, String> = serde_json::from_slice(body).map_err(|e| e.to_string());
     let recorded = parsed
         .clone()
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
     shared.record(ReceivedRequest {
         method: "POST".to_owned(),
         path: path.to_owned(),
