@@ -88,6 +88,9 @@ pub struct TurnRequest {
     pub workspace: PathBuf,
     /// The agent's ensembles, not yet opened.
     pub ensembles: Vec<Arc<dyn Ensemble>>,
+    /// The caller's task-size hint for routing; `None`: estimated from the user text
+    /// of the conversation ([`TaskSize::estimate`]).
+    pub size: Option<TaskSize>,
 }
 
 /// Sees a turn as it happens. Called from the turn's task: keep it quick.
@@ -891,7 +894,9 @@ impl ActiveTurn<'_> {
         let key = RouteKey {
             agent: &request.agent.name,
             tags: &request.agent.tags,
-            size: TaskSize::estimate(&chat.messages),
+            size: request
+                .size
+                .unwrap_or_else(|| TaskSize::estimate(&chat.messages)),
         };
         let call = async move {
             let failovers = tx.clone();

@@ -39,6 +39,29 @@ pub struct StartTurnBody {
     /// `MAX_INPUT_CHARS`).
     #[schema(min_length = 1, max_length = 65536, pattern = "\\S")]
     pub input: String,
+    /// A task-size hint for provider routing (`[[routing.rules]] size`); without it
+    /// the size is estimated from the conversation's user text.
+    #[serde(default)]
+    pub size: Option<TaskSizeName>,
+}
+
+/// A task size's wire name.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSizeName {
+    Small,
+    Medium,
+    Large,
+}
+
+impl From<TaskSizeName> for agentplane_engine::providers::TaskSize {
+    fn from(size: TaskSizeName) -> Self {
+        match size {
+            TaskSizeName::Small => Self::Small,
+            TaskSizeName::Medium => Self::Medium,
+            TaskSizeName::Large => Self::Large,
+        }
+    }
 }
 
 /// `POST /v1/permissions/{id}`. Anything but exactly `approved` or `declined` is a 400

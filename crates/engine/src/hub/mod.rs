@@ -366,8 +366,20 @@ impl Hub {
         thread: &ThreadId,
         input: String,
     ) -> Result<StartedTurn, HubError> {
+        self.start_turn_sized(client, thread, input, None).await
+    }
+
+    /// [`Hub::start_turn`] with the caller's task-size hint for provider routing
+    /// (`None`: estimated from the conversation's user text).
+    pub async fn start_turn_sized(
+        self: &Arc<Self>,
+        client: &str,
+        thread: &ThreadId,
+        input: String,
+        size: Option<TaskSize>,
+    ) -> Result<StartedTurn, HubError> {
         let (live, lease) = self.subscribe_feed(thread);
-        let (begun, request) = self.prepare(client, thread, input, false).await?;
+        let (begun, request) = self.prepare(client, thread, input, false, size).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
         let hub = self.clone();
@@ -412,7 +424,7 @@ impl Hub {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
-        let (begun, mut request) = self.prepare(client, thread, input, false).await?;
+        let (begun, mut request) = self.prepare(client, thread, input, false, None).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
         let registered = self.register(&begun, client);
@@ -602,6 +614,7 @@ impl Hub {
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
         let request = TurnRequest {
+            size: Some(size),
             agent: compactor,
             client: client.to_owned(),
             model,
@@ -683,6 +696,7 @@ impl Hub {
         thread: &ThreadId,
         input: String,
         internal: bool,
+        hint: Option<TaskSize>,
     ) -> Result<(BegunTurn, TurnRequest), HubError> {
         self.accepting()?;
         if input.trim().is_empty() {
@@ -714,8 +728,12 @@ impl Hub {
             &input,
             self.config.context,
         );
-        let size = TaskSize::estimate(&context.history)
-            .max(TaskSize::of_chars(context.input.chars().count()));
+        // The same estimate the turn loop makes from the messages it sends.
+        let size = hint.unwrap_or_else(|| {
+            let mut messages = context.history.clone();
+            messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
+            TaskSize::estimate(&messages)
+        });
         let model = self.resolve_model(&agent, size).await?;
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let request = TurnRequest {
@@ -730,6 +748,7 @@ impl Hub {
                 timeout: self.config.permission_timeout,
             }),
             workspace,
+            size: hint,
         };
         Ok((begun, request))
     }

@@ -97,3 +97,53 @@ async fn a_turn_fails_over_and_its_stream_records_both_providers() {
     // The model status reports the provider that answers.
     assert_eq!(writer["model"]["status"], "ready");
 }
+
+#[tokio::test]
+async fn a_size_hint_routes_the_turn_and_a_bad_one_is_refused() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    // Small tasks go to a dead provider only; large ones to the scripted server.
+    let api = Setup::new(vec![Step::text("a large answer")])
+        .providers(&format!(
+            "[providers.small]\nkind = \"openai\"\nbase_url = \"http://{closed}/v1\"\n\
+             max_retries = 0\n\
+             [providers.big]\nkind = \"openai\"\nbase_url = \"{{scripted}}\"\nmax_retries = 0\n\
+             [routing]\ndefault = [\"small\"]\n\
+             [[routing.rules]]\nsize = \"large\"\nproviders = [\"big\"]\n"
+        ))
+        .start()
+        .await;
+    let thread = api.create_thread("alice", "writer").await;
+    let path = format!("/v1/threads/{thread}/turns");
+    for bad in [
+        json!({"input": "hi", "size": "huge"}),
+        json!({"input": "hi", "size": 3}),
+        json!({"input": "hi", "size": null, "sise": "large"}),
+    ] {
+        let answer = api.post(&path, "alice", bad.clone()).await;
+        answer.assert_error(400, "INVALID_ARGUMENT");
+    }
+    let response = api
+        .request(reqwest::Method::POST, &path, Some("alice"))
+        .json(&json!({"input": "a short question", "size": "large"}))
+        .send()
+        .await
+        .expect("turn");
+    assert_eq!(response.status(), StatusCode::OK);
+    let frames = crate::harness::SseReader::new(response)
+        .until_completed()
+        .await;
+    let usage = frames
+        .iter()
+        .find(|f| f.event.as_deref() == Some("usage"))
+        .expect("usage")
+        .json();
+    assert_eq!(usage["provider"], "big");
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.event.as_deref() != Some("provider_failover"))
+    );
+}
