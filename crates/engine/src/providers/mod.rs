@@ -180,24 +180,7 @@ impl Providers {
                 return Err(format!("routing names an unknown provider `{unknown}`"));
             }
         }
-        if let Some(tap) = &tap {
-            for provider in &providers {
-                tap.on_health(&provider.name, true);
-            }
-        }
-        Ok(Self {
-            entries: providers
-                .into_iter()
-                .map(|config| Entry {
-                    config,
-                    health: health::Health::default(),
-                    resolver: ModelResolver::default(),
-                })
-                .collect(),
-            routing,
-            circuit,
-            tap,
-        })
+        Ok(Self::unchecked(providers, routing, circuit, tap))
     }
 
     /// One provider named [`DEFAULT_PROVIDER`] that every route uses: what `[llm]`
@@ -219,10 +202,33 @@ impl Providers {
             default: vec![DEFAULT_PROVIDER.to_owned()],
             rules: Vec::new(),
         };
-        match Self::new(vec![provider], routing, CircuitSettings::default(), tap) {
-            Ok(providers) => providers,
-            // One provider named in its own default chain is always valid.
-            Err(e) => unreachable!("a single provider is a valid configuration: {e}"),
+        // One provider named in its own default chain: nothing to check.
+        Self::unchecked(vec![provider], routing, CircuitSettings::default(), tap)
+    }
+
+    fn unchecked(
+        providers: Vec<ProviderConfig>,
+        routing: Routing,
+        circuit: CircuitSettings,
+        tap: Option<Arc<dyn ProviderTap>>,
+    ) -> Self {
+        if let Some(tap) = &tap {
+            for provider in &providers {
+                tap.on_health(&provider.name, true);
+            }
+        }
+        Self {
+            entries: providers
+                .into_iter()
+                .map(|config| Entry {
+                    config,
+                    health: health::Health::default(),
+                    resolver: ModelResolver::default(),
+                })
+                .collect(),
+            routing,
+            circuit,
+            tap,
         }
     }
 
@@ -447,6 +453,61 @@ impl Providers {
     fn tapped(&self, f: impl FnOnce(&dyn ProviderTap)) {
         if let Some(tap) = &self.tap {
             f(tap.as_ref());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_upstream_failures_fail_over() {
+        let upstream = [
+            ModelError::Unreachable {
+                url: "u".into(),
+                detail: "refused".into(),
+            },
+            ModelError::RateLimited { body: "b".into() },
+            ModelError::Protocol("cut".into()),
+            ModelError::Timeout { seconds: 1 },
+            ModelError::Upstream {
+                status: 500,
+                body: "b".into(),
+            },
+            ModelError::Upstream {
+                status: 529,
+                body: "b".into(),
+            },
+            ModelError::Upstream {
+                status: 408,
+                body: "b".into(),
+            },
+        ];
+        for error in &upstream {
+            assert!(is_upstream(error), "{error:?}");
+        }
+        let kept = [
+            ModelError::NoToolSupport { model: "m".into() },
+            ModelError::NoModel {
+                reason: "r".into(),
+                available: vec![],
+            },
+            ModelError::Upstream {
+                status: 400,
+                body: "b".into(),
+            },
+            ModelError::Upstream {
+                status: 401,
+                body: "b".into(),
+            },
+            ModelError::Upstream {
+                status: 404,
+                body: "b".into(),
+            },
+        ];
+        for error in &kept {
+            assert!(!is_upstream(error), "{error:?}");
         }
     }
 }
