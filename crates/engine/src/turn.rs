@@ -243,6 +243,7 @@ async fn run(
         observer,
         usage: Usage::default(),
         scope: None,
+        size: request.size,
     };
     if approval.is_none() {
         turn.record(EventPayload::TurnStarted {
@@ -351,6 +352,9 @@ struct Snapshot {
     schema: Value,
     /// The calls of the same step after the waiting one.
     queue: Vec<QueuedCall>,
+    /// The caller's task-size hint, kept so the resumed turn routes as it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    size: Option<String>,
 }
 
 const SNAPSHOT_VERSION: u32 = 1;
@@ -471,6 +475,8 @@ struct ActiveTurn<'a> {
     usage: Usage,
     /// The agent's data scopes in force, given to every tool call.
     scope: Option<Arc<Vec<agentplane_core::policy::DataScope>>>,
+    /// The task-size hint for routing (the request's, or the suspended turn's).
+    size: Option<TaskSize>,
 }
 
 impl ActiveTurn<'_> {
@@ -530,6 +536,10 @@ impl ActiveTurn<'_> {
                 }
             }
             Some(approval) => {
+                // The suspended turn's size hint, so it routes as it began.
+                if let Some(size) = approval.snapshot["size"].as_str().and_then(TaskSize::parse) {
+                    self.size = Some(size);
+                }
                 let (mut progress, end) = self
                     .take_decision(approval, &tools, request, &ctx, cancel)
                     .await?;
@@ -693,6 +703,7 @@ impl ActiveTurn<'_> {
             arguments: arguments.clone(),
             schema,
             queue: progress.queue.iter().map(QueuedCall::of).collect(),
+            size: self.size.map(|s| s.as_str().to_owned()),
         };
         let snapshot = serde_json::to_value(&snapshot)
             .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;
@@ -894,7 +905,7 @@ impl ActiveTurn<'_> {
         let key = RouteKey {
             agent: &request.agent.name,
             tags: &request.agent.tags,
-            size: request
+            size: self
                 .size
                 .unwrap_or_else(|| TaskSize::estimate(&chat.messages)),
         };

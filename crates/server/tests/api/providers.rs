@@ -147,3 +147,71 @@ async fn a_size_hint_routes_the_turn_and_a_bad_one_is_refused() {
             .all(|f| f.event.as_deref() != Some("provider_failover"))
     );
 }
+
+#[tokio::test]
+async fn a_turn_resumed_after_an_approval_keeps_its_size_hint() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let api = Setup::new(vec![
+        Step::tool_call("write_file", json!({"path": "out.txt", "content": "x"})),
+        Step::text("written"),
+    ])
+    .policy(
+        "review.yaml",
+        "name: review\ntype: approval_required\nrules: {tools: [write_file]}\n",
+    )
+    .extra_config(
+        "\n[agents.reviewed]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_steps = 4\n",
+    )
+    .providers(&format!(
+        "[providers.small]\nkind = \"openai\"\nbase_url = \"http://{closed}/v1\"\n\
+         max_retries = 0\n\
+         [providers.big]\nkind = \"openai\"\nbase_url = \"{{scripted}}\"\nmax_retries = 0\n\
+         [routing]\ndefault = [\"small\"]\n\
+         [[routing.rules]]\nsize = \"large\"\nproviders = [\"big\"]\n"
+    ))
+    .start()
+    .await;
+    let thread = api.create_thread("alice", "reviewed").await;
+    let response = api
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/threads/{thread}/turns"),
+            Some("alice"),
+        )
+        .json(&json!({"input": "write out.txt", "size": "large"}))
+        .send()
+        .await
+        .expect("turn");
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut stream = crate::harness::SseReader::new(response);
+    let before = stream.until("approval_requested").await;
+    let approval = before.last().expect("requested").json()["approval_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let decided = api
+        .post(
+            &format!("/v1/approvals/{approval}"),
+            "alice",
+            json!({"decision": "approve"}),
+        )
+        .await;
+    assert!(decided.status.is_success(), "{:?}", decided.body);
+    let after = stream.until_completed().await;
+    let completed = after.last().expect("completed").json();
+    assert_eq!(
+        completed["result"],
+        json!({"text": "written"}),
+        "{completed}"
+    );
+    let providers: Vec<String> = before
+        .iter()
+        .chain(after.iter())
+        .filter(|f| f.event.as_deref() == Some("usage"))
+        .map(|f| f.json()["provider"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(providers, ["big", "big"]);
+}
