@@ -90,6 +90,14 @@ impl TurnObserver for Progress {
             } => {
                 self.line(format!("! security: {event_type}: {}", first_line(detail)));
             }
+            EventPayload::ProviderFailover {
+                from, to, message, ..
+            } => {
+                self.line(format!(
+                    "! provider {from} failed, trying {to}: {}",
+                    first_line(message)
+                ));
+            }
             _ => {}
         }
     }

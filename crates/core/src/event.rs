@@ -242,6 +242,15 @@ pub enum EventPayload {
         call_id: Option<String>,
         detail: String,
     },
+    /// A model call failed upstream on provider `from` and goes on with `to`. Text
+    /// streamed before this event came from the failed attempt; the deltas after it
+    /// restart the answer. `code` and `message` are the failed attempt's error.
+    ProviderFailover {
+        from: String,
+        to: String,
+        code: ErrorCode,
+        message: String,
+    },
     Error {
         code: ErrorCode,
         message: String,
@@ -269,6 +278,7 @@ impl EventPayload {
             Self::ApprovalRequested { .. } => "approval_requested",
             Self::ApprovalDecided { .. } => "approval_decided",
             Self::PolicyViolation { .. } => "policy_violation",
+            Self::ProviderFailover { .. } => "provider_failover",
             Self::Error { .. } => "error",
             Self::TurnCompleted { .. } => "turn_completed",
         }

@@ -14,6 +14,7 @@ pub mod model_choice;
 pub mod permissions;
 pub mod policy;
 pub mod ports;
+pub mod providers;
 pub mod schema;
 pub mod turn;
 

@@ -31,10 +31,18 @@ use crate::harmony;
 use crate::permissions::{self, PermissionBroker};
 use crate::policy::{self, Decision, RequestContext};
 use crate::ports::{
-    ApprovalRecord, ApprovalStatus, ChatModel, Ensemble, EventStore, NewApproval, NewPermission,
-    StoreError, ToolContext, ToolError,
+    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
+    ToolContext, ToolError,
 };
+use crate::providers::{Providers, RouteKey, TaskSize};
 use crate::schema::Schema;
+
+/// What the model call passes to the task recording its stream.
+enum Streamed {
+    Text(String),
+    /// A `provider_failover` event.
+    Failover(EventPayload),
+}
 
 /// The name of the terminal tool every agent gets.
 pub const FINISH_TASK: &str = "finish_task";
@@ -51,7 +59,9 @@ const DELTA_FLUSH_AFTER: Duration = Duration::from_millis(50);
 #[derive(Clone)]
 pub struct TurnDeps {
     pub store: Arc<dyn EventStore>,
-    pub model: Arc<dyn ChatModel>,
+    /// The model providers, their routing and health: every model call goes through
+    /// [`Providers::chat`]. One model server: [`Providers::single`].
+    pub providers: Arc<Providers>,
     pub governance: Arc<Governance>,
 }
 
@@ -78,6 +88,9 @@ pub struct TurnRequest {
     pub workspace: PathBuf,
     /// The agent's ensembles, not yet opened.
     pub ensembles: Vec<Arc<dyn Ensemble>>,
+    /// The caller's task-size hint for routing; `None`: estimated from the user text
+    /// of the conversation ([`TaskSize::estimate`]).
+    pub size: Option<TaskSize>,
 }
 
 /// Sees a turn as it happens. Called from the turn's task: keep it quick.
@@ -230,6 +243,7 @@ async fn run(
         observer,
         usage: Usage::default(),
         scope: None,
+        size: request.size,
     };
     if approval.is_none() {
         turn.record(EventPayload::TurnStarted {
@@ -338,6 +352,9 @@ struct Snapshot {
     schema: Value,
     /// The calls of the same step after the waiting one.
     queue: Vec<QueuedCall>,
+    /// The caller's task-size hint, kept so the resumed turn routes as it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    size: Option<String>,
 }
 
 const SNAPSHOT_VERSION: u32 = 1;
@@ -458,6 +475,8 @@ struct ActiveTurn<'a> {
     usage: Usage,
     /// The agent's data scopes in force, given to every tool call.
     scope: Option<Arc<Vec<agentplane_core::policy::DataScope>>>,
+    /// The task-size hint for routing (the request's, or the suspended turn's).
+    size: Option<TaskSize>,
 }
 
 impl ActiveTurn<'_> {
@@ -517,6 +536,10 @@ impl ActiveTurn<'_> {
                 }
             }
             Some(approval) => {
+                // The suspended turn's size hint, so it routes as it began.
+                if let Some(size) = approval.snapshot["size"].as_str().and_then(TaskSize::parse) {
+                    self.size = Some(size);
+                }
                 let (mut progress, end) = self
                     .take_decision(approval, &tools, request, &ctx, cancel)
                     .await?;
@@ -680,6 +703,7 @@ impl ActiveTurn<'_> {
             arguments: arguments.clone(),
             schema,
             queue: progress.queue.iter().map(QueuedCall::of).collect(),
+            size: self.size.map(|s| s.as_str().to_owned()),
         };
         let snapshot = serde_json::to_value(&snapshot)
             .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;
@@ -825,9 +849,9 @@ impl ActiveTurn<'_> {
             }
             Err(BudgetError::Store(e)) => return Err(Stop::Store(e)),
         };
-        let answered = self.stream_model(chat, cancel).await;
-        let response = match answered {
-            Ok(response) => response,
+        let answered = self.stream_model(chat, request, cancel).await;
+        let (response, provider) = match answered {
+            Ok(routed) => (routed.response, routed.provider),
             Err(stop) => {
                 governance.budgets.settle(reservation, 0);
                 return Err(stop);
@@ -846,7 +870,6 @@ impl ActiveTurn<'_> {
         governance.budgets.settle(reservation, usd_micros);
         self.usage.input_tokens += usage.input_tokens;
         self.usage.output_tokens += usage.output_tokens;
-        let provider = self.deps.model.provider().to_owned();
         self.record(EventPayload::Usage {
             provider: provider.clone(),
             model: model.clone(),
@@ -867,20 +890,42 @@ impl ActiveTurn<'_> {
         Ok(response)
     }
 
-    /// The model call itself, streaming text into coalesced `message_delta` events.
+    /// The model call itself, through the providers' routing and failover, streaming
+    /// text into coalesced `message_delta` events. A failover is recorded as a
+    /// `provider_failover` event after the text the failed attempt streamed (which
+    /// stays in the log): the deltas after it restart the answer.
     async fn stream_model(
         &self,
         chat: &ChatRequest,
+        request: &TurnRequest,
         cancel: &CancellationToken,
-    ) -> Result<agentplane_core::ChatResponse, Stop> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        let model = self.deps.model.clone();
+    ) -> Result<crate::providers::Routed, Stop> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Streamed>();
+        let providers = self.deps.providers.clone();
+        let key = RouteKey {
+            agent: &request.agent.name,
+            tags: &request.agent.tags,
+            size: self
+                .size
+                .unwrap_or_else(|| TaskSize::estimate(&chat.messages)),
+        };
         let call = async move {
+            let failovers = tx.clone();
             let mut on_text = move |text: &str| {
                 // The receiver lives until this future ends; a send can only fail after.
-                let _ = tx.send(text.to_owned());
+                let _ = tx.send(Streamed::Text(text.to_owned()));
             };
-            model.chat(chat, &mut on_text).await
+            let mut on_failover = move |failover: crate::providers::Failover<'_>| {
+                let _ = failovers.send(Streamed::Failover(EventPayload::ProviderFailover {
+                    from: failover.from.to_owned(),
+                    to: failover.to.to_owned(),
+                    code: failover.error.code(),
+                    message: failover.error.to_string(),
+                }));
+            };
+            providers
+                .chat(&key, chat, &mut on_text, &mut on_failover)
+                .await
         };
         let this = self;
         let stream_text = async move {
@@ -888,7 +933,22 @@ impl ActiveTurn<'_> {
             let mut seen = String::new();
             let mut markup = false;
             let mut last_flush = Instant::now();
-            while let Some(text) = rx.recv().await {
+            while let Some(streamed) = rx.recv().await {
+                let text = match streamed {
+                    Streamed::Text(text) => text,
+                    Streamed::Failover(failover) => {
+                        if !pending.is_empty() {
+                            let text = std::mem::take(&mut pending);
+                            this.record(EventPayload::MessageDelta { text }).await?;
+                        }
+                        this.record(failover).await?;
+                        // The next provider's answer starts from nothing.
+                        seen.clear();
+                        markup = false;
+                        last_flush = Instant::now();
+                        continue;
+                    }
+                };
                 this.observer.on_text(&text);
                 // Harmony markup is parsed after the call; never stream it as text. Only
                 // the new text and a marker's length before it are searched, so a long

@@ -19,6 +19,9 @@ use crate::settings::executions::{self, ExecutionsConfig, FileExecutions};
 use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
+use crate::settings::providers::{
+    self as provider_settings, FileProvider, FileRouting, ProvidersConfig,
+};
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
 
 /// The file name looked for in the current directory.
@@ -72,6 +75,8 @@ pub struct Config {
     pub tool_args: ArgsRetention,
     /// `[executions]`.
     pub executions: ExecutionsConfig,
+    /// `[providers.NAME]` and `[routing]`; empty: `[llm]` is the one provider.
+    pub providers: ProvidersConfig,
 }
 
 impl fmt::Debug for Config {
@@ -90,6 +95,7 @@ impl fmt::Debug for Config {
             .field("approval_ttl", &self.approval_ttl)
             .field("tool_args", &self.tool_args)
             .field("executions", &self.executions)
+            .field("providers", &self.providers)
             .finish()
     }
 }
@@ -280,6 +286,9 @@ struct FileConfig {
     retention: FileRetention,
     #[serde(default)]
     executions: FileExecutions,
+    providers: BTreeMap<String, FileProvider>,
+    #[serde(default)]
+    routing: Option<FileRouting>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -376,6 +385,7 @@ impl Config {
             ConfigError::new(file_name.clone(), format!("`{key}`: {message}"))
         };
 
+        let llm_server = (parsed.llm.base_url.is_some(), parsed.llm.api_key.is_some());
         let base_url = match env("AGENTPLANE_LLM_BASE_URL") {
             Some(url) => {
                 check_base_url(&url).map_err(|m| ConfigError::new("AGENTPLANE_LLM_BASE_URL", m))?
@@ -475,6 +485,23 @@ impl Config {
             .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
         let executions = executions::resolve(parsed.executions, &secrets)
             .map_err(|(key, m)| in_file(&format!("executions.{key}"), m))?;
+        let providers =
+            provider_settings::resolve(parsed.providers, parsed.routing, &secrets, &check_base_url)
+                .map_err(|(key, m)| in_file(&key, m))?;
+        if providers.is_configured() {
+            // The file's `[llm]` server settings would be silently unused: refuse them.
+            for (key, set) in [
+                ("llm.base_url", llm_server.0),
+                ("llm.api_key", llm_server.1),
+            ] {
+                if set {
+                    return Err(in_file(
+                        key,
+                        "is not used when [providers] are configured; set it on a provider".into(),
+                    ));
+                }
+            }
+        }
         let default_agent = parsed
             .run
             .default_agent
@@ -510,6 +537,7 @@ impl Config {
             approval_ttl,
             tool_args,
             executions,
+            providers,
         })
     }
 }
@@ -586,7 +614,7 @@ fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
     toml::from_str(&text).map_err(|e| ConfigError::new(name, e.to_string().trim_end().to_owned()))
 }
 
-fn check_base_url(url: &str) -> Result<String, String> {
+pub(crate) fn check_base_url(url: &str) -> Result<String, String> {
     let trimmed = url.trim().trim_end_matches('/');
     let rest = trimmed
         .strip_prefix("http://")

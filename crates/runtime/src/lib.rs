@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod config;
 pub mod policies;
+pub mod providers;
 pub mod redacting_store;
 pub mod secrets;
 pub mod settings;
@@ -21,7 +22,6 @@ use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
 use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_metrics::{MeteredStore, Metrics};
-use agentplane_providers::{OpenAiCompatible, OpenAiConfig};
 use agentplane_store::SqliteStore;
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
 use agentplane_tools::{FsEnsemble, ShellEnsemble, WebEnsemble, WebLimits};
@@ -120,15 +120,6 @@ impl Runtime {
                 "turns left running by a previous process were marked interrupted"
             );
         }
-        let model = Arc::new(OpenAiCompatible::new(OpenAiConfig {
-            base_url: config.llm.base_url.clone(),
-            api_key: config.llm.api_key.clone(),
-            request_timeout: config.llm.request_timeout,
-            connect_timeout: config.llm.connect_timeout,
-            max_retries: config.llm.max_retries,
-            retry_base_delay: Duration::from_millis(250),
-            stream: config.llm.stream,
-        })?);
         let secrets = secrets::Secrets::load(&config)?;
         agentplane_core::secret::install(secrets.redactor());
         // Server processes never inherit the variables secrets are read from.
@@ -141,6 +132,7 @@ impl Runtime {
         // Nothing starts here: each server is started by the first turn that needs it.
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
         let metrics = Arc::new(Metrics::new());
+        let providers = Arc::new(providers::build(&config, &secrets, Some(metrics.clone()))?);
         let pending = store
             .list_approvals(&ApprovalQuery {
                 pending_only: true,
@@ -172,7 +164,7 @@ impl Runtime {
                     Arc::new(MeteredStore::new(store.clone(), metrics.clone())),
                     secrets.redactor(),
                 )),
-                model,
+                providers,
                 governance: Arc::new(governance),
             },
             catalogue,

@@ -39,6 +39,29 @@ pub struct StartTurnBody {
     /// `MAX_INPUT_CHARS`).
     #[schema(min_length = 1, max_length = 65536, pattern = "\\S")]
     pub input: String,
+    /// A task-size hint for provider routing (`[[routing.rules]] size`); without it
+    /// the size is estimated from the conversation's user text.
+    #[serde(default)]
+    pub size: Option<TaskSizeName>,
+}
+
+/// A task size's wire name.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskSizeName {
+    Small,
+    Medium,
+    Large,
+}
+
+impl From<TaskSizeName> for agentplane_engine::providers::TaskSize {
+    fn from(size: TaskSizeName) -> Self {
+        match size {
+            TaskSizeName::Small => Self::Small,
+            TaskSizeName::Medium => Self::Medium,
+            TaskSizeName::Large => Self::Large,
+        }
+    }
 }
 
 /// `POST /v1/permissions/{id}`. Anything but exactly `approved` or `declined` is a 400
@@ -83,6 +106,47 @@ pub struct AgentView {
     /// Its tool ensembles (`fs`, `shell`, `web`).
     pub ensembles: Vec<String>,
     pub model: ModelView,
+    /// The providers its turns go to, in failover order, each with its health (the
+    /// route of a small task; `[routing]` rules by size may pick others).
+    pub providers: Vec<ProviderView>,
+}
+
+/// A model provider and its health (circuit breaker over upstream failures).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderView {
+    /// Its name in `[providers.NAME]` (`default` for `[llm]`).
+    pub name: String,
+    /// The API it speaks (`openai`, `anthropic`; `openai-compatible` for `[llm]`).
+    pub kind: String,
+    /// The model it always uses, when configured.
+    pub model: Option<String>,
+    /// False while its circuit is open: it is skipped while others can answer.
+    pub up: bool,
+    pub consecutive_failures: u32,
+    pub last_error: Option<String>,
+    /// RFC 3339.
+    pub last_success: Option<String>,
+    /// RFC 3339.
+    pub last_failure: Option<String>,
+    /// Seconds until an open circuit lets a call through again.
+    pub retry_in_secs: Option<u64>,
+}
+
+impl From<agentplane_engine::providers::ProviderReport> for ProviderView {
+    fn from(report: agentplane_engine::providers::ProviderReport) -> Self {
+        let health = report.health;
+        Self {
+            name: report.name,
+            kind: report.kind,
+            model: report.model,
+            up: health.up,
+            consecutive_failures: health.consecutive_failures,
+            last_error: health.last_error,
+            last_success: health.last_success,
+            last_failure: health.last_failure,
+            retry_in_secs: health.retry_in_secs,
+        }
+    }
 }
 
 /// Whether an agent's model is usable.
@@ -305,6 +369,7 @@ pub enum EventKind {
     ApprovalRequested,
     ApprovalDecided,
     PolicyViolation,
+    ProviderFailover,
     Error,
     TurnCompleted,
 }
@@ -409,6 +474,7 @@ mod event_kind_tests {
             EventPayload::ApprovalRequested { .. } => EventKind::ApprovalRequested,
             EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
+            EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
             EventPayload::Error { .. } => EventKind::Error,
             EventPayload::TurnCompleted { .. } => EventKind::TurnCompleted,
         }
@@ -432,6 +498,12 @@ mod event_kind_tests {
                 detail: "d".into(),
             },
             EventPayload::MessageDelta { text: "t".into() },
+            EventPayload::ProviderFailover {
+                from: "a".into(),
+                to: "b".into(),
+                code: agentplane_core::ErrorCode::UpstreamUnavailable,
+                message: "m".into(),
+            },
         ];
         for payload in samples {
             let documented = serde_json::to_value(documented(&payload)).expect("kind");

@@ -4,8 +4,9 @@
 //! provides the model. A [`Scenario`] is a list of [`Step`]s; each
 //! `POST /v1/chat/completions` consumes the next step and answers with it, streamed as
 //! SSE when the request says `"stream": true`, as one `chat.completion` JSON otherwise.
-//! Nothing here knows about agentplane's engine: it speaks the OpenAI wire format only,
-//! so it must never depend on another agentplane crate.
+//! `POST /v1/messages` takes from the same steps and answers in Anthropic's Messages
+//! format (`anthropic.rs`). Nothing here knows about agentplane's engine: it speaks the
+//! providers' wire formats only, so it must never depend on another agentplane crate.
 //!
 //! # Scenario files
 //!
@@ -61,6 +62,7 @@
 //! `stream_options.include_usage`, in one more chunk with `"choices": []`, unless the step
 //! says `omit_usage`. Then `data: [DONE]`.
 
+mod anthropic;
 pub mod peers;
 pub mod promtool;
 mod reply;

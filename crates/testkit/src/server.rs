@@ -33,7 +33,7 @@ const BODY_LIMIT: usize = 64 * 1024 * 1024;
 pub struct ReceivedRequest {
     pub method: String,
     pub path: String,
-    /// The `Authorization` header, verbatim.
+    /// The `Authorization` header (else Anthropic's `x-api-key`), verbatim.
     pub authorization: Option<String>,
     /// The JSON body; a body that is not JSON is kept as a string.
     pub body: Option<Value>,
@@ -103,6 +103,7 @@ impl ScriptedServer {
         });
         let router = Router::new()
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/messages", post(messages))
             .route("/v1/models", get(models))
             .route("/api/tags", get(tags))
             .fallback(not_found)
@@ -160,21 +161,53 @@ impl Drop for ScriptedServer {
     }
 }
 
+/// The request's credential: `Authorization`, else Anthropic's `x-api-key`.
 fn authorization(headers: &HeaderMap) -> Option<String> {
     headers
         .get(header::AUTHORIZATION)
+        .or_else(|| headers.get("x-api-key"))
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let parsed: Result<Value, String> = serde_json::from_slice(&body).map_err(|e| e.to_string());
+    answer_step(
+        &shared,
+        "/v1/chat/completions",
+        &headers,
+        &body,
+        reply::answer,
+    )
+    .await
+}
+
+/// Anthropic's Messages API: the same steps, in its wire format (`anthropic.rs`).
+async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer_step(
+        &shared,
+        "/v1/messages",
+        &headers,
+        &body,
+        crate::anthropic::answer,
+    )
+    .await
+}
+
+/// Records a chat request, takes the next step and answers it with `answer`.
+async fn answer_step(
+    shared: &Shared,
+    path: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+    answer: fn(&crate::scenario::Step, usize, &Value) -> Reply,
+) -> Response {
+    let parsed: Result<Value, String> = serde_json::from_slice(body).map_err(|e| e.to_string());
     let recorded = parsed
         .clone()
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
     shared.record(ReceivedRequest {
         method: "POST".to_owned(),
-        path: "/v1/chat/completions".to_owned(),
-        authorization: authorization(&headers),
+        path: path.to_owned(),
+        authorization: authorization(headers),
         body: Some(recorded.clone()),
     });
     let reply = {
@@ -187,7 +220,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         match &parsed {
             Err(detail) => reply::bad_request(detail),
             Ok(request) => match shared.scenario.step_for(n) {
-                Some(step) => reply::answer(step, n, request),
+                Some(step) => answer(step, n, request),
                 None => reply::exhausted(),
             },
         }

@@ -20,6 +20,7 @@ mod events;
 mod executions;
 mod exposition;
 mod labels;
+mod providers;
 mod store;
 
 use std::sync::Mutex;
@@ -148,6 +149,7 @@ pub struct Metrics {
     store_seconds: Family<StoreOpLabel, Histogram, Buckets>,
     /// Asynchronous executions (`executions.rs`).
     async_executions: executions::ExecutionMetrics,
+    provider_metrics: providers::ProviderMetrics,
     /// When each running turn's `turn_started` arrived.
     started: Mutex<TimedTurns>,
     agents: LabelCap,
@@ -248,6 +250,7 @@ impl Metrics {
             store_seconds.clone(),
         );
         let async_executions = executions::ExecutionMetrics::register(&mut registry);
+        let provider_metrics = providers::ProviderMetrics::register(&mut registry);
         Self {
             registry,
             async_executions,
@@ -262,6 +265,7 @@ impl Metrics {
             http_seconds,
             store_operations,
             store_seconds,
+            provider_metrics,
             started: Mutex::new(TimedTurns::default()),
             agents: LabelCap::default(),
             providers: LabelCap::default(),

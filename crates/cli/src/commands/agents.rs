@@ -1,4 +1,5 @@
-//! `agentplane agents`: every agent, its tools and the model it would use right now.
+//! `agentplane agents`: every agent, its tools, the model it would use right now and
+//! (with `--json`) its provider chain.
 
 use std::path::Path;
 
@@ -38,13 +39,28 @@ pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
                     "description": agent.description,
                     "ensembles": agent.ensembles,
                     "model": {"status": state, "model": model, "detail": detail},
+                    "providers": runtime
+                        .hub()
+                        .provider_chain(agent)
+                        .into_iter()
+                        .map(|p| p.name)
+                        .collect::<Vec<_>>(),
                 })
             })
             .collect();
         println!("{}", serde_json::Value::Array(list));
         return exit::SUCCESS;
     }
-    println!("model server: {}", runtime.config().llm.base_url);
+    let providers = &runtime.config().providers.providers;
+    if providers.is_empty() {
+        println!("model server: {}", runtime.config().llm.base_url);
+    } else {
+        let list: Vec<String> = providers
+            .iter()
+            .map(|(name, p)| format!("{name} ({} at {})", p.kind.as_str(), p.base_url))
+            .collect();
+        println!("providers: {}", list.join(", "));
+    }
     for (agent, status) in &rows {
         let (state, model, detail) = describe(status);
         let tools = if agent.ensembles.is_empty() {

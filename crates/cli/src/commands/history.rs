@@ -167,6 +167,13 @@ fn event_line(event: &Value) -> String {
             field("output_tokens"),
             field("model")
         ),
+        "provider_failover" => format!(
+            "{} → {} [{}] {}",
+            field("from"),
+            field("to"),
+            field("code"),
+            field("message")
+        ),
         "error" => format!("[{}] {}", field("code"), field("message")),
         "turn_completed" => field("stop_reason"),
         _ => String::new(),

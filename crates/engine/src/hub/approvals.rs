@@ -241,6 +241,7 @@ impl Hub {
         let model =
             turn::approval_model(&approval).unwrap_or_else(|| self.wanted_model(&agent).to_owned());
         let request = TurnRequest {
+            size: None,
             ensembles: self
                 .toolbox
                 .ensembles(&agent, begun.thread(), &thread.client_id),

@@ -32,6 +32,7 @@ use crate::ports::{
     Ensemble, ModelError, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
     TurnStatus,
 };
+use crate::providers::{ProviderReport, RouteKey, TaskSize};
 use crate::turn::{
     BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
     begin_turn, run_turn,
@@ -203,13 +204,21 @@ struct RunningTurn {
     cancel: CancellationToken,
 }
 
+/// The route of a model call of `agent` for a task of `size`.
+fn route_of(agent: &AgentSpec, size: TaskSize) -> RouteKey<'_> {
+    RouteKey {
+        agent: &agent.name,
+        tags: &agent.tags,
+        size,
+    }
+}
+
 /// The hub. Create one per process with [`Hub::new`].
 pub struct Hub {
     deps: TurnDeps,
     agents: BTreeMap<String, AgentSpec>,
     toolbox: Arc<dyn Toolbox>,
     config: HubConfig,
-    models: ModelResolver,
     broker: Arc<PermissionBroker>,
     feeds: Mutex<HashMap<ThreadId, broadcast::Sender<Event>>>,
     running: Mutex<HashMap<TurnId, RunningTurn>>,
@@ -232,7 +241,6 @@ impl Hub {
             agents,
             toolbox,
             config,
-            models: ModelResolver::default(),
             broker: Arc::new(PermissionBroker::default()),
             feeds: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
@@ -257,11 +265,30 @@ impl Hub {
         agent.model.as_deref().unwrap_or(&self.config.default_model)
     }
 
-    /// The model an agent would use right now.
+    /// The model an agent would use right now (on the first provider of its default
+    /// route that answers).
     pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
-        self.models
-            .status(self.deps.model.as_ref(), self.wanted_model(agent))
+        self.deps
+            .providers
+            .status(&route_of(agent, TaskSize::Small), self.wanted_model(agent))
             .await
+    }
+
+    /// The providers an agent's turns go to (its route for a small task, the usual
+    /// case), in failover order, each with its health.
+    pub fn provider_chain(&self, agent: &AgentSpec) -> Vec<ProviderReport> {
+        self.deps
+            .providers
+            .chain_report(&route_of(agent, TaskSize::Small))
+    }
+
+    /// The model a turn of `agent` of this size starts with, resolved on its route.
+    async fn resolve_model(&self, agent: &AgentSpec, size: TaskSize) -> Result<String, HubError> {
+        Ok(self
+            .deps
+            .providers
+            .resolve(&route_of(agent, size), self.wanted_model(agent))
+            .await?)
     }
 
     /// How many turns are running.
@@ -339,8 +366,20 @@ impl Hub {
         thread: &ThreadId,
         input: String,
     ) -> Result<StartedTurn, HubError> {
+        self.start_turn_sized(client, thread, input, None).await
+    }
+
+    /// [`Hub::start_turn`] with the caller's task-size hint for provider routing
+    /// (`None`: estimated from the conversation's user text).
+    pub async fn start_turn_sized(
+        self: &Arc<Self>,
+        client: &str,
+        thread: &ThreadId,
+        input: String,
+        size: Option<TaskSize>,
+    ) -> Result<StartedTurn, HubError> {
         let (live, lease) = self.subscribe_feed(thread);
-        let (begun, request) = self.prepare(client, thread, input, false).await?;
+        let (begun, request) = self.prepare(client, thread, input, false, size).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
         let hub = self.clone();
@@ -385,7 +424,7 @@ impl Hub {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
-        let (begun, mut request) = self.prepare(client, thread, input, false).await?;
+        let (begun, mut request) = self.prepare(client, thread, input, false, None).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
         let registered = self.register(&begun, client);
@@ -569,14 +608,13 @@ impl Hub {
                 ..AgentLimits::default()
             },
         };
-        let model = self
-            .models
-            .resolve(self.deps.model.as_ref(), self.wanted_model(&compactor))
-            .await?;
+        let size = TaskSize::of_chars(input.chars().count());
+        let model = self.resolve_model(&compactor, size).await?;
         let begun = begin_turn(&self.deps, thread, &input, true).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
         let request = TurnRequest {
+            size: Some(size),
             agent: compactor,
             client: client.to_owned(),
             model,
@@ -658,6 +696,7 @@ impl Hub {
         thread: &ThreadId,
         input: String,
         internal: bool,
+        hint: Option<TaskSize>,
     ) -> Result<(BegunTurn, TurnRequest), HubError> {
         self.accepting()?;
         if input.trim().is_empty() {
@@ -682,10 +721,6 @@ impl Hub {
                 record.cwd
             )));
         }
-        let model = self
-            .models
-            .resolve(self.deps.model.as_ref(), self.wanted_model(&agent))
-            .await?;
         let past = self.past_turns(thread).await?;
         let context = context::build(
             record.summary.as_deref(),
@@ -693,6 +728,13 @@ impl Hub {
             &input,
             self.config.context,
         );
+        // The same estimate the turn loop makes from the messages it sends.
+        let size = hint.unwrap_or_else(|| {
+            let mut messages = context.history.clone();
+            messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
+            TaskSize::estimate(&messages)
+        });
+        let model = self.resolve_model(&agent, size).await?;
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let request = TurnRequest {
             ensembles: self.toolbox.ensembles(&agent, thread, client),
@@ -706,6 +748,7 @@ impl Hub {
                 timeout: self.config.permission_timeout,
             }),
             workspace,
+            size: hint,
         };
         Ok((begun, request))
     }

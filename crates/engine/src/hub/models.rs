@@ -45,7 +45,11 @@ impl ModelResolver {
             Err(e) => return Err(e),
         };
         if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(wanted.to_owned(), (resolved.clone(), Instant::now()));
+            let now = Instant::now();
+            cache.insert(wanted.to_owned(), (resolved.clone(), now));
+            // What the server offers resolves to itself: a call with the resolved name
+            // (the turn loop's, after the hub resolved it) lists nothing again.
+            cache.insert(resolved.clone(), (resolved.clone(), now));
         }
         Ok(resolved)
     }

@@ -6,6 +6,7 @@ pub mod executions;
 pub mod governance;
 pub mod policies;
 pub mod prices;
+pub mod providers;
 pub mod secrets;
 
 /// A bad value: the key under the section, and what is wrong.

@@ -96,6 +96,13 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         EventPayload::PolicyViolation { policy, .. } => {
             format!("policy violation: {}", short(policy))
         }
+        EventPayload::ProviderFailover { from, to, code, .. } => {
+            format!(
+                "provider {} failed ({code}); trying {}",
+                short(from),
+                short(to)
+            )
+        }
         EventPayload::Error { code, .. } => format!("error {code}"),
     })
 }

@@ -1,4 +1,5 @@
-//! `GET /v1/agents`: every agent and the model its turns would use right now.
+//! `GET /v1/agents`: every agent, the model its turns would use right now, and its
+//! providers in failover order with their health.
 
 use axum::Json;
 use axum::extract::State;
@@ -6,7 +7,7 @@ use axum::extract::State;
 use super::tags;
 use crate::AppState;
 use crate::auth::ClientId;
-use crate::body::{AgentList, AgentView, ModelView};
+use crate::body::{AgentList, AgentView, ModelView, ProviderView};
 use crate::model_probe::probe_models;
 
 /// Lists the agents with their model status. The model server is asked for all agents
@@ -33,6 +34,12 @@ pub(crate) async fn list(State(state): State<AppState>, _client: ClientId) -> Js
                     description: agent.description.clone(),
                     ensembles: agent.ensembles.clone(),
                     model: ModelView::from(&probe.status),
+                    providers: state
+                        .hub
+                        .provider_chain(agent)
+                        .into_iter()
+                        .map(ProviderView::from)
+                        .collect(),
                 })
             })
             .collect(),

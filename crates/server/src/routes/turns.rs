@@ -47,7 +47,12 @@ pub(crate) async fn start(
 ) -> Result<Response, ApiError> {
     let started = state
         .hub
-        .start_turn(client.as_str(), &thread, body.input)
+        .start_turn_sized(
+            client.as_str(),
+            &thread,
+            body.input,
+            body.size.map(Into::into),
+        )
         .await?;
     Ok(sse::respond(
         started.events,

@@ -46,6 +46,9 @@ pub struct Setup {
     pub policies: Vec<(&'static str, String)>,
     /// TOML appended to the config file (agents, `[approvals]`, …).
     pub extra_config: String,
+    /// `[providers]`/`[routing]` TOML in place of `[llm] base_url`; `{scripted}` in it
+    /// stands for the scripted server's base URL.
+    pub providers: Option<String>,
 }
 
 impl Setup {
@@ -59,7 +62,14 @@ impl Setup {
             llm_base_url: None,
             policies: Vec::new(),
             extra_config: String::new(),
+            providers: None,
         }
+    }
+
+    /// Configures `[providers]` (and `[routing]`) instead of `[llm] base_url`.
+    pub fn providers(mut self, toml: &str) -> Self {
+        self.providers = Some(toml.to_owned());
+        self
     }
 
     /// Adds a policy file to the server's policies directory.
@@ -99,6 +109,16 @@ impl Setup {
         std::fs::create_dir(&workspace).expect("workspace");
         let base_url = self.llm_base_url.unwrap_or_else(|| scripted.base_url());
         let file = root.join("agentplane.toml");
+        let llm_base_url = match &self.providers {
+            Some(providers) => {
+                self.extra_config.push_str(&format!(
+                    "\n{}\n",
+                    providers.replace("{scripted}", &scripted.base_url())
+                ));
+                String::new()
+            }
+            None => format!("base_url = \"{base_url}\"\n"),
+        };
         let auth = self
             .token
             .map(|t| format!("auth_token = \"{t}\"\n"))
@@ -106,7 +126,7 @@ impl Setup {
         std::fs::write(
             &file,
             format!(
-                "[llm]\nbase_url = \"{base_url}\"\nmodel = \"scripted-model\"\nmax_retries = 0\n\
+                "[llm]\n{llm_base_url}model = \"scripted-model\"\nmax_retries = 0\n\
                  [store]\npath = \"events.db\"\n\
                  [server]\npermission_timeout_secs = {}\n{auth}{TEST_AGENTS}",
                 self.permission_timeout_secs

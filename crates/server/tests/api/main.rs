@@ -15,6 +15,7 @@ mod metrics;
 mod openapi;
 mod permissions;
 mod policies;
+mod providers;
 mod shutdown;
 mod threads;
 mod turns;

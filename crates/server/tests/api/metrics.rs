@@ -89,7 +89,7 @@ async fn start(steps: Vec<Step>, token: Option<&str>, with_metrics: bool) -> Met
     let hub = Hub::new(
         TurnDeps {
             store,
-            model: deps.model.clone(),
+            providers: deps.providers.clone(),
             governance: Arc::new(governance),
         },
         runtime.agents().clone(),

@@ -80,7 +80,7 @@ impl PolicyServer {
         let hub = Hub::new(
             TurnDeps {
                 store: deps.store.clone(),
-                model: deps.model.clone(),
+                providers: deps.providers.clone(),
                 governance: Arc::new(Governance {
                     policies,
                     ..Governance::default()

@@ -35,7 +35,7 @@ pub(super) async fn list_models(model: &OpenAiCompatible) -> Result<Vec<ModelInf
 
 /// Reads `{"data":[{"id":…}]}`; also `{"models":[{"name":…}]}` from servers that
 /// answer in Ollama's shape on this route.
-fn parse_model_list(body: &[u8]) -> Result<Vec<ModelInfo>, ModelError> {
+pub(crate) fn parse_model_list(body: &[u8]) -> Result<Vec<ModelInfo>, ModelError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ModelError::Protocol(format!("the model list is not valid JSON ({e})")))?;
     let entries = value["data"]

@@ -6,8 +6,8 @@
 //! `failure.rs`, model listing in `listing.rs`. The API key is only ever put in the
 //! `Authorization` header; it is redacted from everything else.
 
-mod failure;
-mod listing;
+pub(crate) mod failure;
+pub(crate) mod listing;
 mod wire;
 
 use std::time::Duration;
@@ -22,13 +22,13 @@ use crate::sse::SseDecoder;
 use failure::Failure;
 
 /// The most of one response kept in memory: a longer answer is a `Protocol` error.
-const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// The most of an error body read: enough for any real message.
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// The longest pause between two retries, whatever the attempt number.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 
 /// How to reach an OpenAI-compatible server.
 #[derive(Clone)]
@@ -362,7 +362,7 @@ impl OpenAiCompatible {
     }
 }
 
-fn too_large() -> ModelError {
+pub(crate) fn too_large() -> ModelError {
     ModelError::Protocol(format!(
         "the answer is larger than {} MiB",
         MAX_RESPONSE_BYTES / (1024 * 1024)
@@ -371,7 +371,7 @@ fn too_large() -> ModelError {
 
 /// A body that broke off mid-way: retryable as far as the transport goes; the retry
 /// loop still refuses once text was delivered.
-fn cut_off(error: reqwest::Error, api_key: Option<&str>) -> Failure {
+pub(crate) fn cut_off(error: reqwest::Error, api_key: Option<&str>) -> Failure {
     Failure::transient(ModelError::Protocol(format!(
         "the answer was cut off mid-way: {}",
         failure::transport_detail(error, api_key)
@@ -380,7 +380,7 @@ fn cut_off(error: reqwest::Error, api_key: Option<&str>) -> Failure {
 
 /// Reads a whole body, refusing more than `limit` bytes; each read waits at most
 /// `idle`.
-async fn read_body(
+pub(crate) async fn read_body(
     mut response: reqwest::Response,
     limit: usize,
     idle: Duration,

@@ -1,0 +1,360 @@
+//! The Anthropic Messages API as a `ChatModel`.
+//!
+//! Here live the client setup, the headers (`x-api-key`, `anthropic-version`), the
+//! attempt/retry loop and the reading of bodies, bounded and with timeouts, as the
+//! OpenAI-compatible client does (and with its error mapping, `failure.rs`). The wire
+//! format is in `wire.rs`. The API key is only ever put in the `x-api-key` header.
+
+mod wire;
+
+use std::time::Duration;
+
+use agentplane_core::{ChatRequest, ChatResponse};
+use agentplane_engine::ports::model::TextSink;
+use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
+use async_trait::async_trait;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+
+use crate::openai_compatible::failure::{self, Failure};
+use crate::openai_compatible::{
+    MAX_ERROR_BODY_BYTES, MAX_RESPONSE_BYTES, MAX_RETRY_DELAY, cut_off, listing, read_body,
+    too_large,
+};
+use crate::sse::SseDecoder;
+
+/// The API version sent as `anthropic-version`.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// How to reach the Messages API.
+#[derive(Clone)]
+pub struct AnthropicConfig {
+    /// Up to and including the API version, e.g. `https://api.anthropic.com/v1`; the
+    /// client appends `/messages` and `/models`.
+    pub base_url: String,
+    /// Sent as `x-api-key`; never shown.
+    pub api_key: Option<String>,
+    /// The answer's token limit (`max_tokens`, which the API requires).
+    pub max_tokens: u32,
+    /// As `OpenAiConfig::request_timeout`: the whole answer, or each stream piece.
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Further attempts after a 429, a 5xx, a 529 or a connection failure.
+    pub max_retries: u32,
+    pub retry_base_delay: Duration,
+    pub stream: bool,
+}
+
+impl AnthropicConfig {
+    /// Defaults: no key, streaming, 4096 tokens, 2 retries from 500 ms, 10 s to
+    /// connect, 300 s for an answer.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            max_tokens: 4096,
+            request_timeout: Duration::from_secs(300),
+            connect_timeout: Duration::from_secs(10),
+            max_retries: 2,
+            retry_base_delay: Duration::from_millis(500),
+            stream: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for AnthropicConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicConfig")
+            .field("base_url", &failure::display_url(&self.base_url))
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("max_tokens", &self.max_tokens)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// A `ChatModel` over Anthropic's Messages API.
+///
+/// Retries follow the OpenAI-compatible client: bounded, `retry_base_delay × 2^n`,
+/// only on 429, 5xx (529 "overloaded" included) and connection failures, and only
+/// before any text reached `on_text`.
+pub struct Anthropic {
+    client: reqwest::Client,
+    config: AnthropicConfig,
+    shown_url: String,
+}
+
+impl std::fmt::Debug for Anthropic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Anthropic")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Anthropic {
+    /// A client for `config`. Fails (as `Unreachable`, naming the URL) when the base
+    /// URL is not an http(s) URL or the key cannot be sent in a header.
+    pub fn new(mut config: AnthropicConfig) -> Result<Self, ModelError> {
+        config.base_url = config.base_url.trim().trim_end_matches('/').to_owned();
+        if config
+            .api_key
+            .as_deref()
+            .is_some_and(|k| k.trim().is_empty())
+        {
+            config.api_key = None;
+        }
+        let shown_url = failure::display_url(&config.base_url);
+        let invalid = |detail: &str| ModelError::Unreachable {
+            url: shown_url.clone(),
+            detail: detail.to_owned(),
+        };
+        match reqwest::Url::parse(&config.base_url) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
+            _ => return Err(invalid("the base URL is not an http(s) URL")),
+        }
+        if let Some(key) = &config.api_key
+            && HeaderValue::from_str(key).is_err()
+        {
+            return Err(invalid(
+                "the API key has characters an HTTP header cannot carry",
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("agentplane/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| invalid(&failure::transport_detail(e, None)))?;
+        Ok(Self {
+            client,
+            config,
+            shown_url,
+        })
+    }
+
+    fn api_key(&self) -> Option<&str> {
+        self.config.api_key.as_deref()
+    }
+
+    fn authorized(&self, builder: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let builder = builder.header("anthropic-version", ANTHROPIC_VERSION);
+        match self.api_key() {
+            Some(key) => builder.header("x-api-key", key),
+            None => builder,
+        }
+    }
+
+    fn timeout_error(&self) -> ModelError {
+        ModelError::Timeout {
+            seconds: self.config.request_timeout.as_secs().max(1),
+        }
+    }
+
+    fn retry_delay(&self, retry: u32) -> Duration {
+        self.config
+            .retry_base_delay
+            .checked_mul(2u32.saturating_pow(retry))
+            .unwrap_or(MAX_RETRY_DELAY)
+            .min(MAX_RETRY_DELAY)
+    }
+
+    /// One model call, passing each text delta to `on_text` as it arrives.
+    pub async fn chat_with<F>(
+        &self,
+        request: &ChatRequest,
+        on_text: &mut F,
+    ) -> Result<ChatResponse, ModelError>
+    where
+        F: FnMut(&str) + Send + ?Sized,
+    {
+        let body =
+            wire::request_body(request, self.config.max_tokens, self.config.stream).to_string();
+        let url = format!("{}/messages", self.config.base_url);
+        let mut retry = 0;
+        loop {
+            let mut delivered = false;
+            let builder = self
+                .client
+                .post(&url)
+                .header(CONTENT_TYPE, "application/json")
+                .header(
+                    ACCEPT,
+                    if self.config.stream {
+                        "text/event-stream"
+                    } else {
+                        "application/json"
+                    },
+                )
+                .body(body.clone());
+            let started = tokio::time::Instant::now();
+            let attempt = match self
+                .send_once(self.authorized(builder), &request.model)
+                .await
+            {
+                Ok(response) => {
+                    let deadline = started + self.config.request_timeout;
+                    self.read_answer(response, &request.model, deadline, on_text, &mut delivered)
+                        .await
+                }
+                Err(failure) => Err(failure),
+            };
+            match attempt {
+                Ok(answer) => return Ok(answer),
+                Err(failure)
+                    if failure.retryable && !delivered && retry < self.config.max_retries =>
+                {
+                    let delay = self.retry_delay(retry);
+                    tracing::debug!(retry = retry + 1, delay_ms = delay.as_millis() as u64, error = %failure.error, "retrying the Anthropic API");
+                    tokio::time::sleep(delay).await;
+                    retry += 1;
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        }
+    }
+
+    async fn send_once(
+        &self,
+        builder: reqwest::RequestBuilder,
+        model: &str,
+    ) -> Result<reqwest::Response, Failure> {
+        let sent = tokio::time::timeout(self.config.request_timeout, builder.send()).await;
+        let response = match sent {
+            Err(_) => return Err(Failure::fatal(self.timeout_error())),
+            Ok(Err(e)) => return Err(failure::from_send(e, &self.shown_url, self.api_key())),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let body = read_body(response, MAX_ERROR_BODY_BYTES, self.config.request_timeout)
+            .await
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default();
+        Err(failure::from_status(status, &body, model, self.api_key()))
+    }
+
+    async fn read_answer<F: FnMut(&str) + Send + ?Sized>(
+        &self,
+        response: reqwest::Response,
+        model: &str,
+        deadline: tokio::time::Instant,
+        on_text: &mut F,
+        delivered: &mut bool,
+    ) -> Result<ChatResponse, Failure> {
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let is_stream = if content_type.contains("event-stream") {
+            true
+        } else if content_type.contains("json") {
+            false
+        } else {
+            self.config.stream
+        };
+        if is_stream {
+            return self.read_stream(response, model, on_text, delivered).await;
+        }
+        let body = match tokio::time::timeout_at(
+            deadline,
+            read_body(response, MAX_RESPONSE_BYTES, self.config.request_timeout),
+        )
+        .await
+        {
+            Err(_) => return Err(Failure::fatal(self.timeout_error())),
+            Ok(Err(failure)) => return Err(failure),
+            Ok(Ok(body)) => body,
+        };
+        let answer = wire::parse_message(&body, model)?;
+        if !answer.content.is_empty() {
+            *delivered = true;
+            on_text(&answer.content);
+        }
+        Ok(answer)
+    }
+
+    async fn read_stream<F: FnMut(&str) + Send + ?Sized>(
+        &self,
+        mut response: reqwest::Response,
+        model: &str,
+        on_text: &mut F,
+        delivered: &mut bool,
+    ) -> Result<ChatResponse, Failure> {
+        let mut decoder = SseDecoder::new(MAX_RESPONSE_BYTES);
+        let mut assembly = wire::StreamAssembly::new(model);
+        let mut total = 0usize;
+        loop {
+            let chunk =
+                match tokio::time::timeout(self.config.request_timeout, response.chunk()).await {
+                    Err(_) => return Err(Failure::fatal(self.timeout_error())),
+                    Ok(Err(e)) => return Err(cut_off(e, self.api_key())),
+                    Ok(Ok(None)) => break,
+                    Ok(Ok(Some(chunk))) => chunk,
+                };
+            total += chunk.len();
+            if total > MAX_RESPONSE_BYTES {
+                return Err(Failure::fatal(too_large()));
+            }
+            for event in decoder.feed(&chunk).map_err(ModelError::Protocol)? {
+                if let Some(text) = assembly.apply(&event)? {
+                    *delivered = true;
+                    on_text(&text);
+                }
+                if assembly.is_done() {
+                    return Ok(assembly.finish()?);
+                }
+            }
+        }
+        if let Some(event) = decoder.finish().map_err(ModelError::Protocol)?
+            && let Some(text) = assembly.apply(&event)?
+        {
+            *delivered = true;
+            on_text(&text);
+        }
+        Ok(assembly.finish()?)
+    }
+}
+
+#[async_trait]
+impl ChatModel for Anthropic {
+    fn provider(&self) -> &str {
+        "anthropic"
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
+        // The API pages its list (20 by default); one page of its maximum is every model.
+        let url = format!("{}/models?limit=1000", self.config.base_url);
+        let mut retry = 0;
+        let response = loop {
+            match self
+                .send_once(self.authorized(self.client.get(&url)), "")
+                .await
+            {
+                Ok(response) => break response,
+                Err(failure) if failure.retryable && retry < self.config.max_retries => {
+                    tokio::time::sleep(self.retry_delay(retry)).await;
+                    retry += 1;
+                }
+                Err(failure) => return Err(failure.error),
+            }
+        };
+        let body = read_body(response, MAX_RESPONSE_BYTES, self.config.request_timeout)
+            .await
+            .map_err(|failure| failure.error)?;
+        listing::parse_model_list(&body)
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+        on_text: &mut TextSink<'_>,
+    ) -> Result<ChatResponse, ModelError> {
+        self.chat_with(request, on_text).await
+    }
+}

@@ -1,0 +1,94 @@
+//! Builds the engine's [`Providers`] from `[providers]` and `[routing]`, or from `[llm]`
+//! alone: the one place that knows which adapter serves which provider kind.
+//!
+//! API keys come from `[secrets]` only (read by `crate::secrets`); a provider whose
+//! `api_key_secret` has no value cannot be built. Nothing here contacts a server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentplane_engine::ports::ChatModel;
+use agentplane_engine::providers::{ProviderConfig, ProviderTap, Providers};
+use agentplane_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
+
+use crate::config::{Config, ConfigError};
+use crate::secrets::Secrets;
+use crate::settings::providers::ProviderKind;
+
+/// The pause before a first retry, for every provider.
+const RETRY_BASE_DELAY: Duration = Duration::from_millis(250);
+
+/// The providers `config` describes, reporting to `tap`.
+pub fn build(
+    config: &Config,
+    secrets: &Secrets,
+    tap: Option<Arc<dyn ProviderTap>>,
+) -> Result<Providers, crate::RuntimeError> {
+    if !config.providers.is_configured() {
+        let model = OpenAiCompatible::new(OpenAiConfig {
+            base_url: config.llm.base_url.clone(),
+            api_key: config.llm.api_key.clone(),
+            request_timeout: config.llm.request_timeout,
+            connect_timeout: config.llm.connect_timeout,
+            max_retries: config.llm.max_retries,
+            retry_base_delay: RETRY_BASE_DELAY,
+            stream: config.llm.stream,
+        })?;
+        return Ok(Providers::single_with_tap(Arc::new(model), tap));
+    }
+    let mut built = Vec::with_capacity(config.providers.providers.len());
+    for (name, settings) in &config.providers.providers {
+        let api_key = match &settings.api_key_secret {
+            Some(secret) => Some(
+                secrets
+                    .get(secret)
+                    .ok_or_else(|| ConfigError {
+                        source_name: format!("providers.{name}.api_key_secret"),
+                        message: format!("secret `{secret}` has no value"),
+                    })?
+                    .to_owned(),
+            ),
+            None => None,
+        };
+        let client: Arc<dyn ChatModel> = match settings.kind {
+            ProviderKind::OpenAi => Arc::new(OpenAiCompatible::new(OpenAiConfig {
+                base_url: settings.base_url.clone(),
+                api_key,
+                request_timeout: settings.request_timeout,
+                connect_timeout: settings.connect_timeout,
+                max_retries: settings.max_retries,
+                retry_base_delay: RETRY_BASE_DELAY,
+                stream: settings.stream,
+            })?),
+            ProviderKind::Anthropic => Arc::new(Anthropic::new(AnthropicConfig {
+                base_url: settings.base_url.clone(),
+                api_key,
+                max_tokens: settings.max_tokens,
+                request_timeout: settings.request_timeout,
+                connect_timeout: settings.connect_timeout,
+                max_retries: settings.max_retries,
+                retry_base_delay: RETRY_BASE_DELAY,
+                stream: settings.stream,
+            })?),
+        };
+        built.push(ProviderConfig {
+            name: name.clone(),
+            kind: settings.kind.as_str().to_owned(),
+            model: settings.model.clone(),
+            client,
+        });
+    }
+    Providers::new(
+        built,
+        config.providers.routing.clone(),
+        config.providers.circuit,
+        tap,
+    )
+    .map_err(|message| {
+        ConfigError {
+            source_name: "providers".to_owned(),
+            message,
+        }
+        .into()
+    })
+}
