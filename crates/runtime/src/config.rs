@@ -19,6 +19,7 @@ use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
+use crate::settings::versions::{self as version_settings, FileVersions};
 
 /// The file name looked for in the current directory.
 pub const CONFIG_FILE_NAME: &str = "agentplane.toml";
@@ -69,6 +70,8 @@ pub struct Config {
     pub approval_ttl: Duration,
     /// `[retention] tool_args`.
     pub tool_args: ArgsRetention,
+    /// `[versions] admins`: who may change agent versions; `None`: any client.
+    pub version_admins: Option<Vec<String>>,
 }
 
 impl fmt::Debug for Config {
@@ -86,6 +89,7 @@ impl fmt::Debug for Config {
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
             .field("tool_args", &self.tool_args)
+            .field("version_admins", &self.version_admins)
             .finish()
     }
 }
@@ -184,6 +188,9 @@ pub struct AgentConfig {
     pub tool_timeout_ms: Option<u64>,
     #[serde(default)]
     pub tool_output_cap_bytes: Option<usize>,
+    /// The version number of this definition (ADR 0016); `1.0.0` when left out.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,
@@ -274,6 +281,8 @@ struct FileConfig {
     approvals: FileApprovals,
     #[serde(default)]
     retention: FileRetention,
+    #[serde(default)]
+    versions: FileVersions,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -467,6 +476,8 @@ impl Config {
             .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
         let tool_args = governance::args_retention(&parsed.retention)
             .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
+        let version_admins = version_settings::admins(&parsed.versions)
+            .map_err(|(key, m)| in_file(&format!("versions.{key}"), m))?;
         let default_agent = parsed
             .run
             .default_agent
@@ -501,6 +512,7 @@ impl Config {
             secrets,
             approval_ttl,
             tool_args,
+            version_admins,
         })
     }
 }
@@ -601,6 +613,7 @@ fn check_agent(
     if agent.system_prompt.trim().is_empty() {
         return Err(("system_prompt", "must not be empty".into()));
     }
+    version_settings::baseline_version(agent.version.as_deref()).map_err(|m| ("version", m))?;
     for ensemble in &agent.ensembles {
         if !crate::agents::KNOWN_ENSEMBLES.contains(&ensemble.as_str())
             && !mcp_servers.contains_key(ensemble)

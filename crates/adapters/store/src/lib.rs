@@ -12,6 +12,7 @@ mod migrations;
 mod reader;
 mod store;
 mod timestamp;
+mod versions;
 mod writer;
 
 pub use store::SqliteStore;

@@ -70,7 +70,10 @@ impl SqliteStore {
     }
 
     /// Sends a command to the writer and waits for its committed answer.
-    async fn write<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, StoreError> {
+    pub(crate) async fn write<T>(
+        &self,
+        command: impl FnOnce(Reply<T>) -> Command,
+    ) -> Result<T, StoreError> {
         let stopped = || StoreError::Backend("the event store's writer has stopped".into());
         let (reply, answer) = oneshot::channel();
         self.commands
@@ -82,7 +85,7 @@ impl SqliteStore {
     }
 
     /// Runs `read` on a reader connection in the blocking pool.
-    async fn read<T: Send + 'static>(
+    pub(crate) async fn read<T: Send + 'static>(
         &self,
         read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {

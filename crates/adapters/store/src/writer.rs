@@ -93,6 +93,42 @@ pub(crate) enum Command {
         id: ApprovalId,
         reply: Reply<ApprovalRecord>,
     },
+    /// A write defined by another module of this crate (agent versions).
+    Job(Box<dyn Job>),
+}
+
+/// What a [`Job`] leaves to do once the transaction's fate is known: answer.
+pub(crate) type Deferred = Box<dyn FnOnce(&Result<(), StoreError>) + Send>;
+
+/// A write another module of this crate defines (`versions.rs`), so that module keeps
+/// its SQL while sharing this writer, its batching and its savepoints.
+pub(crate) trait Job: Send {
+    /// Runs the write in its own savepoint of `batch`.
+    fn run(self: Box<Self>, batch: &mut Batch<'_>) -> Deferred;
+    /// Answers with `error` without running.
+    fn refuse(self: Box<Self>, error: StoreError);
+}
+
+/// A [`Job`] from a closure and its reply.
+pub(crate) struct WriteJob<T, F> {
+    pub(crate) write: F,
+    pub(crate) reply: Reply<T>,
+}
+
+impl<T, F> Job for WriteJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send,
+{
+    fn run(self: Box<Self>, batch: &mut Batch<'_>) -> Deferred {
+        let WriteJob { write, reply } = *self;
+        let outcome = batch.isolated(write);
+        Box::new(move |committed| deliver(reply, outcome, committed))
+    }
+
+    fn refuse(self: Box<Self>, error: StoreError) {
+        drop(self.reply.send(Err(error)));
+    }
 }
 
 /// The writer thread's body: returns when every sender is gone (the store was dropped).
@@ -146,7 +182,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Command>) {
 }
 
 /// One open group-commit transaction.
-struct Batch<'c> {
+pub(crate) struct Batch<'c> {
     tx: Transaction<'c>,
     /// Set when a savepoint failed to close: the whole batch must roll back.
     broken: Option<StoreError>,
@@ -223,6 +259,7 @@ impl Batch<'_> {
             Command::ClaimApproval { id, reply } => {
                 Settled::Claimed(reply, Box::new(self.isolated(|c| approvals::claim(c, &id))))
             }
+            Command::Job(job) => Settled::Deferred(job.run(self)),
         }
     }
 
@@ -273,6 +310,7 @@ impl Command {
                 drop(reply.send(Err(error)))
             }
             Self::ClaimApproval { reply, .. } => drop(reply.send(Err(error))),
+            Self::Job(job) => job.refuse(error),
         }
     }
 }
@@ -298,6 +336,7 @@ enum Settled {
         Reply<ApprovalRecord>,
         Box<Result<ApprovalRecord, StoreError>>,
     ),
+    Deferred(Deferred),
 }
 
 impl Settled {
@@ -311,6 +350,7 @@ impl Settled {
             Self::Permission(reply, outcome) => deliver(reply, *outcome, committed),
             Self::Approval(reply, outcome) => deliver(reply, *outcome, committed),
             Self::Claimed(reply, outcome) => deliver(reply, *outcome, committed),
+            Self::Deferred(answer) => answer(committed),
         }
     }
 }
@@ -355,6 +395,7 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
             title: thread.title,
             created_at,
             summary: None,
+            agent_version: None,
         }),
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("thread {} already exists", thread.id)),
@@ -415,22 +456,22 @@ fn begin_turn(
 ) -> Result<TurnRecord, StoreError> {
     require_live_thread(c, &thread)?;
     let created_at = timestamp::now();
+    // The turn records the version its thread is pinned to (ADR 0016).
     let inserted = c
         .prepare_cached(
-            "INSERT INTO turns (id, thread_id, input, status, created_at, internal)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+            "INSERT INTO turns (id, thread_id, input, status, created_at, internal, agent_version)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5,
+                     (SELECT agent_version FROM threads WHERE id = ?2))
+             RETURNING agent_version",
         )
         .and_then(|mut insert| {
-            insert.execute(params![
-                turn.as_str(),
-                thread.as_str(),
-                input,
-                created_at,
-                internal
-            ])
+            insert.query_row(
+                params![turn.as_str(), thread.as_str(), input, created_at, internal],
+                |row| row.get::<_, Option<String>>(0),
+            )
         });
     match inserted {
-        Ok(_) => Ok(TurnRecord {
+        Ok(agent_version) => Ok(TurnRecord {
             id: turn,
             thread_id: thread,
             input,
@@ -439,6 +480,7 @@ fn begin_turn(
             ended_at: None,
             internal,
             result: None,
+            agent_version,
         }),
         // The partial index `turns_one_running_per_thread` is the only UNIQUE one.
         Err(e) if e.sqlite_extended_error_code() == Some(UNIQUE_VIOLATION) => Err(

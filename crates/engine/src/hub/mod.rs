@@ -11,6 +11,7 @@ mod approvals;
 mod costs;
 mod models;
 mod stream;
+mod versions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -41,6 +42,7 @@ pub use approvals::ApprovalAnswer;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
+pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
 
 /// Longest accepted turn input, in characters (what the API documents).
 pub const MAX_INPUT_CHARS: usize = 65_536;
@@ -217,17 +219,32 @@ pub struct Hub {
     accepting: AtomicBool,
     /// Cancelled at shutdown: ends background work (the approval expiry sweep).
     stopping: CancellationToken,
+    /// Agent versions: their store, the baselines' numbers, who may change them.
+    versions: VersionSettings,
 }
 
 impl Hub {
-    /// A hub over the given ports.
+    /// A hub over the given ports, without stored agent versions (every agent runs its
+    /// configured definition).
     pub fn new(
         deps: TurnDeps,
         agents: BTreeMap<String, AgentSpec>,
         toolbox: Arc<dyn Toolbox>,
         config: HubConfig,
     ) -> Arc<Self> {
+        Self::with_versions(deps, agents, toolbox, config, VersionSettings::default())
+    }
+
+    /// A hub over the given ports with agent versions (ADR 0016).
+    pub fn with_versions(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+        versions: VersionSettings,
+    ) -> Arc<Self> {
         Arc::new(Self {
+            versions,
             deps,
             agents,
             toolbox,
@@ -281,11 +298,23 @@ impl Hub {
 
     // ----- threads -------------------------------------------------------------------
 
-    /// Creates a thread owned by `client`.
+    /// Creates a thread owned by `client`, pinned to a version of its agent drawn by
+    /// the traffic weights.
     pub async fn create_thread(
         &self,
         client: &str,
         request: CreateThread,
+    ) -> Result<ThreadRecord, HubError> {
+        self.create_thread_on(client, request, None).await
+    }
+
+    /// Creates a thread pinned to `version` (a staging or production version of its
+    /// agent), or, with `None`, to one drawn by the traffic weights.
+    pub async fn create_thread_on(
+        &self,
+        client: &str,
+        request: CreateThread,
+        version: Option<&str>,
     ) -> Result<ThreadRecord, HubError> {
         self.agent(&request.agent)?;
         let cwd = canonical_cwd(&request.cwd)?;
@@ -296,17 +325,27 @@ impl Hub {
                 "title is longer than {MAX_TITLE_CHARS} characters"
             )));
         }
-        Ok(self
+        let id = ThreadId::new();
+        let version = self
+            .version_for_new_thread(&request.agent, &id, version)
+            .await?;
+        let mut thread = self
             .deps
             .store
             .create_thread(NewThread {
-                id: ThreadId::new(),
+                id,
                 client_id: client.to_owned(),
                 agent: request.agent,
                 cwd,
                 title: request.title,
             })
-            .await?)
+            .await?;
+        // Not in the same transaction as the thread: a thread left unpinned by a crash
+        // here is pinned at its first turn, by the same draw.
+        if let Some(store) = &self.versions.store {
+            thread.agent_version = Some(store.pin_thread(&thread.id, &version).await?);
+        }
+        Ok(thread)
     }
 
     /// A client's threads, newest first.
@@ -585,6 +624,8 @@ impl Hub {
             permissions: None,
             workspace: record.cwd.clone().into(),
             ensembles: Vec::new(),
+            agent_version: None,
+            shadow_of: None,
         };
         let agent = request.agent.name.clone();
         let observer = FeedObserver {
@@ -653,7 +694,7 @@ impl Hub {
 
     /// Checks and builds everything a turn needs, then begins it in the store.
     async fn prepare(
-        &self,
+        self: &Arc<Self>,
         client: &str,
         thread: &ThreadId,
         input: String,
@@ -671,7 +712,7 @@ impl Hub {
             )));
         }
         let record = self.thread(client, thread).await?;
-        let agent = self.agent(&record.agent)?.clone();
+        let (agent, agent_version) = self.route(&record).await?;
         if !internal {
             self.admit_turn(client, &agent).await?;
         }
@@ -694,6 +735,9 @@ impl Hub {
             self.config.context,
         );
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
+        if !internal {
+            self.shadow_turn(&record, &agent_version, &input);
+        }
         let request = TurnRequest {
             ensembles: self.toolbox.ensembles(&agent, thread, client),
             agent,
@@ -706,6 +750,8 @@ impl Hub {
                 timeout: self.config.permission_timeout,
             }),
             workspace,
+            agent_version: Some(agent_version),
+            shadow_of: None,
         };
         Ok((begun, request))
     }

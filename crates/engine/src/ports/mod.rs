@@ -3,6 +3,7 @@
 pub mod model;
 pub mod store;
 pub mod tools;
+pub mod versions;
 
 pub use model::{ChatModel, ModelError, ModelInfo};
 pub use store::{
@@ -11,3 +12,4 @@ pub use store::{
     StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
+pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};

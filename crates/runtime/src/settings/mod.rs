@@ -6,6 +6,7 @@ pub mod governance;
 pub mod policies;
 pub mod prices;
 pub mod secrets;
+pub mod versions;
 
 /// A bad value: the key under the section, and what is wrong.
 pub type SettingError = (String, String);
