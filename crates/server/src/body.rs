@@ -29,6 +29,11 @@ pub struct CreateThreadBody {
     #[serde(default)]
     #[schema(max_length = 200)]
     pub title: Option<String>,
+    /// Pin the thread to this staging or production version of the agent; left out,
+    /// the version is drawn by the agent's traffic weights (ADR 0016).
+    #[serde(default)]
+    #[schema(max_length = 64)]
+    pub agent_version: Option<String>,
 }
 
 /// `POST /v1/threads/{id}/turns`.
@@ -83,6 +88,26 @@ pub struct AgentView {
     /// Its tool ensembles (`fs`, `shell`, `web`).
     pub ensembles: Vec<String>,
     pub model: ModelView,
+    /// Its versions, lowest first (ADR 0016).
+    pub versions: Vec<VersionSummary>,
+    /// Percent of new threads per version.
+    pub traffic: std::collections::BTreeMap<String, u32>,
+    /// The version that gets a shadow copy of production turns, if any.
+    pub shadow: Option<String>,
+}
+
+/// One version of an agent, in the agent list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionSummary {
+    pub version: String,
+    /// `draft`, `staging` or `production`.
+    #[schema(pattern = "^(draft|staging|production)$")]
+    pub stage: String,
+    /// Percent of new threads it gets.
+    pub weight: u32,
+    pub shadow: bool,
+    /// The agent's configured definition.
+    pub baseline: bool,
 }
 
 /// Whether an agent's model is usable.
@@ -148,6 +173,8 @@ pub struct ThreadView {
     pub created_at: String,
     /// The latest compaction summary.
     pub summary: Option<String>,
+    /// The agent version the thread is pinned to (ADR 0016).
+    pub agent_version: Option<String>,
 }
 
 impl From<ThreadRecord> for ThreadView {
@@ -159,6 +186,7 @@ impl From<ThreadRecord> for ThreadView {
             title: thread.title,
             created_at: thread.created_at,
             summary: thread.summary,
+            agent_version: thread.agent_version,
         }
     }
 }
@@ -194,6 +222,8 @@ pub struct TurnView {
     pub ended_at: Option<String>,
     /// Compaction turns; hidden unless `includeInternal=1`.
     pub internal: bool,
+    /// The agent version the turn ran (ADR 0016); `null` for turns from before versions.
+    pub agent_version: Option<String>,
     /// The `turn_completed` result; `null` while running or without one.
     #[schema(value_type = Value)]
     pub result: Value,
@@ -251,6 +281,7 @@ impl From<HistoryTurn> for TurnView {
             created_at: turn.created_at,
             ended_at: turn.ended_at,
             internal: turn.internal,
+            agent_version: turn.agent_version,
             result: turn.result.unwrap_or(Value::Null),
             events: entry.events,
         }

@@ -14,6 +14,7 @@ pub(crate) mod permissions;
 pub(crate) mod policies;
 pub(crate) mod threads;
 pub(crate) mod turns;
+pub(crate) mod versions;
 
 /// OpenAPI tags, one per group.
 pub(crate) mod tags {
@@ -25,4 +26,5 @@ pub(crate) mod tags {
     pub const COSTS: &str = "costs";
     pub const POLICIES: &str = "policies";
     pub const APPROVALS: &str = "approvals";
+    pub const VERSIONS: &str = "versions";
 }
