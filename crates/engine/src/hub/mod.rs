@@ -42,6 +42,7 @@ pub use approvals::ApprovalAnswer;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
+use versions::ShadowCopy;
 pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
 
 /// Longest accepted turn input, in characters (what the API documents).
@@ -379,7 +380,7 @@ impl Hub {
         input: String,
     ) -> Result<StartedTurn, HubError> {
         let (live, lease) = self.subscribe_feed(thread);
-        let (begun, request) = self.prepare(client, thread, input, false).await?;
+        let (begun, request, copy) = self.prepare(client, thread, input, false).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
         let hub = self.clone();
@@ -395,6 +396,7 @@ impl Hub {
                 tracing::error!(%turn, error = %e, "a turn could not be recorded");
             }
             hub.unregister(&turn);
+            hub.shadow_turn(copy);
         });
         Ok(StartedTurn {
             thread: thread.clone(),
@@ -424,7 +426,7 @@ impl Hub {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
-        let (begun, mut request) = self.prepare(client, thread, input, false).await?;
+        let (begun, mut request, copy) = self.prepare(client, thread, input, false).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
         let registered = self.register(&begun, client);
@@ -442,6 +444,7 @@ impl Hub {
         let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
         watcher.abort();
         self.unregister(&turn);
+        self.shadow_turn(copy);
         Ok(outcome?)
     }
 
@@ -699,7 +702,7 @@ impl Hub {
         thread: &ThreadId,
         input: String,
         internal: bool,
-    ) -> Result<(BegunTurn, TurnRequest), HubError> {
+    ) -> Result<(BegunTurn, TurnRequest, Option<ShadowCopy>), HubError> {
         self.accepting()?;
         if input.trim().is_empty() {
             return Err(HubError::InvalidArgument(
@@ -735,9 +738,11 @@ impl Hub {
             self.config.context,
         );
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
-        if !internal {
-            self.shadow_turn(&record, &agent_version, &input);
-        }
+        let copy = (!internal).then(|| ShadowCopy {
+            thread: record.clone(),
+            version: agent_version.clone(),
+            input: input.clone(),
+        });
         let request = TurnRequest {
             ensembles: self.toolbox.ensembles(&agent, thread, client),
             agent,
@@ -753,7 +758,7 @@ impl Hub {
             agent_version: Some(agent_version),
             shadow_of: None,
         };
-        Ok((begun, request))
+        Ok((begun, request, copy))
     }
 
     /// The thread's finished, non-internal turns as context.

@@ -86,6 +86,14 @@ pub struct CreateVersion {
     pub spec: SpecPatch,
 }
 
+/// A production turn to copy to the agent's shadow version, taken when it began.
+pub(super) struct ShadowCopy {
+    pub(super) thread: ThreadRecord,
+    /// The version the production turn ran.
+    pub(super) version: String,
+    pub(super) input: String,
+}
+
 /// Everything known about one agent's versions at one moment.
 struct Catalog {
     agent: String,
@@ -562,20 +570,25 @@ impl Hub {
         Ok((spec.apply_to(&catalog.baseline), version))
     }
 
-    /// Starts the agent's shadow version on a copy of a production turn, in the
-    /// background, when there is one. Never fails and never waits: whatever happens to
-    /// the shadow run is logged and recorded on its own hidden thread.
-    pub(super) fn shadow_turn(self: &Arc<Self>, thread: &ThreadRecord, version: &str, input: &str) {
+    /// Starts the agent's shadow version on a copy of a production turn that has just
+    /// ended, in the background, when there is a shadow. Called after the production
+    /// turn, so the shadow never competes with it for the model (a local model serves
+    /// one request at a time) and never delays its result. Never fails and never waits:
+    /// whatever happens to the shadow run is logged and recorded on its hidden thread.
+    pub(super) fn shadow_turn(self: &Arc<Self>, copy: Option<ShadowCopy>) {
+        let Some(copy) = copy else {
+            return;
+        };
         if self.versions.store.is_none() {
             return;
         }
         let hub = self.clone();
-        let thread = thread.clone();
-        let version = version.to_owned();
-        let input = input.to_owned();
         self.tasks.spawn(async move {
-            if let Err(e) = hub.run_shadow(&thread, &version, input).await {
-                tracing::warn!(thread = %thread.id, error = %e, "shadow run skipped");
+            if let Err(e) = hub
+                .run_shadow(&copy.thread, &copy.version, copy.input)
+                .await
+            {
+                tracing::warn!(thread = %copy.thread.id, error = %e, "shadow run skipped");
             }
         });
     }

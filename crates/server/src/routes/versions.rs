@@ -274,6 +274,28 @@ where
     }
 }
 
+/// A JSON body that must be an object: serde would also read a struct from an array
+/// (`["1.2.0"]`), a shape nobody means.
+pub(crate) struct ObjectJson<T>(T);
+
+impl<T, S> axum::extract::FromRequest<S> for ObjectJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        let ApiJson(value) = ApiJson::<Value>::from_request(request, state).await?;
+        if !value.is_object() {
+            return Err(ApiError::invalid("the request body must be a JSON object"));
+        }
+        serde_json::from_value(value)
+            .map(Self)
+            .map_err(|e| ApiError::invalid(e.to_string()))
+    }
+}
+
 // ----- handlers ------------------------------------------------------------------------
 
 /// An agent's versions, the traffic split in force and the shadow.
@@ -312,7 +334,7 @@ pub(crate) async fn create(
     State(state): State<AppState>,
     client: ClientId,
     NamePath(agent): NamePath<String>,
-    ApiJson(body): ApiJson<CreateVersionBody>,
+    ObjectJson(body): ObjectJson<CreateVersionBody>,
 ) -> Result<(StatusCode, Json<VersionView>), ApiError> {
     let version = state
         .hub
@@ -372,7 +394,7 @@ pub(crate) async fn edit(
     State(state): State<AppState>,
     client: ClientId,
     NamePath((agent, version)): NamePath<(String, String)>,
-    ApiJson(body): ApiJson<SpecPatchBody>,
+    ObjectJson(body): ObjectJson<SpecPatchBody>,
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
@@ -405,7 +427,7 @@ pub(crate) async fn promote(
     State(state): State<AppState>,
     client: ClientId,
     NamePath((agent, version)): NamePath<(String, String)>,
-    ApiJson(body): ApiJson<PromoteBody>,
+    ObjectJson(body): ObjectJson<PromoteBody>,
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
@@ -435,7 +457,7 @@ pub(crate) async fn traffic(
     State(state): State<AppState>,
     client: ClientId,
     NamePath(agent): NamePath<String>,
-    ApiJson(body): ApiJson<TrafficBody>,
+    ObjectJson(body): ObjectJson<TrafficBody>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
         state
@@ -492,7 +514,7 @@ pub(crate) async fn shadow(
     State(state): State<AppState>,
     client: ClientId,
     NamePath(agent): NamePath<String>,
-    ApiJson(body): ApiJson<ShadowBody>,
+    ObjectJson(body): ObjectJson<ShadowBody>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
         state

@@ -17,3 +17,4 @@ mod policies;
 mod shutdown;
 mod threads;
 mod turns;
+mod versions;
