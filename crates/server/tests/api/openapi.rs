@@ -26,6 +26,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/approvals/{id}"),
     ("get", "/v1/policies"),
     ("get", "/v1/costs"),
+    ("get", "/v1/agents/{agent}/versions"),
+    ("post", "/v1/agents/{agent}/versions"),
+    ("get", "/v1/agents/{agent}/versions/{version}"),
+    ("patch", "/v1/agents/{agent}/versions/{version}"),
+    ("post", "/v1/agents/{agent}/versions/{version}/promote"),
+    ("put", "/v1/agents/{agent}/traffic"),
+    ("post", "/v1/agents/{agent}/traffic/rollback"),
+    ("put", "/v1/agents/{agent}/shadow"),
+    ("get", "/v1/threads/{id}/shadows"),
 ];
 
 async fn document(token: Option<&'static str>) -> Value {
