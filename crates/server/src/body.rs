@@ -175,6 +175,8 @@ pub struct ThreadView {
     pub summary: Option<String>,
     /// The agent version the thread is pinned to (ADR 0016).
     pub agent_version: Option<String>,
+    /// For a hidden shadow thread: the thread whose turns it copies.
+    pub shadow_of: Option<String>,
 }
 
 impl From<ThreadRecord> for ThreadView {
@@ -187,6 +189,7 @@ impl From<ThreadRecord> for ThreadView {
             created_at: thread.created_at,
             summary: thread.summary,
             agent_version: thread.agent_version,
+            shadow_of: thread.shadow_of.map(|t| t.to_string()),
         }
     }
 }

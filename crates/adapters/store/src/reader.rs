@@ -56,7 +56,7 @@ impl Readers {
 }
 
 pub(crate) const THREAD_COLUMNS: &str =
-    "id, client_id, agent, cwd, title, created_at, summary, agent_version";
+    "id, client_id, agent, cwd, title, created_at, summary, agent_version, shadow_of";
 
 /// The thread `id` unless it is unknown or deleted.
 pub(crate) fn thread(c: &Connection, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
@@ -224,6 +224,7 @@ pub(crate) struct RawThread {
     created_at: String,
     summary: Option<String>,
     agent_version: Option<String>,
+    shadow_of: Option<String>,
 }
 
 impl RawThread {
@@ -237,6 +238,7 @@ impl RawThread {
             created_at: row.get(5)?,
             summary: row.get(6)?,
             agent_version: row.get(7)?,
+            shadow_of: row.get(8)?,
         })
     }
 
@@ -250,6 +252,12 @@ impl RawThread {
             created_at: self.created_at,
             summary: self.summary,
             agent_version: self.agent_version,
+            shadow_of: self
+                .shadow_of
+                .as_deref()
+                .map(ThreadId::parse)
+                .transpose()
+                .map_err(damaged("thread id"))?,
         })
     }
 }

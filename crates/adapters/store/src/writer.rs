@@ -396,6 +396,7 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
             created_at,
             summary: None,
             agent_version: None,
+            shadow_of: None,
         }),
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("thread {} already exists", thread.id)),

@@ -548,6 +548,12 @@ impl Hub {
         &self,
         thread: &ThreadRecord,
     ) -> Result<(AgentSpec, String), HubError> {
+        if let Some(original) = &thread.shadow_of {
+            return Err(HubError::Conflict(format!(
+                "thread {} is the hidden shadow of {original}: it runs shadow copies only",
+                thread.id
+            )));
+        }
         self.agent(&thread.agent)?;
         let catalog = self.catalog(&thread.agent).await?;
         let version = match &thread.agent_version {

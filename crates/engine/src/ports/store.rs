@@ -43,6 +43,8 @@ pub struct ThreadRecord {
     /// The agent version the thread is pinned to (ADR 0016); `None` until its first
     /// turn for threads created before versions existed.
     pub agent_version: Option<String>,
+    /// For a hidden shadow thread: the thread whose turns it copies (ADR 0016).
+    pub shadow_of: Option<ThreadId>,
 }
 
 /// Where a turn stands.

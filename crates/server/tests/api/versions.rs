@@ -555,6 +555,15 @@ async fn a_shadow_version_records_side_effecting_calls_without_executing_them() 
             .all(|e| e.payload.kind() != "tool_call_planned"),
         "{original:?}"
     );
+    // A shadow thread runs shadow copies only: no client turn runs side effects there.
+    api.post(
+        &format!("/v1/threads/{shadow_id}/turns"),
+        "c1",
+        json!({"input": "write it for real"}),
+    )
+    .await
+    .assert_error(409, "CONFLICT");
+    assert!(!api.workspace.join("shadow.txt").exists());
     // Another client cannot see the shadows of c1's thread.
     api.get(&format!("/v1/threads/{thread}/shadows"), "c2")
         .await

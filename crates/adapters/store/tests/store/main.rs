@@ -8,6 +8,7 @@ mod open;
 mod permissions;
 mod threads;
 mod turns;
+mod versions;
 
 use std::path::{Path, PathBuf};
 

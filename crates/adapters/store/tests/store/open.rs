@@ -29,7 +29,7 @@ fn write_v1_database(path: &Path) {
 }
 
 /// The schema version this build migrates to.
-const CURRENT_VERSION: u32 = 3;
+const CURRENT_VERSION: u32 = 4;
 
 fn user_version(path: &Path) -> u32 {
     raw(path)
