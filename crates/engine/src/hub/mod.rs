@@ -426,7 +426,9 @@ impl Hub {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
-        let (begun, mut request, copy) = self.prepare(client, thread, input, false).await?;
+        // No shadow copy: the caller (the CLI's one-shot `run`) exits right after, and
+        // a shadow turn cut off by the exit would only be left `interrupted`.
+        let (begun, mut request, _copy) = self.prepare(client, thread, input, false).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
         let registered = self.register(&begun, client);
@@ -444,7 +446,6 @@ impl Hub {
         let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
         watcher.abort();
         self.unregister(&turn);
-        self.shadow_turn(copy);
         Ok(outcome?)
     }
 
