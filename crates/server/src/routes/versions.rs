@@ -89,11 +89,19 @@ impl From<SpecPatchBody> for SpecPatch {
 pub(crate) struct CreateVersionBody {
     /// A semantic version above every version of the agent (`1.1.0`, `2.0.0-rc.1`);
     /// no build metadata.
-    #[schema(min_length = 5, max_length = 64, example = "1.1.0")]
+    #[schema(
+        min_length = 5,
+        max_length = 64,
+        pattern = r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$",
+        example = "1.1.0"
+    )]
     version: String,
     /// The version whose spec the new one starts from; default the highest one.
     #[serde(default)]
-    #[schema(max_length = 64)]
+    #[schema(
+        max_length = 64,
+        pattern = r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$"
+    )]
     from: Option<String>,
     /// Changes to that spec.
     #[serde(default)]
