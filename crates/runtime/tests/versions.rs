@@ -182,3 +182,68 @@ async fn a_configured_version_that_is_not_semver_is_a_config_error() {
     .expect_err("refused");
     assert!(error.to_string().contains("agents.chat.version"), "{error}");
 }
+
+#[tokio::test]
+async fn a_thread_from_before_versions_is_pinned_at_its_next_turn_by_the_weights() {
+    let server = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]))
+        .await
+        .expect("server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = Runtime::start(config(dir.path(), &server.base_url(), "1.0.0"))
+        .await
+        .expect("runtime");
+    let hub = runtime.hub().clone();
+    // Written as an older agentplane did: no version pinned.
+    let thread = runtime
+        .store()
+        .create_thread(agentplane_engine::ports::NewThread {
+            id: agentplane_core::ThreadId::new(),
+            client_id: "c1".into(),
+            agent: "chat".into(),
+            cwd: dir.path().display().to_string(),
+            title: None,
+        })
+        .await
+        .expect("thread");
+    assert_eq!(thread.agent_version, None);
+    hub.create_version(
+        "ops",
+        "chat",
+        CreateVersion {
+            version: "1.1.0".into(),
+            ..CreateVersion::default()
+        },
+    )
+    .await
+    .expect("create");
+    hub.promote_version("ops", "chat", "1.1.0", None)
+        .await
+        .expect("staging");
+    hub.promote_version("ops", "chat", "1.1.0", None)
+        .await
+        .expect("production");
+    hub.set_traffic("ops", "chat", TrafficSplit::all_on("1.1.0"))
+        .await
+        .expect("traffic");
+    let outcome = hub
+        .run_turn_here(
+            "c1",
+            &thread.id,
+            "hello".into(),
+            &NoObserver,
+            CancellationToken::new(),
+        )
+        .await
+        .expect("turn");
+    let pinned = hub.thread("c1", &thread.id).await.expect("thread");
+    assert_eq!(pinned.agent_version.as_deref(), Some("1.1.0"));
+    let turn = runtime
+        .store()
+        .turn(&outcome.turn)
+        .await
+        .expect("read")
+        .expect("turn");
+    assert_eq!(turn.agent_version.as_deref(), Some("1.1.0"));
+    hub.shutdown(Duration::from_secs(5)).await;
+    runtime.shutdown().await;
+}
