@@ -45,6 +45,8 @@ enum Command {
     Policy(commands::policy::PolicyArgs),
     /// What model calls cost, grouped (by agent, model, client, day, …), from the local store.
     Costs(commands::costs::CostsArgs),
+    /// Agent versions on a running server: list, create, edit, promote, traffic, rollback, shadow.
+    Versions(commands::versions::VersionsArgs),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
             Command::Mcp(args) => commands::mcp::run(cli.config.as_deref(), args).await,
             Command::Policy(args) => commands::policy::run(args),
             Command::Costs(args) => commands::costs::run(cli.config.as_deref(), args).await,
+            Command::Versions(args) => commands::versions::run(args).await,
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

@@ -143,6 +143,13 @@ pub enum EventPayload {
         input: String,
         model: String,
         workspace: String,
+        /// The agent version the turn runs (ADR 0016); absent in logs written before
+        /// versions existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_version: Option<String>,
+        /// Set on a shadow run: the thread whose turn this one copies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shadow_of: Option<String>,
     },
     /// Text streamed by the model. Consecutive deltas may be coalesced into one event.
     MessageDelta {

@@ -12,6 +12,7 @@ pub mod ids;
 pub mod policy;
 pub mod secret;
 pub mod tool;
+pub mod version;
 
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};
 pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
@@ -21,3 +22,4 @@ pub use event::{
 };
 pub use ids::{ApprovalId, DeliveryId, ExecutionId, PermissionId, ThreadId, TurnId};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};
+pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

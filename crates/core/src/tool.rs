@@ -9,8 +9,9 @@ pub struct ToolSpec {
     pub name: String,
     pub description: String,
     pub parameters: serde_json::Value,
-    /// Side-effecting tools (writes, commands) are marked so that policies, permissions
-    /// and shadow runs can treat them differently from reads.
+    /// Side-effecting tools (writes, commands, network requests, every MCP tool) are
+    /// marked so that policies, permissions and shadow runs can treat them differently
+    /// from reads: a shadow run records such a call but never executes it (ADR 0016).
     #[serde(default)]
     pub side_effects: bool,
 }
@@ -43,6 +44,8 @@ pub enum ToolErrorKind {
     ToolPayloadTooLarge,
     /// A Harmony-format tool payload that is not valid JSON (seed 004).
     ToolPayloadParseError,
+    /// A side-effecting tool called by a shadow run: recorded, never executed (ADR 0016).
+    NotExecutedInShadow,
 }
 
 impl ToolErrorKind {
@@ -61,6 +64,7 @@ impl ToolErrorKind {
             Self::ExecutionFailed => "execution_failed",
             Self::ToolPayloadTooLarge => "tool_payload_too_large",
             Self::ToolPayloadParseError => "tool_payload_parse_error",
+            Self::NotExecutedInShadow => "not_executed_in_shadow",
         }
     }
 }

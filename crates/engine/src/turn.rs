@@ -91,6 +91,11 @@ pub struct TurnRequest {
     /// The caller's task-size hint for routing; `None`: estimated from the user text
     /// of the conversation ([`TaskSize::estimate`]).
     pub size: Option<TaskSize>,
+    /// The agent version the turn runs, recorded in `turn_started` (ADR 0016).
+    pub agent_version: Option<String>,
+    /// Set for a shadow run: the thread whose turn this copies. Side-effecting tools
+    /// (and calls that would need a person) are recorded as not executed.
+    pub shadow_of: Option<ThreadId>,
 }
 
 /// Sees a turn as it happens. Called from the turn's task: keep it quick.
@@ -251,6 +256,8 @@ async fn run(
             input: request.input.clone(),
             model: request.model.clone(),
             workspace: request.workspace.display().to_string(),
+            agent_version: request.agent_version.clone(),
+            shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
         })
         .await?;
     }
@@ -464,6 +471,8 @@ struct ToolEntry {
     schema: Schema,
     /// The schema as JSON, kept for approvals.
     parameters: Value,
+    /// From the tool's spec: a shadow run never executes it.
+    side_effects: bool,
 }
 
 /// A turn that has begun in the store: the only way to record its events.
@@ -1240,6 +1249,13 @@ impl ActiveTurn<'_> {
         let Some(ensemble) = request.ensembles.get(index) else {
             return Err(failed(ErrorCode::Internal, "tool table out of date"));
         };
+        let shadow = request.shadow_of.is_some();
+        if shadow && entry.side_effects {
+            return done(Err(not_executed_in_shadow(
+                &call.name,
+                "it has side effects",
+            )));
+        }
         let governance = &self.deps.governance;
         let policies = governance.policies.current();
         let policy_ctx = self.policy_ctx(request, Some(&call.name));
@@ -1249,6 +1265,12 @@ impl ActiveTurn<'_> {
                 return done(Err(ToolError::new(
                     ToolErrorKind::PolicyDenied,
                     format!("policy `{policy}` forbids `{}`: {reason}", call.name),
+                )));
+            }
+            Decision::RequireApproval { .. } if shadow => {
+                return done(Err(not_executed_in_shadow(
+                    &call.name,
+                    "it needs a person's approval",
                 )));
             }
             Decision::RequireApproval { policy } if !approved => {
@@ -1264,20 +1286,29 @@ impl ActiveTurn<'_> {
             }
             Decision::RequireApproval { .. } | Decision::Allow => {}
         }
+        if shadow && request.agent.requires_permission.contains(&call.name) {
+            return done(Err(not_executed_in_shadow(
+                &call.name,
+                "it needs a person's permission",
+            )));
+        }
         if request.agent.requires_permission.contains(&call.name)
             && let Err(denied) = self.ask_permission(call, &args, request, cancel).await?
         {
             return done(Err(denied));
         }
-        if let Err(limited) = governance.limiter.admit(
-            &gate.rate_limits,
-            RateFacts {
-                agent: &request.agent.name,
-                tool: Some(&call.name),
-                client: &request.client,
-            },
-            Instant::now(),
-        ) {
+        // A shadow run must never use up the rate limits of the turns it copies.
+        if !shadow
+            && let Err(limited) = governance.limiter.admit(
+                &gate.rate_limits,
+                RateFacts {
+                    agent: &request.agent.name,
+                    tool: Some(&call.name),
+                    client: &request.client,
+                },
+                Instant::now(),
+            )
+        {
             return done(Err(ToolError::new(
                 ToolErrorKind::RateLimited,
                 limited.message(),
@@ -1304,6 +1335,14 @@ impl ActiveTurn<'_> {
             }),
         })
     }
+}
+
+/// The answer to a call a shadow run records but does not execute.
+fn not_executed_in_shadow(tool: &str, why: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::NotExecutedInShadow,
+        format!("`{tool}` was not executed in shadow mode: {why}"),
+    )
 }
 
 /// What the policy gate made of a call.
@@ -1429,6 +1468,7 @@ fn collect_tools(
                     source,
                     schema,
                     parameters: spec.parameters.clone(),
+                    side_effects: spec.side_effects,
                 },
             )
             .is_some()

@@ -23,6 +23,7 @@ use crate::settings::providers::{
     self as provider_settings, FileProvider, FileRouting, ProvidersConfig,
 };
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
+use crate::settings::versions::{self as version_settings, FileVersions};
 
 /// The file name looked for in the current directory.
 pub const CONFIG_FILE_NAME: &str = "agentplane.toml";
@@ -77,6 +78,8 @@ pub struct Config {
     pub executions: ExecutionsConfig,
     /// `[providers.NAME]` and `[routing]`; empty: `[llm]` is the one provider.
     pub providers: ProvidersConfig,
+    /// `[versions] admins`: who may change agent versions; `None`: any client.
+    pub version_admins: Option<Vec<String>>,
 }
 
 impl fmt::Debug for Config {
@@ -96,6 +99,7 @@ impl fmt::Debug for Config {
             .field("tool_args", &self.tool_args)
             .field("executions", &self.executions)
             .field("providers", &self.providers)
+            .field("version_admins", &self.version_admins)
             .finish()
     }
 }
@@ -194,6 +198,9 @@ pub struct AgentConfig {
     pub tool_timeout_ms: Option<u64>,
     #[serde(default)]
     pub tool_output_cap_bytes: Option<usize>,
+    /// The version number of this definition (ADR 0016); `1.0.0` when left out.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,
@@ -289,6 +296,7 @@ struct FileConfig {
     providers: BTreeMap<String, FileProvider>,
     #[serde(default)]
     routing: Option<FileRouting>,
+    versions: FileVersions,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -502,6 +510,8 @@ impl Config {
                 }
             }
         }
+        let version_admins = version_settings::admins(&parsed.versions)
+            .map_err(|(key, m)| in_file(&format!("versions.{key}"), m))?;
         let default_agent = parsed
             .run
             .default_agent
@@ -538,6 +548,7 @@ impl Config {
             tool_args,
             executions,
             providers,
+            version_admins,
         })
     }
 }
@@ -638,6 +649,7 @@ fn check_agent(
     if agent.system_prompt.trim().is_empty() {
         return Err(("system_prompt", "must not be empty".into()));
     }
+    version_settings::baseline_version(agent.version.as_deref()).map_err(|m| ("version", m))?;
     for ensemble in &agent.ensembles {
         if !crate::agents::KNOWN_ENSEMBLES.contains(&ensemble.as_str())
             && !mcp_servers.contains_key(ensemble)

@@ -18,7 +18,7 @@ use std::time::Duration;
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
 use agentplane_engine::executions::{ExecutionPorts, Executions, Workspaces};
 use agentplane_engine::governance::Governance;
-use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
+use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox, VersionSettings};
 use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_metrics::{MeteredStore, Metrics};
@@ -157,7 +157,16 @@ impl Runtime {
             ..Governance::default()
         };
         let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
-        let hub = Hub::new(
+        let versions = VersionSettings {
+            store: Some(store.clone()),
+            baselines: config
+                .agents
+                .iter()
+                .filter_map(|(name, agent)| Some((name.clone(), agent.version.clone()?)))
+                .collect(),
+            admins: config.version_admins.clone(),
+        };
+        let hub = Hub::with_versions(
             TurnDeps {
                 // Redaction outside, so the metered timings are the database's.
                 store: Arc::new(redacting_store::RedactingStore::new(
@@ -178,6 +187,7 @@ impl Runtime {
                 context: config.context,
                 ..HubConfig::default()
             },
+            versions,
         );
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         Ok(Self {

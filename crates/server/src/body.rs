@@ -29,6 +29,11 @@ pub struct CreateThreadBody {
     #[serde(default)]
     #[schema(max_length = 200)]
     pub title: Option<String>,
+    /// Pin the thread to this staging or production version of the agent; left out,
+    /// the version is drawn by the agent's traffic weights (ADR 0016).
+    #[serde(default)]
+    #[schema(max_length = 64)]
+    pub agent_version: Option<String>,
 }
 
 /// `POST /v1/threads/{id}/turns`.
@@ -109,6 +114,12 @@ pub struct AgentView {
     /// The providers its turns go to, in failover order, each with its health (the
     /// route of a small task; `[routing]` rules by size may pick others).
     pub providers: Vec<ProviderView>,
+    /// Its versions, lowest first (ADR 0016).
+    pub versions: Vec<VersionSummary>,
+    /// Percent of new threads per version.
+    pub traffic: std::collections::BTreeMap<String, u32>,
+    /// The version that gets a shadow copy of production turns, if any.
+    pub shadow: Option<String>,
 }
 
 /// A model provider and its health (circuit breaker over upstream failures).
@@ -147,6 +158,20 @@ impl From<agentplane_engine::providers::ProviderReport> for ProviderView {
             retry_in_secs: health.retry_in_secs,
         }
     }
+}
+
+/// One version of an agent, in the agent list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionSummary {
+    pub version: String,
+    /// `draft`, `staging` or `production`.
+    #[schema(pattern = "^(draft|staging|production)$")]
+    pub stage: String,
+    /// Percent of new threads it gets.
+    pub weight: u32,
+    pub shadow: bool,
+    /// The agent's configured definition.
+    pub baseline: bool,
 }
 
 /// Whether an agent's model is usable.
@@ -212,6 +237,10 @@ pub struct ThreadView {
     pub created_at: String,
     /// The latest compaction summary.
     pub summary: Option<String>,
+    /// The agent version the thread is pinned to (ADR 0016).
+    pub agent_version: Option<String>,
+    /// For a hidden shadow thread: the thread whose turns it copies.
+    pub shadow_of: Option<String>,
 }
 
 impl From<ThreadRecord> for ThreadView {
@@ -223,6 +252,8 @@ impl From<ThreadRecord> for ThreadView {
             title: thread.title,
             created_at: thread.created_at,
             summary: thread.summary,
+            agent_version: thread.agent_version,
+            shadow_of: thread.shadow_of.map(|t| t.to_string()),
         }
     }
 }
@@ -258,6 +289,8 @@ pub struct TurnView {
     pub ended_at: Option<String>,
     /// Compaction turns; hidden unless `includeInternal=1`.
     pub internal: bool,
+    /// The agent version the turn ran (ADR 0016); `null` for turns from before versions.
+    pub agent_version: Option<String>,
     /// The `turn_completed` result; `null` while running or without one.
     #[schema(value_type = Value)]
     pub result: Value,
@@ -315,6 +348,7 @@ impl From<HistoryTurn> for TurnView {
             created_at: turn.created_at,
             ended_at: turn.ended_at,
             internal: turn.internal,
+            agent_version: turn.agent_version,
             result: turn.result.unwrap_or(Value::Null),
             events: entry.events,
         }

@@ -295,6 +295,19 @@ fn build(
         ))
         .routes(routes!(crate::routes::executions::get))
         .routes(routes!(crate::routes::executions::cancel))
+        .routes(routes!(
+            crate::routes::versions::list,
+            crate::routes::versions::create
+        ))
+        .routes(routes!(
+            crate::routes::versions::get,
+            crate::routes::versions::edit
+        ))
+        .routes(routes!(crate::routes::versions::promote))
+        .routes(routes!(crate::routes::versions::traffic))
+        .routes(routes!(crate::routes::versions::rollback))
+        .routes(routes!(crate::routes::versions::shadow))
+        .routes(routes!(crate::routes::versions::shadows))
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let (router, mut doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(health::healthz))

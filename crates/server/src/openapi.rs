@@ -48,6 +48,7 @@ const BEARER: &str = "bearer";
         (name = tags::POLICIES, description = "The policies in force and the latest reload."),
         (name = tags::COSTS, description = "What model calls cost, grouped."),
         (name = tags::EXECUTIONS, description = "Turns run asynchronously: queue, poll, cancel, webhooks."),
+        (name = tags::VERSIONS, description = "Agent versions: promotion, traffic splits, rollback, shadow runs."),
     )
 )]
 struct ApiDoc;
@@ -86,17 +87,13 @@ pub(crate) fn complete(
         BEARER.to_owned(),
         RefOr::T(SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer))),
     );
+    let agent_names: Vec<serde_json::Value> =
+        agents.into_iter().map(serde_json::Value::from).collect();
     for body in ["CreateThreadBody", "CreateExecutionBody"] {
         if let Some(RefOr::T(Schema::Object(body))) = components.schemas.get_mut(body)
             && let Some(RefOr::T(Schema::Object(agent))) = body.properties.get_mut("agent")
         {
-            agent.enum_values = Some(
-                agents
-                    .iter()
-                    .cloned()
-                    .map(serde_json::Value::from)
-                    .collect(),
-            );
+            agent.enum_values = Some(agent_names.clone());
         }
     }
     for (path, item) in doc.paths.paths.iter_mut() {
@@ -111,6 +108,7 @@ pub(crate) fn complete(
         ];
         for operation in operations.into_iter().flatten() {
             let has_body = operation.request_body.is_some();
+            name_agents(operation, &agent_names);
             if versioned {
                 add_client_header(operation);
                 add_error(
@@ -149,6 +147,23 @@ pub(crate) fn complete(
                 500,
                 "An internal error; details are in the server log.",
             );
+        }
+    }
+}
+
+/// An `{agent}` path parameter (agent versions) takes the configured agents' names.
+fn name_agents(operation: &mut Operation, agents: &[serde_json::Value]) {
+    for parameter in operation.parameters.iter_mut().flatten() {
+        if let RefOr::T(parameter) = parameter
+            && parameter.name == "agent"
+            && parameter.parameter_in == ParameterIn::Path
+        {
+            parameter.schema = Some(RefOr::T(Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(agents.to_vec()))
+                    .build(),
+            )));
         }
     }
 }

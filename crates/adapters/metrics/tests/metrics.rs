@@ -36,6 +36,8 @@ fn started(turn: &TurnId) -> Event {
             input: "fix it".into(),
             model: "m".into(),
             workspace: "/ws".into(),
+            agent_version: None,
+            shadow_of: None,
         },
     )
 }

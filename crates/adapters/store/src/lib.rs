@@ -14,6 +14,7 @@ mod migrations;
 mod reader;
 mod store;
 mod timestamp;
+mod versions;
 mod writer;
 
 pub use migrations::SCHEMA_VERSION;

@@ -152,7 +152,7 @@ const MIGRATIONS: &[&str] = &[
 
     CREATE INDEX events_costs ON events(ts) WHERE kind = 'cost';
     "#,
-    // executions: the durable queue of asynchronous turns, and their webhook deliveries.
+    // 4: executions: the durable queue of asynchronous turns, and their webhook deliveries.
     r#"
     CREATE TABLE executions (
         id               TEXT PRIMARY KEY NOT NULL,
@@ -214,6 +214,59 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at)
         WHERE status = 'pending';
+    "#,
+    // 5: agent versions (ADR 0016): versions and their stages, the traffic history,
+    // the version each thread is pinned to and each turn ran, hidden shadow threads.
+    r#"
+    CREATE TABLE agent_versions (
+        agent      TEXT NOT NULL,
+        version    TEXT NOT NULL,
+        stage      TEXT NOT NULL CHECK (stage IN ('draft', 'staging', 'production')),
+        -- JSON: the VersionSpec.
+        spec       TEXT NOT NULL,
+        shadow     INTEGER NOT NULL DEFAULT 0 CHECK (shadow IN (0, 1)),
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (agent, version)
+    ) STRICT;
+    -- Only a draft changes; stages only move forward; nothing is deleted.
+    CREATE TRIGGER agent_versions_frozen BEFORE UPDATE OF spec ON agent_versions
+        WHEN OLD.stage != 'draft'
+        BEGIN SELECT RAISE(ABORT, 'only a draft version can be edited'); END;
+    CREATE TRIGGER agent_versions_forward BEFORE UPDATE OF stage ON agent_versions
+        WHEN NOT (OLD.stage = NEW.stage
+            OR (OLD.stage = 'draft' AND NEW.stage = 'staging')
+            OR (OLD.stage = 'staging' AND NEW.stage = 'production'))
+        BEGIN SELECT RAISE(ABORT, 'a version moves draft -> staging -> production only'); END;
+    CREATE TRIGGER agent_versions_never_delete BEFORE DELETE ON agent_versions
+        BEGIN SELECT RAISE(ABORT, 'agent versions are kept'); END;
+    CREATE UNIQUE INDEX agent_versions_one_shadow ON agent_versions(agent) WHERE shadow = 1;
+
+    CREATE TABLE agent_traffic (
+        agent   TEXT NOT NULL,
+        seq     INTEGER NOT NULL CHECK (seq >= 1),
+        action  TEXT NOT NULL CHECK (action IN ('set', 'rollback')),
+        -- JSON: {version: percent}, the split in force after this change.
+        weights TEXT NOT NULL,
+        by      TEXT NOT NULL,
+        at      TEXT NOT NULL,
+        PRIMARY KEY (agent, seq)
+    ) STRICT;
+    CREATE TRIGGER agent_traffic_never_update BEFORE UPDATE ON agent_traffic
+        BEGIN SELECT RAISE(ABORT, 'traffic history is append-only'); END;
+    CREATE TRIGGER agent_traffic_never_delete BEFORE DELETE ON agent_traffic
+        BEGIN SELECT RAISE(ABORT, 'traffic history is append-only'); END;
+
+    -- Pinned once, never changed: a thread stays on its version.
+    ALTER TABLE threads ADD COLUMN agent_version TEXT;
+    CREATE TRIGGER threads_version_sticky BEFORE UPDATE OF agent_version ON threads
+        WHEN OLD.agent_version IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a thread stays on its agent version'); END;
+    -- A shadow thread: the thread whose turns it copies. Never listed.
+    ALTER TABLE threads ADD COLUMN shadow_of TEXT REFERENCES threads(id);
+    CREATE INDEX threads_by_shadow_of ON threads(shadow_of) WHERE shadow_of IS NOT NULL;
+    ALTER TABLE turns ADD COLUMN agent_version TEXT;
     "#,
 ];
 

@@ -55,7 +55,8 @@ impl Readers {
     }
 }
 
-const THREAD_COLUMNS: &str = "id, client_id, agent, cwd, title, created_at, summary";
+pub(crate) const THREAD_COLUMNS: &str =
+    "id, client_id, agent, cwd, title, created_at, summary, agent_version, shadow_of";
 
 /// The thread `id` unless it is unknown or deleted.
 pub(crate) fn thread(c: &Connection, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
@@ -80,7 +81,7 @@ pub(crate) fn threads_of_client(
 ) -> Result<Vec<ThreadRecord>, StoreError> {
     c.prepare_cached(&format!(
         "SELECT {THREAD_COLUMNS} FROM threads WHERE client_id = ?1 AND deleted_at IS NULL
-         ORDER BY rowid DESC"
+         AND shadow_of IS NULL ORDER BY rowid DESC"
     ))
     .and_then(|mut select| {
         select
@@ -93,7 +94,8 @@ pub(crate) fn threads_of_client(
     .collect()
 }
 
-const TURN_COLUMNS: &str = "id, thread_id, input, status, created_at, ended_at, internal, result";
+const TURN_COLUMNS: &str =
+    "id, thread_id, input, status, created_at, ended_at, internal, result, agent_version";
 
 pub(crate) fn turn(c: &Connection, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
     c.prepare_cached(&format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = ?1"))
@@ -213,7 +215,7 @@ pub(crate) fn pending_permissions_of_turn(
 
 /// A row as stored; `decode` checks it, so a damaged row is an error that names it
 /// rather than a panic or a silently skipped record.
-struct RawThread {
+pub(crate) struct RawThread {
     id: String,
     client_id: String,
     agent: String,
@@ -221,10 +223,12 @@ struct RawThread {
     title: Option<String>,
     created_at: String,
     summary: Option<String>,
+    agent_version: Option<String>,
+    shadow_of: Option<String>,
 }
 
 impl RawThread {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
+    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<Self> {
         Ok(Self {
             id: row.get(0)?,
             client_id: row.get(1)?,
@@ -233,10 +237,12 @@ impl RawThread {
             title: row.get(4)?,
             created_at: row.get(5)?,
             summary: row.get(6)?,
+            agent_version: row.get(7)?,
+            shadow_of: row.get(8)?,
         })
     }
 
-    fn decode(self) -> Result<ThreadRecord, StoreError> {
+    pub(crate) fn decode(self) -> Result<ThreadRecord, StoreError> {
         Ok(ThreadRecord {
             id: ThreadId::parse(&self.id).map_err(damaged("thread id"))?,
             client_id: self.client_id,
@@ -245,6 +251,13 @@ impl RawThread {
             title: self.title,
             created_at: self.created_at,
             summary: self.summary,
+            agent_version: self.agent_version,
+            shadow_of: self
+                .shadow_of
+                .as_deref()
+                .map(ThreadId::parse)
+                .transpose()
+                .map_err(damaged("thread id"))?,
         })
     }
 }
@@ -258,6 +271,7 @@ struct RawTurn {
     ended_at: Option<String>,
     internal: bool,
     result: Option<String>,
+    agent_version: Option<String>,
 }
 
 impl RawTurn {
@@ -271,6 +285,7 @@ impl RawTurn {
             ended_at: row.get(5)?,
             internal: row.get(6)?,
             result: row.get(7)?,
+            agent_version: row.get(8)?,
         })
     }
 
@@ -307,6 +322,7 @@ impl RawTurn {
             ended_at: self.ended_at,
             internal: self.internal,
             result,
+            agent_version: self.agent_version,
         })
     }
 }

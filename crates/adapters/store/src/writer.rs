@@ -93,7 +93,7 @@ pub(crate) enum Command {
         id: ApprovalId,
         reply: Reply<ApprovalRecord>,
     },
-    /// A write whose SQL lives in another module (executions); see [`job`].
+    /// A write whose SQL lives in another module (executions, versions); see [`job`].
     Job(Box<dyn AnyJob>),
 }
 
@@ -404,6 +404,8 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
             title: thread.title,
             created_at,
             summary: None,
+            agent_version: None,
+            shadow_of: None,
         }),
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("thread {} already exists", thread.id)),
@@ -464,22 +466,22 @@ fn begin_turn(
 ) -> Result<TurnRecord, StoreError> {
     require_live_thread(c, &thread)?;
     let created_at = timestamp::now();
+    // The turn records the version its thread is pinned to (ADR 0016).
     let inserted = c
         .prepare_cached(
-            "INSERT INTO turns (id, thread_id, input, status, created_at, internal)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5)",
+            "INSERT INTO turns (id, thread_id, input, status, created_at, internal, agent_version)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5,
+                     (SELECT agent_version FROM threads WHERE id = ?2))
+             RETURNING agent_version",
         )
         .and_then(|mut insert| {
-            insert.execute(params![
-                turn.as_str(),
-                thread.as_str(),
-                input,
-                created_at,
-                internal
-            ])
+            insert.query_row(
+                params![turn.as_str(), thread.as_str(), input, created_at, internal],
+                |row| row.get::<_, Option<String>>(0),
+            )
         });
     match inserted {
-        Ok(_) => Ok(TurnRecord {
+        Ok(agent_version) => Ok(TurnRecord {
             id: turn,
             thread_id: thread,
             input,
@@ -488,6 +490,7 @@ fn begin_turn(
             ended_at: None,
             internal,
             result: None,
+            agent_version,
         }),
         // The partial index `turns_one_running_per_thread` is the only UNIQUE one.
         Err(e) if e.sqlite_extended_error_code() == Some(UNIQUE_VIOLATION) => Err(

@@ -112,7 +112,9 @@ impl Ensemble for WebEnsemble {
                 "required": ["url"],
                 "additionalProperties": false
             }),
-            side_effects: false,
+            // A request leaves the machine: it can change remote state and carry data
+            // out, so shadow runs never send it (ADR 0016).
+            side_effects: true,
         }]
     }
 

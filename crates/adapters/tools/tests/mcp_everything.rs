@@ -75,7 +75,10 @@ async fn tools_calls_and_errors(http: bool) {
         .iter()
         .find(|t| t.name == "mcp__ev__echo")
         .expect("echo");
-    assert!(!echo.side_effects, "echo is annotated read-only");
+    assert!(
+        echo.side_effects,
+        "echo is annotated read-only, but hints are not trusted (ADR 0016)"
+    );
     assert_eq!(echo.parameters["properties"]["message"]["type"], "string");
     assert!(tools.iter().any(|t| t.name == "mcp__ev__get-sum"));
 

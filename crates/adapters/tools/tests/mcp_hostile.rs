@@ -101,7 +101,10 @@ async fn a_hostile_server_never_breaks_the_client() {
         tools[0].side_effects,
         "no read-only hint: side effects assumed"
     );
-    assert!(!tools[1].side_effects);
+    assert!(
+        tools[1].side_effects,
+        "a read-only hint is not trusted: every MCP tool counts as side-effecting"
+    );
 
     let ctx = ctx(Duration::from_secs(20), 1000);
     let out = ensemble

@@ -11,6 +11,7 @@ pub mod run;
 pub mod runlog;
 pub mod serve;
 pub mod threads;
+pub mod versions;
 
 use std::path::Path;
 

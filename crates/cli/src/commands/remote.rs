@@ -192,6 +192,34 @@ impl Remote {
         self.exchange(url, request).await
     }
 
+    /// `PUT {base}{path}` with a JSON body; the JSON of a 2xx answer.
+    pub async fn put(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
+        self.send(reqwest::Method::PUT, path, body).await
+    }
+
+    /// `PATCH {base}{path}` with a JSON body; the JSON of a 2xx answer.
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
+        self.send(reqwest::Method::PATCH, path, body).await
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &Value,
+    ) -> Result<Value, RemoteError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self
+            .http
+            .request(method, &url)
+            .json(body)
+            .header("X-Client-ID", &self.client_id);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        self.exchange(url, request).await
+    }
+
     /// Sends a request and reads its answer: the JSON of a 2xx, else the envelope.
     async fn exchange(
         &self,

@@ -231,12 +231,21 @@ impl Hub {
                 return;
             }
         };
-        let Some(agent) = self.agents.get(&thread.agent).cloned() else {
-            // The agent was removed from the configuration while the turn waited:
-            // end the turn rather than leave it suspended forever.
-            let message = format!("agent `{}` no longer exists", thread.agent);
-            self.end_orphan(&begun, &message).await;
-            return;
+        // The thread's version, as when the turn began (ADR 0016).
+        let (agent, agent_version) = match self.route(&thread).await {
+            Ok(routed) => routed,
+            Err(e) => {
+                // The agent or its version was removed while the turn waited: end the
+                // turn rather than leave it suspended forever.
+                let message = match e {
+                    HubError::InvalidArgument(_) | HubError::NotFound(_) => {
+                        format!("agent `{}` no longer exists", thread.agent)
+                    }
+                    other => other.to_string(),
+                };
+                self.end_orphan(&begun, &message).await;
+                return;
+            }
         };
         let model =
             turn::approval_model(&approval).unwrap_or_else(|| self.wanted_model(&agent).to_owned());
@@ -255,6 +264,8 @@ impl Hub {
                 timeout: self.config.permission_timeout,
             }),
             workspace: thread.cwd.clone().into(),
+            agent_version: Some(agent_version),
+            shadow_of: None,
         };
         let (_live, lease) = self.subscribe_feed(begun.thread());
         let cancel = self.register(&begun, &thread.client_id);

@@ -11,6 +11,7 @@ mod approvals;
 mod costs;
 mod models;
 mod stream;
+mod versions;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -42,6 +43,8 @@ pub use approvals::ApprovalAnswer;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
+use versions::ShadowCopy;
+pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
 
 /// Longest accepted turn input, in characters (what the API documents).
 pub const MAX_INPUT_CHARS: usize = 65_536;
@@ -226,17 +229,32 @@ pub struct Hub {
     accepting: AtomicBool,
     /// Cancelled at shutdown: ends background work (the approval expiry sweep).
     stopping: CancellationToken,
+    /// Agent versions: their store, the baselines' numbers, who may change them.
+    versions: VersionSettings,
 }
 
 impl Hub {
-    /// A hub over the given ports.
+    /// A hub over the given ports, without stored agent versions (every agent runs its
+    /// configured definition).
     pub fn new(
         deps: TurnDeps,
         agents: BTreeMap<String, AgentSpec>,
         toolbox: Arc<dyn Toolbox>,
         config: HubConfig,
     ) -> Arc<Self> {
+        Self::with_versions(deps, agents, toolbox, config, VersionSettings::default())
+    }
+
+    /// A hub over the given ports with agent versions (ADR 0016).
+    pub fn with_versions(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+        versions: VersionSettings,
+    ) -> Arc<Self> {
         Arc::new(Self {
+            versions,
             deps,
             agents,
             toolbox,
@@ -308,11 +326,23 @@ impl Hub {
 
     // ----- threads -------------------------------------------------------------------
 
-    /// Creates a thread owned by `client`.
+    /// Creates a thread owned by `client`, pinned to a version of its agent drawn by
+    /// the traffic weights.
     pub async fn create_thread(
         &self,
         client: &str,
         request: CreateThread,
+    ) -> Result<ThreadRecord, HubError> {
+        self.create_thread_on(client, request, None).await
+    }
+
+    /// Creates a thread pinned to `version` (a staging or production version of its
+    /// agent), or, with `None`, to one drawn by the traffic weights.
+    pub async fn create_thread_on(
+        &self,
+        client: &str,
+        request: CreateThread,
+        version: Option<&str>,
     ) -> Result<ThreadRecord, HubError> {
         self.agent(&request.agent)?;
         let cwd = canonical_cwd(&request.cwd)?;
@@ -323,17 +353,27 @@ impl Hub {
                 "title is longer than {MAX_TITLE_CHARS} characters"
             )));
         }
-        Ok(self
+        let id = ThreadId::new();
+        let version = self
+            .version_for_new_thread(&request.agent, &id, version)
+            .await?;
+        let mut thread = self
             .deps
             .store
             .create_thread(NewThread {
-                id: ThreadId::new(),
+                id,
                 client_id: client.to_owned(),
                 agent: request.agent,
                 cwd,
                 title: request.title,
             })
-            .await?)
+            .await?;
+        // Not in the same transaction as the thread: a thread left unpinned by a crash
+        // here is pinned at its first turn, by the same draw.
+        if let Some(store) = &self.versions.store {
+            thread.agent_version = Some(store.pin_thread(&thread.id, &version).await?);
+        }
+        Ok(thread)
     }
 
     /// A client's threads, newest first.
@@ -379,7 +419,7 @@ impl Hub {
         size: Option<TaskSize>,
     ) -> Result<StartedTurn, HubError> {
         let (live, lease) = self.subscribe_feed(thread);
-        let (begun, request) = self.prepare(client, thread, input, false, size).await?;
+        let (begun, request, copy) = self.prepare(client, thread, input, false, size).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, client);
         let hub = self.clone();
@@ -395,6 +435,7 @@ impl Hub {
                 tracing::error!(%turn, error = %e, "a turn could not be recorded");
             }
             hub.unregister(&turn);
+            hub.shadow_turn(copy);
         });
         Ok(StartedTurn {
             thread: thread.clone(),
@@ -424,7 +465,9 @@ impl Hub {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
-        let (begun, mut request) = self.prepare(client, thread, input, false, None).await?;
+        // No shadow copy: the caller (the CLI's one-shot `run`) exits right after, and
+        // a shadow turn cut off by the exit would only be left `interrupted`.
+        let (begun, mut request, _copy) = self.prepare(client, thread, input, false, None).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
         let registered = self.register(&begun, client);
@@ -623,6 +666,8 @@ impl Hub {
             permissions: None,
             workspace: record.cwd.clone().into(),
             ensembles: Vec::new(),
+            agent_version: None,
+            shadow_of: None,
         };
         let agent = request.agent.name.clone();
         let observer = FeedObserver {
@@ -691,13 +736,13 @@ impl Hub {
 
     /// Checks and builds everything a turn needs, then begins it in the store.
     async fn prepare(
-        &self,
+        self: &Arc<Self>,
         client: &str,
         thread: &ThreadId,
         input: String,
         internal: bool,
         hint: Option<TaskSize>,
-    ) -> Result<(BegunTurn, TurnRequest), HubError> {
+    ) -> Result<(BegunTurn, TurnRequest, Option<ShadowCopy>), HubError> {
         self.accepting()?;
         if input.trim().is_empty() {
             return Err(HubError::InvalidArgument(
@@ -710,7 +755,7 @@ impl Hub {
             )));
         }
         let record = self.thread(client, thread).await?;
-        let agent = self.agent(&record.agent)?.clone();
+        let (agent, agent_version) = self.route(&record).await?;
         if !internal {
             self.admit_turn(client, &agent).await?;
         }
@@ -736,6 +781,11 @@ impl Hub {
         });
         let model = self.resolve_model(&agent, size).await?;
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
+        let copy = (!internal).then(|| ShadowCopy {
+            thread: record.clone(),
+            version: agent_version.clone(),
+            input: input.clone(),
+        });
         let request = TurnRequest {
             ensembles: self.toolbox.ensembles(&agent, thread, client),
             agent,
@@ -749,8 +799,10 @@ impl Hub {
             }),
             workspace,
             size: hint,
+            agent_version: Some(agent_version),
+            shadow_of: None,
         };
-        Ok((begun, request))
+        Ok((begun, request, copy))
     }
 
     /// The thread's finished, non-internal turns as context.

@@ -4,6 +4,7 @@ pub mod executions;
 pub mod model;
 pub mod store;
 pub mod tools;
+pub mod versions;
 
 pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
@@ -16,3 +17,4 @@ pub use store::{
     StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
+pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};

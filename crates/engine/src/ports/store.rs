@@ -40,6 +40,11 @@ pub struct ThreadRecord {
     pub created_at: String,
     /// The latest compaction summary of the thread's earlier turns.
     pub summary: Option<String>,
+    /// The agent version the thread is pinned to (ADR 0016); `None` until its first
+    /// turn for threads created before versions existed.
+    pub agent_version: Option<String>,
+    /// For a hidden shadow thread: the thread whose turns it copies (ADR 0016).
+    pub shadow_of: Option<ThreadId>,
 }
 
 /// Where a turn stands.
@@ -62,6 +67,8 @@ pub struct TurnRecord {
     pub internal: bool,
     /// The `turn_completed` result, once ended.
     pub result: Option<serde_json::Value>,
+    /// The agent version the turn ran: its thread's, when it began (ADR 0016).
+    pub agent_version: Option<String>,
 }
 
 /// A permission request to store.

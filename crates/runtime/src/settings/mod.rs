@@ -8,6 +8,7 @@ pub mod policies;
 pub mod prices;
 pub mod providers;
 pub mod secrets;
+pub mod versions;
 
 /// A bad value: the key under the section, and what is wrong.
 pub type SettingError = (String, String);

@@ -7,7 +7,8 @@ use axum::extract::State;
 use super::tags;
 use crate::AppState;
 use crate::auth::ClientId;
-use crate::body::{AgentList, AgentView, ModelView, ProviderView};
+use crate::body::{AgentList, AgentView, ModelView, ProviderView, VersionSummary};
+use crate::error::ApiError;
 use crate::model_probe::probe_models;
 
 /// Lists the agents with their model status. The model server is asked for all agents
@@ -18,16 +19,21 @@ use crate::model_probe::probe_models;
     path = "/v1/agents",
     operation_id = "listAgents",
     tag = tags::AGENTS,
-    responses((status = 200, description = "The agents.", body = AgentList))
+    responses((status = 200, description = "The agents, with their versions and traffic.", body = AgentList))
 )]
-pub(crate) async fn list(State(state): State<AppState>, _client: ClientId) -> Json<AgentList> {
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    _client: ClientId,
+) -> Result<Json<AgentList>, ApiError> {
     let models = probe_models(&state.hub, state.model_probe_timeout).await;
     let agents = state.hub.agents();
-    Json(AgentList {
+    let mut versions = state.hub.all_agent_versions().await?;
+    Ok(Json(AgentList {
         agents: models
             .iter()
             .filter_map(|probe| {
                 let agent = agents.get(&probe.agent)?;
+                let versions = versions.remove(&probe.agent);
                 Some(AgentView {
                     id: agent.name.clone(),
                     name: agent.name.clone(),
@@ -40,8 +46,27 @@ pub(crate) async fn list(State(state): State<AppState>, _client: ClientId) -> Js
                         .into_iter()
                         .map(ProviderView::from)
                         .collect(),
+                    shadow: versions.as_ref().and_then(|v| v.shadow.clone()),
+                    traffic: versions
+                        .as_ref()
+                        .map(|v| v.traffic.0.clone())
+                        .unwrap_or_default(),
+                    versions: versions
+                        .map(|v| {
+                            v.versions
+                                .into_iter()
+                                .map(|v| VersionSummary {
+                                    stage: v.stage.as_str().to_owned(),
+                                    version: v.version,
+                                    weight: v.weight,
+                                    shadow: v.shadow,
+                                    baseline: v.baseline,
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 })
             })
             .collect(),
-    })
+    }))
 }

@@ -16,6 +16,7 @@ pub(crate) mod policies;
 pub(crate) mod threads;
 pub(crate) mod turns;
 pub(crate) mod ui;
+pub(crate) mod versions;
 
 /// OpenAPI tags, one per group.
 pub(crate) mod tags {
@@ -28,4 +29,5 @@ pub(crate) mod tags {
     pub const POLICIES: &str = "policies";
     pub const APPROVALS: &str = "approvals";
     pub const EXECUTIONS: &str = "executions";
+    pub const VERSIONS: &str = "versions";
 }

@@ -36,13 +36,14 @@ pub(crate) async fn create(
 ) -> Result<(StatusCode, Json<ThreadView>), ApiError> {
     let thread = state
         .hub
-        .create_thread(
+        .create_thread_on(
             client.as_str(),
             CreateThread {
                 agent: body.agent,
                 cwd: body.cwd,
                 title: body.title,
             },
+            body.agent_version.as_deref(),
         )
         .await?;
     Ok((StatusCode::CREATED, Json(thread.into())))

@@ -20,3 +20,4 @@ mod shutdown;
 mod threads;
 mod turns;
 mod ui;
+mod versions;

@@ -30,6 +30,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/executions"),
     ("get", "/v1/executions/{id}"),
     ("post", "/v1/executions/{id}/cancel"),
+    ("get", "/v1/agents/{agent}/versions"),
+    ("post", "/v1/agents/{agent}/versions"),
+    ("get", "/v1/agents/{agent}/versions/{version}"),
+    ("patch", "/v1/agents/{agent}/versions/{version}"),
+    ("post", "/v1/agents/{agent}/versions/{version}/promote"),
+    ("put", "/v1/agents/{agent}/traffic"),
+    ("post", "/v1/agents/{agent}/traffic/rollback"),
+    ("put", "/v1/agents/{agent}/shadow"),
+    ("get", "/v1/threads/{id}/shadows"),
 ];
 
 async fn document(token: Option<&'static str>) -> Value {

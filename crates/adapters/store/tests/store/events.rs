@@ -267,6 +267,8 @@ async fn hostile_payloads_round_trip_exactly() {
             input: "i".into(),
             model: "m".into(),
             workspace: "/ws".into(),
+            agent_version: None,
+            shadow_of: None,
         },
     ];
     let mut written = Vec::new();

@@ -9,6 +9,7 @@ mod open;
 mod permissions;
 mod threads;
 mod turns;
+mod versions;
 
 use std::path::{Path, PathBuf};
 

@@ -45,11 +45,6 @@ impl Catalog {
                 tracing::warn!(server, tool = %tool.name, "MCP tool left out: {e}");
                 continue;
             }
-            let read_only = tool
-                .annotations
-                .as_ref()
-                .and_then(|a| a.read_only_hint)
-                .unwrap_or(false);
             let description = tool
                 .description
                 .map(|d| d.into_owned())
@@ -60,7 +55,9 @@ impl Catalog {
                 name,
                 description,
                 parameters,
-                side_effects: !read_only,
+                // `readOnlyHint` is the server's claim, not something we can check:
+                // every MCP tool counts as side-effecting (shadow runs never call one).
+                side_effects: true,
             });
         }
         catalog
@@ -89,7 +86,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_names_and_schemas_are_left_out_and_read_only_hints_count() {
+    fn bad_names_and_schemas_are_left_out_and_every_tool_counts_as_side_effecting() {
         let tools = vec![
             tool(
                 json!({"name": "echo", "description": "Echoes", "inputSchema": {"type": "object"},
@@ -104,7 +101,9 @@ mod tests {
         let catalog = Catalog::new("files", "mcp__files__", tools);
         let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["mcp__files__echo", "mcp__files__write"]);
-        assert!(!catalog.specs[0].side_effects);
+        // A read-only hint is the server's claim: it does not make a tool safe to run
+        // in a shadow (ADR 0016).
+        assert!(catalog.specs[0].side_effects);
         assert_eq!(catalog.specs[0].description, "Echoes");
         assert!(catalog.specs[1].side_effects);
         assert_eq!(catalog.specs[1].description, "Write");

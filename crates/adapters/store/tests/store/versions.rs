@@ -1,0 +1,184 @@
+//! Agent versions in the store (ADR 0016): the port's rules hold through the store and,
+//! behind its back, through the schema's triggers: a non-draft spec never changes,
+//! stages only move forward, traffic history is append-only and refuses a stale write,
+//! a thread's version is pinned once, a turn records its thread's version, and shadow
+//! threads are linked and never listed.
+
+use std::collections::BTreeMap;
+
+use agentplane_core::version::TrafficAction;
+use agentplane_core::{Stage, TrafficSplit, TurnId, VersionSpec};
+use agentplane_engine::ports::{EventStore, NewTraffic, NewVersion, StoreError, VersionStore};
+
+use crate::{db_path, new_thread, open, raw};
+
+fn spec(prompt: &str) -> VersionSpec {
+    VersionSpec {
+        description: String::new(),
+        system_prompt: prompt.into(),
+        model: None,
+        ensembles: vec![],
+        output_schema: None,
+        max_steps: 4,
+        tool_timeout_ms: 1000,
+        tool_output_cap_bytes: 4096,
+    }
+}
+
+fn version(v: &str) -> NewVersion {
+    NewVersion {
+        agent: "coder".into(),
+        version: v.into(),
+        spec: spec("first"),
+        created_by: "ops".into(),
+    }
+}
+
+#[tokio::test]
+async fn only_drafts_change_and_stages_move_forward_also_behind_the_stores_back() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let created = store
+        .create_version(version("1.1.0"))
+        .await
+        .expect("create");
+    assert_eq!(created.stage, Stage::Draft);
+    assert!(matches!(
+        store.create_version(version("1.1.0")).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let edited = store
+        .edit_draft("coder", "1.1.0", spec("second"))
+        .await
+        .expect("edit a draft");
+    assert_eq!(edited.spec.system_prompt, "second");
+    assert!(matches!(
+        store
+            .set_stage("coder", "1.1.0", Stage::Draft, Stage::Production)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    store
+        .set_stage("coder", "1.1.0", Stage::Draft, Stage::Staging)
+        .await
+        .expect("staging");
+    // Someone else's promotion already happened: the stale `from` is refused.
+    assert!(matches!(
+        store
+            .set_stage("coder", "1.1.0", Stage::Draft, Stage::Staging)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.edit_draft("coder", "1.1.0", spec("third")).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.edit_draft("coder", "9.9.9", spec("x")).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    let conn = raw(&path);
+    for sql in [
+        "UPDATE agent_versions SET spec = '{}' WHERE version = '1.1.0'",
+        "UPDATE agent_versions SET stage = 'draft' WHERE version = '1.1.0'",
+        "DELETE FROM agent_versions",
+    ] {
+        assert!(conn.execute(sql, []).is_err(), "{sql} must be refused");
+    }
+    let all = store.all_versions().await.expect("versions");
+    assert_eq!(all["coder"][0].spec.system_prompt, "second");
+    assert_eq!(all["coder"][0].stage, Stage::Staging);
+}
+
+#[tokio::test]
+async fn traffic_is_append_only_and_a_stale_change_loses() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let split = TrafficSplit(BTreeMap::from([("1.0.0".into(), 100)]));
+    let change = |after_seq| NewTraffic {
+        agent: "coder".into(),
+        after_seq,
+        action: TrafficAction::Set,
+        split: split.clone(),
+        by: "ops".into(),
+    };
+    assert_eq!(store.record_traffic(change(0)).await.expect("first").seq, 1);
+    assert!(matches!(
+        store.record_traffic(change(0)).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(
+        store.record_traffic(change(1)).await.expect("second").seq,
+        2
+    );
+    let history = store.traffic("coder").await.expect("history");
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1].split, split);
+    assert!(store.traffic("other").await.expect("none").is_empty());
+    let conn = raw(&path);
+    assert!(
+        conn.execute("UPDATE agent_traffic SET weights = '{}'", [])
+            .is_err()
+    );
+    assert!(conn.execute("DELETE FROM agent_traffic", []).is_err());
+}
+
+#[tokio::test]
+async fn a_thread_is_pinned_once_and_its_turns_record_the_version() {
+    let (_dir, path) = db_path();
+    let store = open(&path).await;
+    let thread = store.create_thread(new_thread()).await.expect("thread");
+    assert_eq!(thread.agent_version, None);
+    assert_eq!(
+        store.pin_thread(&thread.id, "1.1.0").await.expect("pin"),
+        "1.1.0"
+    );
+    // The earlier pin wins.
+    assert_eq!(
+        store
+            .pin_thread(&thread.id, "2.0.0")
+            .await
+            .expect("pin again"),
+        "1.1.0"
+    );
+    assert!(
+        raw(&path)
+            .execute("UPDATE threads SET agent_version = '3.0.0'", [])
+            .is_err()
+    );
+    let turn = store
+        .begin_turn(&thread.id, &TurnId::new(), "hi", false)
+        .await
+        .expect("turn");
+    assert_eq!(turn.agent_version.as_deref(), Some("1.1.0"));
+    let read = store.turn(&turn.id).await.expect("read").expect("turn");
+    assert_eq!(read.agent_version.as_deref(), Some("1.1.0"));
+    assert!(matches!(
+        store
+            .pin_thread(&agentplane_core::ThreadId::new(), "1.0.0")
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // A shadow thread: pinned, linked, never listed.
+    let shadow = store
+        .create_shadow_thread(new_thread(), &thread.id, "1.2.0")
+        .await
+        .expect("shadow thread");
+    assert_eq!(shadow.agent_version.as_deref(), Some("1.2.0"));
+    assert_eq!(shadow.shadow_of.as_ref(), Some(&thread.id));
+    let listed = store.list_threads("local").await.expect("list");
+    assert_eq!(
+        listed.iter().map(|t| &t.id).collect::<Vec<_>>(),
+        [&thread.id]
+    );
+    let shadows = store.shadow_threads(&thread.id).await.expect("shadows");
+    assert_eq!(shadows.len(), 1);
+    assert!(matches!(
+        store
+            .create_shadow_thread(new_thread(), &agentplane_core::ThreadId::new(), "1.2.0")
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+}

@@ -1,0 +1,782 @@
+//! Agent versions as a service (ADR 0016): the catalogue of an agent's versions (its
+//! configured baseline plus stored ones), promotion, traffic splits and their rollback,
+//! the shadow version, the version a thread runs, and shadow runs.
+//!
+//! What lives here: the rules (semver must increase, drafts are the only editable
+//! versions, traffic goes to production versions only, who may change versions) and
+//! the routing of a thread to its version. What must not: SQL (the `VersionStore` port
+//! holds it) or the turn loop (shadow runs use `run_turn` with `shadow_of` set).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentplane_core::version::{
+    DEFAULT_VERSION, TrafficAction, draw_of, parse_version, traffic_stack,
+};
+use agentplane_core::{AgentSpec, SpecPatch, Stage, ThreadId, TrafficSplit, VersionSpec};
+
+use super::{Hub, HubError};
+use crate::ports::{
+    NewThread, NewTraffic, NewVersion, ThreadRecord, TrafficRecord, VersionRecord, VersionStore,
+};
+use crate::schema::Schema;
+use crate::turn::{NoObserver, TurnRequest, begin_turn, run_turn};
+
+/// Longest system prompt a version may have, in characters.
+const MAX_PROMPT_CHARS: usize = 65_536;
+/// Longest description, in characters.
+const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// Longest model id, in characters.
+const MAX_MODEL_CHARS: usize = 200;
+/// Largest output schema, as JSON bytes.
+const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+/// Most versions one traffic split may name.
+const MAX_SPLIT_VERSIONS: usize = 16;
+
+/// How the hub keeps versions: the store, the baseline version number of each
+/// configured agent, and who may change versions.
+#[derive(Clone, Default)]
+pub struct VersionSettings {
+    /// `None`: only the baselines exist, and changing versions is refused.
+    pub store: Option<Arc<dyn VersionStore>>,
+    /// The version number of each configured agent's definition (default `1.0.0`).
+    pub baselines: BTreeMap<String, String>,
+    /// `[versions] admins`: the client ids that may change versions. `None`: any client
+    /// that passes authentication may.
+    pub admins: Option<Vec<String>>,
+}
+
+/// One version of an agent, as shown to clients.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentVersion {
+    pub version: String,
+    pub stage: Stage,
+    pub spec: VersionSpec,
+    /// The configured definition, not a stored version.
+    pub baseline: bool,
+    pub shadow: bool,
+    /// Percent of new threads it gets now.
+    pub weight: u32,
+    pub created_by: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+/// An agent's versions and traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentVersions {
+    pub agent: String,
+    /// By semver, lowest first.
+    pub versions: Vec<AgentVersion>,
+    /// The split in force.
+    pub traffic: TrafficSplit,
+    /// The number of traffic changes so far.
+    pub traffic_changes: u64,
+    /// What a rollback would restore, if anything.
+    pub rollback_to: Option<TrafficSplit>,
+    pub shadow: Option<String>,
+}
+
+/// A version to create.
+#[derive(Debug, Clone, Default)]
+pub struct CreateVersion {
+    pub version: String,
+    /// The version whose spec the new one starts from; default the highest one.
+    pub from: Option<String>,
+    pub spec: SpecPatch,
+}
+
+/// A production turn to copy to the agent's shadow version, taken when it began.
+pub(super) struct ShadowCopy {
+    pub(super) thread: ThreadRecord,
+    /// The version the production turn ran.
+    pub(super) version: String,
+    pub(super) input: String,
+}
+
+/// Everything known about one agent's versions at one moment.
+struct Catalog {
+    agent: String,
+    baseline: AgentSpec,
+    baseline_version: String,
+    stored: Vec<VersionRecord>,
+    history: Vec<TrafficRecord>,
+    stack: Vec<TrafficSplit>,
+}
+
+impl Catalog {
+    /// A version's stage and spec; a stored version shadows a baseline of the same number.
+    fn find(&self, version: &str) -> Option<(Stage, VersionSpec)> {
+        if let Some(record) = self.stored.iter().find(|v| v.version == version) {
+            return Some((record.stage, record.spec.clone()));
+        }
+        (version == self.baseline_version)
+            .then(|| (Stage::Production, VersionSpec::of(&self.baseline)))
+    }
+
+    fn current(&self) -> &TrafficSplit {
+        // The stack always holds the baseline split at the bottom.
+        self.stack.last().unwrap_or(&self.stack[0])
+    }
+
+    fn shadow(&self) -> Option<&VersionRecord> {
+        self.stored.iter().find(|v| v.shadow)
+    }
+
+    /// The highest version number of the agent, baseline included.
+    fn highest(&self) -> Option<(semver::Version, String)> {
+        std::iter::once(self.baseline_version.as_str())
+            .chain(self.stored.iter().map(|v| v.version.as_str()))
+            .filter_map(|v| parse_version(v).ok().map(|p| (p, v.to_owned())))
+            .max_by(|a, b| a.0.cmp(&b.0))
+    }
+
+    fn view(&self) -> AgentVersions {
+        let traffic = self.current().clone();
+        let mut versions: Vec<AgentVersion> = self
+            .stored
+            .iter()
+            .map(|v| AgentVersion {
+                version: v.version.clone(),
+                stage: v.stage,
+                spec: v.spec.clone(),
+                baseline: false,
+                shadow: v.shadow,
+                weight: traffic.weight(&v.version),
+                created_by: Some(v.created_by.clone()),
+                created_at: Some(v.created_at.clone()),
+                updated_at: Some(v.updated_at.clone()),
+            })
+            .collect();
+        if !self
+            .stored
+            .iter()
+            .any(|v| v.version == self.baseline_version)
+        {
+            versions.push(AgentVersion {
+                version: self.baseline_version.clone(),
+                stage: Stage::Production,
+                spec: VersionSpec::of(&self.baseline),
+                baseline: true,
+                shadow: false,
+                weight: traffic.weight(&self.baseline_version),
+                created_by: None,
+                created_at: None,
+                updated_at: None,
+            });
+        }
+        versions.sort_by(|a, b| {
+            let key = |v: &AgentVersion| parse_version(&v.version).ok();
+            key(a).cmp(&key(b)).then_with(|| a.version.cmp(&b.version))
+        });
+        AgentVersions {
+            agent: self.agent.clone(),
+            versions,
+            traffic,
+            traffic_changes: self.history.len() as u64,
+            rollback_to: (self.stack.len() > 1).then(|| self.stack[self.stack.len() - 2].clone()),
+            shadow: self.shadow().map(|v| v.version.clone()),
+        }
+    }
+}
+
+impl Hub {
+    /// The version number of an agent's configured definition.
+    fn baseline_version(&self, agent: &str) -> String {
+        self.versions
+            .baselines
+            .get(agent)
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_VERSION.to_owned())
+    }
+
+    fn version_store(&self) -> Result<&Arc<dyn VersionStore>, HubError> {
+        self.versions.store.as_ref().ok_or_else(|| {
+            HubError::Conflict("agent versions need a store; this hub has none".to_owned())
+        })
+    }
+
+    /// `Forbidden` unless `client` may change versions (`[versions] admins`).
+    fn may_change_versions(&self, client: &str) -> Result<(), HubError> {
+        match &self.versions.admins {
+            Some(admins) if !admins.iter().any(|a| a == client) => Err(HubError::Forbidden(
+                format!("client `{client}` may not change agent versions (`[versions] admins`)"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    async fn catalog(&self, agent: &str) -> Result<Catalog, HubError> {
+        let baseline = self
+            .agents
+            .get(agent)
+            .cloned()
+            .ok_or_else(|| HubError::NotFound(format!("agent `{agent}`")))?;
+        let mut all = match &self.versions.store {
+            Some(store) => store.all_versions().await?,
+            None => BTreeMap::new(),
+        };
+        let history = match &self.versions.store {
+            Some(store) => store.traffic(agent).await?,
+            None => Vec::new(),
+        };
+        Ok(self.catalog_of(baseline, all.remove(agent).unwrap_or_default(), history))
+    }
+
+    fn catalog_of(
+        &self,
+        baseline: AgentSpec,
+        stored: Vec<VersionRecord>,
+        history: Vec<TrafficRecord>,
+    ) -> Catalog {
+        let baseline_version = self.baseline_version(&baseline.name);
+        let stack = traffic_stack(
+            TrafficSplit::all_on(&baseline_version),
+            history.iter().map(|h| (h.action, &h.split)),
+        );
+        Catalog {
+            agent: baseline.name.clone(),
+            baseline,
+            baseline_version,
+            stored,
+            history,
+            stack,
+        }
+    }
+
+    /// Every agent's versions and traffic, by agent name.
+    pub async fn all_agent_versions(&self) -> Result<BTreeMap<String, AgentVersions>, HubError> {
+        let mut all = match &self.versions.store {
+            Some(store) => store.all_versions().await?,
+            None => BTreeMap::new(),
+        };
+        let mut out = BTreeMap::new();
+        for (name, baseline) in &self.agents {
+            let history = match &self.versions.store {
+                Some(store) => store.traffic(name).await?,
+                None => Vec::new(),
+            };
+            let catalog = self.catalog_of(
+                baseline.clone(),
+                all.remove(name).unwrap_or_default(),
+                history,
+            );
+            out.insert(name.clone(), catalog.view());
+        }
+        Ok(out)
+    }
+
+    /// One agent's versions and traffic.
+    pub async fn agent_versions(&self, agent: &str) -> Result<AgentVersions, HubError> {
+        Ok(self.catalog(agent).await?.view())
+    }
+
+    /// One version of an agent.
+    pub async fn agent_version(
+        &self,
+        agent: &str,
+        version: &str,
+    ) -> Result<AgentVersion, HubError> {
+        self.agent_versions(agent)
+            .await?
+            .versions
+            .into_iter()
+            .find(|v| v.version == version)
+            .ok_or_else(|| HubError::NotFound(format!("version {version} of agent `{agent}`")))
+    }
+
+    /// Creates a draft: `from`'s spec (default the highest version's) with the patch.
+    /// The number must be a semantic version above every version of the agent.
+    pub async fn create_version(
+        &self,
+        client: &str,
+        agent: &str,
+        request: CreateVersion,
+    ) -> Result<AgentVersion, HubError> {
+        self.may_change_versions(client)?;
+        let wanted = parse_version(&request.version).map_err(HubError::InvalidArgument)?;
+        let catalog = self.catalog(agent).await?;
+        let store = self.version_store()?;
+        if catalog.find(&request.version).is_some() {
+            return Err(HubError::Conflict(format!(
+                "agent `{agent}` already has version {}",
+                request.version
+            )));
+        }
+        if let Some((highest, text)) = catalog.highest()
+            && wanted <= highest
+        {
+            return Err(HubError::Conflict(format!(
+                "version {} is not above {text}, the highest version of agent `{agent}`: \
+                 versions must increase",
+                request.version
+            )));
+        }
+        let from = match &request.from {
+            Some(from) => from.clone(),
+            None => catalog
+                .highest()
+                .map(|(_, v)| v)
+                .unwrap_or_else(|| catalog.baseline_version.clone()),
+        };
+        let (_, base) = catalog.find(&from).ok_or_else(|| {
+            HubError::InvalidArgument(format!("`from`: agent `{agent}` has no version {from}"))
+        })?;
+        let spec = request.spec.apply(&base);
+        validate_spec(&catalog.baseline, &spec)?;
+        store
+            .create_version(NewVersion {
+                agent: agent.to_owned(),
+                version: request.version.clone(),
+                spec,
+                created_by: client.to_owned(),
+            })
+            .await?;
+        self.agent_version(agent, &request.version).await
+    }
+
+    /// Changes a draft. Any other version is frozen: `Conflict`.
+    pub async fn edit_version(
+        &self,
+        client: &str,
+        agent: &str,
+        version: &str,
+        patch: SpecPatch,
+    ) -> Result<AgentVersion, HubError> {
+        self.may_change_versions(client)?;
+        let catalog = self.catalog(agent).await?;
+        let (stage, spec) = catalog
+            .find(version)
+            .ok_or_else(|| HubError::NotFound(format!("version {version} of agent `{agent}`")))?;
+        if stage != Stage::Draft {
+            return Err(frozen(agent, version, stage));
+        }
+        let spec = patch.apply(&spec);
+        validate_spec(&catalog.baseline, &spec)?;
+        self.version_store()?
+            .edit_draft(agent, version, spec)
+            .await?;
+        self.agent_version(agent, version).await
+    }
+
+    /// Promotes a version one stage: draft → staging → production. `to`, when given,
+    /// must be that next stage (no skipping). A new production version gets no traffic
+    /// until a split names it.
+    pub async fn promote_version(
+        &self,
+        client: &str,
+        agent: &str,
+        version: &str,
+        to: Option<Stage>,
+    ) -> Result<AgentVersion, HubError> {
+        self.may_change_versions(client)?;
+        let catalog = self.catalog(agent).await?;
+        let (stage, _) = catalog
+            .find(version)
+            .ok_or_else(|| HubError::NotFound(format!("version {version} of agent `{agent}`")))?;
+        let Some(next) = stage.next() else {
+            return Err(HubError::Conflict(format!(
+                "version {version} of agent `{agent}` is already in production"
+            )));
+        };
+        if let Some(to) = to
+            && to != next
+        {
+            return Err(HubError::Conflict(format!(
+                "version {version} of agent `{agent}` is {}; it can only be promoted to {}",
+                stage.as_str(),
+                next.as_str()
+            )));
+        }
+        self.version_store()?
+            .set_stage(agent, version, stage, next)
+            .await?;
+        self.agent_version(agent, version).await
+    }
+
+    /// Sets the traffic split over production versions (percent, summing to 100).
+    pub async fn set_traffic(
+        &self,
+        client: &str,
+        agent: &str,
+        split: TrafficSplit,
+    ) -> Result<AgentVersions, HubError> {
+        self.may_change_versions(client)?;
+        let catalog = self.catalog(agent).await?;
+        if split.0.is_empty() || split.0.len() > MAX_SPLIT_VERSIONS {
+            return Err(HubError::InvalidArgument(format!(
+                "a traffic split names 1 to {MAX_SPLIT_VERSIONS} versions"
+            )));
+        }
+        let mut total = 0u64;
+        for (version, weight) in &split.0 {
+            if *weight > 100 {
+                return Err(HubError::InvalidArgument(format!(
+                    "weight {weight} of version {version} is above 100"
+                )));
+            }
+            total += u64::from(*weight);
+            match catalog.find(version) {
+                None => {
+                    return Err(HubError::InvalidArgument(format!(
+                        "agent `{agent}` has no version {}",
+                        version.escape_default()
+                    )));
+                }
+                Some((stage, _)) if stage != Stage::Production => {
+                    return Err(HubError::Conflict(format!(
+                        "version {version} of agent `{agent}` is {}; only production versions \
+                         take traffic (promote it first)",
+                        stage.as_str()
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if total != 100 {
+            return Err(HubError::InvalidArgument(format!(
+                "traffic weights are percentages and must sum to 100, not {total}"
+            )));
+        }
+        self.record_traffic(&catalog, client, TrafficAction::Set, split)
+            .await
+    }
+
+    /// Restores the split in force before the current one, recorded as a rollback.
+    /// Repeated rollbacks walk back to the baseline split; `Conflict` beyond it.
+    pub async fn rollback_traffic(
+        &self,
+        client: &str,
+        agent: &str,
+    ) -> Result<AgentVersions, HubError> {
+        self.may_change_versions(client)?;
+        let catalog = self.catalog(agent).await?;
+        let Some(previous) = catalog.view().rollback_to else {
+            return Err(HubError::Conflict(format!(
+                "agent `{agent}` has no earlier traffic split to roll back to"
+            )));
+        };
+        self.record_traffic(&catalog, client, TrafficAction::Rollback, previous)
+            .await
+    }
+
+    async fn record_traffic(
+        &self,
+        catalog: &Catalog,
+        client: &str,
+        action: TrafficAction,
+        split: TrafficSplit,
+    ) -> Result<AgentVersions, HubError> {
+        self.version_store()?
+            .record_traffic(NewTraffic {
+                agent: catalog.agent.clone(),
+                after_seq: catalog.history.last().map_or(0, |h| h.seq),
+                action,
+                split,
+                by: client.to_owned(),
+            })
+            .await?;
+        self.agent_versions(&catalog.agent).await
+    }
+
+    /// Makes a staging or production version the agent's shadow, or clears it.
+    pub async fn set_shadow(
+        &self,
+        client: &str,
+        agent: &str,
+        version: Option<&str>,
+    ) -> Result<AgentVersions, HubError> {
+        self.may_change_versions(client)?;
+        let catalog = self.catalog(agent).await?;
+        if let Some(version) = version {
+            let stored = catalog.stored.iter().find(|v| v.version == version);
+            match stored {
+                None if version == catalog.baseline_version => {
+                    return Err(HubError::Conflict(format!(
+                        "version {version} is agent `{agent}`'s configured definition; only a \
+                         created version can be a shadow"
+                    )));
+                }
+                None => {
+                    return Err(HubError::NotFound(format!(
+                        "version {version} of agent `{agent}`"
+                    )));
+                }
+                Some(v) if v.stage == Stage::Draft => {
+                    return Err(HubError::Conflict(format!(
+                        "version {version} of agent `{agent}` is a draft; promote it to \
+                         staging before running it as a shadow"
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        self.version_store()?.set_shadow(agent, version).await?;
+        self.agent_versions(agent).await
+    }
+
+    /// The version a new thread of `agent` runs: `requested` (a staging or production
+    /// version), else one drawn by the traffic weights from the thread's own id.
+    pub(super) async fn version_for_new_thread(
+        &self,
+        agent: &str,
+        thread: &ThreadId,
+        requested: Option<&str>,
+    ) -> Result<String, HubError> {
+        let catalog = self.catalog(agent).await?;
+        match requested {
+            Some(version) => match catalog.find(version) {
+                None => Err(HubError::InvalidArgument(format!(
+                    "agent `{agent}` has no version {}",
+                    version.escape_default()
+                ))),
+                Some((Stage::Draft, _)) => Err(HubError::Conflict(format!(
+                    "version {version} of agent `{agent}` is a draft and cannot run; promote \
+                     it to staging first"
+                ))),
+                Some(_) => Ok(version.to_owned()),
+            },
+            None => Ok(pick(&catalog, thread)),
+        }
+    }
+
+    /// The agent a thread's turn runs as, and its version. A thread created before
+    /// versions existed is pinned now, by the weights. A thread pinned to a version that
+    /// no longer exists (its baseline was renumbered) is refused rather than silently
+    /// moved: pinning is a promise.
+    pub(super) async fn route(
+        &self,
+        thread: &ThreadRecord,
+    ) -> Result<(AgentSpec, String), HubError> {
+        if let Some(original) = &thread.shadow_of {
+            return Err(HubError::Conflict(format!(
+                "thread {} is the hidden shadow of {original}: it runs shadow copies only",
+                thread.id
+            )));
+        }
+        self.agent(&thread.agent)?;
+        let catalog = self.catalog(&thread.agent).await?;
+        let version = match &thread.agent_version {
+            Some(version) => version.clone(),
+            None => {
+                let version = pick(&catalog, &thread.id);
+                match &self.versions.store {
+                    Some(store) => store.pin_thread(&thread.id, &version).await?,
+                    None => version,
+                }
+            }
+        };
+        let (_, spec) = catalog.find(&version).ok_or_else(|| {
+            HubError::Conflict(format!(
+                "thread {} is pinned to version {version} of agent `{}`, which no longer \
+                 exists; start a new thread",
+                thread.id, thread.agent
+            ))
+        })?;
+        Ok((spec.apply_to(&catalog.baseline), version))
+    }
+
+    /// Starts the agent's shadow version on a copy of a production turn that has just
+    /// ended, in the background, when there is a shadow. Called after the production
+    /// turn, so the shadow never competes with it for the model (a local model serves
+    /// one request at a time) and never delays its result. Never fails and never waits:
+    /// whatever happens to the shadow run is logged and recorded on its hidden thread.
+    pub(super) fn shadow_turn(self: &Arc<Self>, copy: Option<ShadowCopy>) {
+        let Some(copy) = copy else {
+            return;
+        };
+        if self.versions.store.is_none() {
+            return;
+        }
+        let hub = self.clone();
+        self.tasks.spawn(async move {
+            if let Err(e) = hub
+                .run_shadow(&copy.thread, &copy.version, copy.input)
+                .await
+            {
+                tracing::warn!(thread = %copy.thread.id, error = %e, "shadow run skipped");
+            }
+        });
+    }
+
+    async fn run_shadow(
+        self: &Arc<Self>,
+        original: &ThreadRecord,
+        running: &str,
+        input: String,
+    ) -> Result<(), HubError> {
+        let catalog = self.catalog(&original.agent).await?;
+        let Some(shadow) = catalog.shadow() else {
+            return Ok(());
+        };
+        // Only production traffic is copied, and a version is not its own shadow.
+        let running_stage = catalog.find(running).map(|(stage, _)| stage);
+        if shadow.version == running || running_stage != Some(Stage::Production) {
+            return Ok(());
+        }
+        self.accepting()?;
+        let store = self.version_store()?;
+        let existing = store
+            .shadow_threads(&original.id)
+            .await?
+            .into_iter()
+            .find(|t| t.agent_version.as_deref() == Some(shadow.version.as_str()));
+        let thread = match existing {
+            Some(thread) => thread,
+            None => {
+                store
+                    .create_shadow_thread(
+                        NewThread {
+                            id: ThreadId::new(),
+                            client_id: original.client_id.clone(),
+                            agent: original.agent.clone(),
+                            cwd: original.cwd.clone(),
+                            title: Some(format!("shadow {} of {}", shadow.version, original.id)),
+                        },
+                        &original.id,
+                        &shadow.version,
+                    )
+                    .await?
+            }
+        };
+        let agent = shadow.spec.apply_to(&catalog.baseline);
+        let past = self.past_turns(&thread.id).await?;
+        let context = crate::context::build(
+            thread.summary.as_deref(),
+            &past,
+            &input,
+            self.config.context,
+        );
+        // Routed as the production turn would be: the same estimate from the same text.
+        let mut messages = context.history.clone();
+        messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
+        let size = crate::providers::TaskSize::estimate(&messages);
+        let model = self.resolve_model(&agent, size).await?;
+        // A previous shadow run still going: this copy is skipped (`Conflict`).
+        let begun = begin_turn(&self.deps, &thread.id, &input, false).await?;
+        let request = TurnRequest {
+            ensembles: self
+                .toolbox
+                .ensembles(&agent, &thread.id, &thread.client_id),
+            agent,
+            client: thread.client_id.clone(),
+            model,
+            input: context.input,
+            history: context.history,
+            // Nobody answers a shadow's questions; such calls are not executed anyway.
+            permissions: None,
+            workspace: thread.cwd.clone().into(),
+            size: Some(size),
+            agent_version: Some(shadow.version.clone()),
+            shadow_of: Some(original.id.clone()),
+        };
+        let turn = begun.turn().clone();
+        let cancel = self.register(&begun, &thread.client_id);
+        let outcome = run_turn(&self.deps, begun, request, &NoObserver, cancel).await;
+        self.unregister(&turn);
+        outcome?;
+        Ok(())
+    }
+
+    /// The hidden shadow threads of one of the client's threads.
+    pub async fn shadow_threads(
+        &self,
+        client: &str,
+        thread: &ThreadId,
+    ) -> Result<Vec<ThreadRecord>, HubError> {
+        self.thread(client, thread).await?;
+        match &self.versions.store {
+            Some(store) => Ok(store.shadow_threads(thread).await?),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// A version drawn by the split in force, from the thread id; the baseline when the
+/// split is empty.
+fn pick(catalog: &Catalog, thread: &ThreadId) -> String {
+    catalog
+        .current()
+        .pick(draw_of(thread.as_str()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| catalog.baseline_version.clone())
+}
+
+fn frozen(agent: &str, version: &str, stage: Stage) -> HubError {
+    HubError::Conflict(format!(
+        "version {version} of agent `{agent}` is {} and immutable; create a new version \
+         to change it",
+        stage.as_str()
+    ))
+}
+
+/// Checks a version's spec as configured agents are checked, and that its ensembles
+/// are among the configured ones (a version changes behaviour, never reach).
+fn validate_spec(baseline: &AgentSpec, spec: &VersionSpec) -> Result<(), HubError> {
+    let bad =
+        |field: &str, why: String| Err(HubError::InvalidArgument(format!("spec.{field}: {why}")));
+    if spec.system_prompt.trim().is_empty() {
+        return bad("system_prompt", "must not be empty".into());
+    }
+    if spec.system_prompt.chars().count() > MAX_PROMPT_CHARS {
+        return bad(
+            "system_prompt",
+            format!("is longer than {MAX_PROMPT_CHARS} characters"),
+        );
+    }
+    if spec.description.chars().count() > MAX_DESCRIPTION_CHARS {
+        return bad(
+            "description",
+            format!("is longer than {MAX_DESCRIPTION_CHARS} characters"),
+        );
+    }
+    if let Some(model) = &spec.model
+        && (model.chars().count() > MAX_MODEL_CHARS || model.chars().any(char::is_control))
+    {
+        return bad(
+            "model",
+            format!("must be at most {MAX_MODEL_CHARS} printable characters"),
+        );
+    }
+    for (i, ensemble) in spec.ensembles.iter().enumerate() {
+        if !baseline.ensembles.contains(ensemble) {
+            return bad(
+                "ensembles",
+                format!(
+                    "`{}` is not one of the agent's configured ensembles ({})",
+                    ensemble.escape_default(),
+                    baseline.ensembles.join(", ")
+                ),
+            );
+        }
+        if spec.ensembles[..i].contains(ensemble) {
+            return bad("ensembles", format!("`{ensemble}` is listed twice"));
+        }
+    }
+    if spec.max_steps == 0 || spec.max_steps > 1_000 {
+        return bad("max_steps", "must be 1 to 1000".into());
+    }
+    if spec.tool_timeout_ms == 0 || spec.tool_timeout_ms > 3_600_000 {
+        return bad("tool_timeout_ms", "must be 1 to 3600000".into());
+    }
+    if spec.tool_output_cap_bytes < 256 || spec.tool_output_cap_bytes > 16 * 1024 * 1024 {
+        return bad("tool_output_cap_bytes", "must be 256 to 16777216".into());
+    }
+    if let Some(schema) = &spec.output_schema {
+        if schema.to_string().len() > MAX_SCHEMA_BYTES {
+            return bad(
+                "output_schema",
+                format!("is larger than {MAX_SCHEMA_BYTES} bytes"),
+            );
+        }
+        if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+            return bad(
+                "output_schema",
+                "must be a schema with \"type\": \"object\"".into(),
+            );
+        }
+        Schema::compile(schema)
+            .map_err(|e| HubError::InvalidArgument(format!("spec.output_schema: {e}")))?;
+    }
+    Ok(())
+}
