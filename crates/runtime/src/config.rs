@@ -293,9 +293,11 @@ struct FileConfig {
     retention: FileRetention,
     #[serde(default)]
     executions: FileExecutions,
+    #[serde(default)]
     providers: BTreeMap<String, FileProvider>,
     #[serde(default)]
     routing: Option<FileRouting>,
+    #[serde(default)]
     versions: FileVersions,
 }
 
