@@ -70,6 +70,7 @@ prefixed_id!(ThreadId, "thr_", "thread");
 prefixed_id!(TurnId, "turn_", "turn");
 prefixed_id!(PermissionId, "perm_", "permission");
 prefixed_id!(ApprovalId, "apr_", "approval");
+prefixed_id!(CompletionId, "chatcmpl-", "gateway completion");
 
 #[cfg(test)]
 mod tests {

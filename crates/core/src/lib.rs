@@ -14,10 +14,10 @@ pub mod secret;
 pub mod tool;
 
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};
-pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
+pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
 pub use error::ErrorCode;
 pub use event::{
     ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
 };
-pub use ids::{ApprovalId, PermissionId, ThreadId, TurnId};
+pub use ids::{ApprovalId, CompletionId, PermissionId, ThreadId, TurnId};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};

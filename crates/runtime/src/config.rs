@@ -12,9 +12,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentplane_engine::context::ContextBudget;
+use agentplane_engine::gateway::GatewayConfig;
 use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
 
+use crate::settings::gateway::FileGateway;
 use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
@@ -69,6 +71,8 @@ pub struct Config {
     pub approval_ttl: Duration,
     /// `[retention] tool_args`.
     pub tool_args: ArgsRetention,
+    /// `[gateway]`: who OpenAI-compatible gateway calls are.
+    pub gateway: GatewayConfig,
 }
 
 impl fmt::Debug for Config {
@@ -86,6 +90,7 @@ impl fmt::Debug for Config {
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
             .field("tool_args", &self.tool_args)
+            .field("gateway", &self.gateway)
             .finish()
     }
 }
@@ -274,6 +279,8 @@ struct FileConfig {
     approvals: FileApprovals,
     #[serde(default)]
     retention: FileRetention,
+    #[serde(default)]
+    gateway: FileGateway,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -467,6 +474,10 @@ impl Config {
             .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
         let tool_args = governance::args_retention(&parsed.retention)
             .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
+        let gateway = parsed
+            .gateway
+            .resolve()
+            .map_err(|(key, m)| in_file(&format!("gateway.{key}"), m))?;
         let default_agent = parsed
             .run
             .default_agent
@@ -501,6 +512,7 @@ impl Config {
             secrets,
             approval_ttl,
             tool_args,
+            gateway,
         })
     }
 }

@@ -9,6 +9,7 @@ mod approvals;
 mod connection;
 mod costs;
 mod migrations;
+mod model_calls;
 mod reader;
 mod store;
 mod timestamp;

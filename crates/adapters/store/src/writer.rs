@@ -13,13 +13,13 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    ApprovalDecision, ApprovalRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
     PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::{approvals, backend, reader, timestamp};
+use crate::{approvals, backend, model_calls, reader, timestamp};
 
 /// Where a command's answer goes. Nobody may be listening any more (the caller was
 /// cancelled); the write still stands, as it would if the answer had been lost.
@@ -92,6 +92,10 @@ pub(crate) enum Command {
     ClaimApproval {
         id: ApprovalId,
         reply: Reply<ApprovalRecord>,
+    },
+    RecordModelCall {
+        call: ModelCallRecord,
+        reply: Reply<()>,
     },
 }
 
@@ -223,6 +227,9 @@ impl Batch<'_> {
             Command::ClaimApproval { id, reply } => {
                 Settled::Claimed(reply, Box::new(self.isolated(|c| approvals::claim(c, &id))))
             }
+            Command::RecordModelCall { call, reply } => {
+                Settled::Done(reply, self.isolated(|c| model_calls::record(c, call)))
+            }
         }
     }
 
@@ -258,7 +265,9 @@ impl Command {
         // A dropped receiver means the caller stopped waiting; nothing to tell it.
         match self {
             Self::CreateThread { reply, .. } => drop(reply.send(Err(error))),
-            Self::DeleteThread { reply, .. } | Self::SetSummary { reply, .. } => {
+            Self::DeleteThread { reply, .. }
+            | Self::SetSummary { reply, .. }
+            | Self::RecordModelCall { reply, .. } => {
                 drop(reply.send(Err(error)))
             }
             Self::BeginTurn { reply, .. } => drop(reply.send(Err(error))),

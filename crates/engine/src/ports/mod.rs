@@ -4,10 +4,10 @@ pub mod model;
 pub mod store;
 pub mod tools;
 
-pub use model::{ChatModel, ModelError, ModelInfo};
+pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
-    EventStore, NewApproval, NewPermission, NewThread, PermissionRecord, PermissionStatus,
+    EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, PermissionStatus,
     StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
