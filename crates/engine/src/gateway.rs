@@ -98,12 +98,15 @@ pub fn validate(request: &ChatRequest) -> Result<(), HubError> {
         return invalid("`messages` must hold at least one message".into());
     }
     if request.messages.len() > MAX_MESSAGES {
-        return invalid(format!("`messages` holds more than {MAX_MESSAGES} messages"));
+        return invalid(format!(
+            "`messages` holds more than {MAX_MESSAGES} messages"
+        ));
     }
     for (i, message) in request.messages.iter().enumerate() {
-        if message.role == Role::Tool && message.tool_call_id.as_deref().is_none_or(str::is_empty)
-        {
-            return invalid(format!("messages[{i}]: a tool message needs `tool_call_id`"));
+        if message.role == Role::Tool && message.tool_call_id.as_deref().is_none_or(str::is_empty) {
+            return invalid(format!(
+                "messages[{i}]: a tool message needs `tool_call_id`"
+            ));
         }
     }
     if request.tools.len() > MAX_TOOLS {
@@ -135,7 +138,9 @@ pub fn validate(request: &ChatRequest) -> Result<(), HubError> {
     if let Some(t) = request.temperature
         && !(t.is_finite() && (0.0..=MAX_TEMPERATURE).contains(&t))
     {
-        return invalid(format!("`temperature` must be between 0 and {MAX_TEMPERATURE}"));
+        return invalid(format!(
+            "`temperature` must be between 0 and {MAX_TEMPERATURE}"
+        ));
     }
     if request.max_tokens == Some(0) {
         return invalid("`max_tokens` must be at least 1".into());
@@ -257,11 +262,10 @@ impl AdmittedCall {
         }
         let usage = response.usage.unwrap_or_default();
         let governance = &self.deps.governance;
-        let usd_micros = governance.prices.cost_micros(
-            &response.model,
-            usage.input_tokens,
-            usage.output_tokens,
-        );
+        let usd_micros =
+            governance
+                .prices
+                .cost_micros(&response.model, usage.input_tokens, usage.output_tokens);
         self.held.settle(usd_micros);
         let record = ModelCallRecord {
             id: self.id.clone(),

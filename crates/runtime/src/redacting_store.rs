@@ -16,8 +16,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, ModelCallRecord, NewApproval,
-    NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
+    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
+    ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use serde_json::Value;

@@ -13,8 +13,8 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
-    PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
+    ApprovalDecision, ApprovalRecord, ModelCallRecord, NewApproval, NewPermission, NewThread,
+    PermissionRecord, PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
@@ -267,9 +267,7 @@ impl Command {
             Self::CreateThread { reply, .. } => drop(reply.send(Err(error))),
             Self::DeleteThread { reply, .. }
             | Self::SetSummary { reply, .. }
-            | Self::RecordModelCall { reply, .. } => {
-                drop(reply.send(Err(error)))
-            }
+            | Self::RecordModelCall { reply, .. } => drop(reply.send(Err(error))),
             Self::BeginTurn { reply, .. } => drop(reply.send(Err(error))),
             Self::Append { reply, .. } | Self::CompleteTurn { reply, .. } => {
                 drop(reply.send(Err(error)))

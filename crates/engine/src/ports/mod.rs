@@ -7,7 +7,7 @@ pub mod tools;
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
-    EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, PermissionStatus,
-    StoreError, ThreadRecord, TurnRecord, TurnStatus,
+    EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};

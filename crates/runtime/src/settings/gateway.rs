@@ -77,8 +77,8 @@ mod tests {
 
     #[test]
     fn agent_and_tags_are_taken() {
-        let config = resolve("agent = \"openai-proxy\"\ntags = [\"external\", \"team_a\"]")
-            .expect("valid");
+        let config =
+            resolve("agent = \"openai-proxy\"\ntags = [\"external\", \"team_a\"]").expect("valid");
         assert_eq!(config.agent, "openai-proxy");
         assert_eq!(config.tags, vec!["external", "team_a"]);
     }
@@ -93,7 +93,10 @@ mod tests {
                 .0,
             "agent"
         );
-        assert_eq!(resolve("tags = [\"ok\", \"no/\"]").expect_err("tag").0, "tags[1]");
+        assert_eq!(
+            resolve("tags = [\"ok\", \"no/\"]").expect_err("tag").0,
+            "tags[1]"
+        );
         let many: Vec<String> = (0..33).map(|i| format!("\"t{i}\"")).collect();
         assert_eq!(
             resolve(&format!("tags = [{}]", many.join(",")))

@@ -7,6 +7,7 @@ mod access_log;
 mod approvals;
 mod auth;
 mod costs;
+mod gateway;
 mod governance;
 mod hostile;
 mod mcp;
