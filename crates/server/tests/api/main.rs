@@ -12,6 +12,7 @@ mod governance;
 mod hostile;
 mod mcp;
 mod metrics;
+mod openai_client;
 mod openapi;
 mod permissions;
 mod policies;
