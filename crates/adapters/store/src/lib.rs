@@ -15,6 +15,7 @@ mod store;
 mod timestamp;
 mod writer;
 
+pub use migrations::SCHEMA_VERSION;
 pub use store::SqliteStore;
 
 use agentplane_engine::ports::StoreError;

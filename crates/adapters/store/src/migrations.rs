@@ -174,7 +174,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The schema version this code writes and understands.
-pub(crate) const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Reads the schema version of the database at `path` (opened as `conn`) without
 /// writing anything, and refuses what this code must not touch: a newer schema (never

@@ -29,7 +29,9 @@ async fn run_client(api: &Api, client: &str, extra: &[&str]) -> (Option<i32>, Va
 async fn the_openai_package_completes_plain_streamed_and_tool_calls_through_the_gateway() {
     let api = Setup::new(vec![
         Step::text("Paris.").with_usage(20, 2),
-        Step::text("The capital is Paris.").with_split(4).with_usage(20, 5),
+        Step::text("The capital is Paris.")
+            .with_split(4)
+            .with_usage(20, 5),
         Step::tool_call("get_weather", serde_json::json!({"city": "Paris"})),
         Step::tool_call("get_weather", serde_json::json!({"city": "Paris"})).with_split(3),
         Step::text("Sunny, 21 C."),
@@ -49,7 +51,11 @@ async fn the_openai_package_completes_plain_streamed_and_tool_calls_through_the_
     assert_eq!(plain["content"], "Paris.", "{out}");
     assert_eq!(plain["finish_reason"], "stop");
     assert_eq!(plain["usage"]["total_tokens"], 22);
-    assert!(plain["id"].as_str().is_some_and(|id| id.starts_with("chatcmpl-")));
+    assert!(
+        plain["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("chatcmpl-"))
+    );
     let streamed = &out["streamed"];
     assert_eq!(streamed["content"], "The capital is Paris.", "{out}");
     assert!(streamed["deltas"].as_u64().is_some_and(|n| n >= 2), "{out}");
@@ -119,15 +125,29 @@ async fn the_openai_package_completes_through_the_gateway_against_real_llama_cpp
     assert_eq!(code, Some(0), "{out}");
     let plain = &out["plain"];
     assert!(
-        plain["content"].as_str().is_some_and(|t| !t.trim().is_empty()),
+        plain["content"]
+            .as_str()
+            .is_some_and(|t| !t.trim().is_empty()),
         "{out}"
     );
-    assert!(plain["usage"]["completion_tokens"].as_u64().is_some_and(|n| n > 0), "{out}");
+    assert!(
+        plain["usage"]["completion_tokens"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{out}"
+    );
     let streamed = &out["streamed"];
     assert!(
-        streamed["content"].as_str().is_some_and(|t| !t.trim().is_empty()),
+        streamed["content"]
+            .as_str()
+            .is_some_and(|t| !t.trim().is_empty()),
         "{out}"
     );
     assert!(streamed["deltas"].as_u64().is_some_and(|n| n >= 2), "{out}");
-    assert!(streamed["usage"]["prompt_tokens"].as_u64().is_some_and(|n| n > 0), "{out}");
+    assert!(
+        streamed["usage"]["prompt_tokens"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{out}"
+    );
 }

@@ -4,6 +4,7 @@
 mod approvals;
 mod costs;
 mod events;
+mod model_calls;
 mod open;
 mod permissions;
 mod threads;

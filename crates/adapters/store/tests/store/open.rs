@@ -28,8 +28,9 @@ fn write_v1_database(path: &Path) {
     assert_eq!(mode, "wal");
 }
 
-/// The schema version this build migrates to.
-const CURRENT_VERSION: u32 = 3;
+/// The schema version this build migrates to: the latest (helpers on other branches
+/// append migrations, so no number is written here).
+const CURRENT_VERSION: u32 = agentplane_store::SCHEMA_VERSION;
 
 fn user_version(path: &Path) -> u32 {
     raw(path)
