@@ -28,7 +28,7 @@ def micros(text: str) -> float:
 
 def parse(path: str, run: str, concurrency: str, target: str) -> None:
     text = open(path, encoding="utf-8").read()
-    percentiles = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", text, re.MULTILINE))
+    percentiles = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", text, re.MULTILINE))
     rps = re.search(r"^Requests/sec:\s+([0-9.]+)", text, re.MULTILINE)
     if not rps or "50" not in percentiles or "99" not in percentiles:
         raise SystemExit(f"summary.py: {path} is not wrk --latency output:\n{text}")
