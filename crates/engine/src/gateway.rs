@@ -2,7 +2,7 @@
 //! a client outside any thread or turn.
 //!
 //! A call is admitted first ([`crate::hub::Hub::gateway`]) under the configured agent
-//! name and tags, exactly as a turn is: a `time_window` or `tool_access` denial, the
+//! name and tags, exactly as a turn is: a policy denial (a closed `time_window`), the
 //! rate limits that count turns, then a budget reservation of the call's estimated cost
 //! (its money is held until the call settles). Only then does the caller decide how to
 //! answer (a stream or one document), and [`AdmittedCall::call`] makes the model call,

@@ -234,10 +234,13 @@ pub struct ModelCallRecord {
     pub client: String,
     /// The agent name policies and budgets saw the call under.
     pub agent: String,
+    /// The provider that answered (`ChatModel::provider`).
     pub provider: String,
+    /// The model that answered, as the server named it.
     pub model: String,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The price of the call, in micro-dollars.
     pub usd_micros: u64,
 }
 
