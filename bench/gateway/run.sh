@@ -16,7 +16,9 @@
 # Needs: nginx and wrk (Debian: apt-get install -y nginx-light wrk), python3 (LiteLLM
 # is installed into .local-model/bench), and a release build (done here).
 # Environment: BENCH_CONCURRENCY ("1 10 100"), BENCH_DURATION (10s), BENCH_WARMUP (3s),
-# BENCH_OUT (a new temp dir), BENCH_TARGETS ("direct agentplane litellm").
+# BENCH_OUT (a new temp dir), BENCH_TARGETS ("direct agentplane litellm"), BENCH_STREAM=1
+# (streamed completions: the upstream's /stream/v1 SSE body, post-stream.lua),
+# BENCH_NO_BUILD=1 (use the release binary as it is).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
@@ -32,6 +34,19 @@ upstream_port=18080
 agentplane_port=18686
 litellm_port=18400
 out="${BENCH_OUT:-$(mktemp -d /tmp/gateway-bench.XXXXXX)}"
+if [[ "${BENCH_STREAM:-0}" == 1 ]]; then
+  upstream_base="/stream/v1"
+  script="post-stream.lua"
+  llm_stream=true
+  body='{"model":"fake-model","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+  expect='424242'
+else
+  upstream_base="/v1"
+  script="post.lua"
+  llm_stream=false
+  body='{"model":"fake-model","messages":[{"role":"user","content":"hi"}]}'
+  expect='The answer is 42.'
+fi
 mkdir -p "$out"
 
 for tool in /usr/sbin/nginx wrk; do
@@ -49,8 +64,10 @@ if [[ " $targets " == *" litellm "* ]] &&
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "litellm[proxy]==$litellm_version" >&2
 fi
 
-echo "gateway bench: release build" >&2
-cargo build --release --quiet -p agentplane
+if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
+  echo "gateway bench: release build" >&2
+  cargo build --release --quiet -p agentplane
+fi
 binary="${CARGO_TARGET_DIR:-$root/target}/release/agentplane"
 
 pids=()
@@ -77,9 +94,9 @@ if [[ " $targets " == *" agentplane "* ]]; then
   mkdir -p "$out/agentplane"
   cat >"$out/agentplane/agentplane.toml" <<TOML
 [llm]
-base_url = "http://127.0.0.1:$upstream_port/v1"
+base_url = "http://127.0.0.1:$upstream_port$upstream_base"
 model = "fake-model"
-stream = false
+stream = $llm_stream
 max_retries = 0
 [store]
 path = "events.db"
@@ -88,7 +105,7 @@ listen = "127.0.0.1:$agentplane_port"
 TOML
   (cd "$out/agentplane" && exec "$binary" --config agentplane.toml serve >serve.log 2>&1) &
   pids+=("$!")
-  wait_for "http://127.0.0.1:$agentplane_port/openai/v1/models" "X-Client-ID: bench"
+  wait_for "http://127.0.0.1:$agentplane_port/healthz"
 fi
 
 if [[ " $targets " == *" litellm "* ]]; then
@@ -98,7 +115,7 @@ model_list:
   - model_name: fake-model
     litellm_params:
       model: openai/fake-model
-      api_base: http://127.0.0.1:$upstream_port/v1
+      api_base: http://127.0.0.1:$upstream_port$upstream_base
       api_key: fake-key
 litellm_settings:
   telemetry: false
@@ -114,7 +131,7 @@ fi
 
 url_of() {
   case "$1" in
-    direct) echo "http://127.0.0.1:$upstream_port/v1/chat/completions" ;;
+    direct) echo "http://127.0.0.1:$upstream_port$upstream_base/chat/completions" ;;
     agentplane) echo "http://127.0.0.1:$agentplane_port/openai/v1/chat/completions" ;;
     litellm) echo "http://127.0.0.1:$litellm_port/v1/chat/completions" ;;
   esac
@@ -131,8 +148,10 @@ for target in $targets; do
   auth="$(auth_of "$target")"
   answer="$(curl -fsS -H 'Content-Type: application/json' -H 'X-Client-ID: bench' \
     ${auth:+-H "Authorization: Bearer $auth"} \
-    -d '{"model":"fake-model","messages":[{"role":"user","content":"hi"}]}' "$(url_of "$target")")"
-  if [[ "$answer" != *'The answer is 42.'* ]]; then
+    -d "$body" "$(url_of "$target")")"
+  # Streamed answers are checked by their text deltas joined.
+  joined="$(printf '%s' "$answer" | grep -o '"content":"[^"]*"' | sed 's/"content":"//; s/"$//' | tr -d '\n')"
+  if [[ "$answer" != *"$expect"* && "$joined" != *"$expect"* ]]; then
     echo "gateway bench: $target answered something else: $answer" >&2
     exit 1
   fi
@@ -145,8 +164,8 @@ for run in $(seq 1 "$runs"); do
     for target in $targets; do
       auth="$(auth_of "$target")"
       url="$(url_of "$target")"
-      AUTH="$auth" wrk -t1 -c"$c" -d"$warmup" --timeout 5s -s "$here/post.lua" "$url" >/dev/null
-      AUTH="$auth" wrk -t1 -c"$c" -d"$duration" --timeout 5s --latency -s "$here/post.lua" "$url" \
+      AUTH="$auth" wrk -t1 -c"$c" -d"$warmup" --timeout 5s -s "$here/$script" "$url" >/dev/null
+      AUTH="$auth" wrk -t1 -c"$c" -d"$duration" --timeout 5s --latency -s "$here/$script" "$url" \
         >"$out/wrk-$run-$c-$target.txt"
       python3 "$here/summary.py" --parse "$out/wrk-$run-$c-$target.txt" "$run" "$c" "$target" >>"$results"
       tail -n 1 "$results" >&2
