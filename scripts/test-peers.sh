@@ -4,7 +4,8 @@
 #
 #   AGENTPLANE_TEST_NODE            node, to run the npm peers
 #   AGENTPLANE_TEST_NODE_PEERS      crates/testkit/peers (node_modules inside, loopback.mjs)
-#   AGENTPLANE_TEST_PYTHON          a venv's python with the `mcp` PyPI package (its client)
+#   AGENTPLANE_TEST_PYTHON          a venv's python with PyPI's `mcp` (its client) and
+#                                   `openai` (the official client, for the gateway)
 #
 # npm packages come from crates/testkit/peers/package-lock.json (`npm ci`); the Python
 # venv lives in .local-model/peers (gitignored). Both are reused when already current.
@@ -12,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mcp_version="2.3.0"
+openai_version="3.54.0"
 peers="$PWD/crates/testkit/peers"
 venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
 
@@ -29,11 +31,12 @@ if ! cmp -s "$peers/package-lock.json" "$stamp" 2>/dev/null; then
   cp "$peers/package-lock.json" "$stamp"
 fi
 
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version')" 2>/dev/null; then
-  echo "test-peers: installing mcp $mcp_version into $venv" >&2
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version')" 2>/dev/null; then
+  echo "test-peers: installing mcp $mcp_version and openai $openai_version into $venv" >&2
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$mcp_version" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "mcp==$mcp_version" "openai==$openai_version" >&2
 fi
 
 echo "export AGENTPLANE_TEST_NODE='$node'"

@@ -87,6 +87,26 @@ pub struct ChatRequest {
     pub tools: Vec<ToolSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// The most tokens the answer may have (the gateway passes a client's limit on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Whether and which tool the model must call; `None` leaves it to the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// How the model may use the offered tools (OpenAI's `tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// The model must not call a tool.
+    None,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool.
+    Function(String),
 }
 
 /// Token counts of one model call, as the server reported them.

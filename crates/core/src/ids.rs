@@ -72,6 +72,7 @@ prefixed_id!(PermissionId, "perm_", "permission");
 prefixed_id!(ApprovalId, "apr_", "approval");
 prefixed_id!(ExecutionId, "exec_", "execution");
 prefixed_id!(DeliveryId, "dlv_", "webhook delivery");
+prefixed_id!(CompletionId, "chatcmpl-", "gateway completion");
 
 #[cfg(test)]
 mod tests {

@@ -15,11 +15,11 @@ pub mod tool;
 pub mod version;
 
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess};
-pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
+pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
 pub use error::ErrorCode;
 pub use event::{
     ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
 };
-pub use ids::{ApprovalId, DeliveryId, ExecutionId, PermissionId, ThreadId, TurnId};
+pub use ids::{ApprovalId, CompletionId, DeliveryId, ExecutionId, PermissionId, ThreadId, TurnId};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};
 pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

@@ -7,6 +7,7 @@
 
 pub mod context;
 pub mod executions;
+pub mod gateway;
 pub mod governance;
 pub mod harmony;
 pub mod hub;

@@ -576,6 +576,8 @@ impl ActiveTurn<'_> {
                 messages: progress.messages.clone(),
                 tools: specs.clone(),
                 temperature: None,
+                max_tokens: None,
+                tool_choice: None,
             };
             let response = self.call_model(&chat, request, cancel).await?;
             let (text, calls) = split_harmony(progress.step, response.content, response.tool_calls);

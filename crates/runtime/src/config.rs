@@ -12,10 +12,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentplane_engine::context::ContextBudget;
+use agentplane_engine::gateway::GatewayConfig;
 use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
 
 use crate::settings::executions::{self, ExecutionsConfig, FileExecutions};
+use crate::settings::gateway::FileGateway;
 use crate::settings::governance::{self, FileApprovals, FileRetention};
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
 use crate::settings::prices::{self, FilePrice};
@@ -80,6 +82,8 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// `[versions] admins`: who may change agent versions; `None`: any client.
     pub version_admins: Option<Vec<String>>,
+    /// `[gateway]`: who OpenAI-compatible gateway calls are.
+    pub gateway: GatewayConfig,
 }
 
 impl fmt::Debug for Config {
@@ -100,6 +104,7 @@ impl fmt::Debug for Config {
             .field("executions", &self.executions)
             .field("providers", &self.providers)
             .field("version_admins", &self.version_admins)
+            .field("gateway", &self.gateway)
             .finish()
     }
 }
@@ -299,6 +304,8 @@ struct FileConfig {
     routing: Option<FileRouting>,
     #[serde(default)]
     versions: FileVersions,
+    #[serde(default)]
+    gateway: FileGateway,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -514,6 +521,10 @@ impl Config {
         }
         let version_admins = version_settings::admins(&parsed.versions)
             .map_err(|(key, m)| in_file(&format!("versions.{key}"), m))?;
+        let gateway = parsed
+            .gateway
+            .resolve()
+            .map_err(|(key, m)| in_file(&format!("gateway.{key}"), m))?;
         let default_agent = parsed
             .run
             .default_agent
@@ -551,6 +562,7 @@ impl Config {
             executions,
             providers,
             version_admins,
+            gateway,
         })
     }
 }

@@ -152,6 +152,11 @@ impl Runtime {
             agent_tags: catalogue
                 .iter()
                 .map(|(name, agent)| (name.clone(), agent.tags.clone()))
+                // Gateway calls are spent under their own name, with their own tags.
+                .chain(std::iter::once((
+                    config.gateway.agent.clone(),
+                    config.gateway.tags.clone(),
+                )))
                 .collect(),
             tap: Some(metrics.clone()),
             ..Governance::default()
@@ -185,6 +190,7 @@ impl Runtime {
                 default_model: config.llm.model.clone(),
                 permission_timeout: config.server.permission_timeout,
                 context: config.context,
+                gateway: config.gateway.clone(),
                 ..HubConfig::default()
             },
             versions,

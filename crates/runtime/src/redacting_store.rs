@@ -16,8 +16,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, NewApproval,
-    NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
+    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
+    ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -236,6 +237,12 @@ impl EventStore for RedactingStore {
 
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         self.inner.costs(query).await
+    }
+
+    async fn record_model_call(&self, mut call: ModelCallRecord) -> Result<(), StoreError> {
+        // The model name comes from the upstream's answer: never trusted.
+        call.model = self.text(&call.model);
+        self.inner.record_model_call(call).await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

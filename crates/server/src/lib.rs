@@ -34,6 +34,8 @@
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
+//! POST   /openai/v1/chat/completions       OpenAI-compatible model calls (gateway)
+//! GET    /openai/v1/models                 the model server's models, OpenAI-shaped
 //! ```
 //!
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].
@@ -331,6 +333,10 @@ fn build(
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let router = router.merge(mcp);
     let router = router.merge(routes::ui::routes());
+    // Not OpenAPI routes either: their contract is OpenAI's (ADR 0014). Same auth.
+    let router = router.merge(
+        routes::gateway::routes().route_layer(from_fn_with_state(gate.clone(), auth::authenticate)),
+    );
     let router = match &options.metrics {
         Some(metrics) => router.merge(routes::metrics::routes(metrics.clone(), gate.clone())),
         None => router,

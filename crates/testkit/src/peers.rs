@@ -33,7 +33,7 @@ pub fn mcp_everything_toml() -> String {
     format!("command = {node:?}\nargs = {args:?}\n")
 }
 
-/// A Python with PyPI's `mcp` package.
+/// A Python with PyPI's `mcp` and `openai` packages.
 pub fn python() -> PathBuf {
     PathBuf::from(announced("AGENTPLANE_TEST_PYTHON"))
 }
@@ -42,6 +42,12 @@ pub fn python() -> PathBuf {
 /// document.
 pub fn mcp_client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/mcp_client.py")
+}
+
+/// `peers/openai_client.py`: the official `openai` PyPI package against an
+/// OpenAI-compatible endpoint, printing one JSON document.
+pub fn openai_client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/openai_client.py")
 }
 
 /// The JSON document the client printed, or a panic showing what it printed instead.

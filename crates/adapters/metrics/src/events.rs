@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
 use agentplane_engine::governance::EventTap;
+use agentplane_engine::ports::ModelCallRecord;
 
 use crate::{
     AgentLabel, AgentProviderLabels, AgentStatusLabels, MAX_TIMED_TURNS, Metrics,
@@ -80,6 +81,16 @@ impl EventTap for Metrics {
             // count in no metric (errors show as `status="error"` executions).
             _ => {}
         }
+    }
+
+    /// A gateway call costs what a turn's model call does, under the gateway's agent.
+    fn on_model_call(&self, call: &ModelCallRecord) {
+        self.cost_usd
+            .get_or_create(&AgentProviderLabels {
+                agent: self.agents.admit(&call.agent),
+                provider: self.providers.admit(&call.provider),
+            })
+            .inc_by(usd_of_micros(call.usd_micros));
     }
 }
 

@@ -14,8 +14,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, NewApproval,
-    NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
+    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
+    ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 
@@ -213,6 +214,11 @@ impl EventStore for MeteredStore {
 
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         self.timed("costs", self.inner.costs(query)).await
+    }
+
+    async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
+        self.timed("record_model_call", self.inner.record_model_call(call))
+            .await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

@@ -39,6 +39,8 @@ fn request() -> ChatRequest {
             side_effects: false,
         }],
         temperature: Some(0.2),
+        max_tokens: None,
+        tool_choice: None,
     }
 }
 

@@ -53,6 +53,8 @@ fn request() -> ChatRequest {
             side_effects: true,
         }],
         temperature: None,
+        max_tokens: None,
+        tool_choice: None,
     }
 }
 

@@ -1,5 +1,6 @@
-//! The cost report's read: `cost` events summed per agent, client, provider, model and
-//! UTC day (and per thread and turn when asked).
+//! The cost report's read: `cost` events, and the model calls made outside turns (the
+//! gateway's), summed per agent, client, provider, model and UTC day (and per thread
+//! and turn when asked).
 //!
 //! SQL selects and filters; the sums are done here, in `u64` that saturates. SQLite
 //! cannot hold a `u64` above `i64::MAX` as an integer (JSON turns it into a float) and
@@ -103,18 +104,11 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
             query.by_turn.then(|| thread.clone()),
             query.by_turn.then(|| turn.clone()),
         );
-        let group = groups.entry(key).or_insert_with_key(|key| CostRow {
-            agent: key.0.clone(),
-            client: key.1.clone(),
-            provider: key.2.clone(),
-            model: key.3.clone(),
-            day: key.4.clone(),
-            ..CostRow::default()
-        });
-        group.calls = group.calls.saturating_add(1);
-        group.input_tokens = group.input_tokens.saturating_add(input_tokens);
-        group.output_tokens = group.output_tokens.saturating_add(output_tokens);
-        group.usd_micros = group.usd_micros.saturating_add(usd_micros);
+        add_call(&mut groups, key, input_tokens, output_tokens, usd_micros);
+    }
+    drop(rows);
+    if query.thread.is_none() {
+        model_calls(c, query, &mut groups)?;
     }
     groups
         .into_iter()
@@ -126,6 +120,74 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
             Ok(row)
         })
         .collect()
+}
+
+/// Counts one call into its group.
+fn add_call(
+    groups: &mut BTreeMap<Key, CostRow>,
+    key: Key,
+    input_tokens: u64,
+    output_tokens: u64,
+    usd_micros: u64,
+) {
+    let group = groups.entry(key).or_insert_with_key(|key| CostRow {
+        agent: key.0.clone(),
+        client: key.1.clone(),
+        provider: key.2.clone(),
+        model: key.3.clone(),
+        day: key.4.clone(),
+        ..CostRow::default()
+    });
+    group.calls = group.calls.saturating_add(1);
+    group.input_tokens = group.input_tokens.saturating_add(input_tokens);
+    group.output_tokens = group.output_tokens.saturating_add(output_tokens);
+    group.usd_micros = group.usd_micros.saturating_add(usd_micros);
+}
+
+/// Adds the model calls made outside turns (the gateway's, `model_calls.rs`) that the
+/// query selects. They have no thread or turn, so a thread filter excludes them.
+fn model_calls(
+    c: &Connection,
+    query: &CostQuery,
+    groups: &mut BTreeMap<Key, CostRow>,
+) -> Result<(), StoreError> {
+    let mut sql = String::from(
+        "SELECT agent, client_id, provider, model, substr(ts, 1, 10),
+                input_tokens, output_tokens, usd_micros
+         FROM model_calls WHERE 1 = 1",
+    );
+    let mut params: Vec<Value> = Vec::new();
+    let mut filter = |sql: &mut String, condition: &str, value: String| {
+        params.push(Value::Text(value));
+        sql.push_str(&format!(" AND {condition} ?{}", params.len()));
+    };
+    if let Some(client) = &query.client {
+        filter(&mut sql, "client_id =", client.clone());
+    }
+    if let Some(agent) = &query.agent {
+        filter(&mut sql, "agent =", agent.clone());
+    }
+    if let Some(since) = &query.since {
+        filter(&mut sql, "ts >=", bound("since", since)?);
+    }
+    if let Some(until) = &query.until {
+        filter(&mut sql, "ts <", bound("until", until)?);
+    }
+    let mut select = c.prepare_cached(&sql).map_err(backend)?;
+    let mut rows = select
+        .query(rusqlite::params_from_iter(params))
+        .map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        let text = |i: usize| -> Result<String, StoreError> { row.get(i).map_err(backend) };
+        // The table's CHECKs keep these non-negative.
+        let number = |i: usize| -> Result<u64, StoreError> {
+            let n: i64 = row.get(i).map_err(backend)?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        };
+        let key: Key = (text(0)?, text(1)?, text(2)?, text(3)?, text(4)?, None, None);
+        add_call(groups, key, number(5)?, number(6)?, number(7)?);
+    }
+    Ok(())
 }
 
 /// An RFC 3339 bound in the form `ts` is stored in (UTC, milliseconds), so that text

@@ -11,6 +11,7 @@ mod connection;
 mod costs;
 mod executions;
 mod migrations;
+mod model_calls;
 mod reader;
 mod store;
 mod timestamp;

@@ -268,6 +268,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX threads_by_shadow_of ON threads(shadow_of) WHERE shadow_of IS NOT NULL;
     ALTER TABLE turns ADD COLUMN agent_version TEXT;
     "#,
+    // 6: model calls outside turns (the OpenAI-compatible gateway), for costs and budgets.
+    r#"
+    CREATE TABLE model_calls (
+        id            TEXT PRIMARY KEY NOT NULL,
+        ts            TEXT NOT NULL,
+        client_id     TEXT NOT NULL,
+        agent         TEXT NOT NULL,
+        provider      TEXT NOT NULL,
+        model         TEXT NOT NULL,
+        input_tokens  INTEGER NOT NULL CHECK (input_tokens >= 0),
+        output_tokens INTEGER NOT NULL CHECK (output_tokens >= 0),
+        usd_micros    INTEGER NOT NULL CHECK (usd_micros >= 0)
+    ) STRICT;
+    CREATE INDEX model_calls_by_ts ON model_calls(ts);
+    CREATE TRIGGER model_calls_never_update BEFORE UPDATE ON model_calls
+        BEGIN SELECT RAISE(ABORT, 'model calls are an audit record'); END;
+    CREATE TRIGGER model_calls_never_delete BEFORE DELETE ON model_calls
+        BEGIN SELECT RAISE(ABORT, 'model calls are an audit record'); END;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -10,8 +10,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, NewApproval,
-    NewPermission, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
+    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
+    ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -306,6 +307,11 @@ impl EventStore for SqliteStore {
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         let query = query.clone();
         self.read(move |c| crate::costs::costs(c, &query)).await
+    }
+
+    async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
+        self.write(|reply| crate::writer::job(move |c| crate::model_calls::record(c, call), reply))
+            .await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

@@ -42,6 +42,10 @@ pub enum ArgsRetention {
 /// Called on the turn's task: keep it quick and never block.
 pub trait EventTap: Send + Sync {
     fn on_event(&self, agent: &str, event: &Event);
+
+    /// A model call made outside any turn (the gateway's), priced, before it is
+    /// stored. The default ignores it.
+    fn on_model_call(&self, _call: &crate::ports::ModelCallRecord) {}
 }
 
 /// Everything governance needs at run time. One per process, shared by every turn.

@@ -76,6 +76,8 @@ pub struct HubConfig {
     pub context: ContextBudget,
     /// Characters of the summary a compaction asks for.
     pub summary_max_chars: usize,
+    /// Who OpenAI-compatible gateway calls are, for policies and costs.
+    pub gateway: crate::gateway::GatewayConfig,
 }
 
 impl Default for HubConfig {
@@ -85,6 +87,7 @@ impl Default for HubConfig {
             permission_timeout: permissions::DEFAULT_TIMEOUT,
             context: ContextBudget::default(),
             summary_max_chars: 4_000,
+            gateway: crate::gateway::GatewayConfig::default(),
         }
     }
 }
@@ -307,6 +310,30 @@ impl Hub {
             .providers
             .resolve(&route_of(agent, size), self.wanted_model(agent))
             .await?)
+    }
+
+    /// Admits one OpenAI-compatible gateway call of `client` (see `crate::gateway`):
+    /// validation, policies, rate limits and a budget reservation, before anything is
+    /// sent to the client or the model.
+    pub async fn gateway(
+        &self,
+        client: &str,
+        request: agentplane_core::ChatRequest,
+    ) -> Result<crate::gateway::AdmittedCall, HubError> {
+        self.accepting()?;
+        crate::gateway::admit(
+            &self.deps,
+            &self.config.gateway,
+            self.tasks.clone(),
+            client,
+            request,
+        )
+        .await
+    }
+
+    /// The models the model server offers, for the gateway's model list.
+    pub async fn gateway_models(&self) -> Result<Vec<crate::ports::ModelInfo>, HubError> {
+        crate::gateway::models(&self.deps, &self.config.gateway).await
     }
 
     /// How many turns are running.

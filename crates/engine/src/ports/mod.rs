@@ -10,11 +10,11 @@ pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
 };
-pub use model::{ChatModel, ModelError, ModelInfo};
+pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
-    EventStore, NewApproval, NewPermission, NewThread, PermissionRecord, PermissionStatus,
-    StoreError, ThreadRecord, TurnRecord, TurnStatus,
+    EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
 pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};

@@ -231,6 +231,26 @@ pub struct CostRow {
     pub usd_micros: u64,
 }
 
+/// One model call made outside any turn (through the OpenAI-compatible gateway), as
+/// recorded for cost reports and budgets. It has no thread and no turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelCallRecord {
+    /// The gateway completion id (`chatcmpl-…`): unique, sent to the client.
+    pub id: agentplane_core::CompletionId,
+    /// The calling client (`X-Client-ID`).
+    pub client: String,
+    /// The agent name policies and budgets saw the call under.
+    pub agent: String,
+    /// The provider that answered (`ChatModel::provider`).
+    pub provider: String,
+    /// The model that answered, as the server named it.
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The price of the call, in micro-dollars.
+    pub usd_micros: u64,
+}
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -360,8 +380,14 @@ pub trait EventStore: Send + Sync {
         query: &ApprovalQuery,
     ) -> Result<Vec<ApprovalRecord>, StoreError>;
 
-    /// Cost events summed per agent, client, provider, model and UTC day.
+    /// Cost events and recorded model calls (`record_model_call`) summed per agent,
+    /// client, provider, model and UTC day. Model calls have no thread: a thread filter
+    /// leaves them out, and per-turn rows show them with `thread` and `turn` unset.
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError>;
+
+    /// Records a model call made outside any turn (the gateway's), timestamped by the
+    /// store. `Conflict` if its id was recorded already.
+    async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError>;
 
     /// At start-up: ends every turn left running by a previous process as
     /// `interrupted` and returns their ids. A turn suspended on an approval (one whose

@@ -23,7 +23,7 @@ use agentplane_core::{ChatRequest, ChatResponse};
 
 use crate::hub::{ModelResolver, ModelStatus};
 use crate::ports::model::TextSink;
-use crate::ports::{ChatModel, ModelError};
+use crate::ports::{ChatModel, ModelError, ModelInfo};
 
 pub use health::{CircuitSettings, HealthReport};
 pub use routing::{
@@ -327,6 +327,31 @@ impl Providers {
             }
         }
         resolved
+    }
+
+    /// What the first provider of `key`'s chain that answers offers (the gateway's
+    /// model list); an upstream failure moves to the next provider.
+    pub async fn list_models(&self, key: &RouteKey<'_>) -> Result<Vec<ModelInfo>, ModelError> {
+        let mut last = None;
+        for entry in self.ordered(key) {
+            match entry.config.client.list_models().await {
+                Ok(models) => {
+                    self.succeeded(entry);
+                    return Ok(models);
+                }
+                Err(error) => {
+                    self.failed(entry, &error);
+                    if !is_upstream(&error) {
+                        return Err(error);
+                    }
+                    last = Some(error);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| ModelError::NoModel {
+            reason: "no provider is configured".to_owned(),
+            available: Vec::new(),
+        }))
     }
 
     /// The model a call routed by `key` would use for `wanted`, on the first provider

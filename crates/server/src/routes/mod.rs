@@ -9,6 +9,8 @@ pub(crate) mod approvals;
 pub(crate) mod costs;
 pub(crate) mod events;
 pub(crate) mod executions;
+pub(crate) mod gateway;
+pub(crate) mod gateway_wire;
 pub(crate) mod health;
 pub(crate) mod metrics;
 pub(crate) mod permissions;

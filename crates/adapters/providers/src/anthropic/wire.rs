@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
+use agentplane_core::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
 use agentplane_engine::ports::ModelError;
 use serde_json::{Value, json};
 
@@ -29,7 +29,8 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u32, stream: bool)
         .collect();
     let mut body = json!({
         "model": request.model,
-        "max_tokens": max_tokens,
+        // The caller's limit when it set one (a gateway request), else the provider's.
+        "max_tokens": request.max_tokens.unwrap_or(max_tokens),
         "messages": messages_json(&request.messages),
         "stream": stream,
     });
@@ -51,6 +52,16 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u32, stream: bool)
     }
     if let Some(temperature) = request.temperature {
         body["temperature"] = json!(temperature);
+    }
+    // Anthropic has no "none"; without tools there is nothing to choose anyway.
+    if !request.tools.is_empty()
+        && let Some(choice) = &request.tool_choice
+    {
+        body["tool_choice"] = match choice {
+            ToolChoice::Auto | ToolChoice::None => json!({"type": "auto"}),
+            ToolChoice::Required => json!({"type": "any"}),
+            ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
+        };
     }
     body
 }
@@ -446,7 +457,28 @@ mod tests {
                 side_effects: false,
             }],
             temperature: None,
+            max_tokens: None,
+            tool_choice: None,
         }
+    }
+
+    #[test]
+    fn a_callers_token_limit_and_tool_choice_are_sent_in_anthropics_terms() {
+        let mut req = request();
+        assert_eq!(request_body(&req, 1024, true)["max_tokens"], 1024);
+        assert!(request_body(&req, 1024, true).get("tool_choice").is_none());
+        req.max_tokens = Some(64);
+        req.tool_choice = Some(ToolChoice::Required);
+        let body = request_body(&req, 1024, true);
+        assert_eq!(body["max_tokens"], 64);
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
+        req.tool_choice = Some(ToolChoice::Function("read".to_owned()));
+        assert_eq!(
+            request_body(&req, 1024, true)["tool_choice"],
+            json!({"type": "tool", "name": "read"})
+        );
+        req.tools.clear();
+        assert!(request_body(&req, 1024, true).get("tool_choice").is_none());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, Usage};
+use agentplane_core::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
 use agentplane_engine::ports::ModelError;
 use serde_json::{Value, json};
 
@@ -41,6 +41,19 @@ pub(crate) fn request_body(request: &ChatRequest, stream: bool) -> Value {
     }
     if let Some(temperature) = request.temperature {
         body["temperature"] = json!(temperature);
+    }
+    if let Some(max_tokens) = request.max_tokens {
+        body["max_tokens"] = json!(max_tokens);
+    }
+    if let Some(choice) = &request.tool_choice {
+        body["tool_choice"] = match choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Function(name) => {
+                json!({"type": "function", "function": {"name": name}})
+            }
+        };
     }
     if stream {
         body["stream_options"] = json!({"include_usage": true});
@@ -371,6 +384,8 @@ mod tests {
                 side_effects: false,
             }],
             temperature: Some(0.5),
+            max_tokens: Some(64),
+            tool_choice: Some(ToolChoice::Function("read".to_owned())),
         };
         let body = request_body(&request, true);
         assert_eq!(body["messages"][2]["content"], Value::Null);
@@ -391,16 +406,25 @@ mod tests {
         assert_eq!(body["tools"][0]["type"], "function");
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["temperature"], 0.5);
+        assert_eq!(body["max_tokens"], 64);
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type": "function", "function": {"name": "read"}})
+        );
 
         let plain = ChatRequest {
             tools: vec![],
             temperature: None,
+            max_tokens: None,
+            tool_choice: None,
             ..request
         };
         let body = request_body(&plain, false);
         assert!(body.get("tools").is_none());
         assert!(body.get("stream_options").is_none());
         assert!(body.get("temperature").is_none());
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("tool_choice").is_none());
         assert_eq!(body["stream"], false);
     }
 

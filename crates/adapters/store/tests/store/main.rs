@@ -5,6 +5,7 @@ mod approvals;
 mod costs;
 mod events;
 mod executions;
+mod model_calls;
 mod open;
 mod permissions;
 mod threads;

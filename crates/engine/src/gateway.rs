@@ -1,0 +1,425 @@
+//! The OpenAI-compatible gateway's one operation: a governed plain model call, made for
+//! a client outside any thread or turn.
+//!
+//! A call is admitted first ([`crate::hub::Hub::gateway`]) under the configured agent
+//! name and tags, exactly as a turn is: a policy denial (a closed `time_window`), the
+//! rate limits that count turns, then a budget reservation of the call's estimated cost
+//! (its money is held until the call settles). Only then does the caller decide how to
+//! answer (a stream or one document), and [`AdmittedCall::call`] makes the model call,
+//! prices it, settles the budget and records it for cost reports in the background (the
+//! client does not wait for the store). The tap (metrics) sees it too.
+//!
+//! What lives here: admission, validation of what a request means, pricing and
+//! recording. What must not: the OpenAI wire format (the server's) or any I/O but the
+//! ports. Tools offered by a gateway client are never executed here; their calls go
+//! back to the client, which is why `approval_required` policies do not apply.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice};
+use tokio_util::task::TaskTracker;
+
+use crate::governance::{BudgetError, Governance, RateFacts, Reservation};
+use crate::hub::HubError;
+use crate::policy::{self, Decision, RequestContext};
+use crate::ports::{ModelCallRecord, ModelError, ModelInfo, TextSink};
+use crate::turn::TurnDeps;
+
+/// The agent name gateway calls run under unless configured.
+pub const DEFAULT_AGENT: &str = "gateway";
+/// Most messages one request may carry (the body limit bounds their size).
+pub const MAX_MESSAGES: usize = 10_000;
+/// Most tools one request may offer.
+pub const MAX_TOOLS: usize = 256;
+/// The highest temperature OpenAI accepts.
+const MAX_TEMPERATURE: f32 = 2.0;
+
+/// `[gateway]`: who gateway calls are, for policies, budgets, costs and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// The agent name policies select and cost reports group gateway calls by.
+    pub agent: String,
+    /// Tags policies may select gateway calls by.
+    pub tags: Vec<String>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            agent: DEFAULT_AGENT.to_owned(),
+            tags: Vec::new(),
+        }
+    }
+}
+
+/// A finished gateway call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayReply {
+    /// The completion id sent to the client, also the recorded call's id.
+    pub id: CompletionId,
+    /// The model's answer; `model` is the name that answered (the requested one when
+    /// the server named none).
+    pub response: ChatResponse,
+}
+
+/// A call that passed admission and holds its budget reservation. Dropping it (or the
+/// future of [`AdmittedCall::call`]) before the call settles releases the reservation.
+pub struct AdmittedCall {
+    id: CompletionId,
+    deps: TurnDeps,
+    agent: String,
+    /// The gateway agent's tags, for routing.
+    tags: Vec<String>,
+    client: String,
+    request: ChatRequest,
+    held: Held,
+    tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for AdmittedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmittedCall")
+            .field("id", &self.id)
+            .field("agent", &self.agent)
+            .field("client", &self.client)
+            .field("model", &self.request.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks what a request means (the wire format was checked by the caller): a model
+/// name, at least one message, sane tools, sampling values in OpenAI's ranges.
+pub fn validate(request: &ChatRequest) -> Result<(), HubError> {
+    let invalid = |m: String| Err(HubError::InvalidArgument(m));
+    if request.model.trim().is_empty() {
+        return invalid("`model` must name a model; GET /openai/v1/models lists them".into());
+    }
+    if request.messages.is_empty() {
+        return invalid("`messages` must hold at least one message".into());
+    }
+    if request.messages.len() > MAX_MESSAGES {
+        return invalid(format!(
+            "`messages` holds more than {MAX_MESSAGES} messages"
+        ));
+    }
+    for (i, message) in request.messages.iter().enumerate() {
+        if message.role == Role::Tool && message.tool_call_id.as_deref().is_none_or(str::is_empty) {
+            return invalid(format!(
+                "messages[{i}]: a tool message needs `tool_call_id`"
+            ));
+        }
+    }
+    if request.tools.len() > MAX_TOOLS {
+        return invalid(format!("`tools` holds more than {MAX_TOOLS} tools"));
+    }
+    for (i, tool) in request.tools.iter().enumerate() {
+        if !valid_tool_name(&tool.name) {
+            return invalid(format!(
+                "tools[{i}].function.name must be 1 to 64 letters, digits, `_` or `-`"
+            ));
+        }
+        if !tool.parameters.is_object() {
+            return invalid(format!(
+                "tools[{i}].function.parameters must be a JSON Schema object"
+            ));
+        }
+    }
+    match &request.tool_choice {
+        Some(ToolChoice::Function(name)) if !request.tools.iter().any(|t| &t.name == name) => {
+            return invalid(format!(
+                "`tool_choice` names `{name}`, which is not among `tools`"
+            ));
+        }
+        Some(ToolChoice::Required) if request.tools.is_empty() => {
+            return invalid("`tool_choice` is `required` but no `tools` are offered".into());
+        }
+        _ => {}
+    }
+    if let Some(t) = request.temperature
+        && !(t.is_finite() && (0.0..=MAX_TEMPERATURE).contains(&t))
+    {
+        return invalid(format!(
+            "`temperature` must be between 0 and {MAX_TEMPERATURE}"
+        ));
+    }
+    if request.max_tokens == Some(0) {
+        return invalid("`max_tokens` must be at least 1".into());
+    }
+    Ok(())
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Admits one call of `client`: validation, then policies under the gateway's agent
+/// name, rate limits, and a budget reservation of the estimated cost.
+pub(crate) async fn admit(
+    deps: &TurnDeps,
+    config: &GatewayConfig,
+    tasks: TaskTracker,
+    client: &str,
+    request: ChatRequest,
+) -> Result<AdmittedCall, HubError> {
+    validate(&request)?;
+    let governance = &deps.governance;
+    let set = governance.policies.current();
+    let mut held = Held {
+        governance: governance.clone(),
+        reservation: None,
+    };
+    if !set.is_empty() {
+        let ctx = RequestContext {
+            agent: &config.agent,
+            tags: &config.tags,
+            tool: None,
+            client,
+            at: Timestamp::now(),
+        };
+        if let Decision::Deny { policy, reason } = policy::evaluate(&set, &ctx) {
+            return Err(HubError::Forbidden(format!(
+                "policy `{policy}` forbids a gateway call as `{}` now: {reason}",
+                config.agent
+            )));
+        }
+        let limits = policy::rate_limits(&set, &ctx);
+        governance
+            .limiter
+            .admit(
+                &limits,
+                RateFacts {
+                    agent: &config.agent,
+                    tool: None,
+                    client,
+                },
+                Instant::now(),
+            )
+            .map_err(|limited| HubError::RateLimited {
+                message: limited.message(),
+                retry_after_secs: limited.retry_after.as_secs().max(1),
+            })?;
+        let reservation = governance
+            .budgets
+            .reserve(
+                deps.store.as_ref(),
+                &set,
+                &ctx,
+                &governance.agent_tags,
+                estimate(governance, &request),
+            )
+            .await
+            .map_err(|e| match e {
+                BudgetError::Exceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
+                BudgetError::Store(e) => e.into(),
+            })?;
+        held.reservation = Some(reservation);
+    }
+    Ok(AdmittedCall {
+        id: CompletionId::new(),
+        deps: deps.clone(),
+        agent: config.agent.clone(),
+        tags: config.tags.clone(),
+        client: client.to_owned(),
+        request,
+        held,
+        tasks,
+    })
+}
+
+/// About four characters a token, priced as input (as turns estimate): enough to hold
+/// back a call the budget clearly cannot pay for; the settled cost is exact.
+fn estimate(governance: &Governance, request: &ChatRequest) -> u64 {
+    let chars: usize = request
+        .messages
+        .iter()
+        .map(|m| m.content.as_deref().map_or(0, str::len))
+        .sum();
+    governance
+        .prices
+        .cost_micros(&request.model, (chars / 4) as u64, 0)
+}
+
+impl AdmittedCall {
+    /// The completion id the answer will carry.
+    pub fn id(&self) -> &CompletionId {
+        &self.id
+    }
+
+    /// The model the client asked for.
+    pub fn model(&self) -> &str {
+        &self.request.model
+    }
+
+    /// Makes the call, streaming text deltas to `on_text`; prices it, settles the
+    /// budget, and records it (in the background: the answer does not wait for the
+    /// store). A failed call costs nothing and is not recorded.
+    pub async fn call(mut self, on_text: &mut TextSink<'_>) -> Result<GatewayReply, HubError> {
+        let (mut response, provider) =
+            call_model(&self.deps, &self.agent, &self.tags, &self.request, on_text).await?;
+        if response.model.is_empty() {
+            response.model = self.request.model.clone();
+        }
+        let usage = response.usage.unwrap_or_default();
+        let governance = &self.deps.governance;
+        let usd_micros =
+            governance
+                .prices
+                .cost_micros(&response.model, usage.input_tokens, usage.output_tokens);
+        self.held.settle(usd_micros);
+        let record = ModelCallRecord {
+            id: self.id.clone(),
+            client: self.client,
+            agent: self.agent,
+            provider,
+            model: response.model.clone(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            usd_micros,
+        };
+        if let Some(tap) = &governance.tap {
+            tap.on_model_call(&record);
+        }
+        let store = self.deps.store.clone();
+        self.tasks.spawn(async move {
+            let id = record.id.clone();
+            if let Err(e) = store.record_model_call(record).await {
+                tracing::error!(call = %id, error = %e, "a gateway call could not be recorded");
+            }
+        });
+        Ok(GatewayReply {
+            id: self.id,
+            response,
+        })
+    }
+}
+
+/// The one place the gateway calls a model: routed like a small task of the gateway
+/// agent (its name and tags select `[routing]` rules), failing over on upstream errors.
+/// Returns the answer and the provider that gave it; failovers are logged, since a
+/// gateway call has no turn to record them in.
+async fn call_model(
+    deps: &TurnDeps,
+    agent: &str,
+    tags: &[String],
+    request: &ChatRequest,
+    on_text: &mut TextSink<'_>,
+) -> Result<(ChatResponse, String), ModelError> {
+    let size = crate::providers::TaskSize::estimate(&request.messages);
+    let key = crate::providers::RouteKey { agent, tags, size };
+    let mut on_failover = |failover: crate::providers::Failover<'_>| {
+        tracing::warn!(?failover, "a gateway call failed over to the next provider");
+    };
+    let routed = deps
+        .providers
+        .chat(&key, request, on_text, &mut on_failover)
+        .await?;
+    Ok((routed.response, routed.provider))
+}
+
+/// What the model server offers, for `GET /openai/v1/models`.
+pub(crate) async fn models(
+    deps: &TurnDeps,
+    config: &GatewayConfig,
+) -> Result<Vec<ModelInfo>, HubError> {
+    let key = crate::providers::RouteKey {
+        agent: &config.agent,
+        tags: &config.tags,
+        size: crate::providers::TaskSize::Small,
+    };
+    Ok(deps.providers.list_models(&key).await?)
+}
+
+/// A budget reservation that is released (settled at 0) if the call never settles:
+/// a client that leaves mid-call must not keep money held.
+struct Held {
+    governance: Arc<Governance>,
+    reservation: Option<Reservation>,
+}
+
+impl Held {
+    fn settle(&mut self, actual: u64) {
+        if let Some(reservation) = self.reservation.take() {
+            self.governance.budgets.settle(reservation, actual);
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.settle(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::{ChatMessage, ToolSpec};
+    use serde_json::json;
+
+    use super::*;
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            messages: vec![ChatMessage::user("hi")],
+            tools: vec![ToolSpec {
+                name: "get_weather".into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+                side_effects: false,
+            }],
+            temperature: None,
+            max_tokens: None,
+            tool_choice: None,
+        }
+    }
+
+    fn refused(change: impl FnOnce(&mut ChatRequest)) -> String {
+        let mut r = request();
+        change(&mut r);
+        match validate(&r) {
+            Err(HubError::InvalidArgument(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plain_request_is_valid() {
+        assert!(validate(&request()).is_ok());
+    }
+
+    #[test]
+    fn meaningless_requests_are_refused_with_the_field() {
+        assert!(refused(|r| r.model = " ".into()).contains("`model`"));
+        assert!(refused(|r| r.messages.clear()).contains("`messages`"));
+        assert!(
+            refused(|r| r.messages = vec![ChatMessage {
+                tool_call_id: None,
+                ..ChatMessage::tool_result("x", "y")
+            }])
+            .contains("tool_call_id")
+        );
+        assert!(refused(|r| r.tools[0].name = "bad name".into()).contains("tools[0]"));
+        assert!(refused(|r| r.tools[0].name = "x".repeat(65)).contains("tools[0]"));
+        assert!(refused(|r| r.tools[0].parameters = json!("no")).contains("parameters"));
+        assert!(
+            refused(|r| r.tool_choice = Some(ToolChoice::Function("other".into())))
+                .contains("other")
+        );
+        assert!(
+            refused(|r| {
+                r.tools.clear();
+                r.tool_choice = Some(ToolChoice::Required);
+            })
+            .contains("required")
+        );
+        for t in [-0.1, 2.5, f32::NAN, f32::INFINITY] {
+            assert!(refused(|r| r.temperature = Some(t)).contains("temperature"));
+        }
+        assert!(refused(|r| r.max_tokens = Some(0)).contains("max_tokens"));
+    }
+}
