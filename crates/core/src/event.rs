@@ -242,6 +242,11 @@ pub enum EventPayload {
         call_id: Option<String>,
         detail: String,
     },
+    /// The plan an external (ACP) agent announced, as it sent it; a later plan replaces
+    /// an earlier one.
+    Plan {
+        entries: serde_json::Value,
+    },
     Error {
         code: ErrorCode,
         message: String,
@@ -269,6 +274,7 @@ impl EventPayload {
             Self::ApprovalRequested { .. } => "approval_requested",
             Self::ApprovalDecided { .. } => "approval_decided",
             Self::PolicyViolation { .. } => "policy_violation",
+            Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",
             Self::TurnCompleted { .. } => "turn_completed",
         }

@@ -6,6 +6,7 @@
 //! the same engine functions, so they behave the same.
 
 pub mod context;
+pub mod external_turn;
 pub mod governance;
 pub mod harmony;
 pub mod hub;

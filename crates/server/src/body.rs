@@ -305,6 +305,8 @@ pub enum EventKind {
     ApprovalRequested,
     ApprovalDecided,
     PolicyViolation,
+    /// An external (ACP) agent's plan.
+    Plan,
     Error,
     TurnCompleted,
 }
@@ -409,6 +411,7 @@ mod event_kind_tests {
             EventPayload::ApprovalRequested { .. } => EventKind::ApprovalRequested,
             EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
+            EventPayload::Plan { .. } => EventKind::Plan,
             EventPayload::Error { .. } => EventKind::Error,
             EventPayload::TurnCompleted { .. } => EventKind::TurnCompleted,
         }

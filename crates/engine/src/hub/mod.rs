@@ -9,6 +9,7 @@
 
 mod approvals;
 mod costs;
+mod external;
 mod models;
 mod stream;
 
@@ -217,6 +218,9 @@ pub struct Hub {
     accepting: AtomicBool,
     /// Cancelled at shutdown: ends background work (the approval expiry sweep).
     stopping: CancellationToken,
+    /// Agents of kind `acp`, by name: their turns run on the external agent
+    /// (`external.rs`) instead of the model-and-tools loop.
+    external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
 }
 
 impl Hub {
@@ -226,6 +230,17 @@ impl Hub {
         agents: BTreeMap<String, AgentSpec>,
         toolbox: Arc<dyn Toolbox>,
         config: HubConfig,
+    ) -> Arc<Self> {
+        Self::with_external(deps, agents, toolbox, config, BTreeMap::new())
+    }
+
+    /// A hub whose agents named in `external` are driven as external agents.
+    pub fn with_external(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+        external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             deps,
@@ -239,6 +254,7 @@ impl Hub {
             tasks: TaskTracker::new(),
             accepting: AtomicBool::new(true),
             stopping: CancellationToken::new(),
+            external,
         })
     }
 
@@ -352,7 +368,7 @@ impl Hub {
                 agent: &agent,
             };
             let turn = begun.turn().clone();
-            if let Err(e) = run_turn(&hub.deps, begun, request, &observer, run_cancel).await {
+            if let Err(e) = hub.drive(begun, request, &observer, run_cancel).await {
                 tracing::error!(%turn, error = %e, "a turn could not be recorded");
             }
             hub.unregister(&turn);
@@ -400,7 +416,7 @@ impl Hub {
             agent: &agent,
             inner: observer,
         };
-        let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
+        let outcome = self.drive(begun, request, &observer, cancel).await;
         watcher.abort();
         self.unregister(&turn);
         Ok(outcome?)
@@ -682,10 +698,14 @@ impl Hub {
                 record.cwd
             )));
         }
-        let model = self
-            .models
-            .resolve(self.deps.model.as_ref(), self.wanted_model(&agent))
-            .await?;
+        let model = match self.external.get(&agent.name) {
+            Some(external) => external.label(),
+            None => {
+                self.models
+                    .resolve(self.deps.model.as_ref(), self.wanted_model(&agent))
+                    .await?
+            }
+        };
         let past = self.past_turns(thread).await?;
         let context = context::build(
             record.summary.as_deref(),
