@@ -81,6 +81,7 @@ pub async fn run_external_turn(
     tokio::pin!(run);
 
     let mut cancelled_at: Option<Instant> = None;
+    let mut listening = true;
     let ended: Result<ExternalEnd, ExternalError> = loop {
         let grace = async {
             match cancelled_at {
@@ -90,9 +91,11 @@ pub async fn run_external_turn(
         };
         tokio::select! {
             biased;
-            message = from_agent.recv() => match message {
+            // Once every sender is gone (the adapter is ending the process), stop
+            // polling the channel: a closed channel is always ready.
+            message = from_agent.recv(), if listening => match message {
                 Some(message) => turn.handle(message, &cancel).await?,
-                None => {}
+                None => listening = false,
             },
             ended = &mut run => break ended,
             _ = cancel.cancelled(), if cancelled_at.is_none() => {

@@ -163,6 +163,8 @@ pub struct AgentConfig {
     /// Labels that policies select agents by.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Required for our own agents; an ACP agent (`kind = "acp"`) has its own.
+    #[serde(default)]
     pub system_prompt: String,
     #[serde(default)]
     pub model: Option<String>,
@@ -184,6 +186,13 @@ pub struct AgentConfig {
     pub tool_timeout_ms: Option<u64>,
     #[serde(default)]
     pub tool_output_cap_bytes: Option<usize>,
+    /// `llm` (default) or `acp`; `profile` and `[acp]` are for `acp` (settings/acp.rs).
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub acp: Option<crate::settings::acp::AcpOverrides>,
 }
 
 /// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,
@@ -598,7 +607,8 @@ fn check_agent(
     if !is_plain_name(name) {
         return Err(("", "agent names use letters, digits, `-` and `_`".into()));
     }
-    if agent.system_prompt.trim().is_empty() {
+    crate::settings::acp::check(agent)?;
+    if agent.system_prompt.trim().is_empty() && !crate::settings::acp::is_acp(agent) {
         return Err(("system_prompt", "must not be empty".into()));
     }
     for ensemble in &agent.ensembles {

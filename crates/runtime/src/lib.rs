@@ -163,7 +163,8 @@ impl Runtime {
             ..Governance::default()
         };
         let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
-        let hub = Hub::new(
+        let external = acp_agents(&config, &secrets);
+        let hub = Hub::with_external(
             TurnDeps {
                 // Redaction outside, so the metered timings are the database's.
                 store: Arc::new(redacting_store::RedactingStore::new(
@@ -184,6 +185,7 @@ impl Runtime {
                 context: config.context,
                 ..HubConfig::default()
             },
+            external,
         );
         Ok(Self {
             config,
@@ -354,4 +356,23 @@ fn title_of(input: &str) -> String {
         title.push('…');
     }
     title
+}
+
+/// The configured agents of kind `acp`, each an external agent over ACP with its
+/// profile resolved against the secrets (settings/acp.rs).
+fn acp_agents(
+    config: &Config,
+    secrets: &secrets::Secrets,
+) -> std::collections::BTreeMap<String, Arc<dyn agentplane_engine::ports::ExternalAgent>> {
+    config
+        .agents
+        .iter()
+        .filter(|(_, agent)| settings::acp::is_acp(agent))
+        .filter_map(|(name, agent)| {
+            let resolved = settings::acp::resolve(agent, secrets)?;
+            let external: Arc<dyn agentplane_engine::ports::ExternalAgent> =
+                Arc::new(agentplane_acp::AcpAgent::new(resolved));
+            Some((name.clone(), external))
+        })
+        .collect()
 }

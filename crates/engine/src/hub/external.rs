@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::Hub;
+use super::{Hub, ModelStatus};
 use crate::external_turn::run_external_turn;
 use crate::ports::Availability;
 use crate::turn::{BegunTurn, EngineError, TurnObserver, TurnOutcome, TurnRequest, run_turn};
@@ -47,6 +47,19 @@ impl Hub {
                 )),
             },
         )
+    }
+
+    /// An external agent's availability as a model status: `Ready` with its label, or
+    /// `Unavailable` with the reason. `None` for our own agents.
+    pub(super) async fn external_status(&self, agent: &str) -> Option<ModelStatus> {
+        let label = self.external_label(agent)?;
+        Some(match self.external_availability(agent).await? {
+            Availability::Available => ModelStatus::Ready { model: label },
+            Availability::Unavailable(error) => ModelStatus::Unavailable {
+                wanted: label,
+                error,
+            },
+        })
     }
 
     /// The protocol and profile of an external agent (`acp:codex`).

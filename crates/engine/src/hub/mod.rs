@@ -275,6 +275,10 @@ impl Hub {
 
     /// The model an agent would use right now.
     pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
+        // An external agent's "model" is the agent process itself.
+        if let Some(status) = self.external_status(&agent.name).await {
+            return status;
+        }
         self.models
             .status(self.deps.model.as_ref(), self.wanted_model(agent))
             .await
