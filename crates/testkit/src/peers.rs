@@ -81,3 +81,11 @@ pub fn claude_acp_adapter() -> (String, Vec<String>) {
     );
     (announced("AGENTPLANE_TEST_NODE"), vec![script])
 }
+
+/// node, and `peers/acp_client.mjs`: an ACP client built on npm's official
+/// `@agentclientprotocol/sdk` that starts its agent as a child and prints one JSON
+/// document of what it saw.
+pub fn acp_sdk_client() -> (String, Vec<String>) {
+    let script = format!("{}/acp_client.mjs", announced("AGENTPLANE_TEST_NODE_PEERS"));
+    (announced("AGENTPLANE_TEST_NODE"), vec![script])
+}

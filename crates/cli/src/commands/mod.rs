@@ -4,6 +4,7 @@ pub mod agents;
 pub mod approvals;
 pub mod costs;
 pub mod history;
+pub mod acp;
 pub mod mcp;
 pub mod policy;
 pub mod remote;
