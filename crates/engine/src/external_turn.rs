@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{
-    EventPayload, PermissionDecision, Role, PermissionId, StopReason, ToolStatus, Usage,
+    ErrorCode, EventPayload, PermissionDecision, Role, PermissionId, StopReason, ToolStatus, Usage,
     args_preview_hash, usd_of_micros,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::governance::RateFacts;
+use crate::governance::{BudgetError, RateFacts};
 use crate::permissions;
 use crate::policy::{self, Decision, RequestContext};
 use crate::ports::external::{
@@ -57,6 +57,7 @@ pub async fn run_external_turn(
         label: label.clone(),
         calls: HashMap::new(),
         text: String::new(),
+        usage: Usage::default(),
     };
     turn.record(EventPayload::TurnStarted {
         agent: request.agent.name.clone(),
@@ -69,6 +70,33 @@ pub async fn run_external_turn(
     for ensemble in &request.ensembles {
         ensemble.close().await;
     }
+
+    // Budgets hold nothing up front (an external agent's cost is known only after it
+    // reports usage), but a spent budget stops the turn before the agent starts.
+    let reservation = {
+        let governance = &deps.governance;
+        let policies = governance.policies.current();
+        let ctx = RequestContext {
+            agent: &request.agent.name,
+            tags: &request.agent.tags,
+            tool: None,
+            client: &request.client,
+            at: Timestamp::now(),
+        };
+        match governance
+            .budgets
+            .reserve(deps.store.as_ref(), &policies, &ctx, &governance.agent_tags, 0)
+            .await
+        {
+            Ok(reservation) => reservation,
+            Err(BudgetError::Exceeded(exceeded)) => {
+                return turn
+                    .end_early(ErrorCode::BudgetExceeded, exceeded.message())
+                    .await;
+            }
+            Err(BudgetError::Store(e)) => return Err(e.into()),
+        }
+    };
 
     let prompt = ExternalPrompt {
         thread: turn.begun.thread().clone(),
@@ -113,7 +141,8 @@ pub async fn run_external_turn(
 
     let (stop_reason, result, error) = match ended {
         Ok(end) => {
-            turn.record_usage(end.usage).await?;
+            let cost = turn.record_usage(end.usage).await?;
+            deps.governance.budgets.settle(reservation, cost);
             match end.stop {
                 _ if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
                 ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
@@ -129,8 +158,12 @@ pub async fn run_external_turn(
                 ),
             }
         }
-        Err(_) if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
+        Err(_) if cancel.is_cancelled() => {
+            deps.governance.budgets.settle(reservation, 0);
+            (StopReason::Cancelled, Value::Null, None)
+        }
         Err(e) => {
+            deps.governance.budgets.settle(reservation, 0);
             let error = TurnError {
                 code: e.code(),
                 message: e.to_string(),
@@ -159,7 +192,7 @@ pub async fn run_external_turn(
         stop_reason,
         result,
         error,
-        usage: Usage::default(),
+        usage: turn.usage,
         suspended: None,
     })
 }
@@ -201,6 +234,8 @@ struct ExternalTurn<'a> {
     calls: HashMap<String, OpenCall>,
     /// The answer so far: the turn's result.
     text: String,
+    /// Tokens the agent reported (zero when it reported none).
+    usage: Usage,
 }
 
 impl ExternalTurn<'_> {
@@ -335,7 +370,7 @@ impl ExternalTurn<'_> {
     async fn record_usage(
         &mut self,
         usage: Option<crate::ports::external::ExternalUsage>,
-    ) -> Result<Usage, StoreError> {
+    ) -> Result<u64, StoreError> {
         let reported = usage.is_some();
         let usage = usage.unwrap_or_default();
         self.record(EventPayload::Usage {
@@ -346,8 +381,9 @@ impl ExternalTurn<'_> {
             reported,
         })
         .await?;
+        let mut micros = 0;
         if reported {
-            let micros = self.deps.governance.prices.cost_micros(
+            micros = self.deps.governance.prices.cost_micros(
                 &self.label,
                 usage.input_tokens,
                 usage.output_tokens,
@@ -362,9 +398,43 @@ impl ExternalTurn<'_> {
             })
             .await?;
         }
-        Ok(Usage {
+        self.usage = Usage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
+        };
+        Ok(micros)
+    }
+
+    /// Ends the turn before the agent started: an `error` event, then `turn_completed`.
+    async fn end_early(
+        self,
+        code: ErrorCode,
+        message: String,
+    ) -> Result<TurnOutcome, EngineError> {
+        self.record(EventPayload::Error {
+            code,
+            message: message.clone(),
+        })
+        .await?;
+        let event = self
+            .deps
+            .store
+            .complete_turn(
+                self.begun.thread(),
+                self.begun.turn(),
+                StopReason::Error,
+                Value::Null,
+            )
+            .await?;
+        self.observer.on_event(&event);
+        Ok(TurnOutcome {
+            thread: self.begun.thread().clone(),
+            turn: self.begun.turn().clone(),
+            stop_reason: StopReason::Error,
+            result: Value::Null,
+            error: Some(TurnError { code, message }),
+            usage: Usage::default(),
+            suspended: None,
         })
     }
 

@@ -74,6 +74,7 @@ for line in sys.stdin:
         if MODE == "oversized":
             raw("{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"pad\":\"" + "x" * (9 * 1024 * 1024) + "\"}}")
         chunk(session, " and the rest")
-        answer(msg_id, {"stopReason": "end_turn"})
+        # Token usage at the end of a prompt (an unstable part of the schema).
+        answer(msg_id, {"stopReason": "end_turn", "usage": {"inputTokens": 1200, "outputTokens": 300, "totalTokens": 1500}})
     elif msg_id is not None and method is not None:
         send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "method not found"}})

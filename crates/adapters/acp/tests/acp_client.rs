@@ -251,6 +251,14 @@ async fn hostile_garbage_wrong_ids_and_oversized_lines_do_not_break_the_turn() {
         let end = seen.end.as_ref().unwrap_or_else(|e| panic!("{mode}: {e}"));
         assert_eq!(end.stop, ExternalStop::EndTurn, "{mode}");
         assert_eq!(seen.text(), "partial answer and the rest", "{mode}");
+        assert_eq!(
+            end.usage,
+            Some(agentplane_engine::ports::external::ExternalUsage {
+                input_tokens: 1200,
+                output_tokens: 300
+            }),
+            "{mode}: the usage the agent reported"
+        );
     }
 }
 

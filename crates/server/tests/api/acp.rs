@@ -233,3 +233,67 @@ async fn bad_acp_agent_config_is_refused_at_load_naming_the_key() {
     }
 }
 
+
+/// The hostile peer in `garbage` mode as `[agents.rough]`: garbage lines around every
+/// answer, and token usage at the end of its prompt.
+fn rough_agent() -> String {
+    let (python, args) = peers::acp_hostile_agent("garbage");
+    format!(
+        "\n[agents.rough]\nkind = \"acp\"\nprofile = \"opencode\"\n\
+         [agents.rough.acp]\ncommand = {python:?}\nargs = {}\n\
+         [prices.\"acp:opencode\"]\ninput_per_mtok = 10.0\noutput_per_mtok = 20.0\n",
+        toml_list(&args)
+    )
+}
+
+#[tokio::test]
+async fn reported_usage_is_priced_and_counted_like_a_model_call() {
+    let api = start(&rough_agent()).await;
+    let thread = api.create_thread("alice", "rough").await;
+    let mut stream = api.start_turn("alice", &thread, "hi").await;
+    let frames = stream.until_completed().await;
+    let done = frames.last().expect("last").json();
+    assert_eq!(done["stop_reason"], "text_answer", "{done}");
+    assert_eq!(done["result"]["text"], "partial answer and the rest");
+    let usage = frames.iter().find(|f| f.is("usage")).expect("usage").json();
+    assert_eq!(usage["reported"], true);
+    assert_eq!(usage["input_tokens"], 1200);
+    assert_eq!(usage["output_tokens"], 300);
+    let cost = frames.iter().find(|f| f.is("cost")).expect("cost").json();
+    // 1200 × $10/M + 300 × $20/M = $0.018.
+    assert_eq!(cost["usd_micros"], 18_000);
+    assert_eq!(cost["model"], "acp:opencode");
+    let report = api.get("/v1/costs?group_by=agent", "alice").await;
+    assert_eq!(report.status, StatusCode::OK, "{:?}", report.body);
+    assert!(report.body.to_string().contains("rough"), "{}", report.body);
+}
+
+#[tokio::test]
+async fn a_spent_budget_stops_acp_turns_before_the_agent_starts() {
+    let api = Setup::new(Vec::new())
+        .extra_config(&peer_agent())
+        .extra_config(&rough_agent())
+        .policy(
+            "budget.yaml",
+            "- name: tiny\n  type: budget\n  rules: {usd: 0.01, period: day, per: [client]}\n",
+        )
+        .start()
+        .await;
+    // The first turn costs $0.018: over the $0.01 cap, but only known afterwards.
+    let thread = api.create_thread("alice", "rough").await;
+    let mut stream = api.start_turn("alice", &thread, "hi").await;
+    let frames = stream.until_completed().await;
+    assert_eq!(frames.last().expect("last").json()["stop_reason"], "text_answer");
+    // The next one is refused before anything starts.
+    let response = api
+        .request(
+            reqwest::Method::POST,
+            &format!("/v1/threads/{thread}/turns"),
+            Some("alice"),
+        )
+        .json(&json!({"input": "again"}))
+        .send()
+        .await
+        .expect("turn request");
+    assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
+}
