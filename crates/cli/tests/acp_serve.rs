@@ -4,7 +4,7 @@
 //! streamed back as chunks, our permission surfacing as an ACP permission request, and
 //! session/cancel.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};
@@ -136,4 +136,106 @@ async fn a_rejected_acp_permission_declines_the_call() {
     assert_eq!(out["prompts"][0]["stopReason"], "end_turn", "{out}");
     assert_eq!(out["permissions"].as_array().expect("asked").len(), 1);
     assert!(!sb.workspace.join("a.txt").exists());
+}
+
+/// Talks to `agentplane acp` in phases: each phase's lines are sent, then its ids'
+/// answers awaited (20 s at most). Returns every JSON answer.
+fn raw_session(config: &Path, workspace: &Path, phases: &[(Vec<String>, Vec<i64>)]) -> Vec<Value> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .args(["acp", "--agent", "writer"])
+        .current_dir(workspace)
+        .env_remove("AGENTPLANE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("agentplane acp starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut answers = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for (lines, wanted) in phases {
+        for line in lines {
+            stdin.write_all(line.as_bytes()).expect("write");
+            stdin.write_all(b"\n").expect("newline");
+        }
+        stdin.flush().expect("flush");
+        while !wanted
+            .iter()
+            .all(|id| answers.iter().any(|a: &Value| a["id"] == *id))
+        {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let Ok(line) = rx.recv_timeout(left) else {
+                break;
+            };
+            let value: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC ({e}): {line}"));
+            answers.push(value);
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    answers
+}
+
+#[tokio::test]
+async fn hostile_input_gets_json_rpc_errors_and_the_connection_goes_on() {
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("fine")]))
+        .await
+        .expect("scripted model");
+    let sb = sandbox(&model.base_url());
+    let before = vec![
+        "this is not json".to_owned(),
+        "{\"jsonrpc\":\"2.0\",\"id\":".to_owned(),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}).to_string(),
+    ];
+    let after = vec![
+        json!({"jsonrpc": "2.0", "id": 2, "method": "no/such_method", "params": {}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/new", "params": {"cwd": "/no/such/dir", "mcpServers": []}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "session/prompt", "params": {"sessionId": "thr_nope", "prompt": [{"type": "text", "text": "hi"}]}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {"sessionId": 17}}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "session/new", "params": {"cwd": sb.workspace, "mcpServers": []}}).to_string(),
+    ];
+    let (config, workspace) = (sb.config.clone(), sb.workspace.clone());
+    let answers = tokio::task::spawn_blocking(move || {
+        raw_session(
+            &config,
+            &workspace,
+            &[(before, vec![1]), (after, vec![2, 3, 4, 5, 6])],
+        )
+    })
+    .await
+    .expect("join");
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {answers:?}"))
+            .clone()
+    };
+    assert_eq!(by_id(1)["result"]["protocolVersion"], 1);
+    assert!(by_id(2)["error"]["code"].is_i64(), "an unknown method is an error");
+    assert!(by_id(3)["error"].is_object(), "a cwd that does not exist");
+    assert!(by_id(4)["error"].is_object(), "a session that does not exist");
+    assert!(by_id(5)["error"].is_object(), "malformed params");
+    assert!(
+        by_id(6)["result"]["sessionId"]
+            .as_str()
+            .expect("session")
+            .starts_with("thr_"),
+        "the connection still works"
+    );
 }
