@@ -98,7 +98,12 @@ async fn an_sdk_client_drives_agentplane_over_acp() {
     assert!(out.get("error").is_none(), "{out}");
     assert_eq!(out["initialize"]["protocolVersion"], 1, "{out}");
     assert_eq!(out["initialize"]["agentInfo"]["name"], "agentplane");
-    assert!(out["sessionId"].as_str().expect("session").starts_with("thr_"));
+    assert!(
+        out["sessionId"]
+            .as_str()
+            .expect("session")
+            .starts_with("thr_")
+    );
 
     let hello = &out["prompts"][0];
     assert_eq!(hello["stopReason"], "end_turn", "{out}");
@@ -112,7 +117,13 @@ async fn an_sdk_client_drives_agentplane_over_acp() {
         out["permissions"],
         json!([{"title": "write_file", "options": ["allow_once", "reject_once"]}])
     );
-    assert!(write["toolCalls"].as_array().expect("calls").iter().any(|t| t == "write_file"));
+    assert!(
+        write["toolCalls"]
+            .as_array()
+            .expect("calls")
+            .iter()
+            .any(|t| t == "write_file")
+    );
     assert_eq!(
         std::fs::read_to_string(sb.workspace.join("a.txt")).expect("written"),
         "hi"
@@ -227,9 +238,15 @@ async fn hostile_input_gets_json_rpc_errors_and_the_connection_goes_on() {
             .clone()
     };
     assert_eq!(by_id(1)["result"]["protocolVersion"], 1);
-    assert!(by_id(2)["error"]["code"].is_i64(), "an unknown method is an error");
+    assert!(
+        by_id(2)["error"]["code"].is_i64(),
+        "an unknown method is an error"
+    );
     assert!(by_id(3)["error"].is_object(), "a cwd that does not exist");
-    assert!(by_id(4)["error"].is_object(), "a session that does not exist");
+    assert!(
+        by_id(4)["error"].is_object(),
+        "a session that does not exist"
+    );
     assert!(by_id(5)["error"].is_object(), "malformed params");
     assert!(
         by_id(6)["result"]["sessionId"]

@@ -123,7 +123,10 @@ mod tests {
         inner.insert("z".into(), serde_json::json!(1));
         inner.insert("a".into(), serde_json::json!([{"y": 2, "b": 3}]));
         let value = serde_json::json!({"k": serde_json::Value::Object(inner)});
-        assert_eq!(canonical_json(&value), r#"{"k":{"a":[{"b":3,"y":2}],"z":1}}"#);
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"k":{"a":[{"b":3,"y":2}],"z":1}}"#
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{
-    ErrorCode, EventPayload, PermissionDecision, Role, PermissionId, StopReason, ToolStatus, Usage,
+    ErrorCode, EventPayload, PermissionDecision, PermissionId, Role, StopReason, ToolStatus, Usage,
     args_preview_hash, usd_of_micros,
 };
 use serde_json::{Value, json};
@@ -27,7 +27,9 @@ use crate::ports::external::{
     ExternalToolStatus, ExternalUpdate, PermissionAsk, ToTurn,
 };
 use crate::ports::{NewPermission, StoreError};
-use crate::turn::{BegunTurn, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome, TurnRequest};
+use crate::turn::{
+    BegunTurn, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome, TurnRequest,
+};
 
 /// How long the adapter gets, after a cancel, to end the agent before the driver stops
 /// waiting for it (the adapter's own deadline is 2 s; dropping it kills the tree).
@@ -85,7 +87,13 @@ pub async fn run_external_turn(
         };
         match governance
             .budgets
-            .reserve(deps.store.as_ref(), &policies, &ctx, &governance.agent_tags, 0)
+            .reserve(
+                deps.store.as_ref(),
+                &policies,
+                &ctx,
+                &governance.agent_tags,
+                0,
+            )
             .await
         {
             Ok(reservation) => reservation,
@@ -146,11 +154,9 @@ pub async fn run_external_turn(
             match end.stop {
                 _ if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
                 ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
-                ExternalStop::EndTurn => (
-                    StopReason::TextAnswer,
-                    json!({ "text": turn.text }),
-                    None,
-                ),
+                ExternalStop::EndTurn => {
+                    (StopReason::TextAnswer, json!({ "text": turn.text }), None)
+                }
                 ExternalStop::Limit(why) => (
                     StopReason::StepLimit,
                     json!({ "text": turn.text, "agent_stop_reason": why }),
@@ -249,7 +255,11 @@ impl ExternalTurn<'_> {
         Ok(())
     }
 
-    async fn handle(&mut self, message: ToTurn, cancel: &CancellationToken) -> Result<(), StoreError> {
+    async fn handle(
+        &mut self,
+        message: ToTurn,
+        cancel: &CancellationToken,
+    ) -> Result<(), StoreError> {
         match message {
             ToTurn::Update(update) => self.update(update).await,
             ToTurn::Permission { ask, answer } => {
@@ -343,7 +353,7 @@ impl ExternalTurn<'_> {
     /// Calls still open when the prompt ended get a result, so every planned call has one.
     async fn settle_open_calls(&mut self, cancelled: bool) -> Result<(), StoreError> {
         let mut open: Vec<(String, OpenCall)> = self.calls.drain().collect();
-        open.sort_by(|a, b| a.1.started.cmp(&b.1.started));
+        open.sort_by_key(|a| a.1.started);
         for (call_id, call) in open {
             let why = if cancelled {
                 "the turn was cancelled before the agent finished this call"
@@ -406,11 +416,7 @@ impl ExternalTurn<'_> {
     }
 
     /// Ends the turn before the agent started: an `error` event, then `turn_completed`.
-    async fn end_early(
-        self,
-        code: ErrorCode,
-        message: String,
-    ) -> Result<TurnOutcome, EngineError> {
+    async fn end_early(self, code: ErrorCode, message: String) -> Result<TurnOutcome, EngineError> {
         self.record(EventPayload::Error {
             code,
             message: message.clone(),
@@ -457,7 +463,9 @@ impl ExternalTurn<'_> {
     ) -> Result<bool, StoreError> {
         let policies = self.deps.governance.policies.current();
         let denial = match policy::gate(&policies, &self.policy_ctx(&ask.tool)).decision {
-            Decision::Deny { policy, reason } => Some(format!("policy `{policy}` forbids it: {reason}")),
+            Decision::Deny { policy, reason } => {
+                Some(format!("policy `{policy}` forbids it: {reason}"))
+            }
             _ => None,
         };
         self.ask_person(&ask.call_id, &ask.tool, ask.arguments, denial, cancel)
@@ -486,7 +494,10 @@ impl ExternalTurn<'_> {
                     .ask_person(&call_id, &use_.tool, use_.arguments.clone(), None, cancel)
                     .await?
                 {
-                    return Ok(Err(format!("permission to run `{}` was declined", use_.tool)));
+                    return Ok(Err(format!(
+                        "permission to run `{}` was declined",
+                        use_.tool
+                    )));
                 }
             }
             Decision::Allow => {}
@@ -529,7 +540,10 @@ impl ExternalTurn<'_> {
                 call_id: call_id.to_owned(),
                 tool: tool.to_owned(),
                 arguments,
-                options: permissions::OPTIONS.iter().map(|o| (*o).to_owned()).collect(),
+                options: permissions::OPTIONS
+                    .iter()
+                    .map(|o| (*o).to_owned())
+                    .collect(),
             })
             .await?;
         self.observer.on_event(&event);
@@ -550,7 +564,11 @@ impl ExternalTurn<'_> {
             &broker,
             &id,
             PermissionDecision::Declined,
-            if reason.is_empty() { "declined" } else { &reason },
+            if reason.is_empty() {
+                "declined"
+            } else {
+                &reason
+            },
         )
         .await?;
         broker.forget(&id);
@@ -573,6 +591,8 @@ fn cap(mut text: String) -> (String, bool) {
     }
     let total = text.len();
     text.truncate(end);
-    text.push_str(&format!("\n[output truncated: {end} of {total} bytes shown]"));
+    text.push_str(&format!(
+        "\n[output truncated: {end} of {total} bytes shown]"
+    ));
     (text, true)
 }

@@ -108,7 +108,9 @@ pub async fn write_text_file(
 ) -> Result<(), String> {
     let shown = relative_to(workspace, path);
     if content.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("refusing to write more than {MAX_FILE_BYTES} bytes"));
+        return Err(format!(
+            "refusing to write more than {MAX_FILE_BYTES} bytes"
+        ));
     }
     gate(
         to_turn,

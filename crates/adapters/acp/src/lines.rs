@@ -60,7 +60,10 @@ where
                 if found.is_some() {
                     if oversized {
                         skipped.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(max, "an ACP agent sent a line over the limit; it was skipped");
+                        tracing::warn!(
+                            max,
+                            "an ACP agent sent a line over the limit; it was skipped"
+                        );
                         oversized = false;
                         continue;
                     }
@@ -97,11 +100,18 @@ mod tests {
     async fn oversized_lines_are_skipped_and_reading_goes_on() {
         let input = format!("{}\nshort\n{}\nlast", "x".repeat(100), "y".repeat(50));
         let skipped = Arc::new(AtomicU64::new(0));
-        let lines: Vec<String> = bounded_lines(std::io::Cursor::new(input.into_bytes()), 60, skipped.clone())
-            .map(|l| l.expect("line"))
-            .collect()
-            .await;
-        assert_eq!(lines, vec!["short".to_owned(), "y".repeat(50), "last".to_owned()]);
+        let lines: Vec<String> = bounded_lines(
+            std::io::Cursor::new(input.into_bytes()),
+            60,
+            skipped.clone(),
+        )
+        .map(|l| l.expect("line"))
+        .collect()
+        .await;
+        assert_eq!(
+            lines,
+            vec!["short".to_owned(), "y".repeat(50), "last".to_owned()]
+        );
         assert_eq!(skipped.load(Ordering::Relaxed), 1);
     }
 

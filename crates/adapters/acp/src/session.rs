@@ -61,9 +61,7 @@ pub async fn run(
         env: &config.env,
         cwd: Some(&prompt.workspace),
     })
-    .map_err(|e| {
-        ExternalError::Unavailable(format!("cannot start `{}`: {e}", config.command))
-    })?;
+    .map_err(|e| ExternalError::Unavailable(format!("cannot start `{}`: {e}", config.command)))?;
     let mut process = started.process;
     let stderr_tail = Arc::new(Mutex::new(String::new()));
     let stderr_task = tokio::spawn(keep_tail(started.stderr, stderr_tail.clone()));
@@ -249,11 +247,9 @@ async fn drive(
     cancel: CancellationToken,
     cx: &ConnectionTo<Agent>,
 ) -> Result<ExternalEnd, ExternalError> {
-    let capabilities = ClientCapabilities::new().fs(
-        FileSystemCapabilities::new()
-            .read_text_file(true)
-            .write_text_file(true),
-    );
+    let capabilities = ClientCapabilities::new().fs(FileSystemCapabilities::new()
+        .read_text_file(true)
+        .write_text_file(true));
     let init = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities);
     let initialized = bounded(config, "`initialize`", cx.send_request(init).block_task()).await?;
 
@@ -351,7 +347,11 @@ fn map_update(update: SessionUpdate) -> Vec<ExternalUpdate> {
         },
         SessionUpdate::ToolCall(call) => {
             let id = call.tool_call_id.0.to_string();
-            let tool = tool_name(call.name.as_deref(), &call.title, &format!("{:?}", call.kind));
+            let tool = tool_name(
+                call.name.as_deref(),
+                &call.title,
+                &format!("{:?}", call.kind),
+            );
             let mut out = vec![ExternalUpdate::ToolCall {
                 call_id: id.clone(),
                 tool,
@@ -456,9 +456,15 @@ fn permission_ask(request: &RequestPermissionRequest) -> PermissionAsk {
 /// narrowest reject otherwise; without such an option, `cancelled` (never an allow).
 fn outcome_for(request: &RequestPermissionRequest, approved: bool) -> RequestPermissionOutcome {
     let wanted: &[PermissionOptionKind] = if approved {
-        &[PermissionOptionKind::AllowOnce, PermissionOptionKind::AllowAlways]
+        &[
+            PermissionOptionKind::AllowOnce,
+            PermissionOptionKind::AllowAlways,
+        ]
     } else {
-        &[PermissionOptionKind::RejectOnce, PermissionOptionKind::RejectAlways]
+        &[
+            PermissionOptionKind::RejectOnce,
+            PermissionOptionKind::RejectAlways,
+        ]
     };
     wanted
         .iter()

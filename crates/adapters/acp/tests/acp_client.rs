@@ -128,13 +128,30 @@ async fn sdk_peer_streams_chunks_a_plan_and_a_tool_call_and_reads_through_confin
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).expect("canonical");
     let agent = agent(peers::acp_sdk_agent(), &[], None);
-    let seen = prompt(&agent, &ThreadId::new(), &root, "please read and write", true, true, None).await;
+    let seen = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "please read and write",
+        true,
+        true,
+        None,
+    )
+    .await;
     let end = seen.end.as_ref().expect("the prompt ends");
     assert_eq!(end.stop, ExternalStop::EndTurn);
     assert_eq!(end.usage, None, "the stable SDK peer reports no usage");
-    assert!(seen.text().starts_with("Hello from the SDK peer."), "{}", seen.text());
+    assert!(
+        seen.text().starts_with("Hello from the SDK peer."),
+        "{}",
+        seen.text()
+    );
     assert!(seen.text().contains("[wrote out.txt]"));
-    assert!(seen.updates.iter().any(|u| matches!(u, ExternalUpdate::Plan(p) if p[0]["content"] == "answer the prompt")));
+    assert!(
+        seen.updates.iter().any(
+            |u| matches!(u, ExternalUpdate::Plan(p) if p[0]["content"] == "answer the prompt")
+        )
+    );
     assert!(seen.updates.iter().any(|u| matches!(u, ExternalUpdate::ToolCall { call_id, tool, .. } if call_id == "call-1" && tool == "look around")));
     assert!(seen.updates.iter().any(|u| matches!(u,
         ExternalUpdate::ToolCallUpdate { call_id, status: Some(ExternalToolStatus::Completed), output: Some(out) }
@@ -174,11 +191,37 @@ async fn permission_requests_get_the_option_of_the_decision() {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).expect("canonical");
     let agent = agent(peers::acp_sdk_agent(), &[], None);
-    let allowed = prompt(&agent, &ThreadId::new(), &root, "permission", true, true, None).await;
-    assert!(allowed.text().contains("[permission: allow]"), "{}", allowed.text());
+    let allowed = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "permission",
+        true,
+        true,
+        None,
+    )
+    .await;
+    assert!(
+        allowed.text().contains("[permission: allow]"),
+        "{}",
+        allowed.text()
+    );
     assert_eq!(allowed.permissions, vec!["edit main.rs"]);
-    let declined = prompt(&agent, &ThreadId::new(), &root, "permission", false, true, None).await;
-    assert!(declined.text().contains("[permission: reject]"), "{}", declined.text());
+    let declined = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "permission",
+        false,
+        true,
+        None,
+    )
+    .await;
+    assert!(
+        declined.text().contains("[permission: reject]"),
+        "{}",
+        declined.text()
+    );
 }
 
 #[tokio::test]
@@ -190,13 +233,23 @@ async fn authentication_is_sent_when_the_profile_says_so() {
     let error = seen.end.expect_err("session/new needs authentication");
     assert!(error.to_string().contains("session/new"), "{error}");
 
-    let with = agent(peers::acp_sdk_agent(), &[("ACP_PEER_AUTH", "1")], Some("test-key"));
+    let with = agent(
+        peers::acp_sdk_agent(),
+        &[("ACP_PEER_AUTH", "1")],
+        Some("test-key"),
+    );
     let seen = prompt(&with, &ThreadId::new(), &root, "hi", true, true, None).await;
     assert!(seen.end.is_ok(), "{:?}", seen.end);
 
-    let wrong = agent(peers::acp_sdk_agent(), &[("ACP_PEER_AUTH", "1")], Some("nope"));
+    let wrong = agent(
+        peers::acp_sdk_agent(),
+        &[("ACP_PEER_AUTH", "1")],
+        Some("nope"),
+    );
     let seen = prompt(&wrong, &ThreadId::new(), &root, "hi", true, true, None).await;
-    let error = seen.end.expect_err("an auth method the agent does not offer");
+    let error = seen
+        .end
+        .expect_err("an auth method the agent does not offer");
     assert!(error.to_string().contains("`nope`"), "{error}");
 }
 
@@ -209,7 +262,11 @@ async fn a_thread_resumes_its_session_with_session_load() {
     let first = prompt(&agent, &thread, &root, "hi", true, true, None).await;
     assert!(!first.text().contains("[loaded"));
     let second = prompt(&agent, &thread, &root, "again", true, true, None).await;
-    assert!(second.text().starts_with("[loaded peer-session-1] "), "{}", second.text());
+    assert!(
+        second.text().starts_with("[loaded peer-session-1] "),
+        "{}",
+        second.text()
+    );
 }
 
 #[tokio::test]
@@ -218,7 +275,16 @@ async fn cancel_ends_a_cooperative_prompt_as_cancelled() {
     let root = std::fs::canonicalize(ws.path()).expect("canonical");
     let agent = agent(peers::acp_sdk_agent(), &[], None);
     let started = Instant::now();
-    let seen = prompt(&agent, &ThreadId::new(), &root, "wait", true, true, Some("[waiting]")).await;
+    let seen = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "wait",
+        true,
+        true,
+        Some("[waiting]"),
+    )
+    .await;
     assert_eq!(seen.end.expect("ends").stop, ExternalStop::Cancelled);
     assert!(started.elapsed() < Duration::from_secs(10));
 }
@@ -229,8 +295,21 @@ async fn cancel_ends_a_stubborn_agent_and_its_whole_process_tree() {
     let root = std::fs::canonicalize(ws.path()).expect("canonical");
     let pidfile = ws.path().join("child.pid");
     let pidfile_text = pidfile.display().to_string();
-    let agent = agent(peers::acp_sdk_agent(), &[("ACP_PEER_PIDFILE", &pidfile_text)], None);
-    let seen = prompt(&agent, &ThreadId::new(), &root, "stubborn", true, true, Some("[ignoring cancel]")).await;
+    let agent = agent(
+        peers::acp_sdk_agent(),
+        &[("ACP_PEER_PIDFILE", &pidfile_text)],
+        None,
+    );
+    let seen = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "stubborn",
+        true,
+        true,
+        Some("[ignoring cancel]"),
+    )
+    .await;
     assert_eq!(seen.end.expect("ends").stop, ExternalStop::Cancelled);
     let pid = std::fs::read_to_string(&pidfile).expect("the peer wrote its child's pid");
     // The child (`sleep 300`) was in the agent's tree: it is gone.
@@ -280,7 +359,9 @@ async fn an_agent_exiting_mid_turn_is_a_protocol_error() {
 async fn an_agent_that_never_answers_initialize_times_out() {
     let ws = workspace();
     let root = std::fs::canonicalize(ws.path()).expect("canonical");
-    let mut config = agent(peers::acp_hostile_agent("silent"), &[], None).config().clone();
+    let mut config = agent(peers::acp_hostile_agent("silent"), &[], None)
+        .config()
+        .clone();
     config.handshake_timeout = Duration::from_millis(700);
     let agent = AcpAgent::new(config);
     let seen = prompt(&agent, &ThreadId::new(), &root, "hi", true, true, None).await;
@@ -344,7 +425,9 @@ async fn availability_says_what_is_missing_without_starting_anything() {
     });
     let started = Instant::now();
     match no_key.availability().await {
-        Availability::Unavailable(why) => assert!(why.contains("key missing: ANTHROPIC_API_KEY"), "{why}"),
+        Availability::Unavailable(why) => {
+            assert!(why.contains("key missing: ANTHROPIC_API_KEY"), "{why}")
+        }
         Availability::Available => panic!("no key, yet available"),
     }
     assert!(started.elapsed() < Duration::from_secs(1));

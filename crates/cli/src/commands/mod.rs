@@ -1,10 +1,10 @@
 //! One module per subcommand.
 
+pub mod acp;
 pub mod agents;
 pub mod approvals;
 pub mod costs;
 pub mod history;
-pub mod acp;
 pub mod mcp;
 pub mod policy;
 pub mod remote;

@@ -97,7 +97,10 @@ pub enum ToTurn {
         answer: oneshot::Sender<Result<(), String>>,
     },
     /// A confinement breach the adapter refused (a path outside the workspace).
-    Security { event_type: String, detail: String },
+    Security {
+        event_type: String,
+        detail: String,
+    },
 }
 
 /// How the agent's prompt ended.

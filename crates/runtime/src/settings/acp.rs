@@ -64,7 +64,10 @@ pub fn check(agent: &AgentConfig) -> Result<(), (&'static str, String)> {
         return Err(("profile", profile_hint("is required for `kind = \"acp\"`")));
     };
     if builtin_profile(profile).is_none() {
-        return Err(("profile", profile_hint(&format!("unknown profile `{profile}`"))));
+        return Err((
+            "profile",
+            profile_hint(&format!("unknown profile `{profile}`")),
+        ));
     }
     if !agent.ensembles.is_empty() {
         return Err((
@@ -77,7 +80,10 @@ pub fn check(agent: &AgentConfig) -> Result<(), (&'static str, String)> {
             return Err(("acp.command", "must not be empty".to_owned()));
         }
         if acp.handshake_timeout_secs == Some(0) {
-            return Err(("acp.handshake_timeout_secs", "must be at least 1".to_owned()));
+            return Err((
+                "acp.handshake_timeout_secs",
+                "must be at least 1".to_owned(),
+            ));
         }
         for (name, value) in &acp.env {
             references(value).map_err(|m| ("acp.env", format!("`{name}`: {m}")))?;

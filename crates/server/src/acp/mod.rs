@@ -176,7 +176,8 @@ impl SessionHandler {
         cx: &ConnectionTo<Client>,
     ) -> Result<AcpStop, String> {
         let session = request.session_id.0.to_string();
-        let thread = ThreadId::parse(&session).map_err(|_| format!("unknown session `{session}`"))?;
+        let thread =
+            ThreadId::parse(&session).map_err(|_| format!("unknown session `{session}`"))?;
         let input: String = request
             .prompt
             .iter()

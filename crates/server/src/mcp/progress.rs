@@ -96,10 +96,9 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         EventPayload::PolicyViolation { policy, .. } => {
             format!("policy violation: {}", short(policy))
         }
-        EventPayload::Plan { entries } => format!(
-            "plan of {} step(s)",
-            entries.as_array().map_or(0, Vec::len)
-        ),
+        EventPayload::Plan { entries } => {
+            format!("plan of {} step(s)", entries.as_array().map_or(0, Vec::len))
+        }
         EventPayload::Error { code, .. } => format!("error {code}"),
     })
 }

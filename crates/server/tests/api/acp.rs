@@ -43,7 +43,10 @@ async fn start(extra: &str) -> Api {
 }
 
 fn kinds(frames: &[crate::harness::SseFrame]) -> Vec<String> {
-    frames.iter().map(|f| f.json()["kind"].as_str().unwrap_or("").to_owned()).collect()
+    frames
+        .iter()
+        .map(|f| f.json()["kind"].as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 #[tokio::test]
@@ -71,7 +74,14 @@ async fn an_acp_turn_streams_its_work_as_events_and_asks_us_for_permission() {
     let kinds = kinds(&frames);
     assert_eq!(kinds.first().map(String::as_str), Some("turn_started"));
     assert_eq!(frames[0].json()["model"], "acp:opencode");
-    for kind in ["message_delta", "plan", "tool_call_planned", "tool_call_result", "permission_resolved", "usage"] {
+    for kind in [
+        "message_delta",
+        "plan",
+        "tool_call_planned",
+        "tool_call_result",
+        "permission_resolved",
+        "usage",
+    ] {
         assert!(kinds.iter().any(|k| k == kind), "no {kind} in {kinds:?}");
     }
     assert_eq!(kinds.iter().filter(|k| *k == "turn_completed").count(), 1);
@@ -84,7 +94,10 @@ async fn an_acp_turn_streams_its_work_as_events_and_asks_us_for_permission() {
     assert_eq!(result["status"], "ok");
     assert_eq!(result["output"], "notes: remember the milk");
     let usage = frames.iter().find(|f| f.is("usage")).expect("usage").json();
-    assert_eq!(usage["reported"], false, "the peer reports no tokens: recorded as not measured");
+    assert_eq!(
+        usage["reported"], false,
+        "the peer reports no tokens: recorded as not measured"
+    );
     let done = frames.last().expect("last").json();
     assert_eq!(done["kind"], "turn_completed");
     assert_eq!(done["stop_reason"], "text_answer");
@@ -110,7 +123,11 @@ async fn a_declined_permission_is_rejected_to_the_agent() {
         .to_owned();
     // Garbage is a decline (fail-closed), and the caller hears why.
     let answer = api
-        .post(&format!("/v1/permissions/{id}"), "alice", json!({"decision": "yes please"}))
+        .post(
+            &format!("/v1/permissions/{id}"),
+            "alice",
+            json!({"decision": "yes please"}),
+        )
         .await;
     answer.assert_error(400, "INVALID_ARGUMENT");
     let frames = stream.until_completed().await;
@@ -145,7 +162,10 @@ async fn cancel_ends_an_acp_turn_promptly() {
     let thread = api.create_thread("alice", "peer").await;
     let mut stream = api.start_turn("alice", &thread, "wait").await;
     let frames = stream.until("turn_started").await;
-    let turn = frames[0].json()["turn_id"].as_str().expect("turn").to_owned();
+    let turn = frames[0].json()["turn_id"]
+        .as_str()
+        .expect("turn")
+        .to_owned();
     // Wait until the agent is working.
     loop {
         let frame = stream.next().await.expect("frame");
@@ -159,7 +179,10 @@ async fn cancel_ends_an_acp_turn_promptly() {
         .await;
     assert_eq!(cancelled.status, StatusCode::ACCEPTED);
     let frames = stream.until_completed().await;
-    assert_eq!(frames.last().expect("last").json()["stop_reason"], "cancelled");
+    assert_eq!(
+        frames.last().expect("last").json()["stop_reason"],
+        "cancelled"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -186,7 +209,10 @@ async fn agents_lists_external_agents_as_available_or_not_with_the_reason() {
             .unwrap_or_else(|| panic!("no {name} in {agents:?}"))
             .clone()
     };
-    assert_eq!(find("peer")["model"], json!({"status": "ready", "model": "acp:opencode", "detail": null}));
+    assert_eq!(
+        find("peer")["model"],
+        json!({"status": "ready", "model": "acp:opencode", "detail": null})
+    );
     let claude = find("claude");
     assert_eq!(claude["model"]["status"], "unavailable");
     assert_eq!(claude["model"]["model"], "acp:claude");
@@ -204,7 +230,12 @@ async fn agents_lists_external_agents_as_available_or_not_with_the_reason() {
     let frames = stream.until_completed().await;
     let error = frames.iter().find(|f| f.is("error")).expect("error").json();
     assert_eq!(error["code"], "UPSTREAM_UNAVAILABLE");
-    assert!(error["message"].as_str().expect("message").contains("ANTHROPIC_API_KEY"));
+    assert!(
+        error["message"]
+            .as_str()
+            .expect("message")
+            .contains("ANTHROPIC_API_KEY")
+    );
     assert_eq!(frames.last().expect("last").json()["stop_reason"], "error");
 }
 
@@ -216,9 +247,18 @@ async fn bad_acp_agent_config_is_refused_at_load_naming_the_key() {
         ("kind = \"acp\"\n", "agents.x.profile"),
         ("kind = \"acp\"\nprofile = \"nope\"\n", "agents.x.profile"),
         ("kind = \"robot\"\n", "agents.x.kind"),
-        ("kind = \"acp\"\nprofile = \"codex\"\nensembles = [\"fs\"]\n", "agents.x.ensembles"),
-        ("system_prompt = \"p\"\nprofile = \"codex\"\n", "agents.x.kind"),
-        ("kind = \"acp\"\nprofile = \"codex\"\n[agents.x.acp]\nenv = { K = \"${secret:bad name}\" }\n", "agents.x.acp.env"),
+        (
+            "kind = \"acp\"\nprofile = \"codex\"\nensembles = [\"fs\"]\n",
+            "agents.x.ensembles",
+        ),
+        (
+            "system_prompt = \"p\"\nprofile = \"codex\"\n",
+            "agents.x.kind",
+        ),
+        (
+            "kind = \"acp\"\nprofile = \"codex\"\n[agents.x.acp]\nenv = { K = \"${secret:bad name}\" }\n",
+            "agents.x.acp.env",
+        ),
     ] {
         let file = dir.path().join("agentplane.toml");
         std::fs::write(&file, format!("[agents.x]\n{body}")).expect("write");
@@ -232,7 +272,6 @@ async fn bad_acp_agent_config_is_refused_at_load_naming_the_key() {
         assert!(error.to_string().contains(key), "{body}: {error}");
     }
 }
-
 
 /// The hostile peer in `garbage` mode as `[agents.rough]`: garbage lines around every
 /// answer, and token usage at the end of its prompt.
@@ -283,7 +322,10 @@ async fn a_spent_budget_stops_acp_turns_before_the_agent_starts() {
     let thread = api.create_thread("alice", "rough").await;
     let mut stream = api.start_turn("alice", &thread, "hi").await;
     let frames = stream.until_completed().await;
-    assert_eq!(frames.last().expect("last").json()["stop_reason"], "text_answer");
+    assert_eq!(
+        frames.last().expect("last").json()["stop_reason"],
+        "text_answer"
+    );
     // The next one is refused before anything starts.
     let response = api
         .request(
