@@ -108,7 +108,9 @@ async fn an_sdk_client_drives_agentplane_over_acp() {
     let hello = &out["prompts"][0];
     assert_eq!(hello["stopReason"], "end_turn", "{out}");
     assert_eq!(hello["text"], "Hello from agentplane.");
-    assert!(hello["updates"].as_array().expect("updates").len() >= 1);
+    let updates = hello["updates"].as_array().expect("updates");
+    assert!(!updates.is_empty());
+    assert!(updates.iter().all(|u| u == "agent_message_chunk"), "{updates:?}");
 
     // Our permission flow surfaced as an ACP permission request, and the allow ran it.
     let write = &out["prompts"][1];
