@@ -110,7 +110,10 @@ async fn an_sdk_client_drives_agentplane_over_acp() {
     assert_eq!(hello["text"], "Hello from agentplane.");
     let updates = hello["updates"].as_array().expect("updates");
     assert!(!updates.is_empty());
-    assert!(updates.iter().all(|u| u == "agent_message_chunk"), "{updates:?}");
+    assert!(
+        updates.iter().all(|u| u == "agent_message_chunk"),
+        "{updates:?}"
+    );
 
     // Our permission flow surfaced as an ACP permission request, and the allow ran it.
     let write = &out["prompts"][1];
