@@ -630,7 +630,11 @@ fn check_agent(
             ));
         }
     }
-    if !agent.shell_allow.is_empty() && !agent.ensembles.iter().any(|e| e == "shell") {
+    // An ACP agent's `shell_allow` is what it may run through our terminals.
+    if !agent.shell_allow.is_empty()
+        && !agent.ensembles.iter().any(|e| e == "shell")
+        && !crate::settings::acp::is_acp(agent)
+    {
         return Err((
             "shell_allow",
             "is set but the `shell` ensemble is not".into(),

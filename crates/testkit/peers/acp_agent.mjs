@@ -5,6 +5,7 @@
 //   "write"      writes out.txt through the client (fs/write_text_file)
 //   "escape"     tries to read /etc/passwd through the client; says what it was told
 //   "permission" asks session/request_permission and says which option came back
+//   "terminal"   runs `echo` through the client's terminal, then tries `sh`
 //   "wait"       waits until session/cancel, then answers `cancelled`
 //   "stubborn"   ignores session/cancel and never answers (the client must kill it),
 //                after starting a child process that would outlive a careless kill
@@ -101,6 +102,26 @@ acp
         await say(chunk(" [escape: READ IT]"));
       } catch (e) {
         await say(chunk(` [escape refused: ${e.message}]`));
+      }
+    }
+    if (text.includes("terminal")) {
+      const term = await client.request(acp.methods.client.terminal.create, {
+        sessionId,
+        command: "echo",
+        args: ["hello", "from", "a", "terminal"],
+      });
+      const exit = await client.request(acp.methods.client.terminal.waitForExit, { sessionId, terminalId: term.terminalId });
+      const out = await client.request(acp.methods.client.terminal.output, { sessionId, terminalId: term.terminalId });
+      await client.request(acp.methods.client.terminal.release, { sessionId, terminalId: term.terminalId });
+      const stdout = out.output.split("--- stdout ---\n")[1]?.split("\n")[0] ?? "";
+      await say(chunk(` [terminal exit ${exit.exitCode}: ${stdout}]`));
+      try {
+        const sh = await client.request(acp.methods.client.terminal.create, { sessionId, command: "sh", args: ["-c", "id"] });
+        const shExit = await client.request(acp.methods.client.terminal.waitForExit, { sessionId, terminalId: sh.terminalId });
+        const shOut = await client.request(acp.methods.client.terminal.output, { sessionId, terminalId: sh.terminalId });
+        await say(chunk(` [sh refused: ${shExit.exitCode ?? "none"} ${shOut.output.split("\n")[0]}]`));
+      } catch (e) {
+        await say(chunk(` [sh refused: ${e.message}]`));
       }
     }
     if (text.includes("permission")) {

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Asks the turn whether `tool` may be used with `arguments`.
-async fn gate(
+pub(crate) async fn gate(
     to_turn: &mpsc::Sender<ToTurn>,
     tool: &str,
     arguments: serde_json::Value,

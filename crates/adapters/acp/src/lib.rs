@@ -13,6 +13,7 @@ mod capabilities;
 mod lines;
 pub mod profiles;
 mod session;
+mod terminals;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -48,6 +49,13 @@ pub struct AcpAgentConfig {
     pub auth_method: Option<String>,
     /// How long `initialize`, `authenticate` and `session/new` may each take.
     pub handshake_timeout: Duration,
+    /// Programs the agent may run through `terminal/*` (the agent's `shell_allow`);
+    /// empty: no terminal capability is offered.
+    pub shell_allow: Vec<String>,
+    /// Wall time of one terminal command.
+    pub terminal_timeout: Duration,
+    /// Bytes of a terminal's output kept.
+    pub terminal_output_cap: usize,
 }
 
 /// An external agent spoken to over ACP.

@@ -18,11 +18,15 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     AuthenticateRequest, CancelNotification, ClientCapabilities, ContentBlock,
-    FileSystemCapabilities, InitializeRequest, LoadSessionRequest, NewSessionRequest,
+    CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities, InitializeRequest,
+    KillTerminalRequest, KillTerminalResponse, LoadSessionRequest, NewSessionRequest,
     PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TextContent,
-    ToolCallContent, ToolCallStatus, WriteTextFileRequest, WriteTextFileResponse,
+    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest,
+    TerminalOutputResponse, TextContent, ToolCallContent, ToolCallStatus,
+    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
+    WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use agentplane_core::ThreadId;
@@ -39,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::AcpAgentConfig;
 use crate::capabilities;
 use crate::lines::{MAX_LINE_BYTES, bounded_lines, line_sink};
+use crate::terminals::{Ended, Terminals};
 
 /// After `session/cancel`, how long the agent gets to answer its prompt…
 const CANCEL_ANSWER: Duration = Duration::from_millis(1_000);
@@ -160,6 +165,17 @@ where
     let asks = to_turn.clone();
     let reads = (to_turn.clone(), workspace.clone());
     let writes = (to_turn.clone(), workspace.clone());
+    let terminals = Arc::new(Terminals::new(
+        config.shell_allow.clone(),
+        workspace.clone(),
+        config.terminal_timeout,
+        config.terminal_output_cap,
+    ));
+    let creates = (to_turn.clone(), terminals.clone());
+    let outputs = terminals.clone();
+    let waits = terminals.clone();
+    let kills = terminals.clone();
+    let releases = terminals;
     let result = Client
         .v1()
         .name("agentplane")
@@ -227,6 +243,72 @@ where
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |request: CreateTerminalRequest, responder, cx: ConnectionTo<Agent>| {
+                let (to_turn, terminals) = creates.clone();
+                cx.spawn(async move {
+                    if !request.env.is_empty() || request.cwd.is_some() {
+                        return responder.respond_with_internal_error(
+                            "terminals run in the workspace with agentplane's environment; \
+                             `env` and `cwd` are not accepted",
+                        );
+                    }
+                    match terminals
+                        .create(&to_turn, request.command, request.args)
+                        .await
+                    {
+                        Ok(id) => responder.respond(CreateTerminalResponse::new(id)),
+                        Err(why) => responder.respond_with_internal_error(why),
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalOutputRequest, responder, _cx: ConnectionTo<Agent>| {
+                match outputs.output(&request.terminal_id.0) {
+                    Ok(Some(ended)) => responder.respond(
+                        TerminalOutputResponse::new(ended.output.clone(), ended.truncated)
+                            .exit_status(exit_status(&ended)),
+                    ),
+                    Ok(None) => responder.respond(TerminalOutputResponse::new("", false)),
+                    Err(why) => responder.respond_with_internal_error(why),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WaitForTerminalExitRequest, responder, cx: ConnectionTo<Agent>| {
+                let terminals = waits.clone();
+                cx.spawn(async move {
+                    match terminals.wait(&request.terminal_id.0).await {
+                        Ok(ended) => {
+                            responder.respond(WaitForTerminalExitResponse::new(exit_status(&ended)))
+                        }
+                        Err(why) => responder.respond_with_internal_error(why),
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: KillTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                match kills.stop(&request.terminal_id.0, false) {
+                    Ok(()) => responder.respond(KillTerminalResponse::new()),
+                    Err(why) => responder.respond_with_internal_error(why),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ReleaseTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                match releases.stop(&request.terminal_id.0, true) {
+                    Ok(()) => responder.respond(ReleaseTerminalResponse::new()),
+                    Err(why) => responder.respond_with_internal_error(why),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
             Ok(drive(config, sessions, prompt, cancel, &cx).await)
         })
@@ -247,9 +329,12 @@ async fn drive(
     cancel: CancellationToken,
     cx: &ConnectionTo<Agent>,
 ) -> Result<ExternalEnd, ExternalError> {
-    let capabilities = ClientCapabilities::new().fs(FileSystemCapabilities::new()
+    let files = FileSystemCapabilities::new()
         .read_text_file(true)
-        .write_text_file(true));
+        .write_text_file(true);
+    let capabilities = ClientCapabilities::new()
+        .fs(files)
+        .terminal(!config.shell_allow.is_empty());
     let init = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities);
     let initialized = bounded(config, "`initialize`", cx.send_request(init).block_task()).await?;
 
@@ -473,4 +558,10 @@ fn outcome_for(request: &RequestPermissionRequest, approved: bool) -> RequestPer
             RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone()))
         })
         .unwrap_or(RequestPermissionOutcome::Cancelled)
+}
+
+fn exit_status(ended: &Ended) -> TerminalExitStatus {
+    TerminalExitStatus::new()
+        .exit_code(ended.exit_code)
+        .signal(ended.signal.clone())
 }

@@ -30,6 +30,9 @@ fn agent(program: (String, Vec<String>), env: &[(&str, &str)], auth: Option<&str
         missing_env: Vec::new(),
         auth_method: auth.map(str::to_owned),
         handshake_timeout: Duration::from_secs(10),
+        shell_allow: vec!["echo".into()],
+        terminal_timeout: Duration::from_secs(10),
+        terminal_output_cap: 4096,
     })
 }
 
@@ -408,6 +411,9 @@ async fn availability_says_what_is_missing_without_starting_anything() {
         missing_env: Vec::new(),
         auth_method: None,
         handshake_timeout: Duration::from_secs(1),
+        shell_allow: Vec::new(),
+        terminal_timeout: Duration::from_secs(1),
+        terminal_output_cap: 1024,
     });
     match missing_program.availability().await {
         Availability::Unavailable(why) => assert!(why.starts_with("program missing"), "{why}"),
@@ -422,6 +428,9 @@ async fn availability_says_what_is_missing_without_starting_anything() {
         missing_env: vec!["ANTHROPIC_API_KEY (secret `ANTHROPIC_API_KEY` is not set)".into()],
         auth_method: None,
         handshake_timeout: Duration::from_secs(1),
+        shell_allow: Vec::new(),
+        terminal_timeout: Duration::from_secs(1),
+        terminal_output_cap: 1024,
     });
     let started = Instant::now();
     match no_key.availability().await {
@@ -446,4 +455,30 @@ async fn availability_says_what_is_missing_without_starting_anything() {
         .await
         .expect_err("unavailable");
     assert!(matches!(error, ExternalError::Unavailable(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn terminals_run_allowed_programs_through_our_shell_and_refuse_others() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).expect("canonical");
+    let agent = agent(peers::acp_sdk_agent(), &[], None);
+    let seen = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "terminal",
+        true,
+        true,
+        None,
+    )
+    .await;
+    assert!(seen.end.is_ok(), "{:?}", seen.end);
+    let text = seen.text();
+    assert!(
+        text.contains("[terminal exit 0: hello from a terminal]"),
+        "{text}"
+    );
+    assert!(text.contains("[sh refused:"), "{text}");
+    assert_eq!(seen.capabilities, vec!["run_command", "run_command"]);
+    assert_eq!(seen.security, vec!["command_not_allowed"]);
 }

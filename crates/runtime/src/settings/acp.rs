@@ -102,6 +102,7 @@ fn profile_hint(problem: &str) -> String {
 pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig> {
     let profile = builtin_profile(agent.profile.as_deref()?)?;
     let overrides = agent.acp.clone().unwrap_or_default();
+    let limits = agentplane_core::AgentLimits::default();
     let mut env = BTreeMap::new();
     let mut missing_env = Vec::new();
     for (name, value) in &overrides.env {
@@ -151,5 +152,12 @@ pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig>
         missing_env,
         auth_method,
         handshake_timeout: Duration::from_secs(overrides.handshake_timeout_secs.unwrap_or(30)),
+        shell_allow: agent.shell_allow.clone(),
+        terminal_timeout: Duration::from_millis(
+            agent.tool_timeout_ms.unwrap_or(limits.tool_timeout_ms),
+        ),
+        terminal_output_cap: agent
+            .tool_output_cap_bytes
+            .unwrap_or(limits.tool_output_cap_bytes),
     })
 }
