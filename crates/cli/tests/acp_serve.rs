@@ -29,6 +29,7 @@ fn sandbox(model_url: &str) -> Sandbox {
         format!(
             "[llm]\nbase_url = \"{model_url}\"\nmodel = \"scripted-model\"\nmax_retries = 0\n\
              [store]\npath = \"events.db\"\n\
+             [server]\npermission_timeout_secs = 1\n\
              [agents.writer]\nsystem_prompt = \"You write.\"\nensembles = [\"fs\"]\n\
              requires_permission = [\"write_file\"]\n"
         ),
@@ -260,4 +261,19 @@ async fn hostile_input_gets_json_rpc_errors_and_the_connection_goes_on() {
             .starts_with("thr_"),
         "the connection still works"
     );
+}
+
+#[tokio::test]
+async fn an_editor_that_never_answers_a_permission_gets_it_declined_by_the_timeout() {
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("write_file", json!({"path": "a.txt", "content": "hi"})),
+        Step::tool_call("finish_task", json!({"summary": "could not write"})),
+    ]))
+    .await
+    .expect("scripted model");
+    let sb = sandbox(&model.base_url());
+    let out = acp_client(&sb, "never", &["write a.txt"]).await;
+    assert_eq!(out["prompts"][0]["stopReason"], "end_turn", "{out}");
+    assert_eq!(out["permissions"].as_array().expect("asked").len(), 1);
+    assert!(!sb.workspace.join("a.txt").exists());
 }

@@ -2,7 +2,8 @@
 // `agentplane acp`: starts the given command as its agent, then initialize,
 // session/new, and one session/prompt per --prompt; a prompt written "cancel:TEXT" is
 // cancelled with session/cancel once the first message chunk arrives. Permission
-// requests are answered with the option of kind --permission (allow_once | reject_once).
+// requests are answered with the option of kind --permission (allow_once | reject_once),
+// or never (`never`).
 // Prints one JSON document: what the agent answered and streamed.
 //
 // Usage: node acp_client.mjs --cwd DIR [--permission allow_once] --prompt P... -- CMD ARGS...
@@ -46,6 +47,7 @@ const app = acp
   })
   .onRequest(acp.methods.client.session.requestPermission, async ({ params }) => {
     out.permissions.push({ title: params.toolCall.title, options: params.options.map((o) => o.kind) });
+    if (permissionKind === "never") return new Promise(() => {});
     const option = params.options.find((o) => o.kind === permissionKind);
     return option
       ? { outcome: { outcome: "selected", optionId: option.optionId } }

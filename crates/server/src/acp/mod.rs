@@ -245,8 +245,23 @@ impl SessionHandler {
                     arguments,
                     ..
                 } => {
-                    self.ask_editor(cx, &session, &permission_id, call_id, tool, arguments)
-                        .await;
+                    // Asked beside the turn: an editor that never answers must not hold
+                    // up the events; the hub's timeout declines the permission then.
+                    let handler = self.clone();
+                    let connection = cx.clone();
+                    let session = session.clone();
+                    tokio::spawn(async move {
+                        handler
+                            .ask_editor(
+                                &connection,
+                                &session,
+                                &permission_id,
+                                call_id,
+                                tool,
+                                arguments,
+                            )
+                            .await;
+                    });
                 }
                 EventPayload::Error { message, .. } => last_error = Some(message),
                 EventPayload::TurnCompleted { stop_reason, .. } => {
