@@ -339,3 +339,47 @@ async fn a_spent_budget_stops_acp_turns_before_the_agent_starts() {
         .expect("turn request");
     assert_eq!(response.status(), StatusCode::PAYMENT_REQUIRED);
 }
+
+#[tokio::test]
+async fn the_example_profiles_are_listed_with_why_they_cannot_run_here() {
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/acp-agents.toml"),
+    )
+    .expect("examples/acp-agents.toml");
+    let api = Setup::new(Vec::new())
+        .extra_config(&format!("\n{example}"))
+        .start()
+        .await;
+    let started = Instant::now();
+    let answer = api.get("/v1/agents", "alice").await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let agents = answer.body["agents"].as_array().expect("agents");
+    for (name, program) in [
+        ("codex", "codex-acp"),
+        ("gemini", "gemini"),
+        ("opencode", "opencode"),
+        ("claude", "claude-agent-acp"),
+    ] {
+        let agent = agents
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        assert_eq!(agent["model"]["model"], format!("acp:{name}"));
+        if agentplane_acp_program_on_path(program) {
+            continue;
+        }
+        assert_eq!(agent["model"]["status"], "unavailable", "{agent}");
+        let why = agent["model"]["detail"].as_str().expect("detail");
+        assert!(
+            why.starts_with(&format!("program missing: `{program}`")),
+            "{name}: {why}"
+        );
+    }
+}
+
+/// Whether `program` happens to be installed here (then its availability depends on
+/// keys, not on the program).
+fn agentplane_acp_program_on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
