@@ -101,7 +101,7 @@ impl ExternalAgent for AcpAgent {
     async fn availability(&self) -> Availability {
         if locate_program(&self.config.command).is_none() {
             return Availability::Unavailable(format!(
-                "program missing: `{}` was not found (install it, or set `command` in the agent's profile)",
+                "program missing: `{}` was not found (install it, or set `command` under `[agents.NAME.acp]`)",
                 self.config.command
             ));
         }
