@@ -41,6 +41,8 @@ enum Command {
     Approvals(commands::approvals::ApprovalsArgs),
     /// MCP: list the configured servers, or serve agents as MCP tools on stdio.
     Mcp(commands::mcp::McpArgs),
+    /// Serve an agent over ACP on stdio, for editors that speak the Agent Client Protocol.
+    Acp(commands::acp::AcpArgs),
     /// Policies as code: `policy check DIR` validates a policies directory (for CI).
     Policy(commands::policy::PolicyArgs),
     /// What model calls cost, grouped (by agent, model, client, day, …), from the local store.
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
             Command::History(args) => commands::history::run(args).await,
             Command::Approvals(args) => commands::approvals::run(args).await,
             Command::Mcp(args) => commands::mcp::run(cli.config.as_deref(), args).await,
+            Command::Acp(args) => commands::acp::run(cli.config.as_deref(), args).await,
             Command::Policy(args) => commands::policy::run(args),
             Command::Costs(args) => commands::costs::run(cli.config.as_deref(), args).await,
             Command::Versions(args) => commands::versions::run(args).await,

@@ -258,6 +258,11 @@ pub enum EventPayload {
         code: ErrorCode,
         message: String,
     },
+    /// The plan an external (ACP) agent announced, as it sent it; a later plan replaces
+    /// an earlier one.
+    Plan {
+        entries: serde_json::Value,
+    },
     Error {
         code: ErrorCode,
         message: String,
@@ -286,6 +291,7 @@ impl EventPayload {
             Self::ApprovalDecided { .. } => "approval_decided",
             Self::PolicyViolation { .. } => "policy_violation",
             Self::ProviderFailover { .. } => "provider_failover",
+            Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",
             Self::TurnCompleted { .. } => "turn_completed",
         }

@@ -73,17 +73,65 @@ impl ToolErrorKind {
 /// canonical (compact, key-sorted) JSON, hex encoded. Identical calls share a hash
 /// without the hash revealing a large payload.
 pub fn args_preview_hash(args: &serde_json::Value) -> String {
-    // serde_json's Map is a BTreeMap without the `preserve_order` feature, so
-    // `to_string` is already key-sorted and compact.
-    let canonical = args.to_string();
+    // Keys are sorted here rather than trusted to serde_json's Map: another crate in
+    // the build (the ACP SDK) turns on `preserve_order`, which keeps insertion order.
+    let canonical = canonical_json(args);
     let preview: String = canonical.chars().take(200).collect();
     let digest = Sha256::digest(preview.as_bytes());
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Compact JSON with every object's keys sorted, whatever order the map keeps.
+fn canonical_json(value: &serde_json::Value) -> String {
+    fn write(value: &serde_json::Value, out: &mut String) {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                out.push('{');
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                    out.push(':');
+                    write(item, out);
+                }
+                out.push('}');
+            }
+            serde_json::Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_json_sorts_nested_keys() {
+        let mut inner = serde_json::Map::new();
+        inner.insert("z".into(), serde_json::json!(1));
+        inner.insert("a".into(), serde_json::json!([{"y": 2, "b": 3}]));
+        let value = serde_json::json!({"k": serde_json::Value::Object(inner)});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"k":{"a":[{"b":3,"y":2}],"z":1}}"#
+        );
+    }
 
     #[test]
     fn preview_hash_ignores_key_order_and_tail_beyond_200_chars() {

@@ -8,6 +8,7 @@
 pub mod context;
 pub mod executions;
 pub mod gateway;
+pub mod external_turn;
 pub mod governance;
 pub mod harmony;
 pub mod hub;

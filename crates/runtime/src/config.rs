@@ -182,6 +182,8 @@ pub struct AgentConfig {
     /// Labels that policies select agents by.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Required for our own agents; an ACP agent (`kind = "acp"`) has its own.
+    #[serde(default)]
     pub system_prompt: String,
     #[serde(default)]
     pub model: Option<String>,
@@ -206,6 +208,13 @@ pub struct AgentConfig {
     /// The version number of this definition (ADR 0016); `1.0.0` when left out.
     #[serde(default)]
     pub version: Option<String>,
+    /// `llm` (default) or `acp`; `profile` and `[acp]` are for `acp` (settings/acp.rs).
+    #[serde(default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub acp: Option<crate::settings::acp::AcpOverrides>,
 }
 
 /// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,
@@ -660,7 +669,8 @@ fn check_agent(
     if !is_plain_name(name) {
         return Err(("", "agent names use letters, digits, `-` and `_`".into()));
     }
-    if agent.system_prompt.trim().is_empty() {
+    crate::settings::acp::check(agent)?;
+    if agent.system_prompt.trim().is_empty() && !crate::settings::acp::is_acp(agent) {
         return Err(("system_prompt", "must not be empty".into()));
     }
     version_settings::baseline_version(agent.version.as_deref()).map_err(|m| ("version", m))?;
@@ -683,7 +693,11 @@ fn check_agent(
             ));
         }
     }
-    if !agent.shell_allow.is_empty() && !agent.ensembles.iter().any(|e| e == "shell") {
+    // An ACP agent's `shell_allow` is what it may run through our terminals.
+    if !agent.shell_allow.is_empty()
+        && !agent.ensembles.iter().any(|e| e == "shell")
+        && !crate::settings::acp::is_acp(agent)
+    {
         return Err((
             "shell_allow",
             "is set but the `shell` ensemble is not".into(),

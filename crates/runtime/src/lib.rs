@@ -171,7 +171,8 @@ impl Runtime {
                 .collect(),
             admins: config.version_admins.clone(),
         };
-        let hub = Hub::with_versions(
+        let external = acp_agents(&config, &secrets);
+        let hub = Hub::with_parts(
             TurnDeps {
                 // Redaction outside, so the metered timings are the database's.
                 store: Arc::new(redacting_store::RedactingStore::new(
@@ -194,6 +195,7 @@ impl Runtime {
                 ..HubConfig::default()
             },
             versions,
+            external,
         );
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         Ok(Self {
@@ -432,4 +434,23 @@ fn title_of(input: &str) -> String {
         title.push('…');
     }
     title
+}
+
+/// The configured agents of kind `acp`, each an external agent over ACP with its
+/// profile resolved against the secrets (settings/acp.rs).
+fn acp_agents(
+    config: &Config,
+    secrets: &secrets::Secrets,
+) -> std::collections::BTreeMap<String, Arc<dyn agentplane_engine::ports::ExternalAgent>> {
+    config
+        .agents
+        .iter()
+        .filter(|(_, agent)| settings::acp::is_acp(agent))
+        .filter_map(|(name, agent)| {
+            let resolved = settings::acp::resolve(agent, secrets)?;
+            let external: Arc<dyn agentplane_engine::ports::ExternalAgent> =
+                Arc::new(agentplane_acp::AcpAgent::new(resolved));
+            Some((name.clone(), external))
+        })
+        .collect()
 }

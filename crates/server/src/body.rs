@@ -404,6 +404,8 @@ pub enum EventKind {
     ApprovalDecided,
     PolicyViolation,
     ProviderFailover,
+    /// An external (ACP) agent's plan.
+    Plan,
     Error,
     TurnCompleted,
 }
@@ -509,6 +511,7 @@ mod event_kind_tests {
             EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
             EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
+            EventPayload::Plan { .. } => EventKind::Plan,
             EventPayload::Error { .. } => EventKind::Error,
             EventPayload::TurnCompleted { .. } => EventKind::TurnCompleted,
         }

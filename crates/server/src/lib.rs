@@ -41,6 +41,7 @@
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].
 
 mod access_log;
+mod acp;
 mod auth;
 mod body;
 mod error;
@@ -73,6 +74,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use acp::{AcpServeError, AcpServeOptions, serve_acp_stdio};
 pub use auth::ClientId;
 pub use error::{ApiError, status_of};
 pub use mcp::{StdioError, StdioOptions, serve_stdio};

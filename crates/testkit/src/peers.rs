@@ -61,3 +61,37 @@ pub fn client_json(output: &std::process::Output) -> serde_json::Value {
         )
     })
 }
+
+/// node, and `peers/acp_agent.mjs`: an ACP agent built on npm's official
+/// `@agentclientprotocol/sdk` (what it does is chosen by words in the prompt).
+pub fn acp_sdk_agent() -> (String, Vec<String>) {
+    let script = format!("{}/acp_agent.mjs", announced("AGENTPLANE_TEST_NODE_PEERS"));
+    (announced("AGENTPLANE_TEST_NODE"), vec![script])
+}
+
+/// `peers/acp_hostile.py`: an ACP agent that misbehaves as told by its argument
+/// (`garbage`, `oversized`, `wrong-ids`, `exit-mid-turn`, `silent`), run by python3.
+pub fn acp_hostile_agent(mode: &str) -> (String, Vec<String>) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/acp_hostile.py");
+    (
+        "python3".to_owned(),
+        vec![script.display().to_string(), mode.to_owned()],
+    )
+}
+
+/// node, and npm's claude ACP adapter (`@zed-industries/claude-agent-acp`).
+pub fn claude_acp_adapter() -> (String, Vec<String>) {
+    let script = format!(
+        "{}/node_modules/@zed-industries/claude-agent-acp/dist/index.js",
+        announced("AGENTPLANE_TEST_NODE_PEERS")
+    );
+    (announced("AGENTPLANE_TEST_NODE"), vec![script])
+}
+
+/// node, and `peers/acp_client.mjs`: an ACP client built on npm's official
+/// `@agentclientprotocol/sdk` that starts its agent as a child and prints one JSON
+/// document of what it saw.
+pub fn acp_sdk_client() -> (String, Vec<String>) {
+    let script = format!("{}/acp_client.mjs", announced("AGENTPLANE_TEST_NODE_PEERS"));
+    (announced("AGENTPLANE_TEST_NODE"), vec![script])
+}

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod costs;
+mod external;
 mod models;
 mod stream;
 mod versions;
@@ -234,6 +235,9 @@ pub struct Hub {
     stopping: CancellationToken,
     /// Agent versions: their store, the baselines' numbers, who may change them.
     versions: VersionSettings,
+    /// Agents of kind `acp`, by name: their turns run on the external agent
+    /// (`external.rs`) instead of the model-and-tools loop.
+    external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
 }
 
 impl Hub {
@@ -245,16 +249,25 @@ impl Hub {
         toolbox: Arc<dyn Toolbox>,
         config: HubConfig,
     ) -> Arc<Self> {
-        Self::with_versions(deps, agents, toolbox, config, VersionSettings::default())
+        Self::with_parts(
+            deps,
+            agents,
+            toolbox,
+            config,
+            VersionSettings::default(),
+            BTreeMap::new(),
+        )
     }
 
-    /// A hub over the given ports with agent versions (ADR 0016).
-    pub fn with_versions(
+    /// A hub over the given ports with agent versions (ADR 0016) and external agents
+    /// (the agents named in `external` are driven over ACP, ADR 0018).
+    pub fn with_parts(
         deps: TurnDeps,
         agents: BTreeMap<String, AgentSpec>,
         toolbox: Arc<dyn Toolbox>,
         config: HubConfig,
         versions: VersionSettings,
+        external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             versions,
@@ -268,6 +281,7 @@ impl Hub {
             tasks: TaskTracker::new(),
             accepting: AtomicBool::new(true),
             stopping: CancellationToken::new(),
+            external,
         })
     }
 
@@ -289,6 +303,10 @@ impl Hub {
     /// The model an agent would use right now (on the first provider of its default
     /// route that answers).
     pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
+        // An external agent's "model" is the agent process itself.
+        if let Some(status) = self.external_status(&agent.name).await {
+            return status;
+        }
         self.deps
             .providers
             .status(&route_of(agent, TaskSize::Small), self.wanted_model(agent))
@@ -458,7 +476,7 @@ impl Hub {
                 agent: &agent,
             };
             let turn = begun.turn().clone();
-            if let Err(e) = run_turn(&hub.deps, begun, request, &observer, run_cancel).await {
+            if let Err(e) = hub.drive(begun, request, &observer, run_cancel).await {
                 tracing::error!(%turn, error = %e, "a turn could not be recorded");
             }
             hub.unregister(&turn);
@@ -509,7 +527,7 @@ impl Hub {
             agent: &agent,
             inner: observer,
         };
-        let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
+        let outcome = self.drive(begun, request, &observer, cancel).await;
         watcher.abort();
         self.unregister(&turn);
         Ok(outcome?)
@@ -806,7 +824,11 @@ impl Hub {
             messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
             TaskSize::estimate(&messages)
         });
-        let model = self.resolve_model(&agent, size).await?;
+        // An external agent's "model" is the agent process itself: nothing to resolve.
+        let model = match self.external.get(&agent.name) {
+            Some(external) => external.label(),
+            None => self.resolve_model(&agent, size).await?,
+        };
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let copy = (!internal).then(|| ShadowCopy {
             thread: record.clone(),

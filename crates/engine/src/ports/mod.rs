@@ -1,6 +1,7 @@
 //! The ports: traits the engine calls and adapters implement, one file per port.
 
 pub mod executions;
+pub mod external;
 pub mod model;
 pub mod store;
 pub mod tools;
@@ -10,6 +11,7 @@ pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
 };
+pub use external::{Availability, ExternalAgent};
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,

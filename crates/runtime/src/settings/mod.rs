@@ -4,6 +4,7 @@
 
 pub mod executions;
 pub mod gateway;
+pub mod acp;
 pub mod governance;
 pub mod policies;
 pub mod prices;

@@ -103,6 +103,9 @@ fn line_of(payload: &EventPayload) -> Option<String> {
                 short(to)
             )
         }
+        EventPayload::Plan { entries } => {
+            format!("plan of {} step(s)", entries.as_array().map_or(0, Vec::len))
+        }
         EventPayload::Error { code, .. } => format!("error {code}"),
     })
 }

@@ -4,6 +4,7 @@
 mod harness;
 
 mod access_log;
+mod acp;
 mod approvals;
 mod auth;
 mod costs;

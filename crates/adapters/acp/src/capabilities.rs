@@ -1,0 +1,130 @@
+//! The client capabilities we serve to an agent: reading and writing text files. Each
+//! use is first put to the turn (the policy gate, under our tool names `read_file` and
+//! `write_file`), then confined to the workspace by `agentplane_tools::confine`, the
+//! same rules as our own `fs` tools. A refused breach is reported as a security event.
+
+use std::path::Path;
+
+use agentplane_engine::ports::external::{CapabilityUse, ToTurn};
+use agentplane_tools::{Access, resolve_in_workspace};
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+/// The largest file an agent may read or write through us.
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Asks the turn whether `tool` may be used with `arguments`.
+pub(crate) async fn gate(
+    to_turn: &mpsc::Sender<ToTurn>,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Result<(), String> {
+    let (answer, verdict) = oneshot::channel();
+    let request = CapabilityUse {
+        tool: tool.to_owned(),
+        arguments,
+    };
+    if to_turn
+        .send(ToTurn::Capability { request, answer })
+        .await
+        .is_err()
+    {
+        return Err("the turn is over".to_owned());
+    }
+    verdict
+        .await
+        .unwrap_or_else(|_| Err("the turn did not answer".to_owned()))
+}
+
+/// The path as the confinement rules want it: relative to the workspace. ACP sends
+/// absolute paths; one inside the workspace is made relative, any other stays absolute
+/// and is refused by the confinement.
+fn relative_to(workspace: &Path, path: &Path) -> String {
+    match path.strip_prefix(workspace) {
+        Ok(rest) if rest.as_os_str().is_empty() => ".".to_owned(),
+        Ok(rest) => rest.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+async fn confine(
+    to_turn: &mpsc::Sender<ToTurn>,
+    workspace: &Path,
+    path: &Path,
+    access: Access,
+) -> Result<std::path::PathBuf, String> {
+    let requested = relative_to(workspace, path);
+    resolve_in_workspace(workspace, &requested, access).map_err(|e| {
+        if let Some(violation) = &e.security {
+            let _ = to_turn.try_send(ToTurn::Security {
+                event_type: violation.event_type.clone(),
+                detail: format!("ACP agent: {}", violation.detail),
+            });
+        }
+        e.message
+    })
+}
+
+/// `fs/read_text_file`: the file's text, from 1-based `line`, at most `limit` lines.
+pub async fn read_text_file(
+    to_turn: &mpsc::Sender<ToTurn>,
+    workspace: &Path,
+    path: &Path,
+    line: Option<u32>,
+    limit: Option<u32>,
+) -> Result<String, String> {
+    let shown = relative_to(workspace, path);
+    gate(to_turn, "read_file", json!({ "path": shown })).await?;
+    let resolved = confine(to_turn, workspace, path, Access::Read).await?;
+    let size = tokio::fs::metadata(&resolved)
+        .await
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .len();
+    if size > MAX_FILE_BYTES {
+        return Err(format!("{shown} is larger than {MAX_FILE_BYTES} bytes"));
+    }
+    let bytes = tokio::fs::read(&resolved)
+        .await
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+    if line.is_none() && limit.is_none() {
+        return Ok(text);
+    }
+    let skip = line.unwrap_or(1).saturating_sub(1) as usize;
+    let take = limit.map_or(usize::MAX, |l| l as usize);
+    Ok(text
+        .split_inclusive('\n')
+        .skip(skip)
+        .take(take)
+        .collect::<String>())
+}
+
+/// `fs/write_text_file`: creates or replaces the file.
+pub async fn write_text_file(
+    to_turn: &mpsc::Sender<ToTurn>,
+    workspace: &Path,
+    path: &Path,
+    content: &str,
+) -> Result<(), String> {
+    let shown = relative_to(workspace, path);
+    if content.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "refusing to write more than {MAX_FILE_BYTES} bytes"
+        ));
+    }
+    gate(
+        to_turn,
+        "write_file",
+        json!({ "path": shown, "content": content }),
+    )
+    .await?;
+    let resolved = confine(to_turn, workspace, path, Access::Write).await?;
+    if let Some(parent) = resolved.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| format!("cannot create the folder of {shown}: {e}"))?;
+    }
+    tokio::fs::write(&resolved, content)
+        .await
+        .map_err(|e| format!("cannot write {shown}: {e}"))
+}

@@ -1,0 +1,131 @@
+//! agentplane as the ACP client of an external coding agent: one generic implementation
+//! of the Agent Client Protocol over stdio, and per-agent profiles for their differences
+//! (command, arguments, environment, authentication).
+//!
+//! `AcpAgent` implements the engine's `ExternalAgent` port. One agent process per
+//! prompt, started through `agentplane_tools::process` (the one place that starts
+//! processes) and ended with its whole process tree. The protocol itself is the
+//! official SDK's (`agent-client-protocol`); no SDK type leaves this crate.
+//! What must not live here: event recording and policy decisions (the engine's driver
+//! does both; we only ask it through the port's channel).
+
+mod capabilities;
+mod lines;
+pub mod profiles;
+mod session;
+mod terminals;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentplane_core::ThreadId;
+use agentplane_engine::ports::external::{
+    Availability, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ToTurn,
+};
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use lines::MAX_LINE_BYTES;
+pub use profiles::{AcpProfile, builtin_profile, builtin_profiles};
+
+/// How an `acp` agent is started and spoken to: its profile, resolved against the
+/// configured secrets.
+#[derive(Debug, Clone)]
+pub struct AcpAgentConfig {
+    /// The profile's name (`codex`, `gemini`…), shown as `acp:<profile>`.
+    pub profile: String,
+    /// The program: a bare name looked up on `PATH`, or a path.
+    pub command: String,
+    pub args: Vec<String>,
+    /// Variables set for the agent: literal values and resolved secrets.
+    pub env: BTreeMap<String, String>,
+    /// Variables the agent needs that could not be resolved, with where they were
+    /// looked for: the agent is unavailable while any is missing.
+    pub missing_env: Vec<String>,
+    /// The `authenticate` method to call after `initialize`, when the profile has one.
+    pub auth_method: Option<String>,
+    /// How long `initialize`, `authenticate` and `session/new` may each take.
+    pub handshake_timeout: Duration,
+    /// Programs the agent may run through `terminal/*` (the agent's `shell_allow`);
+    /// empty: no terminal capability is offered.
+    pub shell_allow: Vec<String>,
+    /// Wall time of one terminal command.
+    pub terminal_timeout: Duration,
+    /// Bytes of a terminal's output kept.
+    pub terminal_output_cap: usize,
+}
+
+/// An external agent spoken to over ACP.
+pub struct AcpAgent {
+    config: AcpAgentConfig,
+    /// The agent's session of each thread, to resume it with `session/load` when the
+    /// agent supports that (kept while agentplane runs).
+    sessions: Arc<Mutex<HashMap<ThreadId, String>>>,
+}
+
+impl AcpAgent {
+    /// An agent for `config`; nothing is started until a prompt.
+    pub fn new(config: AcpAgentConfig) -> Self {
+        Self {
+            config,
+            sessions: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &AcpAgentConfig {
+        &self.config
+    }
+}
+
+/// Finds the program: a path must be an executable file; a bare name is looked up on
+/// the host's `PATH` (absolute entries only).
+pub fn locate_program(command: &str) -> Option<std::path::PathBuf> {
+    if command.contains('/') {
+        let path = Path::new(command);
+        let ok = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        return ok.then(|| path.to_path_buf());
+    }
+    agentplane_tools::process::find_program(command)
+}
+
+#[async_trait]
+impl ExternalAgent for AcpAgent {
+    fn label(&self) -> String {
+        format!("acp:{}", self.config.profile)
+    }
+
+    async fn availability(&self) -> Availability {
+        if locate_program(&self.config.command).is_none() {
+            return Availability::Unavailable(format!(
+                "program missing: `{}` was not found (install it, or set `command` under `[agents.NAME.acp]`)",
+                self.config.command
+            ));
+        }
+        if !self.config.missing_env.is_empty() {
+            return Availability::Unavailable(format!(
+                "key missing: {}",
+                self.config.missing_env.join("; ")
+            ));
+        }
+        Availability::Available
+    }
+
+    async fn prompt(
+        &self,
+        prompt: ExternalPrompt,
+        to_turn: mpsc::Sender<ToTurn>,
+        cancel: CancellationToken,
+    ) -> Result<ExternalEnd, ExternalError> {
+        if let Availability::Unavailable(why) = self.availability().await {
+            return Err(ExternalError::Unavailable(format!(
+                "the ACP agent `{}` cannot start: {why}",
+                self.config.profile
+            )));
+        }
+        session::run(&self.config, &self.sessions, prompt, to_turn, cancel).await
+    }
+}

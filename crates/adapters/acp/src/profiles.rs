@@ -1,0 +1,58 @@
+//! Built-in profiles: what differs between the ACP agents we know (the program, its
+//! arguments, the keys it needs, its `authenticate` method). The protocol is the same
+//! for all of them; a configured `[agents.x]` may override any field.
+
+/// An agent's profile before secrets are resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcpProfile {
+    pub name: &'static str,
+    pub command: &'static str,
+    pub args: &'static [&'static str],
+    /// Environment variables the agent needs, each filled from the secret of the same
+    /// name (`[secrets]`), e.g. `GEMINI_API_KEY`.
+    pub required_env: &'static [&'static str],
+    /// The `authenticate` method to call, if the agent needs one.
+    pub auth_method: Option<&'static str>,
+}
+
+const PROFILES: [AcpProfile; 4] = [
+    AcpProfile {
+        name: "codex",
+        command: "codex-acp",
+        args: &[],
+        required_env: &["OPENAI_API_KEY"],
+        auth_method: Some("openai-api-key"),
+    },
+    AcpProfile {
+        name: "gemini",
+        command: "gemini",
+        args: &["--experimental-acp"],
+        required_env: &["GEMINI_API_KEY"],
+        auth_method: Some("gemini-api-key"),
+    },
+    AcpProfile {
+        name: "opencode",
+        command: "opencode",
+        args: &["acp"],
+        required_env: &[],
+        auth_method: None,
+    },
+    AcpProfile {
+        // npm: @zed-industries/claude-agent-acp (formerly claude-code-acp).
+        name: "claude",
+        command: "claude-agent-acp",
+        args: &[],
+        required_env: &["ANTHROPIC_API_KEY"],
+        auth_method: None,
+    },
+];
+
+/// Every built-in profile.
+pub fn builtin_profiles() -> &'static [AcpProfile] {
+    &PROFILES
+}
+
+/// The built-in profile of that name.
+pub fn builtin_profile(name: &str) -> Option<&'static AcpProfile> {
+    PROFILES.iter().find(|p| p.name == name)
+}

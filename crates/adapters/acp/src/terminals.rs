@@ -1,0 +1,204 @@
+//! The `terminal/*` client capability: a command the agent runs through us. Each one is
+//! put to the turn as our `run_command` tool (policies), then run by our own `shell`
+//! ensemble: the agent's `shell_allow` list, a bare program name, no shell, the
+//! workspace as cwd, a scrubbed environment, the tool timeout and output cap. Offered
+//! only when the agent has a `shell_allow` list.
+//!
+//! A terminal runs to its end in the background; `terminal/output` shows its report
+//! once it ended (nothing is streamed while it runs), `terminal/wait_for_exit` waits for
+//! it, `terminal/kill` and `terminal/release` stop it (dropping the run kills its
+//! process group).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentplane_engine::ports::external::ToTurn;
+use agentplane_engine::ports::{Ensemble, ToolContext};
+use agentplane_tools::ShellEnsemble;
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+/// How a terminal's command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// The shell tool's report: exit line, stdout, stderr.
+    pub output: String,
+    pub truncated: bool,
+    pub exit_code: Option<u32>,
+    pub signal: Option<String>,
+}
+
+struct Terminal {
+    ended: watch::Receiver<Option<Ended>>,
+    task: JoinHandle<()>,
+}
+
+/// The terminals of one prompt.
+pub struct Terminals {
+    shell: Arc<ShellEnsemble>,
+    workspace: PathBuf,
+    timeout: Duration,
+    output_cap: usize,
+    open: Mutex<HashMap<String, Terminal>>,
+    next: Mutex<u64>,
+}
+
+impl Terminals {
+    /// Terminals running programs of `allow` in `workspace`.
+    pub fn new(
+        allow: Vec<String>,
+        workspace: PathBuf,
+        timeout: Duration,
+        output_cap: usize,
+    ) -> Self {
+        Self {
+            shell: Arc::new(ShellEnsemble::new(allow)),
+            workspace,
+            timeout,
+            output_cap,
+            open: Mutex::new(HashMap::new()),
+            next: Mutex::new(0),
+        }
+    }
+
+    /// `terminal/create`: asks the turn, then starts the command; the terminal's id.
+    pub async fn create(
+        &self,
+        to_turn: &mpsc::Sender<ToTurn>,
+        command: String,
+        args: Vec<String>,
+    ) -> Result<String, String> {
+        let arguments = json!({ "program": command, "args": args });
+        crate::capabilities::gate(to_turn, "run_command", arguments.clone()).await?;
+        let id = {
+            let mut next = self.next.lock().map_err(|_| "terminal table poisoned")?;
+            *next += 1;
+            format!("term-{next}")
+        };
+        let (done, ended) = watch::channel(None);
+        let shell = self.shell.clone();
+        let ctx = ToolContext {
+            workspace: self.workspace.clone(),
+            timeout: self.timeout,
+            output_cap: self.output_cap,
+            scope: None,
+        };
+        let to_turn = to_turn.clone();
+        let task = tokio::spawn(async move {
+            let result = shell.call("run_command", arguments, &ctx).await;
+            let ended = match result {
+                Ok(output) => Ended {
+                    exit_code: exit_code(&output.content),
+                    signal: signal(&output.content),
+                    output: output.content,
+                    truncated: output.truncated,
+                },
+                Err(error) => {
+                    if let Some(violation) = &error.security {
+                        let _ = to_turn.try_send(ToTurn::Security {
+                            event_type: violation.event_type.clone(),
+                            detail: format!("ACP agent terminal: {}", violation.detail),
+                        });
+                    }
+                    Ended {
+                        output: error.message,
+                        truncated: false,
+                        exit_code: None,
+                        signal: None,
+                    }
+                }
+            };
+            let _ = done.send(Some(ended));
+        });
+        if let Ok(mut open) = self.open.lock() {
+            open.insert(id.clone(), Terminal { ended, task });
+        }
+        Ok(id)
+    }
+
+    fn watch_of(&self, id: &str) -> Result<watch::Receiver<Option<Ended>>, String> {
+        self.open
+            .lock()
+            .ok()
+            .and_then(|open| open.get(id).map(|t| t.ended.clone()))
+            .ok_or_else(|| format!("there is no terminal `{id}`"))
+    }
+
+    /// `terminal/output`: the report once it ended, else nothing yet.
+    pub fn output(&self, id: &str) -> Result<Option<Ended>, String> {
+        Ok(self.watch_of(id)?.borrow().clone())
+    }
+
+    /// `terminal/wait_for_exit`.
+    pub async fn wait(&self, id: &str) -> Result<Ended, String> {
+        let mut ended = self.watch_of(id)?;
+        loop {
+            if let Some(end) = ended.borrow().clone() {
+                return Ok(end);
+            }
+            if ended.changed().await.is_err() {
+                return Err(format!("terminal `{id}` was killed"));
+            }
+        }
+    }
+
+    /// `terminal/kill` (`release: false`) and `terminal/release` (`release: true`).
+    pub fn stop(&self, id: &str, release: bool) -> Result<(), String> {
+        let mut open = self.open.lock().map_err(|_| "terminal table poisoned")?;
+        let Some(terminal) = open.get(id) else {
+            return Err(format!("there is no terminal `{id}`"));
+        };
+        // Aborting drops the run, and with it the process group (killed on drop).
+        terminal.task.abort();
+        if release {
+            open.remove(id);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Terminals {
+    fn drop(&mut self) {
+        if let Ok(open) = self.open.lock() {
+            for terminal in open.values() {
+                terminal.task.abort();
+            }
+        }
+    }
+}
+
+/// `exit code: N` on the report's first line.
+fn exit_code(report: &str) -> Option<u32> {
+    report
+        .lines()
+        .next()?
+        .strip_prefix("exit code: ")?
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .map(|code| code as u32)
+}
+
+/// `terminated by signal N` on the report's first line.
+fn signal(report: &str) -> Option<String> {
+    report
+        .lines()
+        .next()?
+        .strip_prefix("terminated by signal ")
+        .map(|s| s.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_lines_are_read_from_the_shell_report() {
+        assert_eq!(exit_code("exit code: 3\n--- stdout ---\n"), Some(3));
+        assert_eq!(exit_code("timed out"), None);
+        assert_eq!(signal("terminated by signal 9\n"), Some("9".to_owned()));
+    }
+}

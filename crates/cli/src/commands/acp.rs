@@ -1,0 +1,69 @@
+//! `agentplane acp`: agentplane as an ACP agent on stdin/stdout, for an editor that
+//! speaks the Agent Client Protocol and starts agentplane as its child process.
+//!
+//! stdout carries the protocol and nothing else: errors and logs go to stderr. Sessions
+//! are threads of the same local client as `agentplane run`'s. The service lives in
+//! `agentplane-server` ([`serve_acp_stdio`]); this file starts the runtime and picks
+//! the options.
+
+use std::path::{Path, PathBuf};
+
+use agentplane_runtime::LOCAL_CLIENT;
+use agentplane_server::{AcpServeOptions, serve_acp_stdio};
+use clap::Args;
+
+use crate::exit::{self, Exit};
+
+#[derive(Args)]
+pub struct AcpArgs {
+    /// The agent sessions run on (default: `[run] default_agent`).
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// The workspace of a session whose `cwd` is relative (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+}
+
+pub async fn run(config: Option<&Path>, args: AcpArgs) -> Exit {
+    let runtime = match crate::commands::start(config).await {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error [{}]: {e}", e.code());
+            return exit::of_error(&e);
+        }
+    };
+    let agent = args
+        .agent
+        .unwrap_or_else(|| runtime.config().default_agent.clone());
+    if !runtime.hub().agents().contains_key(&agent) {
+        eprintln!("error [NOT_FOUND]: there is no agent `{agent}`");
+        return exit::CONFIG;
+    }
+    let workspace = match args.workspace {
+        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
+        None => match std::env::current_dir() {
+            Ok(dir) => dir,
+            Err(e) => {
+                eprintln!("error [INVALID_ARGUMENT]: no current directory ({e}); pass --workspace");
+                return exit::CONFIG;
+            }
+        },
+    };
+    let served = serve_acp_stdio(
+        runtime.hub().clone(),
+        AcpServeOptions {
+            client: LOCAL_CLIENT.to_owned(),
+            agent,
+            workspace,
+        },
+    )
+    .await;
+    runtime.shutdown().await;
+    match served {
+        Ok(()) => exit::SUCCESS,
+        Err(e) => {
+            eprintln!("error [INTERNAL]: {e}");
+            exit::INTERNAL
+        }
+    }
+}

@@ -1,0 +1,600 @@
+//! The turn of an external agent (kind `acp`): the agent runs its own loop in its own
+//! process; this driver records what it reports as our events and answers what it asks.
+//!
+//! The same invariants as `turn.rs`: every event is stored before anyone sees it, and a
+//! begun turn ends with exactly one `turn_completed`. Permissions the agent asks for go
+//! through the permission broker and fail closed; client capabilities it uses (file
+//! reads and writes, commands) pass the policy gate under our own tool names. No
+//! protocol detail lives here: the adapter behind `ExternalAgent` speaks it.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{
+    ErrorCode, EventPayload, PermissionDecision, PermissionId, Role, StopReason, ToolStatus, Usage,
+    args_preview_hash, usd_of_micros,
+};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::governance::{BudgetError, RateFacts};
+use crate::permissions;
+use crate::policy::{self, Decision, RequestContext};
+use crate::ports::external::{
+    CapabilityUse, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ExternalStop,
+    ExternalToolStatus, ExternalUpdate, PermissionAsk, ToTurn,
+};
+use crate::ports::{NewPermission, StoreError};
+use crate::turn::{
+    BegunTurn, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome, TurnRequest,
+};
+
+/// How long the adapter gets, after a cancel, to end the agent before the driver stops
+/// waiting for it (the adapter's own deadline is 2 s; dropping it kills the tree).
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// Bytes of a tool call's output kept in its `tool_call_result` event.
+const OUTPUT_CAP: usize = 64 * 1024;
+
+/// Runs a begun turn on an external agent to its end.
+///
+/// Returns `Err` only when the store fails; an agent that cannot start, breaks the
+/// protocol or goes away ends the turn with an `error` event and `stop_reason: error`.
+pub async fn run_external_turn(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    agent: &dyn ExternalAgent,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    let label = agent.label();
+    let mut turn = ExternalTurn {
+        deps,
+        begun,
+        request: &request,
+        observer,
+        label: label.clone(),
+        calls: HashMap::new(),
+        text: String::new(),
+        usage: Usage::default(),
+    };
+    turn.record(EventPayload::TurnStarted {
+        agent: request.agent.name.clone(),
+        input: request.input.clone(),
+        model: label,
+        workspace: request.workspace.display().to_string(),
+        agent_version: request.agent_version.clone(),
+        shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
+    })
+    .await?;
+    // An external agent uses no ensembles of ours; close any the toolbox opened.
+    for ensemble in &request.ensembles {
+        ensemble.close().await;
+    }
+
+    // Budgets hold nothing up front (an external agent's cost is known only after it
+    // reports usage), but a spent budget stops the turn before the agent starts.
+    let reservation = {
+        let governance = &deps.governance;
+        let policies = governance.policies.current();
+        let ctx = RequestContext {
+            agent: &request.agent.name,
+            tags: &request.agent.tags,
+            tool: None,
+            client: &request.client,
+            at: Timestamp::now(),
+        };
+        match governance
+            .budgets
+            .reserve(
+                deps.store.as_ref(),
+                &policies,
+                &ctx,
+                &governance.agent_tags,
+                0,
+            )
+            .await
+        {
+            Ok(reservation) => reservation,
+            Err(BudgetError::Exceeded(exceeded)) => {
+                return turn
+                    .end_early(ErrorCode::BudgetExceeded, exceeded.message())
+                    .await;
+            }
+            Err(BudgetError::Store(e)) => return Err(e.into()),
+        }
+    };
+
+    let prompt = ExternalPrompt {
+        thread: turn.begun.thread().clone(),
+        workspace: request.workspace.clone(),
+        input: prompt_text(&request),
+    };
+    let (to_turn, mut from_agent) = mpsc::channel::<ToTurn>(64);
+    let agent_cancel = cancel.child_token();
+    let run = agent.prompt(prompt, to_turn, agent_cancel.clone());
+    tokio::pin!(run);
+
+    let mut cancelled_at: Option<Instant> = None;
+    let mut listening = true;
+    let ended: Result<ExternalEnd, ExternalError> = loop {
+        let grace = async {
+            match cancelled_at {
+                Some(at) => tokio::time::sleep_until((at + CANCEL_GRACE).into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            // Once every sender is gone (the adapter is ending the process), stop
+            // polling the channel: a closed channel is always ready.
+            message = from_agent.recv(), if listening => match message {
+                Some(message) => turn.handle(message, &cancel).await?,
+                None => listening = false,
+            },
+            ended = &mut run => break ended,
+            _ = cancel.cancelled(), if cancelled_at.is_none() => {
+                agent_cancel.cancel();
+                cancelled_at = Some(Instant::now());
+            }
+            _ = grace => break Ok(ExternalEnd { stop: ExternalStop::Cancelled, usage: None }),
+        }
+    };
+    // Reports sent before the prompt's answer are still queued: record them first.
+    while let Ok(message) = from_agent.try_recv() {
+        turn.handle(message, &cancel).await?;
+    }
+    turn.settle_open_calls(cancel.is_cancelled()).await?;
+
+    let (stop_reason, result, error) = match ended {
+        Ok(end) => {
+            let cost = turn.record_usage(end.usage).await?;
+            deps.governance.budgets.settle(reservation, cost);
+            match end.stop {
+                _ if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
+                ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
+                ExternalStop::EndTurn => {
+                    (StopReason::TextAnswer, json!({ "text": turn.text }), None)
+                }
+                ExternalStop::Limit(why) => (
+                    StopReason::StepLimit,
+                    json!({ "text": turn.text, "agent_stop_reason": why }),
+                    None,
+                ),
+            }
+        }
+        Err(_) if cancel.is_cancelled() => {
+            deps.governance.budgets.settle(reservation, 0);
+            (StopReason::Cancelled, Value::Null, None)
+        }
+        Err(e) => {
+            deps.governance.budgets.settle(reservation, 0);
+            let error = TurnError {
+                code: e.code(),
+                message: e.to_string(),
+            };
+            turn.record(EventPayload::Error {
+                code: error.code,
+                message: error.message.clone(),
+            })
+            .await?;
+            (StopReason::Error, Value::Null, Some(error))
+        }
+    };
+    let event = deps
+        .store
+        .complete_turn(
+            turn.begun.thread(),
+            turn.begun.turn(),
+            stop_reason,
+            result.clone(),
+        )
+        .await?;
+    observer.on_event(&event);
+    Ok(TurnOutcome {
+        thread: turn.begun.thread().clone(),
+        turn: turn.begun.turn().clone(),
+        stop_reason,
+        result,
+        error,
+        usage: turn.usage,
+        suspended: None,
+    })
+}
+
+/// The thread's context and the input as one prompt: an external agent gets text.
+fn prompt_text(request: &TurnRequest) -> String {
+    if request.history.is_empty() {
+        return request.input.clone();
+    }
+    let mut text = String::from("[Earlier in this conversation]\n");
+    for message in &request.history {
+        let who = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::System | Role::Tool => continue,
+        };
+        if let Some(content) = &message.content {
+            text.push_str(&format!("{who}: {content}\n"));
+        }
+    }
+    text.push_str("\n[Current request]\n");
+    text.push_str(&request.input);
+    text
+}
+
+/// A tool call the agent announced and has not finished.
+struct OpenCall {
+    tool: String,
+    hash: String,
+    started: Instant,
+}
+
+struct ExternalTurn<'a> {
+    deps: &'a TurnDeps,
+    begun: BegunTurn,
+    request: &'a TurnRequest,
+    observer: &'a dyn TurnObserver,
+    label: String,
+    calls: HashMap<String, OpenCall>,
+    /// The answer so far: the turn's result.
+    text: String,
+    /// Tokens the agent reported (zero when it reported none).
+    usage: Usage,
+}
+
+impl ExternalTurn<'_> {
+    async fn record(&self, payload: EventPayload) -> Result<(), StoreError> {
+        let event = self
+            .deps
+            .store
+            .append(self.begun.thread(), self.begun.turn(), payload)
+            .await?;
+        self.observer.on_event(&event);
+        Ok(())
+    }
+
+    async fn handle(
+        &mut self,
+        message: ToTurn,
+        cancel: &CancellationToken,
+    ) -> Result<(), StoreError> {
+        match message {
+            ToTurn::Update(update) => self.update(update).await,
+            ToTurn::Permission { ask, answer } => {
+                let approved = self.permission(ask, cancel).await?;
+                let _ = answer.send(approved);
+                Ok(())
+            }
+            ToTurn::Capability { request, answer } => {
+                let verdict = self.capability(request, cancel).await?;
+                let _ = answer.send(verdict);
+                Ok(())
+            }
+            ToTurn::Security { event_type, detail } => {
+                self.record(EventPayload::SecurityEvent {
+                    event_type,
+                    tool: None,
+                    detail,
+                })
+                .await
+            }
+        }
+    }
+
+    async fn update(&mut self, update: ExternalUpdate) -> Result<(), StoreError> {
+        match update {
+            ExternalUpdate::Text(text) => {
+                if text.is_empty() {
+                    return Ok(());
+                }
+                self.observer.on_text(&text);
+                self.text.push_str(&text);
+                self.record(EventPayload::MessageDelta { text }).await
+            }
+            ExternalUpdate::ToolCall {
+                call_id,
+                tool,
+                arguments,
+            } => {
+                if self.calls.contains_key(&call_id) {
+                    return Ok(());
+                }
+                let hash = args_preview_hash(&arguments);
+                self.calls.insert(
+                    call_id.clone(),
+                    OpenCall {
+                        tool: tool.clone(),
+                        hash: hash.clone(),
+                        started: Instant::now(),
+                    },
+                );
+                self.record(EventPayload::ToolCallPlanned {
+                    call_id,
+                    tool,
+                    arguments,
+                    args_preview_hash: hash,
+                })
+                .await
+            }
+            ExternalUpdate::ToolCallUpdate {
+                call_id,
+                status,
+                output,
+            } => {
+                let status = match status {
+                    Some(ExternalToolStatus::Completed) => ToolStatus::Ok,
+                    Some(ExternalToolStatus::Failed) => ToolStatus::Error,
+                    _ => return Ok(()),
+                };
+                // An update for a call never announced, or already finished, is ignored:
+                // the agent does not get to write results for calls we never saw.
+                let Some(call) = self.calls.remove(&call_id) else {
+                    return Ok(());
+                };
+                let (output, truncated) = cap(output.unwrap_or_default());
+                self.record(EventPayload::ToolCallResult {
+                    call_id,
+                    tool: call.tool,
+                    status,
+                    latency_ms: call.started.elapsed().as_millis() as u64,
+                    error_type: None,
+                    output,
+                    truncated,
+                    args_preview_hash: call.hash,
+                })
+                .await
+            }
+            ExternalUpdate::Plan(entries) => self.record(EventPayload::Plan { entries }).await,
+        }
+    }
+
+    /// Calls still open when the prompt ended get a result, so every planned call has one.
+    async fn settle_open_calls(&mut self, cancelled: bool) -> Result<(), StoreError> {
+        let mut open: Vec<(String, OpenCall)> = self.calls.drain().collect();
+        open.sort_by_key(|a| a.1.started);
+        for (call_id, call) in open {
+            let why = if cancelled {
+                "the turn was cancelled before the agent finished this call"
+            } else {
+                "the agent ended its turn without reporting this call's end"
+            };
+            self.record(EventPayload::ToolCallResult {
+                call_id,
+                tool: call.tool,
+                status: ToolStatus::Error,
+                latency_ms: call.started.elapsed().as_millis() as u64,
+                error_type: None,
+                output: why.to_owned(),
+                truncated: false,
+                args_preview_hash: call.hash,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Tokens the agent reported become `usage` and `cost` events; none reported is
+    /// recorded as `usage` with `reported: false`, so the gap is visible.
+    async fn record_usage(
+        &mut self,
+        usage: Option<crate::ports::external::ExternalUsage>,
+    ) -> Result<u64, StoreError> {
+        let reported = usage.is_some();
+        let usage = usage.unwrap_or_default();
+        self.record(EventPayload::Usage {
+            provider: "acp".to_owned(),
+            model: self.label.clone(),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            reported,
+        })
+        .await?;
+        let mut micros = 0;
+        if reported {
+            micros = self.deps.governance.prices.cost_micros(
+                &self.label,
+                usage.input_tokens,
+                usage.output_tokens,
+            );
+            self.record(EventPayload::Cost {
+                provider: "acp".to_owned(),
+                model: self.label.clone(),
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                usd_micros: micros,
+                usd: usd_of_micros(micros),
+            })
+            .await?;
+        }
+        self.usage = Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        };
+        Ok(micros)
+    }
+
+    /// Ends the turn before the agent started: an `error` event, then `turn_completed`.
+    async fn end_early(self, code: ErrorCode, message: String) -> Result<TurnOutcome, EngineError> {
+        self.record(EventPayload::Error {
+            code,
+            message: message.clone(),
+        })
+        .await?;
+        let event = self
+            .deps
+            .store
+            .complete_turn(
+                self.begun.thread(),
+                self.begun.turn(),
+                StopReason::Error,
+                Value::Null,
+            )
+            .await?;
+        self.observer.on_event(&event);
+        Ok(TurnOutcome {
+            thread: self.begun.thread().clone(),
+            turn: self.begun.turn().clone(),
+            stop_reason: StopReason::Error,
+            result: Value::Null,
+            error: Some(TurnError { code, message }),
+            usage: Usage::default(),
+            suspended: None,
+        })
+    }
+
+    fn policy_ctx<'r>(&'r self, tool: &'r str) -> RequestContext<'r> {
+        RequestContext {
+            agent: &self.request.agent.name,
+            tags: &self.request.agent.tags,
+            tool: Some(tool),
+            client: &self.request.client,
+            at: Timestamp::now(),
+        }
+    }
+
+    /// The agent asks before one of its own tool calls. A denying policy declines at
+    /// once; otherwise a person decides through the permission flow (fail-closed).
+    async fn permission(
+        &mut self,
+        ask: PermissionAsk,
+        cancel: &CancellationToken,
+    ) -> Result<bool, StoreError> {
+        let policies = self.deps.governance.policies.current();
+        let denial = match policy::gate(&policies, &self.policy_ctx(&ask.tool)).decision {
+            Decision::Deny { policy, reason } => {
+                Some(format!("policy `{policy}` forbids it: {reason}"))
+            }
+            _ => None,
+        };
+        self.ask_person(&ask.call_id, &ask.tool, ask.arguments, denial, cancel)
+            .await
+    }
+
+    /// A client capability the agent uses on our side, gated like our own tool of
+    /// that name: deny wins, approval asks a person, then the rate limits count it.
+    async fn capability(
+        &mut self,
+        use_: CapabilityUse,
+        cancel: &CancellationToken,
+    ) -> Result<Result<(), String>, StoreError> {
+        let policies = self.deps.governance.policies.current();
+        let gate = policy::gate(&policies, &self.policy_ctx(&use_.tool));
+        match gate.decision {
+            Decision::Deny { policy, reason } => {
+                return Ok(Err(format!(
+                    "policy `{policy}` forbids `{}`: {reason}",
+                    use_.tool
+                )));
+            }
+            Decision::RequireApproval { .. } => {
+                let call_id = format!("cap-{}", PermissionId::new());
+                if !self
+                    .ask_person(&call_id, &use_.tool, use_.arguments.clone(), None, cancel)
+                    .await?
+                {
+                    return Ok(Err(format!(
+                        "permission to run `{}` was declined",
+                        use_.tool
+                    )));
+                }
+            }
+            Decision::Allow => {}
+        }
+        if let Err(limited) = self.deps.governance.limiter.admit(
+            &gate.rate_limits,
+            RateFacts {
+                agent: &self.request.agent.name,
+                tool: Some(&use_.tool),
+                client: &self.request.client,
+            },
+            Instant::now(),
+        ) {
+            return Ok(Err(limited.message()));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Stores a permission request and waits for its one resolution: a decision, the
+    /// timeout, cancellation, or `declined_by` (a policy) at once. Only an explicit
+    /// approval is `true`.
+    async fn ask_person(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        arguments: Value,
+        declined_by: Option<String>,
+        cancel: &CancellationToken,
+    ) -> Result<bool, StoreError> {
+        let id = PermissionId::new();
+        let settings = self.request.permissions.as_ref();
+        let wake = settings.map(|s| s.broker.register(&id, self.begun.turn()));
+        let (_, event) = self
+            .deps
+            .store
+            .create_permission(NewPermission {
+                id: id.clone(),
+                thread_id: self.begun.thread().clone(),
+                turn_id: self.begun.turn().clone(),
+                call_id: call_id.to_owned(),
+                tool: tool.to_owned(),
+                arguments,
+                options: permissions::OPTIONS
+                    .iter()
+                    .map(|o| (*o).to_owned())
+                    .collect(),
+            })
+            .await?;
+        self.observer.on_event(&event);
+        let reason = match (declined_by, settings, wake) {
+            (Some(why), _, _) => why,
+            (None, Some(settings), Some(wake)) => tokio::select! {
+                _ = cancel.cancelled() => "the turn was cancelled".to_owned(),
+                _ = wake.notified() => String::new(),
+                _ = tokio::time::sleep(settings.timeout) => format!(
+                    "no decision within {} s", settings.timeout.as_secs()
+                ),
+            },
+            _ => "nobody can answer permission requests here".to_owned(),
+        };
+        let broker = settings.map(|s| s.broker.clone()).unwrap_or_default();
+        let (record, ours) = permissions::settle(
+            self.deps.store.as_ref(),
+            &broker,
+            &id,
+            PermissionDecision::Declined,
+            if reason.is_empty() {
+                "declined"
+            } else {
+                &reason
+            },
+        )
+        .await?;
+        broker.forget(&id);
+        if let Some(event) = ours {
+            self.observer.on_event(&event);
+        }
+        Ok(!cancel.is_cancelled()
+            && permissions::decision_of(&record) == PermissionDecision::Approved)
+    }
+}
+
+/// Keeps the first `OUTPUT_CAP` bytes on a char boundary.
+fn cap(mut text: String) -> (String, bool) {
+    if text.len() <= OUTPUT_CAP {
+        return (text, false);
+    }
+    let mut end = OUTPUT_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let total = text.len();
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n[output truncated: {end} of {total} bytes shown]"
+    ));
+    (text, true)
+}

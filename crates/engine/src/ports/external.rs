@@ -1,0 +1,174 @@
+//! `ExternalAgent`: an agent process we drive (an ACP agent such as codex, gemini,
+//! opencode or claude) instead of running our own model-and-tools loop.
+//!
+//! The adapter speaks the protocol and owns the process; the engine's driver
+//! (`crate::external_turn`) turns what the agent reports into events and answers what
+//! the agent asks: permissions (fail-closed) and the use of client capabilities (file
+//! reads and writes, commands) under the same policies as our own tools. Nothing here
+//! knows the wire format, and no protocol type crosses this port.
+
+use std::path::PathBuf;
+
+use agentplane_core::{ErrorCode, ThreadId};
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Whether an external agent can run now, checked without starting it for long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    Available,
+    /// Why not, said so that an operator knows what to do (program missing, key missing).
+    Unavailable(String),
+}
+
+/// One prompt for an external agent.
+#[derive(Debug, Clone)]
+pub struct ExternalPrompt {
+    /// The thread: an adapter may resume the agent's session of this thread.
+    pub thread: ThreadId,
+    /// The canonical workspace the agent works in (its working directory).
+    pub workspace: PathBuf,
+    /// What the user asked, with the thread's context prepended.
+    pub input: String,
+}
+
+/// Status of a tool call the agent reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExternalToolStatus {
+    Running,
+    Completed,
+    Failed,
+}
+
+/// Something the agent reported while it works.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExternalUpdate {
+    /// Text of the agent's answer.
+    Text(String),
+    /// The agent started (or announced) a tool call of its own.
+    ToolCall {
+        call_id: String,
+        /// What the agent calls it (`title`, else its kind).
+        tool: String,
+        arguments: Value,
+    },
+    /// Progress or end of a tool call; `output` is its text content, if any.
+    ToolCallUpdate {
+        call_id: String,
+        status: Option<ExternalToolStatus>,
+        output: Option<String>,
+    },
+    /// The agent's plan, as the agent sent it.
+    Plan(Value),
+}
+
+/// A client capability the agent wants to use on our side: each is gated by policy as
+/// the tool of the same name, and confined to the workspace by the adapter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapabilityUse {
+    /// Our tool name for it: `read_file`, `write_file` or `run_command`.
+    pub tool: String,
+    pub arguments: Value,
+}
+
+/// A permission the agent asks for before one of its tool calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionAsk {
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+}
+
+/// What the agent sends the turn. Each question carries the channel of its answer; a
+/// dropped answer channel means "no" (fail-closed).
+#[derive(Debug)]
+pub enum ToTurn {
+    Update(ExternalUpdate),
+    /// `true` only for an explicit approval.
+    Permission {
+        ask: PermissionAsk,
+        answer: oneshot::Sender<bool>,
+    },
+    /// `Ok` when policy allows the use, else why not.
+    Capability {
+        request: CapabilityUse,
+        answer: oneshot::Sender<Result<(), String>>,
+    },
+    /// A confinement breach the adapter refused (a path outside the workspace).
+    Security {
+        event_type: String,
+        detail: String,
+    },
+}
+
+/// How the agent's prompt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExternalStop {
+    /// The agent finished its answer.
+    EndTurn,
+    /// It stopped on a limit of its own (tokens, requests) or refused.
+    Limit(String),
+    /// The prompt was cancelled.
+    Cancelled,
+}
+
+/// Tokens the agent reported, when it reported any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExternalUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// The end of one prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalEnd {
+    pub stop: ExternalStop,
+    /// `None`: the agent did not say, and the turn records that it could not be measured.
+    pub usage: Option<ExternalUsage>,
+}
+
+/// Why an external agent could not run the prompt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExternalError {
+    /// It cannot be started here (program or key missing).
+    #[error("{0}")]
+    Unavailable(String),
+    /// It did not answer in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// It broke the protocol, refused a request or went away.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+impl ExternalError {
+    /// The user-facing code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Unavailable(_) | Self::Protocol(_) => ErrorCode::UpstreamUnavailable,
+            Self::Timeout(_) => ErrorCode::Timeout,
+        }
+    }
+}
+
+/// An agent process driven over a protocol.
+#[async_trait]
+pub trait ExternalAgent: Send + Sync {
+    /// The protocol and profile, for `turn_started` (`acp:codex`).
+    fn label(&self) -> String;
+
+    /// Whether it could run now. Must return promptly (no unbounded waits).
+    async fn availability(&self) -> Availability;
+
+    /// Runs one prompt to its end. Reports go to `to_turn` as they happen. On
+    /// `cancel`, the adapter asks the agent to stop and ends its whole process tree
+    /// within 2 s, then returns `ExternalStop::Cancelled`.
+    async fn prompt(
+        &self,
+        prompt: ExternalPrompt,
+        to_turn: mpsc::Sender<ToTurn>,
+        cancel: CancellationToken,
+    ) -> Result<ExternalEnd, ExternalError>;
+}
