@@ -7,8 +7,8 @@
 
 pub mod context;
 pub mod executions;
-pub mod gateway;
 pub mod external_turn;
+pub mod gateway;
 pub mod governance;
 pub mod harmony;
 pub mod hub;

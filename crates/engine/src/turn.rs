@@ -41,7 +41,7 @@ use crate::schema::Schema;
 enum Streamed {
     Text(String),
     /// A `provider_failover` event.
-    Failover(EventPayload),
+    Failover(Box<EventPayload>),
 }
 
 /// The name of the terminal tool every agent gets.
@@ -927,12 +927,14 @@ impl ActiveTurn<'_> {
                 let _ = tx.send(Streamed::Text(text.to_owned()));
             };
             let mut on_failover = move |failover: crate::providers::Failover<'_>| {
-                let _ = failovers.send(Streamed::Failover(EventPayload::ProviderFailover {
-                    from: failover.from.to_owned(),
-                    to: failover.to.to_owned(),
-                    code: failover.error.code(),
-                    message: failover.error.to_string(),
-                }));
+                let _ = failovers.send(Streamed::Failover(Box::new(
+                    EventPayload::ProviderFailover {
+                        from: failover.from.to_owned(),
+                        to: failover.to.to_owned(),
+                        code: failover.error.code(),
+                        message: failover.error.to_string(),
+                    },
+                )));
             };
             providers
                 .chat(&key, chat, &mut on_text, &mut on_failover)
@@ -952,7 +954,7 @@ impl ActiveTurn<'_> {
                             let text = std::mem::take(&mut pending);
                             this.record(EventPayload::MessageDelta { text }).await?;
                         }
-                        this.record(failover).await?;
+                        this.record(*failover).await?;
                         // The next provider's answer starts from nothing.
                         seen.clear();
                         markup = false;

@@ -2,9 +2,9 @@
 //! (`File*`, unknown keys refused) and its checked form. `config.rs` reads them and
 //! reports errors as `` `section.key`: message `` against the file.
 
+pub mod acp;
 pub mod executions;
 pub mod gateway;
-pub mod acp;
 pub mod governance;
 pub mod policies;
 pub mod prices;
