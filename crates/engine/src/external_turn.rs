@@ -549,31 +549,15 @@ impl ExternalTurn<'_> {
             })
             .await?;
         self.observer.on_event(&event);
-        let reason = match (declined_by, settings, wake) {
-            (Some(why), _, _) => why,
-            (None, Some(settings), Some(wake)) => tokio::select! {
-                _ = cancel.cancelled() => "the turn was cancelled".to_owned(),
-                _ = wake.notified() => String::new(),
-                _ = tokio::time::sleep(settings.timeout) => format!(
-                    "no decision within {} s", settings.timeout.as_secs()
-                ),
-            },
-            _ => "nobody can answer permission requests here".to_owned(),
-        };
-        let broker = settings.map(|s| s.broker.clone()).unwrap_or_default();
-        let (record, ours) = permissions::settle(
+        let (record, ours) = permissions::await_decision(
             self.deps.store.as_ref(),
-            &broker,
+            settings,
+            wake,
             &id,
-            PermissionDecision::Declined,
-            if reason.is_empty() {
-                "declined"
-            } else {
-                &reason
-            },
+            declined_by,
+            cancel,
         )
         .await?;
-        broker.forget(&id);
         if let Some(event) = ours {
             self.observer.on_event(&event);
         }

@@ -112,6 +112,42 @@ pub async fn settle(
     result
 }
 
+/// Waits for a stored permission request's one resolution and settles it: a person's
+/// decision (woken through `wake`), the timeout, cancellation, or `declined_by` (a
+/// reason known before asking) at once; without settings nobody can answer, so it is
+/// declined at once. Anything but an explicit approval settles as declined. Returns
+/// the stored record, with the `permission_resolved` event when this call wrote it.
+/// Shared by the model-and-tools turn loop and the external (ACP) turn driver.
+pub async fn await_decision(
+    store: &dyn EventStore,
+    settings: Option<&crate::turn::PermissionSettings>,
+    wake: Option<Arc<Notify>>,
+    id: &PermissionId,
+    declined_by: Option<String>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(PermissionRecord, Option<Event>), StoreError> {
+    let reason = match (declined_by, settings, wake) {
+        (Some(why), _, _) => why,
+        (None, Some(settings), Some(wake)) => tokio::select! {
+            _ = cancel.cancelled() => "the turn was cancelled".to_owned(),
+            _ = wake.notified() => String::new(),
+            _ = tokio::time::sleep(settings.timeout) => format!(
+                "no decision within {} s", settings.timeout.as_secs()
+            ),
+        },
+        _ => "nobody can answer permission requests here".to_owned(),
+    };
+    let broker = settings.map(|s| s.broker.clone()).unwrap_or_default();
+    let reason = if reason.is_empty() {
+        "declined"
+    } else {
+        &reason
+    };
+    let settled = settle(store, &broker, id, PermissionDecision::Declined, reason).await;
+    broker.forget(id);
+    settled
+}
+
 /// The decision a stored record holds; a pending one counts as declined.
 pub fn decision_of(record: &PermissionRecord) -> PermissionDecision {
     match record.status {

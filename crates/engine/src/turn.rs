@@ -1162,32 +1162,15 @@ impl ActiveTurn<'_> {
             .await?;
         self.observer.on_event(&event);
 
-        let reason = match (settings, wake) {
-            (Some(settings), Some(wake)) => {
-                tokio::select! {
-                    _ = cancel.cancelled() => "the turn was cancelled".to_owned(),
-                    _ = wake.notified() => String::new(),
-                    _ = tokio::time::sleep(settings.timeout) => format!(
-                        "no decision within {} s", settings.timeout.as_secs()
-                    ),
-                }
-            }
-            _ => "nobody can answer permission requests here".to_owned(),
-        };
-        let broker = settings.map(|s| s.broker.clone()).unwrap_or_default();
-        let (record, ours) = permissions::settle(
+        let (record, ours) = permissions::await_decision(
             self.deps.store.as_ref(),
-            &broker,
+            settings,
+            wake,
             &id,
-            PermissionDecision::Declined,
-            if reason.is_empty() {
-                "declined"
-            } else {
-                &reason
-            },
+            None,
+            cancel,
         )
         .await?;
-        broker.forget(&id);
         // When this turn resolved it (timeout, cancel, nobody to ask), show the event;
         // a decision from outside was shown by whoever wrote it.
         if let Some(event) = ours {
