@@ -73,6 +73,7 @@ prefixed_id!(ApprovalId, "apr_", "approval");
 prefixed_id!(ExecutionId, "exec_", "execution");
 prefixed_id!(DeliveryId, "dlv_", "webhook delivery");
 prefixed_id!(CompletionId, "chatcmpl-", "gateway completion");
+prefixed_id!(ReplicaId, "rep_", "replica");
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,8 @@ pub use error::ErrorCode;
 pub use event::{
     ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
 };
-pub use ids::{ApprovalId, CompletionId, DeliveryId, ExecutionId, PermissionId, ThreadId, TurnId};
+pub use ids::{
+    ApprovalId, CompletionId, DeliveryId, ExecutionId, PermissionId, ReplicaId, ThreadId, TurnId,
+};
 pub use tool::{ToolErrorKind, ToolSpec, args_preview_hash};
 pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

@@ -3,6 +3,7 @@
 pub mod executions;
 pub mod external;
 pub mod model;
+pub mod replicas;
 pub mod store;
 pub mod tools;
 pub mod versions;
@@ -13,6 +14,7 @@ pub use executions::{
 };
 pub use external::{Availability, ExternalAgent};
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
+pub use replicas::{Appended, ReplicaStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
     EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,

@@ -1,0 +1,334 @@
+//! The harness every reliability suite shares (docs/reliability.md): a sandbox with a
+//! config and a workspace, the real `agentplane` binary started as `serve` on a free port
+//! of 127.0.0.1, requests as one client, and an SSE reader.
+//!
+//! The suites themselves are the integration tests in `tests/`; each sizes itself from
+//! `AGENTPLANE_SUITE_SIZE` (`ci`, the default, or `full`): see [`full_size`].
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Whether the suites run at full size (`AGENTPLANE_SUITE_SIZE=full`), not the bounded
+/// form CI runs.
+pub fn full_size() -> bool {
+    std::env::var("AGENTPLANE_SUITE_SIZE").is_ok_and(|size| size == "full")
+}
+
+/// The `agentplane` binary: `AGENTPLANE_BIN`, else the one Cargo built beside this test
+/// (`target/<profile>/agentplane`; `cargo nextest run --workspace` builds it).
+pub fn binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("AGENTPLANE_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/agentplane
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("agentplane"))
+        .expect("the test binary lies in target/<profile>/deps");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p agentplane` (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+pub const CLIENT: &str = "tester";
+/// How long a server may take to answer `/healthz` on a busy 2-core machine.
+pub const START_BUDGET: Duration = Duration::from_secs(30);
+/// How long an expected event may take to arrive.
+pub const EVENT_BUDGET: Duration = Duration::from_secs(20);
+
+pub struct Sandbox {
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub workspace: PathBuf,
+    pub db: PathBuf,
+}
+
+/// A temp dir with a workspace, a config naming `events.db`, a plain chat agent `chat`
+/// and an agent `careful` whose `list_files` needs a person's permission.
+pub fn sandbox(extra_config: &str) -> Sandbox {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    let workspace = root.join("ws");
+    std::fs::create_dir(&workspace).expect("workspace");
+    std::fs::write(
+        root.join("agentplane.toml"),
+        format!(
+            "[llm]\nmax_retries = 0\n[store]\npath = \"events.db\"\n\
+             [agents.chat]\nsystem_prompt = \"You chat.\"\n\
+             [agents.careful]\nsystem_prompt = \"You list files.\"\nensembles = [\"fs\"]\n\
+             requires_permission = [\"list_files\"]\n{extra_config}"
+        ),
+    )
+    .expect("config");
+    let db = root.join("events.db");
+    Sandbox {
+        _dir: dir,
+        root,
+        workspace: workspace.canonicalize().expect("canonical workspace"),
+        db,
+    }
+}
+
+/// The binary with a clean agentplane environment, pointed at the scripted model.
+pub fn command(sb: &Sandbox, model_url: &str) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.current_dir(&sb.root)
+        .env_remove("AGENTPLANE_CONFIG")
+        .env_remove("AGENTPLANE_DB")
+        .env_remove("AGENTPLANE_LISTEN")
+        .env_remove("AGENTPLANE_AUTH_TOKEN")
+        .env_remove("AGENTPLANE_SERVER")
+        .env_remove("AGENTPLANE_CLIENT_ID")
+        .env_remove("AGENTPLANE_LLM_API_KEY")
+        .env("AGENTPLANE_LLM_BASE_URL", model_url)
+        .env("AGENTPLANE_LLM_MODEL", "scripted-model")
+        .env("AGENTPLANE_LOG", "info")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+/// A running `agentplane serve`; killed (SIGKILL) and reaped when dropped.
+pub struct Served {
+    pub child: Child,
+    pub base: String,
+    pub log: PathBuf,
+}
+
+impl Served {
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, then reap: the process gets no chance to write anything.
+    pub fn kill_9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap");
+    }
+
+    /// Waits for the process to exit by itself, up to `budget`.
+    pub async fn exit_within(&mut self, budget: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + budget;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `agentplane serve` on a free port of 127.0.0.1 and waits until `/healthz`
+/// answers. A port taken between choosing and binding is retried with another.
+pub async fn start(sb: &Sandbox, model_url: &str, extra_args: &[&str]) -> Served {
+    for attempt in 0..3 {
+        let port = free_port();
+        let log = sb.root.join(format!("serve-{port}.log"));
+        let mut cmd = command(sb, model_url);
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .args(extra_args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"));
+        let mut served = Served {
+            child: cmd.spawn().expect("spawn agentplane serve"),
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + START_BUDGET;
+        loop {
+            if let Some(status) = served.child.try_wait().expect("try_wait") {
+                let stderr = served.stderr();
+                if stderr.contains("cannot listen") && attempt < 2 {
+                    break;
+                }
+                panic!("serve exited with {status} before answering:\n{stderr}");
+            }
+            if let Ok(response) = http
+                .get(format!("{}/healthz", served.base))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+            {
+                assert_eq!(response.status(), 200, "{}", served.stderr());
+                let body: Value = response.json().await.expect("healthz JSON");
+                assert_eq!(body, json!({"ok": true}));
+                return served;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "serve did not answer /healthz within {START_BUDGET:?}:\n{}",
+                served.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    unreachable!("the loop returns or panics")
+}
+
+/// A request to the server as `CLIENT`.
+pub fn api(served: &Served, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .request(method, format!("{}{path}", served.base))
+        .header("X-Client-ID", CLIENT)
+}
+
+pub async fn create_thread(served: &Served, sb: &Sandbox, agent: &str, title: &str) -> String {
+    let response = api(served, reqwest::Method::POST, "/v1/threads")
+        .json(&json!({"agent": agent, "cwd": sb.workspace, "title": title}))
+        .send()
+        .await
+        .expect("create thread");
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.expect("thread JSON");
+    body["id"].as_str().expect("thread id").to_owned()
+}
+
+pub async fn history(served: &Served, thread: &str) -> Value {
+    let response = api(
+        served,
+        reqwest::Method::GET,
+        &format!("/v1/threads/{thread}/history?includeEvents=1"),
+    )
+    .send()
+    .await
+    .expect("history");
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("history JSON")
+}
+
+/// One SSE event as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    pub id: Option<u64>,
+    pub event: String,
+    pub data: Value,
+}
+
+/// Reads an SSE response event by event; heartbeat comments are skipped.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    pub async fn open(served: &Served, thread: &str, input: &str) -> SseReader {
+        let response = api(
+            served,
+            reqwest::Method::POST,
+            &format!("/v1/threads/{thread}/turns"),
+        )
+        .json(&json!({"input": input}))
+        .send()
+        .await
+        .expect("start turn");
+        assert_eq!(response.status(), 200, "{}", served.stderr());
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event, or `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<Received> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut received = Received {
+                    id: None,
+                    event: "message".to_owned(),
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("id:") {
+                        received.id = Some(value.trim().parse().expect("numeric id"));
+                    } else if let Some(value) = line.strip_prefix("event:") {
+                        value.trim().clone_into(&mut received.event);
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        data.push_str(value.trim_start());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a heartbeat comment
+                }
+                received.data = serde_json::from_str(&data).expect("data is JSON");
+                return Some(received);
+            }
+            let chunk = self.response.chunk().await.ok()??;
+            self.buffer
+                .push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        }
+    }
+
+    /// Events up to and including the first of `kind`, within the budget.
+    pub async fn until(&mut self, kind: &str) -> Vec<Received> {
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + EVENT_BUDGET;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let event = tokio::time::timeout(left, self.next())
+                .await
+                .unwrap_or_else(|_| panic!("no `{kind}` within {EVENT_BUDGET:?}: {seen:?}"))
+                .unwrap_or_else(|| panic!("the stream ended before `{kind}`: {seen:?}"));
+            let done = event.event == kind;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// Every event of the thread's history, in order.
+pub fn events_of(history: &Value) -> Vec<Value> {
+    history["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .flat_map(|t| t["events"].as_array().expect("events").clone())
+        .collect()
+}
+
+/// Checks that each event streamed before a kill is stored, unchanged, with its seq.
+pub fn assert_kept(streamed: &[Received], stored: &[Value]) {
+    for event in streamed {
+        let seq = event.id.expect("stored events have an id");
+        let found = stored
+            .iter()
+            .find(|e| e["seq"] == seq)
+            .unwrap_or_else(|| panic!("event {seq} is gone after the restart"));
+        assert_eq!(found, &event.data, "event {seq} changed");
+        assert_eq!(found["kind"], event.event.as_str());
+    }
+}
