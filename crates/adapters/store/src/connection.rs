@@ -59,6 +59,26 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Takes the exclusive lock on the database file (an OS file lock, released when the
+/// returned file is closed or the process dies), so that two processes never work on
+/// one file: the second would take the first's running turns for a dead process's.
+pub(crate) fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Backend(format!(
+            "{} is in use by another agentplane process; a SQLite database serves one \
+             process at a time (run several replicas on PostgreSQL, see docs/deploy.md)",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(StoreError::Backend(format!(
+            "cannot lock {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
 /// Opens a read-only connection to a database `open_writer` has already prepared. WAL
 /// lets it read a consistent snapshot while the writer commits.
 pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {

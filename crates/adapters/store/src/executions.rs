@@ -81,12 +81,17 @@ pub(crate) fn create(
 }
 
 /// Claims the oldest due queued execution whose thread runs no other execution.
-pub(crate) fn claim(c: &Connection, worker: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+/// The claim records this process's `replica` beside the worker (ADR 0019).
+pub(crate) fn claim(
+    c: &Connection,
+    worker: &str,
+    replica: &str,
+) -> Result<Option<ExecutionRecord>, StoreError> {
     let now = timestamp::now();
     let id: Option<String> = c
         .prepare_cached(
             "UPDATE executions SET status = 'running', attempts = attempts + 1,
-                 claimed_by = ?2, updated_at = ?1, next_attempt_at = NULL,
+                 claimed_by = ?2, replica = ?3, updated_at = ?1, next_attempt_at = NULL,
                  started_at = COALESCE(started_at, ?1)
              WHERE id = (
                  SELECT e.id FROM executions e
@@ -98,7 +103,7 @@ pub(crate) fn claim(c: &Connection, worker: &str) -> Result<Option<ExecutionReco
         )
         .and_then(|mut update| {
             update
-                .query_row(params![now, worker], |r| r.get(0))
+                .query_row(params![now, worker, replica], |r| r.get(0))
                 .optional()
         })
         .map_err(backend)?;
@@ -429,6 +434,22 @@ pub(crate) fn list(
         .collect()
 }
 
+/// The executions `replica` claimed that are still running, oldest first.
+pub(crate) fn running_of(
+    c: &Connection,
+    replica: &str,
+) -> Result<Vec<ExecutionRecord>, StoreError> {
+    let mut select = c
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM executions WHERE status = 'running' AND replica = ?1
+             ORDER BY rowid"
+        ))
+        .map_err(backend)?;
+    let rows = select.query_map([replica], raw).map_err(backend)?;
+    rows.map(|row| row.map_err(backend).and_then(decode))
+        .collect()
+}
+
 pub(crate) fn queued(c: &Connection) -> Result<u64, StoreError> {
     let n: i64 = c
         .prepare_cached("SELECT COUNT(*) FROM executions WHERE status = 'queued'")
@@ -682,7 +703,8 @@ impl agentplane_engine::ports::ExecutionStore for crate::SqliteStore {
 
     async fn claim_execution(&self, worker: &str) -> Result<Option<ExecutionRecord>, StoreError> {
         let worker = worker.to_owned();
-        self.write(|reply| writer::job(move |c| claim(c, &worker), reply))
+        let replica = self.replica.as_str().to_owned();
+        self.write(|reply| writer::job(move |c| claim(c, &worker, &replica), reply))
             .await
     }
 

@@ -1,9 +1,11 @@
 //! The SQLite event store: `SqliteStore` implements the engine's `EventStore` port on
 //! one local database file (WAL, one batched writer thread, read-only readers).
 //!
+//! `SqliteStore` also implements `ExecutionStore` (the execution queue, `executions.rs`),
+//! `VersionStore` and `ReplicaStore` (`replicas.rs`; the file is locked to one process).
+//!
 //! What lives here: SQL, connections, migrations, and the translation between rows and
-//! the domain's records.
-//! `SqliteStore` also implements `ExecutionStore` (the execution queue, `executions.rs`). What must not: any rule about turns beyond the port's
+//! the domain's records. What must not: any rule about turns beyond the port's
 //! invariants (the engine decides what happens in a turn; this crate only records it).
 
 mod approvals;
@@ -13,6 +15,7 @@ mod executions;
 mod migrations;
 mod model_calls;
 mod reader;
+mod replicas;
 mod store;
 mod timestamp;
 mod versions;

@@ -287,6 +287,20 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER model_calls_never_delete BEFORE DELETE ON model_calls
         BEGIN SELECT RAISE(ABORT, 'model calls are an audit record'); END;
     "#,
+    // 7: replicas (ADR 0019): the process that began each turn and claimed each
+    // execution, and the registry of live processes with their heartbeats.
+    r#"
+    ALTER TABLE turns ADD COLUMN replica TEXT;
+    CREATE INDEX turns_running_by_replica ON turns(replica) WHERE status = 'running';
+    ALTER TABLE executions ADD COLUMN replica TEXT;
+    CREATE INDEX executions_running_by_replica ON executions(replica)
+        WHERE status = 'running';
+    CREATE TABLE replicas (
+        id           TEXT PRIMARY KEY NOT NULL,
+        started_at   TEXT NOT NULL,
+        heartbeat_at TEXT NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -34,6 +34,14 @@ impl Readers {
         })
     }
 
+    /// No connections: what a dropped store leaves behind.
+    pub(crate) fn empty() -> Self {
+        Self {
+            conns: Vec::new(),
+            next: AtomicUsize::new(0),
+        }
+    }
+
     /// Runs `read` on a free connection, or waits for one. Blocks: call it from
     /// `spawn_blocking`.
     pub(crate) fn with<T>(
@@ -48,6 +56,9 @@ impl Readers {
                 Err(TryLockError::Poisoned(poisoned)) => return read(&poisoned.into_inner()),
                 Err(TryLockError::WouldBlock) => {}
             }
+        }
+        if self.conns.is_empty() {
+            return Err(StoreError::Backend("the event store is closed".into()));
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
         let conn = self.conns[i].lock().unwrap_or_else(PoisonError::into_inner);

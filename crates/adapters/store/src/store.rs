@@ -7,7 +7,8 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use agentplane_core::{
-    ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
+    ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, ReplicaId, StopReason,
+    ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
@@ -35,22 +36,36 @@ const READERS: usize = 2;
 /// batch and waits for it, so the file is closed when `drop` returns.
 pub struct SqliteStore {
     path: PathBuf,
+    /// This process, recorded on the turns it begins and the executions it claims.
+    pub(crate) replica: ReplicaId,
     /// `None` only during `drop`.
     commands: Option<mpsc::Sender<Command>>,
     writer: Option<JoinHandle<()>>,
     readers: Arc<Readers>,
+    /// The exclusive lock on the database file (ADR 0019): released last, on drop,
+    /// after every SQLite connection of this store is closed.
+    lock: Option<std::fs::File>,
 }
 
 impl SqliteStore {
     /// Opens or creates the database at `path` (creating its parent directories) and
     /// brings its schema up to date. Refuses, leaving the file as it was, a file that is
     /// not SQLite, a SQLite file of another program, and a schema newer than this code.
+    ///
+    /// The file is locked to this store until it is dropped: another process (or
+    /// another store in this one) opening it fails with a message saying so.
     pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_as(path, ReplicaId::new()).await
+    }
+
+    /// [`SqliteStore::open`] as the given replica.
+    pub async fn open_as(path: &Path, replica: ReplicaId) -> Result<SqliteStore, StoreError> {
         let path = path.to_path_buf();
-        let (conn, readers, path) = tokio::task::spawn_blocking(move || {
+        let (conn, readers, lock, path) = tokio::task::spawn_blocking(move || {
             let conn = connection::open_writer(&path)?;
+            let lock = connection::lock(&path)?;
             let readers = Readers::open(&path, READERS)?;
-            Ok::<_, StoreError>((conn, readers, path))
+            Ok::<_, StoreError>((conn, readers, lock, path))
         })
         .await
         .map_err(|e| StoreError::Backend(format!("opening the event store: {e}")))??;
@@ -59,9 +74,11 @@ impl SqliteStore {
         tracing::debug!(path = %path.display(), "event store open");
         Ok(SqliteStore {
             path,
+            replica,
             commands: Some(commands),
             writer: Some(writer),
             readers: Arc::new(readers),
+            lock: Some(lock),
         })
     }
 
@@ -117,6 +134,10 @@ impl Drop for SqliteStore {
         {
             tracing::error!(path = %self.path.display(), "the event store's writer panicked");
         }
+        // Closing a descriptor of the file drops every POSIX lock this process holds on
+        // it, SQLite's included: the readers go first, the lock's descriptor last.
+        self.readers = Arc::new(Readers::empty());
+        drop(self.lock.take());
     }
 }
 
@@ -167,6 +188,7 @@ impl EventStore for SqliteStore {
             turn: turn.clone(),
             input: input.to_owned(),
             internal,
+            replica: self.replica.as_str().to_owned(),
             reply,
         })
         .await

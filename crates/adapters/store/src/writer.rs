@@ -52,6 +52,8 @@ pub(crate) enum Command {
         turn: TurnId,
         input: String,
         internal: bool,
+        /// The process beginning it (ADR 0019).
+        replica: String,
         reply: Reply<TurnRecord>,
     },
     Append {
@@ -216,10 +218,11 @@ impl Batch<'_> {
                 turn,
                 input,
                 internal,
+                replica,
                 reply,
             } => Settled::Turn(
                 reply,
-                self.isolated(|c| begin_turn(c, thread, turn, input, internal)),
+                self.isolated(|c| begin_turn(c, thread, turn, input, internal, &replica)),
             ),
             Command::Append {
                 thread,
@@ -463,20 +466,29 @@ fn begin_turn(
     turn: TurnId,
     input: String,
     internal: bool,
+    replica: &str,
 ) -> Result<TurnRecord, StoreError> {
     require_live_thread(c, &thread)?;
     let created_at = timestamp::now();
     // The turn records the version its thread is pinned to (ADR 0016).
     let inserted = c
         .prepare_cached(
-            "INSERT INTO turns (id, thread_id, input, status, created_at, internal, agent_version)
+            "INSERT INTO turns (id, thread_id, input, status, created_at, internal,
+                                agent_version, replica)
              VALUES (?1, ?2, ?3, 'running', ?4, ?5,
-                     (SELECT agent_version FROM threads WHERE id = ?2))
+                     (SELECT agent_version FROM threads WHERE id = ?2), ?6)
              RETURNING agent_version",
         )
         .and_then(|mut insert| {
             insert.query_row(
-                params![turn.as_str(), thread.as_str(), input, created_at, internal],
+                params![
+                    turn.as_str(),
+                    thread.as_str(),
+                    input,
+                    created_at,
+                    internal,
+                    replica
+                ],
                 |row| row.get::<_, Option<String>>(0),
             )
         });
@@ -531,11 +543,23 @@ fn complete_turn(
 }
 
 fn interrupt_running_turns(c: &Connection) -> Result<Vec<TurnId>, StoreError> {
+    interrupt_turns(c, None)
+}
+
+/// Ends the running turns (of `replica` only, when given) as `interrupted`, turns
+/// suspended on an approval excepted; pending permissions are declined first.
+pub(crate) fn interrupt_turns(
+    c: &Connection,
+    replica: Option<&str>,
+) -> Result<Vec<TurnId>, StoreError> {
     let running: Vec<(String, String)> = c
-        .prepare_cached("SELECT id, thread_id FROM turns WHERE status = 'running' ORDER BY rowid")
+        .prepare_cached(
+            "SELECT id, thread_id FROM turns
+             WHERE status = 'running' AND (?1 IS NULL OR replica = ?1) ORDER BY rowid",
+        )
         .and_then(|mut select| {
             select
-                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+                .query_map([replica], |row| Ok((row.get(0)?, row.get(1)?)))?
                 .collect()
         })
         .map_err(backend)?;

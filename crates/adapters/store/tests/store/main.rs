@@ -8,6 +8,7 @@ mod executions;
 mod model_calls;
 mod open;
 mod permissions;
+mod replicas;
 mod threads;
 mod turns;
 mod versions;

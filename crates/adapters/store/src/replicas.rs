@@ -1,0 +1,109 @@
+//! `ReplicaStore` on SQLite (ADR 0019): the registry of processes with their heartbeats
+//! and the recovery of a dead one's work. The file is locked to one process
+//! (`connection::lock`), so `shared()` is `false` and nothing is ever appended by
+//! another process; the registry still records this process's life for operators.
+
+use std::time::Duration;
+
+use agentplane_core::{ReplicaId, TurnId};
+use agentplane_engine::ports::{Appended, ExecutionRecord, ReplicaStore, StoreError};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use time::OffsetDateTime;
+
+use crate::{SqliteStore, backend, executions, timestamp, writer};
+
+/// Records `replica` alive now, joining the registry on the first beat.
+fn heartbeat(c: &Connection, replica: &str) -> Result<(), StoreError> {
+    let now = timestamp::now();
+    c.prepare_cached(
+        "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+    )
+    .and_then(|mut upsert| upsert.execute(params![replica, now]))
+    .map_err(backend)?;
+    Ok(())
+}
+
+/// Removes and returns one replica other than `me` whose last beat is before `before`.
+/// The writer runs one command at a time, so two callers never get the same one.
+fn claim_dead(c: &Connection, me: &str, before: &str) -> Result<Option<ReplicaId>, StoreError> {
+    let dead: Option<String> = c
+        .prepare_cached(
+            "DELETE FROM replicas WHERE id = (
+                 SELECT id FROM replicas WHERE id != ?1 AND heartbeat_at < ?2
+                 ORDER BY heartbeat_at LIMIT 1)
+             RETURNING id",
+        )
+        .and_then(|mut delete| {
+            delete
+                .query_row(params![me, before], |row| row.get(0))
+                .optional()
+        })
+        .map_err(backend)?;
+    dead.map(|id| ReplicaId::parse(&id).map_err(StoreError::Backend))
+        .transpose()
+}
+
+fn leave(c: &Connection, replica: &str) -> Result<(), StoreError> {
+    c.prepare_cached("DELETE FROM replicas WHERE id = ?1")
+        .and_then(|mut delete| delete.execute([replica]))
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Now minus `age`, in the stored form.
+fn ago(age: Duration) -> String {
+    let age = time::Duration::try_from(age).unwrap_or(time::Duration::MAX);
+    let now = OffsetDateTime::now_utc();
+    timestamp::format_rfc3339_millis(now.checked_sub(age).unwrap_or(now))
+}
+
+#[async_trait]
+impl ReplicaStore for SqliteStore {
+    fn replica(&self) -> &ReplicaId {
+        &self.replica
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
+
+    async fn heartbeat(&self) -> Result<(), StoreError> {
+        let me = self.replica.as_str().to_owned();
+        self.write(|reply| writer::job(move |c| heartbeat(c, &me), reply))
+            .await
+    }
+
+    async fn claim_dead_replica(
+        &self,
+        stale_after: Duration,
+    ) -> Result<Option<ReplicaId>, StoreError> {
+        let me = self.replica.as_str().to_owned();
+        let before = ago(stale_after);
+        self.write(|reply| writer::job(move |c| claim_dead(c, &me, &before), reply))
+            .await
+    }
+
+    async fn leave(&self) -> Result<(), StoreError> {
+        let me = self.replica.as_str().to_owned();
+        self.write(|reply| writer::job(move |c| leave(c, &me), reply))
+            .await
+    }
+
+    async fn interrupt_turns_of(&self, replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError> {
+        let replica = replica.as_str().to_owned();
+        self.write(|reply| writer::job(move |c| writer::interrupt_turns(c, Some(&replica)), reply))
+            .await
+    }
+
+    async fn executions_of(&self, replica: &ReplicaId) -> Result<Vec<ExecutionRecord>, StoreError> {
+        let replica = replica.as_str().to_owned();
+        self.read(move |c| executions::running_of(c, &replica))
+            .await
+    }
+
+    fn appended(&self) -> Option<tokio::sync::mpsc::Receiver<Appended>> {
+        None
+    }
+}
