@@ -16,6 +16,8 @@ use agentplane_engine::gateway::GatewayConfig;
 use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
 
+use crate::settings;
+use crate::settings::cluster::{ClusterConfig, DatabaseUrl, FileCluster, Location};
 use crate::settings::executions::{self, ExecutionsConfig, FileExecutions};
 use crate::settings::gateway::FileGateway;
 use crate::settings::governance::{self, FileApprovals, FileRetention};
@@ -84,6 +86,8 @@ pub struct Config {
     pub version_admins: Option<Vec<String>>,
     /// `[gateway]`: who OpenAI-compatible gateway calls are.
     pub gateway: GatewayConfig,
+    /// `[cluster]`: heartbeats and the timeout after which a replica is dead.
+    pub cluster: ClusterConfig,
 }
 
 impl fmt::Debug for Config {
@@ -105,6 +109,7 @@ impl fmt::Debug for Config {
             .field("providers", &self.providers)
             .field("version_admins", &self.version_admins)
             .field("gateway", &self.gateway)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -167,10 +172,37 @@ impl fmt::Debug for ServerConfig {
 /// The default listen address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8686";
 
-/// Where events are stored.
+/// Where events are stored: the SQLite file (the default), or a PostgreSQL database
+/// several replicas share.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreConfig {
+    /// The SQLite file; with PostgreSQL, still where executions' working directories
+    /// go (beside it).
     pub path: PathBuf,
+    /// `Some`: the store is this PostgreSQL database, not the file.
+    pub postgres: Option<DatabaseUrl>,
+}
+
+impl StoreConfig {
+    /// Selects the store a `--db` value names (a path, `sqlite:PATH` or `postgres://…`).
+    pub fn select(&mut self, value: &str) -> Result<(), String> {
+        match crate::settings::cluster::location(value)? {
+            Location::Sqlite(path) => {
+                self.path = path;
+                self.postgres = None;
+            }
+            Location::Postgres(url) => self.postgres = Some(url),
+        }
+        Ok(())
+    }
+
+    /// The store for people: the file's path, or the URL without its password.
+    pub fn describe(&self) -> String {
+        match &self.postgres {
+            Some(url) => url.redacted(),
+            None => self.path.display().to_string(),
+        }
+    }
 }
 
 /// An agent defined in the configuration file (`[agents.NAME]`).
@@ -315,6 +347,8 @@ struct FileConfig {
     versions: FileVersions,
     #[serde(default)]
     gateway: FileGateway,
+    #[serde(default)]
+    cluster: FileCluster,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -357,6 +391,7 @@ struct FileLlm {
 #[serde(deny_unknown_fields)]
 struct FileStore {
     path: Option<PathBuf>,
+    url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -445,16 +480,31 @@ impl Config {
             return Err(in_file("llm.max_retries", "must be at most 10".into()));
         }
 
-        let store_path = match env("AGENTPLANE_DB") {
-            Some(path) => PathBuf::from(path),
-            None => match parsed.store.path {
-                Some(path) if path.as_os_str().is_empty() => {
-                    return Err(in_file("store.path", "must not be empty".into()));
-                }
-                Some(path) => relative_to_file(file.as_deref(), path),
-                None => default_db_path(source.env),
-            },
+        let store_path = match parsed.store.path {
+            Some(path) if path.as_os_str().is_empty() => {
+                return Err(in_file("store.path", "must not be empty".into()));
+            }
+            Some(path) => relative_to_file(file.as_deref(), path),
+            None => default_db_path(source.env),
         };
+        let mut store = StoreConfig {
+            path: store_path,
+            postgres: None,
+        };
+        if let Some(url) = &parsed.store.url {
+            match settings::cluster::location(url).map_err(|m| in_file("store.url", m))? {
+                Location::Sqlite(path) => store.path = relative_to_file(file.as_deref(), path),
+                Location::Postgres(url) => store.postgres = Some(url),
+            }
+        }
+        if let Some(db) = env("AGENTPLANE_DB") {
+            store.select(&db).map_err(|m| ConfigError {
+                source_name: "AGENTPLANE_DB".into(),
+                message: m,
+            })?;
+        }
+        let cluster = settings::cluster::resolve(parsed.cluster)
+            .map_err(|(key, m)| in_file(&format!("cluster.{key}"), m))?;
 
         let server = &parsed.server;
         let listen = env("AGENTPLANE_LISTEN")
@@ -550,7 +600,7 @@ impl Config {
                 connect_timeout: Duration::from_secs(connect_timeout_secs),
                 max_retries,
             },
-            store: StoreConfig { path: store_path },
+            store,
             server: ServerConfig {
                 listen,
                 auth_token: env("AGENTPLANE_AUTH_TOKEN")
@@ -572,6 +622,7 @@ impl Config {
             providers,
             version_admins,
             gateway,
+            cluster,
         })
     }
 }

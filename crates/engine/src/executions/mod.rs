@@ -198,7 +198,23 @@ impl Executions {
     /// Recovers what a previous process left running (per `on_restart`), then starts
     /// the workers and the webhook delivery loop.
     pub async fn start(self: &Arc<Self>) -> Result<(), HubError> {
-        self.recover().await?;
+        let running = self
+            .store
+            .list_executions(&ExecutionQuery {
+                status: Some(ExecutionStatus::Running),
+                limit: usize::MAX,
+                ..ExecutionQuery::default()
+            })
+            .await?;
+        self.recover(running).await?;
+        self.start_workers().await;
+        Ok(())
+    }
+
+    /// Starts the workers and the webhook delivery loop without recovering anything:
+    /// on a database replicas share, what is left running belongs to live replicas
+    /// until one is found dead ([`Self::recover`] then takes its executions).
+    pub async fn start_workers(self: &Arc<Self>) {
         for _ in 0..self.config.workers.max(1) {
             let service = self.clone();
             self.tasks.spawn(async move { service.work().await });
@@ -209,7 +225,6 @@ impl Executions {
                 .spawn(async move { service.deliver_webhooks().await });
         }
         self.report_queue().await;
-        Ok(())
     }
 
     /// Stops claiming work; lets running executions finish within `grace`, then cancels
@@ -727,18 +742,15 @@ impl Executions {
         })
     }
 
-    /// At start: each execution a stopped process left running is retried or
-    /// interrupted per `on_restart`, except one whose turn waits for an approval (still
-    /// running in the store after the hub's own recovery), which is followed again.
-    async fn recover(self: &Arc<Self>) -> Result<(), HubError> {
-        let running = self
-            .store
-            .list_executions(&ExecutionQuery {
-                status: Some(ExecutionStatus::Running),
-                limit: usize::MAX,
-                ..ExecutionQuery::default()
-            })
-            .await?;
+    /// Executions a stopped process left `running` (all of them at a start on a
+    /// database of one process; a dead replica's on a shared one, after its turns were
+    /// interrupted): each is retried or interrupted per `on_restart`, except one whose
+    /// turn waits for an approval (still running in the store after the turns'
+    /// recovery), which is followed again from here. Returns how many were recovered.
+    pub async fn recover(
+        self: &Arc<Self>,
+        running: Vec<ExecutionRecord>,
+    ) -> Result<usize, HubError> {
         let mut recovered = 0usize;
         for execution in running {
             if let Some(turn) = &execution.turn_id
@@ -758,13 +770,15 @@ impl Executions {
             }
         }
         if recovered > 0 {
+            // Retried ones are queued again: idle workers need not wait for their poll.
+            self.queued.notify_waiters();
             tracing::warn!(
                 count = recovered,
                 mode = ?self.config.on_restart,
-                "executions left running by a previous process were recovered"
+                "executions left running by a stopped process were recovered"
             );
         }
-        Ok(())
+        Ok(recovered)
     }
 
     // ----- webhooks ------------------------------------------------------------------

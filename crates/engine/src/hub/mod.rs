@@ -11,6 +11,7 @@ mod approvals;
 mod costs;
 mod external;
 mod models;
+mod replicas;
 mod stream;
 mod versions;
 
@@ -227,7 +228,7 @@ pub struct Hub {
     toolbox: Arc<dyn Toolbox>,
     config: HubConfig,
     broker: Arc<PermissionBroker>,
-    feeds: Mutex<HashMap<ThreadId, broadcast::Sender<Event>>>,
+    feeds: Mutex<HashMap<ThreadId, Feed>>,
     running: Mutex<HashMap<TurnId, RunningTurn>>,
     tasks: TaskTracker,
     accepting: AtomicBool,
@@ -569,6 +570,17 @@ impl Hub {
         // Not running here: tell "finished" apart from "no such turn" for its owner only.
         let record = self.deps.store.turn(turn).await?;
         match record {
+            // Another replica on the same database runs it (ADR 0019): only that process
+            // can stop it. Refused at once rather than left to hang.
+            Some(record)
+                if record.status == TurnStatus::Running
+                    && self.thread(client, &record.thread_id).await.is_ok() =>
+            {
+                Err(HubError::Conflict(format!(
+                    "turn {turn} is running on another replica; only the replica that \
+                     started it can cancel it"
+                )))
+            }
             Some(record) if self.thread(client, &record.thread_id).await.is_ok() => {
                 Err(HubError::Conflict(format!("turn {turn} is not running")))
             }
@@ -917,7 +929,8 @@ impl Hub {
         let receiver = match self.feeds.lock() {
             Ok(mut feeds) => feeds
                 .entry(thread.clone())
-                .or_insert_with(|| broadcast::channel(FEED_CAPACITY).0)
+                .or_insert_with(Feed::new)
+                .sender
                 .subscribe(),
             // A poisoned map only loses live delivery; streams still read the store.
             Err(_) => broadcast::channel(1).1,
@@ -942,7 +955,9 @@ impl Hub {
             return;
         }
         if let Ok(mut feeds) = self.feeds.lock()
-            && feeds.get(thread).is_some_and(|f| f.receiver_count() == 0)
+            && feeds
+                .get(thread)
+                .is_some_and(|f| f.sender.receiver_count() == 0)
         {
             feeds.remove(thread);
         }
@@ -950,11 +965,12 @@ impl Hub {
 
     /// Sends a stored event to the thread's live subscribers.
     fn publish(&self, event: &Event) {
-        if let Ok(feeds) = self.feeds.lock()
-            && let Some(feed) = feeds.get(&event.thread_id)
+        if let Ok(mut feeds) = self.feeds.lock()
+            && let Some(feed) = feeds.get_mut(&event.thread_id)
         {
+            feed.last = feed.last.max(Some(event.seq));
             // No receivers is fine: nobody is watching.
-            let _ = feed.send(event.clone());
+            let _ = feed.sender.send(event.clone());
         }
     }
 
@@ -974,6 +990,23 @@ impl Hub {
                 Ok((_, None)) => {}
                 Err(e) => tracing::warn!(%id, error = %e, "could not decline a permission"),
             }
+        }
+    }
+}
+
+/// A thread's live feed in this process.
+struct Feed {
+    sender: broadcast::Sender<Event>,
+    /// The highest `seq` published on it; `None` before the first. Events committed by
+    /// other replicas below it need no reading (`replicas.rs`).
+    last: Option<u64>,
+}
+
+impl Feed {
+    fn new() -> Self {
+        Self {
+            sender: broadcast::channel(FEED_CAPACITY).0,
+            last: None,
         }
     }
 }
