@@ -1,0 +1,226 @@
+//! The cost report's read — `cost` events and the model calls made outside turns,
+//! summed per agent, client, provider, model and UTC day (and per thread and turn when
+//! asked) — and the one write that records such a model call.
+//!
+//! As on SQLite, SQL selects and filters and the sums are done here in `u64` that
+//! saturates: the numbers are parsed from the event's JSON text exactly, so a value
+//! above `i64::MAX` neither loses precision nor fails the report. Deleted threads
+//! count: the spend happened.
+
+use std::collections::BTreeMap;
+
+use agentplane_core::{ThreadId, TurnId};
+use agentplane_engine::ports::{CostQuery, CostRow, ModelCallRecord, StoreError};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio_postgres::types::ToSql;
+
+use crate::db::Db;
+use crate::events::text;
+use crate::{pg, timestamp, unique_violation};
+
+/// The grouping key of a row, in the order rows are returned.
+type Key = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
+/// Sums the cost events and model calls that `query` selects.
+pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
+    let since = query
+        .since
+        .as_deref()
+        .map(|s| bound("since", s))
+        .transpose()?;
+    let until = query
+        .until
+        .as_deref()
+        .map(|u| bound("until", u))
+        .transpose()?;
+    let thread = query.thread.as_ref().map(|t| t.as_str().to_owned());
+    let mut groups: BTreeMap<Key, CostRow> = BTreeMap::new();
+
+    let params: [&(dyn ToSql + Sync); 5] = [&query.client, &query.agent, &thread, &since, &until];
+    let rows = db
+        .query(
+            "SELECT t.agent, t.client_id, e.payload, e.ts, e.thread_id, e.turn_id, e.seq
+             FROM events e JOIN threads t ON t.id = e.thread_id
+             WHERE e.kind = 'cost'
+               AND ($1::TEXT IS NULL OR t.client_id = $1)
+               AND ($2::TEXT IS NULL OR t.agent = $2)
+               AND ($3::TEXT IS NULL OR e.thread_id = $3)
+               AND ($4::TEXT IS NULL OR e.ts >= $4)
+               AND ($5::TEXT IS NULL OR e.ts < $5)",
+            &params,
+        )
+        .await
+        .map_err(pg)?;
+    for row in &rows {
+        let (thread, turn) = (text(row, 4)?, text(row, 5)?);
+        let seq: i64 = row.try_get(6).map_err(pg)?;
+        let payload: serde_json::Value = serde_json::from_str(&text(row, 2)?)
+            .map_err(|e| StoreError::Backend(format!("damaged cost event {thread}/{seq}: {e}")))?;
+        let field = |name: &str| match payload.get(name) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        let number = |name: &str| -> Result<u64, StoreError> {
+            payload
+                .get(name)
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| {
+                    StoreError::Backend(format!(
+                        "damaged cost event {thread}/{seq}: `{name}` is not a whole number \
+                     of at most 20 digits"
+                    ))
+                })
+        };
+        let key: Key = (
+            text(row, 0)?,
+            text(row, 1)?,
+            field("provider"),
+            field("model"),
+            day(&text(row, 3)?),
+            query.by_turn.then(|| thread.clone()),
+            query.by_turn.then(|| turn.clone()),
+        );
+        add_call(
+            &mut groups,
+            key,
+            number("input_tokens")?,
+            number("output_tokens")?,
+            number("usd_micros")?,
+        );
+    }
+    // Model calls have no thread: a thread filter leaves them out.
+    if query.thread.is_none() {
+        let params: [&(dyn ToSql + Sync); 4] = [&query.client, &query.agent, &since, &until];
+        let rows = db
+            .query(
+                "SELECT agent, client_id, provider, model, ts,
+                        input_tokens, output_tokens, usd_micros
+                 FROM model_calls
+                 WHERE ($1::TEXT IS NULL OR client_id = $1)
+                   AND ($2::TEXT IS NULL OR agent = $2)
+                   AND ($3::TEXT IS NULL OR ts >= $3)
+                   AND ($4::TEXT IS NULL OR ts < $4)",
+                &params,
+            )
+            .await
+            .map_err(pg)?;
+        for row in &rows {
+            // The table's CHECKs keep these non-negative.
+            let number = |i: usize| -> Result<u64, StoreError> {
+                let n: i64 = row.try_get(i).map_err(pg)?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            };
+            let key: Key = (
+                text(row, 0)?,
+                text(row, 1)?,
+                text(row, 2)?,
+                text(row, 3)?,
+                day(&text(row, 4)?),
+                None,
+                None,
+            );
+            add_call(&mut groups, key, number(5)?, number(6)?, number(7)?);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(key, mut row)| {
+            if let (Some(thread), Some(turn)) = (key.5, key.6) {
+                row.thread = Some(ThreadId::parse(&thread).map_err(StoreError::Backend)?);
+                row.turn = Some(TurnId::parse(&turn).map_err(StoreError::Backend)?);
+            }
+            Ok(row)
+        })
+        .collect()
+}
+
+/// Inserts one model call, stamped with the store's clock. `Conflict` for a known id.
+/// Counts above `i64::MAX` are stored as `i64::MAX`, as on SQLite.
+pub(crate) async fn record_model_call(db: Db<'_>, call: ModelCallRecord) -> Result<(), StoreError> {
+    let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let inserted = db
+        .execute(
+            "INSERT INTO model_calls (id, ts, client_id, agent, provider, model,
+                                      input_tokens, output_tokens, usd_micros)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &call.id.as_str(),
+                &timestamp::now(),
+                &call.client,
+                &call.agent,
+                &call.provider,
+                &call.model,
+                &clamp(call.input_tokens),
+                &clamp(call.output_tokens),
+                &clamp(call.usd_micros),
+            ],
+        )
+        .await;
+    match inserted {
+        Ok(_) => Ok(()),
+        Err(e) if unique_violation(&e).is_some() => Err(StoreError::Conflict(format!(
+            "model call {} is already recorded",
+            call.id
+        ))),
+        Err(e) => Err(pg(e)),
+    }
+}
+
+/// The UTC day of a stored timestamp (`YYYY-MM-DD`, its first ten bytes).
+fn day(ts: &str) -> String {
+    ts.get(..10).unwrap_or(ts).to_owned()
+}
+
+/// Counts one call into its group.
+fn add_call(
+    groups: &mut BTreeMap<Key, CostRow>,
+    key: Key,
+    input_tokens: u64,
+    output_tokens: u64,
+    usd_micros: u64,
+) {
+    let group = groups.entry(key).or_insert_with_key(|key| CostRow {
+        agent: key.0.clone(),
+        client: key.1.clone(),
+        provider: key.2.clone(),
+        model: key.3.clone(),
+        day: key.4.clone(),
+        ..CostRow::default()
+    });
+    group.calls = group.calls.saturating_add(1);
+    group.input_tokens = group.input_tokens.saturating_add(input_tokens);
+    group.output_tokens = group.output_tokens.saturating_add(output_tokens);
+    group.usd_micros = group.usd_micros.saturating_add(usd_micros);
+}
+
+/// An RFC 3339 bound in the form `ts` is stored in (UTC, milliseconds, rounded up), so
+/// that byte order is time order — the same rule as SQLite's.
+fn bound(name: &str, value: &str) -> Result<String, StoreError> {
+    let invalid = || StoreError::Backend(format!("costs: `{name}` is not an RFC 3339 time"));
+    let t = OffsetDateTime::parse(value, &Rfc3339)
+        .map_err(|_| invalid())?
+        .to_offset(time::UtcOffset::UTC);
+    let sub_milli = t.nanosecond() % 1_000_000;
+    let t = if sub_milli == 0 {
+        t
+    } else {
+        t.checked_add(time::Duration::nanoseconds(i64::from(
+            1_000_000 - sub_milli,
+        )))
+        .ok_or_else(invalid)?
+    };
+    if !(0..=9999).contains(&t.year()) {
+        return Err(invalid());
+    }
+    Ok(timestamp::format_rfc3339_millis(t))
+}
