@@ -7,6 +7,7 @@ pub mod config;
 pub mod policies;
 pub mod providers;
 pub mod redacting_store;
+pub mod replicas;
 pub mod secrets;
 pub mod settings;
 
@@ -22,7 +23,6 @@ use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox, Ve
 use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_metrics::{MeteredStore, Metrics};
-use agentplane_store::SqliteStore;
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
 use agentplane_tools::{FsEnsemble, ShellEnsemble, WebEnsemble, WebLimits};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use agentplane_engine::hub::ModelStatus;
 pub use agentplane_tools::mcp::ServerReport as McpServerReport;
 pub use config::{Config, ConfigError};
+pub use replicas::Store;
 
 /// The owner recorded for threads started from the command line.
 pub const LOCAL_CLIENT: &str = "local";
@@ -73,13 +74,15 @@ pub struct Task {
 /// Adapters wired to the engine's hub, ready to run turns.
 pub struct Runtime {
     config: Config,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn Store>,
     hub: Arc<Hub>,
     mcp: McpServers,
     /// Keeps the active policies in step with their directory while the runtime lives.
     policy_watcher: std::sync::Mutex<Option<policies::PolicyWatcher>>,
     metrics: Arc<Metrics>,
     executions: Arc<Executions>,
+    /// This replica's heartbeat, and the recovery of dead ones once serving.
+    watch: replicas::ReplicaWatch,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -109,17 +112,23 @@ impl Toolbox for AgentToolbox {
 }
 
 impl Runtime {
-    /// Opens the store (ending turns a previous process left running as
-    /// `interrupted`) and builds the model client and the hub. Contacts no model server.
+    /// Opens the store as a new replica and builds the model client and the hub.
+    /// Contacts no model server. On the SQLite file (one process at a time) the turns a
+    /// previous process left running end as `interrupted` here; on a shared database a
+    /// dead replica's turns are recovered by the survivors (ADR 0019).
     pub async fn start(config: Config) -> Result<Self, RuntimeError> {
-        let store = Arc::new(SqliteStore::open(&config.store.path).await?);
-        let interrupted = store.interrupt_running_turns().await?;
-        if !interrupted.is_empty() {
-            tracing::warn!(
-                count = interrupted.len(),
-                "turns left running by a previous process were marked interrupted"
-            );
+        let store = replicas::open_store(&config.store).await?;
+        if !store.shared() {
+            replicas::forget_others(store.as_ref()).await?;
+            let interrupted = store.interrupt_running_turns().await?;
+            if !interrupted.is_empty() {
+                tracing::warn!(
+                    count = interrupted.len(),
+                    "turns left running by a previous process were marked interrupted"
+                );
+            }
         }
+        store.heartbeat().await?;
         let secrets = secrets::Secrets::load(&config)?;
         agentplane_core::secret::install(secrets.redactor());
         // Server processes never inherit the variables secrets are read from.
@@ -163,7 +172,7 @@ impl Runtime {
         };
         let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
         let versions = VersionSettings {
-            store: Some(store.clone()),
+            store: Some(store.clone() as Arc<dyn agentplane_engine::ports::VersionStore>),
             baselines: config
                 .agents
                 .iter()
@@ -176,7 +185,10 @@ impl Runtime {
             TurnDeps {
                 // Redaction outside, so the metered timings are the database's.
                 store: Arc::new(redacting_store::RedactingStore::new(
-                    Arc::new(MeteredStore::new(store.clone(), metrics.clone())),
+                    Arc::new(MeteredStore::new(
+                        store.clone() as Arc<dyn EventStore>,
+                        metrics.clone(),
+                    )),
                     secrets.redactor(),
                 )),
                 providers,
@@ -198,6 +210,15 @@ impl Runtime {
             external,
         );
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
+        if let Some(appended) = store.appended() {
+            hub.follow_replicas(appended);
+        }
+        let watch = replicas::ReplicaWatch::start(
+            store.clone(),
+            hub.clone(),
+            executions.clone(),
+            config.cluster,
+        );
         Ok(Self {
             config,
             store,
@@ -206,7 +227,29 @@ impl Runtime {
             policy_watcher: std::sync::Mutex::new(policy_watcher),
             metrics,
             executions,
+            watch,
         })
+    }
+
+    /// What a server runs beside its requests: on the SQLite file, recovers the
+    /// executions a previous process left running, then starts the execution workers;
+    /// on a shared database, recovers the replicas already dead, starts the workers
+    /// and from then on recovers every replica that stops beating.
+    pub async fn start_services(&self) -> Result<(), RuntimeError> {
+        if !self.store.shared() {
+            self.executions.start().await?;
+            return Ok(());
+        }
+        replicas::recover_all(
+            &self.store,
+            &self.hub,
+            &self.executions,
+            self.config.cluster,
+        )
+        .await;
+        self.executions.start_workers().await;
+        self.watch.recover_dead();
+        Ok(())
     }
 
     /// The configured MCP servers (for `agentplane mcp list`).
@@ -217,6 +260,10 @@ impl Runtime {
     /// Ends what outlives turns: MCP connections kept for threads, and their processes.
     /// Call it after the hub has shut down, before the process exits.
     pub async fn shutdown(&self) {
+        self.watch.stop().await;
+        if let Err(e) = self.store.leave().await {
+            tracing::warn!(error = %e, "could not leave the replica registry");
+        }
         let watcher = self.policy_watcher.lock().ok().and_then(|mut w| w.take());
         if let Some(watcher) = watcher {
             watcher.stop().await;
@@ -239,8 +286,8 @@ impl Runtime {
         self.hub.agents()
     }
 
-    /// The event store.
-    pub fn store(&self) -> &Arc<SqliteStore> {
+    /// The store: every port, whichever database it is.
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
 
@@ -295,7 +342,7 @@ impl Runtime {
 /// The execution service over the store, with webhooks signed by the configured secret.
 fn executions_service(
     config: &Config,
-    store: &Arc<SqliteStore>,
+    store: &Arc<dyn Store>,
     hub: &Arc<Hub>,
     secrets: &secrets::Secrets,
     metrics: &Arc<Metrics>,
@@ -328,7 +375,7 @@ fn executions_service(
     Ok(Executions::new(
         hub.clone(),
         ExecutionPorts {
-            store: store.clone(),
+            store: store.clone() as Arc<dyn agentplane_engine::ports::ExecutionStore>,
             webhooks,
             workspaces: Arc::new(ExecutionDirs { root }),
             tap: Some(metrics.clone()),

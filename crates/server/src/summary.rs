@@ -6,7 +6,6 @@
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::Path;
 
 use agentplane_engine::hub::ModelStatus;
 
@@ -17,8 +16,8 @@ use crate::model_probe::AgentModel;
 pub struct StartupSummary<'a> {
     /// The address actually listened on (after binding port 0, the real port).
     pub addr: SocketAddr,
-    /// The event store's file.
-    pub db: &'a Path,
+    /// The store: the SQLite file, or the PostgreSQL URL without its password.
+    pub db: &'a str,
     /// Whether `/v1/*` requires a bearer token.
     pub auth_required: bool,
     /// Every agent and its model, from [`crate::probe_models`].
@@ -36,7 +35,7 @@ pub fn startup_summary(summary: &StartupSummary<'_>) -> String {
     };
     let _ = writeln!(out, "agentplane is serving");
     let _ = writeln!(out, "  HTTP    {url}  ({auth})");
-    let _ = writeln!(out, "  DB      {}", summary.db.display());
+    let _ = writeln!(out, "  DB      {}", summary.db);
     let width = summary
         .agents
         .iter()
@@ -114,7 +113,7 @@ mod tests {
         ];
         let text = startup_summary(&StartupSummary {
             addr: "127.0.0.1:8686".parse().expect("addr"),
-            db: Path::new("/data/agentplane.db"),
+            db: "/data/agentplane.db",
             auth_required: true,
             agents: &agents,
         });

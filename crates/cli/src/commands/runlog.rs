@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::Path;
 
 use agentplane_core::TurnId;
-use agentplane_engine::ports::EventStore;
 use clap::Args;
 
 use crate::exit::{self, Exit};

@@ -6,7 +6,7 @@
 //! `agentplane-server`; how turns run lives in the runtime and the engine.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use agentplane_runtime::{Config, Runtime};
 use agentplane_server::{
@@ -23,10 +23,12 @@ pub struct ServeArgs {
     /// Anything but a loopback address needs --allow-public and a token.
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// The SQLite file of the event log (default: `[store] path`, else the user's
-    /// data directory).
-    #[arg(long, value_name = "PATH")]
-    db: Option<PathBuf>,
+    /// The store: a SQLite file (a path, or `sqlite:PATH`; default: `[store] path`,
+    /// else the user's data directory) or a PostgreSQL database several replicas share
+    /// (`postgres://user@host/db`; prefer AGENTPLANE_DB, as arguments are visible to
+    /// every user of the machine).
+    #[arg(long, value_name = "PATH|URL")]
+    db: Option<String>,
     /// The bearer token required on `/v1/*` (default: AGENTPLANE_AUTH_TOKEN, else
     /// `[server] auth_token`). Prefer the variable: arguments are visible to every
     /// user of the machine.
@@ -45,8 +47,10 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
     if let Some(listen) = args.listen {
         config.server.listen = listen.to_string();
     }
-    if let Some(db) = args.db {
-        config.store.path = db;
+    if let Some(db) = args.db
+        && let Err(e) = config.store.select(&db)
+    {
+        return usage(&format!("--db: {e}"));
     }
     if let Some(token) = args.auth_token {
         if token.trim().is_empty() {
@@ -94,9 +98,10 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
     // Resumes turns whose approval was decided while no server ran, and expires
     // approvals nobody decides in time.
     hub.start_governance();
-    // Recovers executions a previous process left running (per `[executions]
-    // on_restart`), then starts the workers and webhook deliveries.
-    if let Err(e) = runtime.executions().start().await {
+    // Recovers what a stopped process (or a dead replica) left running, per
+    // `[executions] on_restart`, then starts the workers, webhook deliveries and the
+    // watch for replicas that stop beating.
+    if let Err(e) = runtime.start_services().await {
         eprintln!("error [{}]: executions could not start: {e}", e.code());
         return exit::INTERNAL;
     }
@@ -106,7 +111,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         "{}",
         startup_summary(&StartupSummary {
             addr: listener.local_addr().unwrap_or(listen),
-            db: &runtime.config().store.path,
+            db: &runtime.config().store.describe(),
             auth_required: options.auth_token.is_some(),
             agents: &agents,
         })

@@ -1,0 +1,219 @@
+//! The store, whichever database it is, and this process's life as a replica (ADR 0019).
+//!
+//! `--db` selects the store: the SQLite file (the default; locked to one process) or a
+//! PostgreSQL database several `serve` processes share. Each process is a replica with
+//! a fresh id. It beats a heartbeat; once started as a server it also looks for dead
+//! replicas and recovers their work: their running turns end `interrupted`, their
+//! running executions are retried or interrupted per `[executions] on_restart`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agentplane_core::ReplicaId;
+use agentplane_engine::executions::Executions;
+use agentplane_engine::hub::Hub;
+use agentplane_engine::ports::{
+    EventStore, ExecutionStore, ReplicaStore, StoreError, VersionStore,
+};
+use agentplane_postgres::PostgresStore;
+use agentplane_store::SqliteStore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::StoreConfig;
+use crate::settings::cluster::ClusterConfig;
+
+/// Every store port in one object: what the runtime holds, SQLite or PostgreSQL.
+pub trait Store: EventStore + ExecutionStore + VersionStore + ReplicaStore {}
+
+impl<T> Store for T where T: EventStore + ExecutionStore + VersionStore + ReplicaStore + ?Sized {}
+
+/// Opens the configured store as a new replica. The URL of a PostgreSQL database never
+/// appears in a message with its password.
+pub async fn open_store(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    let replica = ReplicaId::new();
+    match &config.postgres {
+        None => Ok(Arc::new(SqliteStore::open_as(&config.path, replica).await?)),
+        Some(url) => {
+            tracing::info!(db = %url, %replica, "connecting to the PostgreSQL store");
+            let store = PostgresStore::connect(url.expose(), replica)
+                .await
+                .map_err(|e| scrub(e, url.expose(), &url.redacted()))?;
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// `e` with every copy of the URL replaced by its redacted form.
+fn scrub(e: StoreError, url: &str, redacted: &str) -> StoreError {
+    let clean = |m: String| m.replace(url, redacted);
+    match e {
+        StoreError::NotFound(m) => StoreError::NotFound(clean(m)),
+        StoreError::Conflict(m) => StoreError::Conflict(clean(m)),
+        StoreError::Backend(m) => StoreError::Backend(clean(m)),
+    }
+}
+
+/// On a store of one process (`shared() == false`) everything another replica left
+/// behind is a dead process's: its registry rows go, and the caller recovers its turns
+/// and executions as at any start.
+pub(crate) async fn forget_others(store: &dyn Store) -> Result<(), StoreError> {
+    while store.claim_dead_replica(Duration::ZERO).await?.is_some() {}
+    Ok(())
+}
+
+/// This process's heartbeat and, once [`ReplicaWatch::recover_dead`] is called, the
+/// recovery of dead replicas.
+pub(crate) struct ReplicaWatch {
+    stop: CancellationToken,
+    recovering: Arc<AtomicBool>,
+    task: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Watched {
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    executions: Arc<Executions>,
+    settings: ClusterConfig,
+}
+
+impl ReplicaWatch {
+    /// Beats the heartbeat every `settings.heartbeat` until [`Self::stop`].
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        executions: Arc<Executions>,
+        settings: ClusterConfig,
+    ) -> Self {
+        let stop = CancellationToken::new();
+        let recovering = Arc::new(AtomicBool::new(false));
+        let watched = Watched {
+            store,
+            hub,
+            executions,
+            settings,
+        };
+        let task = tokio::spawn(watch(watched, stop.clone(), recovering.clone()));
+        Self {
+            stop,
+            recovering,
+            task: std::sync::Mutex::new(Some(task)),
+        }
+    }
+
+    /// From now on, also recover the work of replicas found dead (servers do; a
+    /// one-shot `run` only beats, so nobody takes its turn for a dead one's).
+    pub(crate) fn recover_dead(&self) {
+        self.recovering.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops beating and waits for the task.
+    pub(crate) async fn stop(&self) {
+        self.stop.cancel();
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+async fn watch(watched: Watched, stop: CancellationToken, recovering: Arc<AtomicBool>) {
+    let shared = watched.store.shared();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(watched.settings.heartbeat) => {}
+        }
+        if let Err(e) = watched.store.heartbeat().await {
+            tracing::warn!(error = %e, "could not record this replica's heartbeat");
+        }
+        if shared && recovering.load(Ordering::SeqCst) {
+            recover(&watched).await;
+        }
+    }
+}
+
+/// Claims each dead replica (one survivor gets each) and recovers its work.
+pub(crate) async fn recover_all(
+    store: &Arc<dyn Store>,
+    hub: &Arc<Hub>,
+    executions: &Arc<Executions>,
+    settings: ClusterConfig,
+) {
+    recover(&Watched {
+        store: store.clone(),
+        hub: hub.clone(),
+        executions: executions.clone(),
+        settings,
+    })
+    .await;
+}
+
+async fn recover(watched: &Watched) {
+    loop {
+        let dead = match watched
+            .store
+            .claim_dead_replica(watched.settings.replica_timeout)
+            .await
+        {
+            Ok(Some(dead)) => dead,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for dead replicas");
+                return;
+            }
+        };
+        recover_one(watched, &dead).await;
+    }
+}
+
+/// Ends a dead replica's running turns, then recovers its running executions. A
+/// failure is retried a few times: the replica is already claimed, nobody else will.
+async fn recover_one(watched: &Watched, dead: &ReplicaId) {
+    const ATTEMPTS: u32 = 5;
+    let mut turns = None;
+    for attempt in 1..=ATTEMPTS {
+        match watched.store.interrupt_turns_of(dead).await {
+            Ok(ended) => {
+                turns = Some(ended);
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(replica = %dead, attempt, error = %e,
+                    "could not interrupt a dead replica's turns");
+                tokio::time::sleep(watched.settings.heartbeat).await;
+            }
+        }
+    }
+    let turns = turns.unwrap_or_default();
+    watched.hub.announce_ended(&turns).await;
+    let mut recovered = None;
+    for attempt in 1..=ATTEMPTS {
+        let outcome = match watched.store.executions_of(dead).await {
+            Ok(running) => watched
+                .executions
+                .recover(running)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match outcome {
+            Ok(count) => {
+                recovered = Some(count);
+                break;
+            }
+            Err(error) => {
+                tracing::warn!(replica = %dead, attempt, %error,
+                    "could not recover a dead replica's executions");
+                tokio::time::sleep(watched.settings.heartbeat).await;
+            }
+        }
+    }
+    tracing::warn!(
+        replica = %dead,
+        interrupted_turns = turns.len(),
+        recovered_executions = recovered.unwrap_or(0),
+        "a replica stopped beating; its work was recovered here"
+    );
+}
