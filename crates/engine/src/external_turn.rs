@@ -504,16 +504,21 @@ impl ExternalTurn<'_> {
             }
             Decision::Allow => {}
         }
-        if let Err(limited) = self.deps.governance.limiter.admit(
-            &gate.rate_limits,
-            RateFacts {
-                agent: &self.request.agent.name,
-                tool: Some(&use_.tool),
-                client: &self.request.client,
-            },
-            Instant::now(),
-        ) {
-            return Ok(Err(limited.message()));
+        if let Err(refused) = self
+            .deps
+            .governance
+            .limiter
+            .admit(
+                &gate.rate_limits,
+                RateFacts {
+                    agent: &self.request.agent.name,
+                    tool: Some(&use_.tool),
+                    client: &self.request.client,
+                },
+            )
+            .await
+        {
+            return Ok(Err(refused.to_string()));
         }
         Ok(Ok(()))
     }

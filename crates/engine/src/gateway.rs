@@ -15,7 +15,6 @@
 //! back to the client, which is why `approval_required` policies do not apply.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice};
@@ -197,12 +196,9 @@ pub(crate) async fn admit(
                     tool: None,
                     client,
                 },
-                Instant::now(),
             )
-            .map_err(|limited| HubError::RateLimited {
-                message: limited.message(),
-                retry_after_secs: limited.retry_after.as_secs().max(1),
-            })?;
+            .await
+            .map_err(HubError::from)?;
         let reservation = governance
             .budgets
             .reserve(

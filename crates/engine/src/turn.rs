@@ -1286,19 +1286,21 @@ impl ActiveTurn<'_> {
         }
         // A shadow run must never use up the rate limits of the turns it copies.
         if !shadow
-            && let Err(limited) = governance.limiter.admit(
-                &gate.rate_limits,
-                RateFacts {
-                    agent: &request.agent.name,
-                    tool: Some(&call.name),
-                    client: &request.client,
-                },
-                Instant::now(),
-            )
+            && let Err(refused) = governance
+                .limiter
+                .admit(
+                    &gate.rate_limits,
+                    RateFacts {
+                        agent: &request.agent.name,
+                        tool: Some(&call.name),
+                        client: &request.client,
+                    },
+                )
+                .await
         {
             return done(Err(ToolError::new(
                 ToolErrorKind::RateLimited,
-                limited.message(),
+                refused.to_string(),
             )));
         }
         let run = tokio::time::timeout(ctx.timeout, ensemble.call(&call.name, args, ctx));

@@ -26,6 +26,7 @@ use crate::settings::prices::{self, FilePrice};
 use crate::settings::providers::{
     self as provider_settings, FileProvider, FileRouting, ProvidersConfig,
 };
+use crate::settings::rate_limits::{self, FileRateLimits, RateLimitsConfig};
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
 use crate::settings::versions::{self as version_settings, FileVersions};
 
@@ -46,7 +47,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn new(source_name: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             source_name: source_name.into(),
             message: message.into(),
@@ -88,6 +89,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[cluster]`: heartbeats and the timeout after which a replica is dead.
     pub cluster: ClusterConfig,
+    /// `[rate_limits]`: in memory, or shared in Redis.
+    pub rate_limits: RateLimitsConfig,
 }
 
 impl fmt::Debug for Config {
@@ -110,6 +113,7 @@ impl fmt::Debug for Config {
             .field("version_admins", &self.version_admins)
             .field("gateway", &self.gateway)
             .field("cluster", &self.cluster)
+            .field("rate_limits", &self.rate_limits)
             .finish()
     }
 }
@@ -349,6 +353,8 @@ struct FileConfig {
     gateway: FileGateway,
     #[serde(default)]
     cluster: FileCluster,
+    #[serde(default)]
+    rate_limits: FileRateLimits,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -584,6 +590,11 @@ impl Config {
             .gateway
             .resolve()
             .map_err(|(key, m)| in_file(&format!("gateway.{key}"), m))?;
+        let rate_limits = rate_limits::resolve(parsed.rate_limits, env("AGENTPLANE_REDIS_URL"))
+            .map_err(|(key, m)| match key.as_str() {
+                "AGENTPLANE_REDIS_URL" => ConfigError::new(key, m),
+                _ => in_file(&format!("rate_limits.{key}"), m),
+            })?;
         let default_agent = parsed
             .run
             .default_agent
@@ -623,6 +634,7 @@ impl Config {
             version_admins,
             gateway,
             cluster,
+            rate_limits,
         })
     }
 }
@@ -1054,5 +1066,83 @@ mod tests {
         assert_eq!(config.store.path, dir.path().join("data/events.db"));
         assert_eq!(config.default_agent, "reviewer");
         assert!(config.agents.contains_key("reviewer"));
+    }
+
+    #[test]
+    fn rate_limits_are_in_memory_unless_a_redis_is_named() {
+        use agentplane_redis::OnUnavailable;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = load(dir.path(), None, &[]).expect("loads");
+        assert_eq!(config.rate_limits.redis, None);
+
+        let config = load(
+            dir.path(),
+            Some(
+                "[rate_limits]\nredis = \"redis://:file-pw@127.0.0.1:6379/2\"\n\
+                 on_unavailable = \"local\"\ntimeout_ms = 250\n",
+            ),
+            &[],
+        )
+        .expect("loads");
+        let redis = config.rate_limits.redis.clone().expect("redis");
+        assert_eq!(redis.url, "redis://:file-pw@127.0.0.1:6379/2");
+        assert_eq!(redis.on_unavailable, OnUnavailable::Local);
+        assert_eq!(redis.timeout, Duration::from_millis(250));
+        // The password never shows in the configuration's debug form (logs, errors).
+        assert!(!format!("{config:?}").contains("file-pw"));
+
+        // The variable wins over the file, and fail-closed is the default.
+        let config = load(
+            dir.path(),
+            Some("[rate_limits]\nredis = \"redis://127.0.0.1:1/\"\n"),
+            &[("AGENTPLANE_REDIS_URL", "redis://127.0.0.1:8694/")],
+        )
+        .expect("loads");
+        let redis = config.rate_limits.redis.expect("redis");
+        assert_eq!(redis.url, "redis://127.0.0.1:8694/");
+        assert_eq!(redis.on_unavailable, OnUnavailable::Refuse);
+    }
+
+    #[test]
+    fn bad_rate_limit_settings_are_refused_without_echoing_the_url() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (text, vars, expected) in [
+            (
+                "[rate_limits]\nredis = \"http://:pw-in-url@127.0.0.1/\"\n",
+                &[][..],
+                "`rate_limits.redis`",
+            ),
+            (
+                "",
+                &[("AGENTPLANE_REDIS_URL", "rediss://:pw-in-url@h/")][..],
+                "AGENTPLANE_REDIS_URL",
+            ),
+            (
+                "[rate_limits]\nredis = \"redis://h/\"\non_unavailable = \"allow\"\n",
+                &[][..],
+                "`rate_limits.on_unavailable`",
+            ),
+            (
+                "[rate_limits]\nredis = \"redis://h/\"\ntimeout_ms = 0\n",
+                &[][..],
+                "`rate_limits.timeout_ms`",
+            ),
+            (
+                "[rate_limits]\non_unavailable = \"local\"\n",
+                &[][..],
+                "`rate_limits.redis`",
+            ),
+            (
+                "[rate_limits]\nredis_url = \"redis://h/\"\n",
+                &[][..],
+                "redis_url",
+            ),
+        ] {
+            let err = load(dir.path(), Some(text), vars).expect_err(text);
+            let shown = err.to_string();
+            assert!(shown.contains(expected), "{text}: {shown}");
+            assert!(!shown.contains("pw-in-url"), "{shown}");
+        }
     }
 }

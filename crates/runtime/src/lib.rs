@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
 use agentplane_engine::executions::{ExecutionPorts, Executions, Workspaces};
-use agentplane_engine::governance::Governance;
+use agentplane_engine::governance::{Governance, RateLimiter, RateLimits};
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox, VersionSettings};
 use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
@@ -168,6 +168,7 @@ impl Runtime {
                 )))
                 .collect(),
             tap: Some(metrics.clone()),
+            limiter: rate_limiter(&config)?,
             ..Governance::default()
         };
         let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
@@ -337,6 +338,21 @@ impl Runtime {
             .run_turn_here(LOCAL_CLIENT, &thread.id, task.input, observer, cancel)
             .await?)
     }
+}
+
+/// The rate-limit counters of `[rate_limits]`: shared in Redis, or this process's own.
+fn rate_limiter(config: &Config) -> Result<Arc<dyn RateLimits>, RuntimeError> {
+    let Some(redis) = &config.rate_limits.redis else {
+        return Ok(Arc::new(RateLimiter::default()));
+    };
+    let limiter = agentplane_redis::RedisRateLimiter::new(redis)
+        .map_err(|m| ConfigError::new("rate_limits.redis", m))?;
+    tracing::info!(
+        redis = limiter.shown_url(),
+        on_unavailable = ?redis.on_unavailable,
+        "rate limits are counted in Redis, shared by every replica using it"
+    );
+    Ok(Arc::new(limiter))
 }
 
 /// The execution service over the store, with webhooks signed by the configured secret.

@@ -702,3 +702,88 @@ async fn hash_retention_keeps_arguments_out_of_events() {
         "events hold the arguments"
     );
 }
+
+/// A policy name no other run shares (the Redis of `scripts/redis.sh` outlives runs).
+fn unique_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// Two runtimes as two replicas would be (each its own SQLite file and model server)
+/// with `[rate_limits] redis` on the Redis of `scripts/redis.sh`: one limit between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_sharing_a_redis_admit_a_limit_once_between_them() {
+    let Some(url) = std::env::var("AGENTPLANE_TEST_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must provide AGENTPLANE_TEST_REDIS_URL (scripts/test.sh runs scripts/redis.sh)"
+        );
+        eprintln!(
+            "AGENTPLANE_TEST_REDIS_URL is not set; run ./scripts/test.sh to include this check"
+        );
+        return;
+    };
+    let policy = format!(
+        "name: {}\ntype: rate_limit\nrules: {{window: 1h, max: 7}}\n",
+        unique_name("shared")
+    );
+    let extra = format!("[rate_limits]\nredis = \"{url}\"\n");
+    let steps = || (0..20).map(|i| Step::text(format!("answer {i}"))).collect();
+    let a = setup(steps(), &[("rate.yaml", &policy)], &extra).await;
+    let b = setup(steps(), &[("rate.yaml", &policy)], &extra).await;
+    let (on_a, on_b) = tokio::join!(concurrent_turns(&a, 20), concurrent_turns(&b, 20));
+    let mut admitted = 0;
+    for outcome in on_a.into_iter().chain(on_b) {
+        match outcome {
+            Ok(_) => admitted += 1,
+            Err(e) if e.code() == ErrorCode::RateLimited => {
+                let wait = e.retry_after_secs().expect("retry after");
+                assert!((3000..=3600).contains(&wait), "{wait}");
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(admitted, 7);
+    assert_eq!(
+        a.server.chat_request_count() + b.server.chat_request_count(),
+        7
+    );
+}
+
+/// Fail-closed: with the Redis unreachable, a turn a limit selects is refused with its
+/// own code and a message that says why; a turn no limit selects runs.
+#[tokio::test]
+async fn with_redis_unreachable_a_limited_turn_is_refused_and_others_run() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let s = setup(
+        vec![Step::text("unlimited")],
+        &[(
+            "rate.yaml",
+            "name: chat-turns\ntype: rate_limit\ntargets: {agents: [chat]}\nrules: {window: 1m, max: 5}\n",
+        )],
+        &format!("[rate_limits]\nredis = \"redis://:pw-not-shown@127.0.0.1:{port}/\"\n"),
+    )
+    .await;
+    let hub = s.runtime.hub();
+    let chat = thread(hub, "alice", "chat", &s.workspace).await;
+    let refused = run(hub, "alice", &chat, "hi").await.expect_err("refused");
+    assert_eq!(refused.code(), ErrorCode::UpstreamUnavailable);
+    let message = refused.to_string();
+    assert!(message.contains("Redis"), "{message}");
+    assert!(!message.contains("pw-not-shown"), "{message}");
+    assert_eq!(s.server.chat_request_count(), 0);
+
+    let writer = thread(hub, "alice", "writer", &s.workspace).await;
+    run(hub, "alice", &writer, "hi")
+        .await
+        .expect("no limit selects it");
+}

@@ -3,7 +3,7 @@
 //! hub consult it; nothing here does I/O except through the store port it is given.
 //!
 //! - `policies`: the active, hot-swappable policy set.
-//! - `rate`: exact sliding-window counters.
+//! - `rate`: exact sliding-window counters in memory (the default `RateLimits`).
 //! - `budget`: reserve-then-settle spending accounts.
 //! - `prices`: the price table that turns tokens into micro-dollars.
 //! - `audit`: the post-turn comparison of what happened with what policy allows.
@@ -23,7 +23,7 @@ use agentplane_core::Event;
 pub use budget::{BudgetError, BudgetKeeper, Exceeded, Reservation};
 pub use policies::{ActivePolicies, PolicyStatus};
 pub use prices::{Price, PriceTable};
-pub use rate::{Limited, RateFacts, RateLimiter};
+pub use rate::{Limited, RateError, RateFacts, RateLimiter, RateLimits};
 
 /// How long an approval waits for a decision unless configured otherwise: one day.
 pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -51,7 +51,8 @@ pub trait EventTap: Send + Sync {
 /// Everything governance needs at run time. One per process, shared by every turn.
 pub struct Governance {
     pub policies: Arc<ActivePolicies>,
-    pub limiter: RateLimiter,
+    /// The rate-limit counters: in memory by default, shared (Redis) across replicas.
+    pub limiter: Arc<dyn RateLimits>,
     pub budgets: BudgetKeeper,
     pub prices: PriceTable,
     pub retention: ArgsRetention,
@@ -67,7 +68,7 @@ impl Default for Governance {
     fn default() -> Self {
         Self {
             policies: Arc::new(ActivePolicies::default()),
-            limiter: RateLimiter::default(),
+            limiter: Arc::new(RateLimiter::default()),
             budgets: BudgetKeeper::default(),
             prices: PriceTable::default(),
             retention: ArgsRetention::Full,

@@ -1,47 +1,21 @@
 //! Sliding-window rate limits, exact under concurrency: every admission is decided and
 //! recorded under one lock, so N concurrent requests against a window of `max` admit
 //! exactly `max`. Each counter is a log of admission instants (seed 001 ADR-008's
-//! sliding log), at most `max` long; in memory, for one process.
+//! sliding log), at most `max` long; in memory, for one process. It is the default
+//! [`RateLimits`]; replicas share theirs in Redis instead (ADR 0021).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use agentplane_core::policy::{CountKey, RateLimit};
+use agentplane_core::policy::RateLimit;
+use async_trait::async_trait;
+
+use crate::ports::rate::counter_parts;
+pub use crate::ports::{Limited, RateError, RateFacts, RateLimits};
 
 /// Admissions between sweeps of idle counters.
 const SWEEP_EVERY: u64 = 4_096;
-
-/// The facts a counter may be keyed by.
-#[derive(Debug, Clone, Copy)]
-pub struct RateFacts<'a> {
-    pub agent: &'a str,
-    pub tool: Option<&'a str>,
-    pub client: &'a str,
-}
-
-/// A refusal: which policy's window is full and when it next admits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limited {
-    pub policy: String,
-    pub max: u32,
-    pub window: Duration,
-    /// How long until the oldest admission leaves the window.
-    pub retry_after: Duration,
-}
-
-impl Limited {
-    /// The refusal in words.
-    pub fn message(&self) -> String {
-        format!(
-            "rate limit `{}` allows {} per {} s; retry in {} s",
-            self.policy,
-            self.max,
-            self.window.as_secs(),
-            self.retry_after.as_secs().max(1)
-        )
-    }
-}
 
 struct Counter {
     window: Duration,
@@ -63,7 +37,7 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// Admits one request against every limit that applies, or against none: a request
     /// refused by one limit does not use up the others.
-    pub fn admit(
+    pub fn admit_at(
         &self,
         limits: &[(&str, &RateLimit)],
         facts: RateFacts<'_>,
@@ -129,6 +103,18 @@ impl RateLimiter {
     }
 }
 
+#[async_trait]
+impl RateLimits for RateLimiter {
+    async fn admit(
+        &self,
+        limits: &[(&str, &RateLimit)],
+        facts: RateFacts<'_>,
+    ) -> Result<(), RateError> {
+        self.admit_at(limits, facts, Instant::now())
+            .map_err(RateError::Limited)
+    }
+}
+
 /// Drops admissions that have left the window.
 fn prune(counter: &mut Counter, now: Instant) {
     while let Some(&oldest) = counter.admitted.front() {
@@ -140,23 +126,16 @@ fn prune(counter: &mut Counter, now: Instant) {
     }
 }
 
-/// The counter a request counts against: the policy, then each `per` fact.
+/// The in-memory key of a counter: its parts joined by NUL.
 fn key(policy: &str, limit: &RateLimit, facts: RateFacts<'_>) -> String {
-    let mut key = policy.to_owned();
-    for part in &limit.per {
-        key.push('\u{0}');
-        key.push_str(match part {
-            CountKey::Agent => facts.agent,
-            CountKey::Tool => facts.tool.unwrap_or(""),
-            CountKey::Client => facts.client,
-        });
-    }
-    key
+    counter_parts(policy, limit, facts).join("\u{0}")
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use agentplane_core::policy::CountKey;
 
     use super::*;
 
@@ -182,21 +161,21 @@ mod tests {
         let l = limit(2, 10, vec![]);
         let t0 = Instant::now();
         let limits = [("p", &l)];
-        assert!(limiter.admit(&limits, facts("a", "c"), t0).is_ok());
+        assert!(limiter.admit_at(&limits, facts("a", "c"), t0).is_ok());
         assert!(
             limiter
-                .admit(&limits, facts("a", "c"), t0 + Duration::from_secs(4))
+                .admit_at(&limits, facts("a", "c"), t0 + Duration::from_secs(4))
                 .is_ok()
         );
         let refused = limiter
-            .admit(&limits, facts("a", "c"), t0 + Duration::from_secs(5))
+            .admit_at(&limits, facts("a", "c"), t0 + Duration::from_secs(5))
             .expect_err("full");
         assert_eq!(refused.retry_after, Duration::from_secs(5));
         assert_eq!(refused.policy, "p");
         // The first admission leaves the window at t0+10: one slot frees, not two.
         let later = t0 + Duration::from_secs(10);
-        assert!(limiter.admit(&limits, facts("a", "c"), later).is_ok());
-        assert!(limiter.admit(&limits, facts("a", "c"), later).is_err());
+        assert!(limiter.admit_at(&limits, facts("a", "c"), later).is_ok());
+        assert!(limiter.admit_at(&limits, facts("a", "c"), later).is_err());
     }
 
     #[test]
@@ -206,13 +185,13 @@ mod tests {
         let shared = limit(2, 60, vec![]);
         let limits = [("per-client", &per_client), ("shared", &shared)];
         let now = Instant::now();
-        assert!(limiter.admit(&limits, facts("a", "alice"), now).is_ok());
+        assert!(limiter.admit_at(&limits, facts("a", "alice"), now).is_ok());
         // Alice's own counter is full: refused, and the shared counter is not charged.
-        assert!(limiter.admit(&limits, facts("a", "alice"), now).is_err());
-        assert!(limiter.admit(&limits, facts("a", "bob"), now).is_ok());
+        assert!(limiter.admit_at(&limits, facts("a", "alice"), now).is_err());
+        assert!(limiter.admit_at(&limits, facts("a", "bob"), now).is_ok());
         // The shared one is now full (alice once, bob once).
         let refused = limiter
-            .admit(&limits, facts("a", "carol"), now)
+            .admit_at(&limits, facts("a", "carol"), now)
             .expect_err("shared full");
         assert_eq!(refused.policy, "shared");
     }
@@ -229,7 +208,9 @@ mod tests {
                     let l = l.clone();
                     scope.spawn(move || {
                         (0..100)
-                            .filter(|_| limiter.admit(&[("p", &l)], facts("a", "c"), now).is_ok())
+                            .filter(|_| {
+                                limiter.admit_at(&[("p", &l)], facts("a", "c"), now).is_ok()
+                            })
                             .count()
                     })
                 })

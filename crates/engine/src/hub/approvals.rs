@@ -7,7 +7,7 @@
 //! resumed by the next start-up's sweep, so approvals survive restarts.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{AgentSpec, ApprovalId, ApprovalOutcome, StopReason};
@@ -69,12 +69,9 @@ impl Hub {
                     tool: None,
                     client,
                 },
-                Instant::now(),
             )
-            .map_err(|limited| HubError::RateLimited {
-                message: limited.message(),
-                retry_after_secs: limited.retry_after.as_secs().max(1),
-            })?;
+            .await
+            .map_err(HubError::from)?;
         let reservation = governance
             .budgets
             .reserve(

@@ -32,8 +32,8 @@ use tokio_util::task::TaskTracker;
 use crate::context::{self, ContextBudget, PastTurn};
 use crate::permissions::{self, PermissionBroker};
 use crate::ports::{
-    Ensemble, ModelError, NewThread, PermissionRecord, StoreError, ThreadRecord, TurnRecord,
-    TurnStatus,
+    Ensemble, ModelError, NewThread, PermissionRecord, RateError, StoreError, ThreadRecord,
+    TurnRecord, TurnStatus,
 };
 use crate::providers::{ProviderReport, RouteKey, TaskSize};
 use crate::turn::{
@@ -114,6 +114,9 @@ pub enum HubError {
         message: String,
         retry_after_secs: u64,
     },
+    /// The shared rate-limit counters could not be reached: refused (fail-closed).
+    #[error("{0}")]
+    RateLimitsUnavailable(String),
     #[error("{0}")]
     BudgetExceeded(String),
     #[error(transparent)]
@@ -128,6 +131,20 @@ impl From<StoreError> for HubError {
             StoreError::NotFound(what) => Self::NotFound(what),
             StoreError::Conflict(what) => Self::Conflict(what),
             other => Self::Store(other),
+        }
+    }
+}
+
+impl From<RateError> for HubError {
+    fn from(e: RateError) -> Self {
+        match e {
+            RateError::Limited(limited) => Self::RateLimited {
+                message: limited.message(),
+                retry_after_secs: limited.retry_after.as_secs().max(1),
+            },
+            unavailable @ RateError::Unavailable(_) => {
+                Self::RateLimitsUnavailable(unavailable.to_string())
+            }
         }
     }
 }
@@ -159,6 +176,7 @@ impl HubError {
             Self::Conflict(_) | Self::ShuttingDown => ErrorCode::Conflict,
             Self::Forbidden(_) => ErrorCode::Forbidden,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
+            Self::RateLimitsUnavailable(_) => ErrorCode::UpstreamUnavailable,
             Self::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),

@@ -3,6 +3,7 @@
 pub mod executions;
 pub mod external;
 pub mod model;
+pub mod rate;
 pub mod replicas;
 pub mod store;
 pub mod tools;
@@ -14,6 +15,7 @@ pub use executions::{
 };
 pub use external::{Availability, ExternalAgent};
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
+pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Appended, ReplicaStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,

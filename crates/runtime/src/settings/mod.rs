@@ -10,6 +10,7 @@ pub mod governance;
 pub mod policies;
 pub mod prices;
 pub mod providers;
+pub mod rate_limits;
 pub mod secrets;
 pub mod versions;
 
