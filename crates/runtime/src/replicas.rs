@@ -6,8 +6,8 @@
 //! replicas and recovers their work: their running turns end `interrupted`, their
 //! running executions are retried or interrupted per `[executions] on_restart`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use agentplane_core::ReplicaId;
@@ -78,6 +78,26 @@ struct Watched {
     settings: ClusterConfig,
 }
 
+/// What the task holds between beats: nothing that keeps the runtime alive, so that
+/// dropping a runtime closes its store (and frees the SQLite file's lock) at once.
+struct WatchedWeakly {
+    store: Weak<dyn Store>,
+    hub: Weak<Hub>,
+    executions: Weak<Executions>,
+    settings: ClusterConfig,
+}
+
+impl WatchedWeakly {
+    fn upgrade(&self) -> Option<Watched> {
+        Some(Watched {
+            store: self.store.upgrade()?,
+            hub: self.hub.upgrade()?,
+            executions: self.executions.upgrade()?,
+            settings: self.settings,
+        })
+    }
+}
+
 impl ReplicaWatch {
     /// Beats the heartbeat every `settings.heartbeat` until [`Self::stop`].
     pub(crate) fn start(
@@ -88,10 +108,10 @@ impl ReplicaWatch {
     ) -> Self {
         let stop = CancellationToken::new();
         let recovering = Arc::new(AtomicBool::new(false));
-        let watched = Watched {
-            store,
-            hub,
-            executions,
+        let watched = WatchedWeakly {
+            store: Arc::downgrade(&store),
+            hub: Arc::downgrade(&hub),
+            executions: Arc::downgrade(&executions),
             settings,
         };
         let task = tokio::spawn(watch(watched, stop.clone(), recovering.clone()));
@@ -108,7 +128,7 @@ impl ReplicaWatch {
         self.recovering.store(true, Ordering::SeqCst);
     }
 
-    /// Stops beating and waits for the task.
+    /// Stops beating and waits for the task; [`Drop`] only stops it.
     pub(crate) async fn stop(&self) {
         self.stop.cancel();
         let task = self.task.lock().ok().and_then(|mut t| t.take());
@@ -118,13 +138,17 @@ impl ReplicaWatch {
     }
 }
 
-async fn watch(watched: Watched, stop: CancellationToken, recovering: Arc<AtomicBool>) {
-    let shared = watched.store.shared();
+async fn watch(weakly: WatchedWeakly, stop: CancellationToken, recovering: Arc<AtomicBool>) {
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(watched.settings.heartbeat) => {}
+            () = tokio::time::sleep(weakly.settings.heartbeat) => {}
         }
+        // The runtime is gone (dropped without a shutdown): so is this replica.
+        let Some(watched) = weakly.upgrade() else {
+            return;
+        };
+        let shared = watched.store.shared();
         if let Err(e) = watched.store.heartbeat().await {
             tracing::warn!(error = %e, "could not record this replica's heartbeat");
         }
@@ -216,4 +240,10 @@ async fn recover_one(watched: &Watched, dead: &ReplicaId) {
         recovered_executions = recovered.unwrap_or(0),
         "a replica stopped beating; its work was recovered here"
     );
+}
+
+impl Drop for ReplicaWatch {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
 }

@@ -12,7 +12,7 @@ use agentplane_core::{
 };
 use agentplane_engine::NoObserver;
 use agentplane_engine::hub::{ApprovalAnswer, CreateThread, Hub, HubError};
-use agentplane_engine::ports::{ApprovalStatus, CostQuery, EventStore, TurnStatus};
+use agentplane_engine::ports::{ApprovalStatus, CostQuery, TurnStatus};
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
 use agentplane_testkit::{Scenario, ScriptedServer, ScriptedToolCall, Step};

@@ -4,7 +4,6 @@
 use agentplane_core::{EventPayload, PermissionDecision, StopReason, ToolErrorKind};
 use agentplane_engine::NoObserver;
 use agentplane_engine::hub::CreateThread;
-use agentplane_engine::ports::EventStore;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use agentplane_core::{EventPayload, StopReason, ToolStatus};
 use agentplane_engine::NoObserver;
 use agentplane_engine::hub::CreateThread;
-use agentplane_engine::ports::EventStore;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
 use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use agentplane_core::{ErrorCode, Event, EventPayload, StopReason};
 use agentplane_engine::NoObserver;
-use agentplane_engine::ports::EventStore;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime, Task};
 use agentplane_testkit::{Scenario, ScriptedModel, ScriptedServer, Step};

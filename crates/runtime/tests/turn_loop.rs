@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agentplane_core::{ErrorCode, Event, EventPayload, StopReason, ToolErrorKind, ToolStatus};
 use agentplane_engine::TurnObserver;
-use agentplane_engine::ports::{EventStore, NewThread};
+use agentplane_engine::ports::NewThread;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime, Task};
 use agentplane_testkit::{Scenario, ScriptedModel, ScriptedServer, Step};

@@ -6,7 +6,6 @@
 use agentplane_core::{EventPayload, SpecPatch, TrafficSplit};
 use agentplane_engine::NoObserver;
 use agentplane_engine::hub::{CreateThread, CreateVersion, HubError};
-use agentplane_engine::ports::EventStore;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};

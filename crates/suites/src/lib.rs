@@ -259,6 +259,23 @@ impl SseReader {
         }
     }
 
+    /// Follows a thread's events after `after` (`GET /v1/threads/{id}/events`).
+    pub async fn follow(served: &Served, thread: &str, after: u64) -> SseReader {
+        let response = api(
+            served,
+            reqwest::Method::GET,
+            &format!("/v1/threads/{thread}/events?after={after}"),
+        )
+        .send()
+        .await
+        .expect("follow events");
+        assert_eq!(response.status(), 200, "{}", served.stderr());
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
     /// The next event, or `None` when the stream ends.
     pub async fn next(&mut self) -> Option<Received> {
         loop {

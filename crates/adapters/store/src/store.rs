@@ -60,10 +60,25 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`] as the given replica.
     pub async fn open_as(path: &Path, replica: ReplicaId) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, replica, true).await
+    }
+
+    /// Opens the database without taking its lock, for a command that only reads
+    /// (`agentplane costs`) beside a running server. Never run or recover turns
+    /// through it: that is what the lock is for.
+    pub async fn open_unlocked(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, ReplicaId::new(), false).await
+    }
+
+    async fn open_with(
+        path: &Path,
+        replica: ReplicaId,
+        exclusive: bool,
+    ) -> Result<SqliteStore, StoreError> {
         let path = path.to_path_buf();
         let (conn, readers, lock, path) = tokio::task::spawn_blocking(move || {
             let conn = connection::open_writer(&path)?;
-            let lock = connection::lock(&path)?;
+            let lock = exclusive.then(|| connection::lock(&path)).transpose()?;
             let readers = Readers::open(&path, READERS)?;
             Ok::<_, StoreError>((conn, readers, lock, path))
         })
@@ -78,7 +93,7 @@ impl SqliteStore {
             commands: Some(commands),
             writer: Some(writer),
             readers: Arc::new(readers),
-            lock: Some(lock),
+            lock,
         })
     }
 

@@ -82,7 +82,16 @@ async fn report(
     };
     let client = (!args.all_clients).then_some(args.client.as_str());
     let config = Config::load(config).map_err(|e| (ErrorCode::InvalidArgument, e.to_string()))?;
-    let store = SqliteStore::open(&config.store.path)
+    if config.store.postgres.is_some() {
+        return Err((
+            ErrorCode::InvalidArgument,
+            "`agentplane costs` reads the SQLite file; on PostgreSQL ask a server \
+             (GET /v1/costs)"
+                .to_owned(),
+        ));
+    }
+    // Read beside a running server: the server holds the file's lock.
+    let store = SqliteStore::open_unlocked(&config.store.path)
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
     report_costs(&store, client, request)

@@ -24,15 +24,21 @@ impl Hub {
     /// Forwards the events other processes commit into this process's live feeds,
     /// until shutdown. `appended` is the store's feed (`ReplicaStore::appended`).
     pub fn follow_replicas(self: &Arc<Self>, mut appended: mpsc::Receiver<Appended>) {
-        let hub = self.clone();
+        // Weakly held: the store this feed comes from belongs to the hub, so a strong
+        // reference here would keep both alive for ever.
+        let hub = Arc::downgrade(self);
+        let stopping = self.stopping.clone();
         self.tasks.spawn(async move {
             loop {
                 let first = tokio::select! {
-                    () = hub.stopping.cancelled() => return,
+                    () = stopping.cancelled() => return,
                     next = appended.recv() => match next {
                         Some(first) => first,
                         None => return,
                     },
+                };
+                let Some(hub) = hub.upgrade() else {
+                    return;
                 };
                 // A burst of commits is read once per thread, up to its highest seq.
                 let mut due: HashMap<ThreadId, u64> = HashMap::new();

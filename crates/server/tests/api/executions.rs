@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentplane_core::ExecutionId;
-use agentplane_engine::ports::{DeliveryRecord, DeliveryStatus, ExecutionStore};
+use agentplane_engine::ports::{DeliveryRecord, DeliveryStatus};
 use agentplane_testkit::Step;
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use hmac::{KeyInit, Mac};

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use agentplane_core::{Event, ThreadId, TurnId};
-use agentplane_engine::ports::EventStore;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
 use agentplane_server::{ServeError, ServeOptions, serve};

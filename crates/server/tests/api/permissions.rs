@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use agentplane_core::PermissionId;
-use agentplane_engine::ports::{EventStore, PermissionRecord, PermissionStatus};
+use agentplane_engine::ports::{PermissionRecord, PermissionStatus};
 use agentplane_testkit::Step;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
