@@ -42,6 +42,7 @@ cat > "$work/scenario.json" <<'JSON'
 JSON
 llm_port="$(free_port)"
 "$llm" --scenario "$work/scenario.json" --listen "127.0.0.1:$llm_port" >"$work/llm.log" 2>&1 &
+sleep 0.5
 pids+=($!)
 cat > "$work/agentplane.toml" <<'TOML'
 [llm]
@@ -50,15 +51,18 @@ max_retries = 0
 system_prompt = "You chat."
 TOML
 
-# start_replica DB -> prints the base URL
+# start_replica DB: starts a replica on DB; its base URL is left in $base.
 start_replica() {
   local port; port="$(free_port)"
-  (cd "$work" && AGENTPLANE_LLM_BASE_URL="http://127.0.0.1:$llm_port/v1" \
+  (cd "$work" && exec env AGENTPLANE_LLM_BASE_URL="http://127.0.0.1:$llm_port/v1" \
     AGENTPLANE_LLM_MODEL=scripted-model AGENTPLANE_LOG=warn \
-    "$bin" serve --listen "127.0.0.1:$port" --db "$1" >"$work/serve-$port.log" 2>&1) &
+    "$bin" serve --listen "127.0.0.1:$port" --db "$1") >"$work/serve-$port.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 300); do
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && { echo "http://127.0.0.1:$port"; return; }
+    if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
+      base="http://127.0.0.1:$port"
+      return
+    fi
     sleep 0.1
   done
   echo "serve on $port did not start" >&2; cat "$work/serve-$port.log" >&2; exit 1
@@ -81,18 +85,18 @@ load() { python3 "bench/replicas/load.py" --turns "$turns" --clients "$clients" 
 
 echo "setup,run,turns,seconds,turns_per_s"
 for run in $(seq 1 "$runs"); do
-  a="$(start_replica "$work/sqlite-$run.db")"
+  start_replica "$work/sqlite-$run.db"; a="$base"
   echo "sqlite-1,$run,$(load "$a")"
   stop_replicas
 
   db="$(fresh_pg "one_$run")"
-  a="$(start_replica "$db")"
+  start_replica "$db"; a="$base"
   echo "postgres-1,$run,$(load "$a")"
   stop_replicas
 
   db="$(fresh_pg "two_$run")"
-  a="$(start_replica "$db")"
-  b="$(start_replica "$db")"
+  start_replica "$db"; a="$base"
+  start_replica "$db"; b="$base"
   echo "postgres-2,$run,$(load "$a" "$b")"
   stop_replicas
 done

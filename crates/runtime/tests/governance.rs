@@ -576,13 +576,26 @@ async fn an_expired_approval_is_a_rejection() {
 
 #[tokio::test]
 async fn a_pending_approval_survives_a_restart_and_the_turn_completes_after() {
-    let mut s = setup(write_steps(), &[("review.yaml", REVIEW_WRITES)], "").await;
+    let s = setup(write_steps(), &[("review.yaml", REVIEW_WRITES)], "").await;
     let (t, id) = suspended_write(&s, "c1").await;
     s.runtime.hub().shutdown(Duration::from_secs(5)).await;
     s.runtime.shutdown().await;
     let base = s.server.base_url();
-    // A new process on the same database: the suspended turn is not interrupted.
-    s.runtime = start(&s.dir, &base, "").await;
+    // A new process on the same database (the old one gone first: the file is locked
+    // to one store at a time): the suspended turn is not interrupted.
+    let Setup {
+        server,
+        dir,
+        workspace,
+        runtime,
+    } = s;
+    drop(runtime);
+    let s = Setup {
+        runtime: start(&dir, &base, "").await,
+        server,
+        dir,
+        workspace,
+    };
     s.runtime.hub().start_governance();
     let turn = s.runtime.store().list_turns(&t).await.expect("turns");
     assert_eq!(turn[0].status, TurnStatus::Running);
