@@ -249,3 +249,31 @@ async fn two_replicas_share_turns_streams_recovery_and_rate_limits() {
     drop(a);
     drop_database(&postgres, &name).await;
 }
+
+/// The SQLite file serves one process: a second `serve` on it refuses to start, saying
+/// why, and the first carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_serve_on_one_sqlite_file_refuses_to_start() {
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hello")]))
+        .await
+        .expect("model");
+    let sb = sandbox("");
+    let first = start(&sb, &model.base_url(), &[]).await;
+    let port = agentplane_suites::free_port();
+    let output = agentplane_suites::command(&sb, &model.base_url())
+        .arg("serve")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .output()
+        .expect("run a second serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("in use by another agentplane process"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("events.db"), "{stderr}");
+    let thread = create_thread(&first, &sb, "chat", "still serving").await;
+    let mut sse = SseReader::open(&first, &thread, "hi").await;
+    sse.until("turn_completed").await;
+}
