@@ -19,6 +19,8 @@ fi
 
 # The real MCP peers (npm's server-everything, PyPI's mcp client); see the script.
 eval "$(./scripts/test-peers.sh)"
+# A throwaway PostgreSQL on 127.0.0.1:8693 for the PostgreSQL store's tests.
+eval "$(./scripts/postgres.sh)"
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
