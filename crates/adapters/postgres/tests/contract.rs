@@ -1,5 +1,6 @@
 //! The store contract (`agentplane-store-contract`) against `PostgresStore`: every test
-//! gets a database of its own on the test server, and a raw connection to it.
+//! gets a schema of its own (in a database the contract tests share) on the test
+//! server, and a raw connection to it.
 
 mod common;
 
@@ -9,7 +10,7 @@ use agentplane_store_contract::store_contract;
 use common::{PgRaw, TestDb};
 
 async fn fresh() -> Option<(TestDb, PostgresStore, PgRaw)> {
-    let db = TestDb::create().await?;
+    let db = TestDb::create_schema().await?;
     let store = db.store().await;
     let raw = db.raw().await;
     Some((db, store, raw))

@@ -1,4 +1,4 @@
-//! Fixtures of the PostgreSQL tests: a fresh database per test on the server
+//! Fixtures of the PostgreSQL tests: a fresh database (or schema) per test on the server
 //! `AGENTPLANE_TEST_POSTGRES_URL` names (`scripts/postgres.sh` starts one; `scripts/test.sh`
 //! sets it), dropped when the test ends, and raw SQL on it.
 
@@ -9,6 +9,7 @@ use agentplane_postgres::PostgresStore;
 use agentplane_store_contract::{Dialect, RawSql};
 use async_trait::async_trait;
 use tokio_postgres::NoTls;
+use tokio_postgres::error::SqlState;
 
 /// The server's URL, or `None` (with a note) where none is configured. Under CI it
 /// must be.
@@ -46,27 +47,81 @@ fn with_database(url: &str, name: &str) -> String {
     }
 }
 
-/// A database of its own for one test, dropped (with any connection left) on drop.
+/// The database the contract tests share, a schema each.
+const SHARED: &str = "agentplane_contract";
+
+/// Where one test's tables live: a database of its own, or a schema of its own in a
+/// shared database (cheaper to make; enough for tests that do not look beyond their
+/// database, as `LISTEN` and `pg_stat_activity` do).
+enum Scope {
+    Database(String),
+    Schema(String),
+}
+
+/// One test's own place on the test server, dropped (with everything in it) on drop.
 pub struct TestDb {
     server: String,
-    name: String,
+    scope: Scope,
     pub url: String,
 }
 
+/// A connection to `url`, driven in the background.
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .expect("connect to the test server");
+    tokio::spawn(connection);
+    client
+}
+
 impl TestDb {
+    /// A fresh database for one test.
     pub async fn create() -> Option<TestDb> {
         let server = server_url()?;
         let name = format!("agentplane_test_{}", uuid::Uuid::now_v7().simple());
-        let (client, connection) = tokio_postgres::connect(&server, NoTls)
+        connect(&server)
             .await
-            .expect("connect to the test server");
-        tokio::spawn(connection);
-        client
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .expect("create the test database");
         let url = with_database(&server, &name);
-        Some(TestDb { server, name, url })
+        Some(TestDb {
+            server,
+            scope: Scope::Database(name),
+            url,
+        })
+    }
+
+    /// A fresh schema for one test in the database the contract tests share.
+    pub async fn create_schema() -> Option<TestDb> {
+        let server = server_url()?;
+        if let Err(e) = connect(&server)
+            .await
+            .batch_execute(&format!("CREATE DATABASE {SHARED}"))
+            .await
+        {
+            // Another test process made it first (or is making it right now).
+            let code = e.code().cloned();
+            assert!(
+                code == Some(SqlState::DUPLICATE_DATABASE)
+                    || code == Some(SqlState::UNIQUE_VIOLATION),
+                "create the shared test database: {e}"
+            );
+        }
+        let name = format!("test_{}", uuid::Uuid::now_v7().simple());
+        let shared = with_database(&server, SHARED);
+        connect(&shared)
+            .await
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .await
+            .expect("create the test schema");
+        let separator = if shared.contains('?') { '&' } else { '?' };
+        let url = format!("{shared}{separator}options=-csearch_path%3D{name}");
+        Some(TestDb {
+            server,
+            scope: Scope::Schema(name),
+            url,
+        })
     }
 
     /// A store on this database as a new replica.
@@ -78,37 +133,40 @@ impl TestDb {
 
     /// A raw connection to this database.
     pub async fn raw(&self) -> PgRaw {
-        let (client, connection) = tokio_postgres::connect(&self.url, NoTls)
-            .await
-            .expect("raw connection");
-        tokio::spawn(connection);
-        PgRaw { client }
+        PgRaw {
+            client: connect(&self.url).await,
+        }
     }
 }
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let (server, name) = (self.server.clone(), self.name.clone());
+        let (url, sql) = match &self.scope {
+            Scope::Database(name) => (
+                self.server.clone(),
+                format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            ),
+            Scope::Schema(name) => (
+                with_database(&self.server, SHARED),
+                format!("DROP SCHEMA IF EXISTS {name} CASCADE"),
+            ),
+        };
         // Drop runs inside the test's runtime, which cannot block on itself.
+        let statement = sql.clone();
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime");
             runtime.block_on(async move {
-                let (client, connection) = tokio_postgres::connect(&server, NoTls).await?;
+                let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
                 tokio::spawn(connection);
-                client
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await
+                client.batch_execute(&statement).await
             })
         })
         .join();
         if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!(
-                "could not drop the test database {}: {dropped:?}",
-                self.name
-            );
+            eprintln!("could not clean up ({sql}): {dropped:?}");
         }
     }
 }
