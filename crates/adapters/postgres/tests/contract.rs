@@ -5,7 +5,7 @@
 mod common;
 
 use agentplane_postgres::PostgresStore;
-use agentplane_store_contract::store_contract;
+use agentplane_store_contract::{replica_contract, store_contract};
 
 use common::{PgRaw, TestDb};
 
@@ -17,3 +17,4 @@ async fn fresh() -> Option<(TestDb, PostgresStore, PgRaw)> {
 }
 
 store_contract!(fresh);
+replica_contract!(fresh);

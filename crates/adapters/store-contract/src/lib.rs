@@ -17,11 +17,13 @@ pub mod events;
 pub mod executions;
 pub mod model_calls;
 pub mod permissions;
+pub mod replicas;
 pub mod threads;
 pub mod turns;
 pub mod versions;
 
 pub use fixtures::{Dialect, RawSql, Store};
+pub use replicas::ReplicatedStore;
 
 /// Expands to one `#[tokio::test]` per contract test. `$fresh` is an async function
 /// returning `Option<(guard, store, raw)>`: `None` skips the test (the backend is not
@@ -96,5 +98,18 @@ macro_rules! store_contract {
                 $crate::$module::$name(::std::sync::Arc::new(store), &raw).await;
             }
         )*
+    };
+}
+
+/// Like [`store_contract!`], for the `ReplicaStore` tests (stores that implement it).
+#[macro_export]
+macro_rules! replica_contract {
+    ($fresh:path) => {
+        $crate::store_contract!(@each $fresh;
+            replicas::recovery_of_a_replica_touches_only_its_own_turns,
+            replicas::claimed_executions_carry_their_replica,
+            replicas::the_registry_never_hands_a_replica_itself,
+            replicas::the_appended_feed_is_taken_once,
+        );
     };
 }
