@@ -255,6 +255,28 @@ async fn each_dead_replica_is_handed_to_one_survivor() {
     }
     claimed.sort();
     assert_eq!(claimed, dead.into_iter().collect::<Vec<_>>());
+    // Nothing is ever stale after an unbounded wait.
+    let raw_dead = ReplicaId::new();
+    raw.execute(&format!(
+        "INSERT INTO replicas (id, joined_at, heartbeat_at)
+         VALUES ('{raw_dead}', now() - interval '1 hour', now() - interval '1 hour')"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        survivors[0]
+            .claim_dead_replica(Duration::MAX)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        survivors[0]
+            .claim_dead_replica(Duration::ZERO)
+            .await
+            .unwrap(),
+        Some(raw_dead)
+    );
     // The live ones stay registered; one leaving removes only itself.
     assert_eq!(
         raw.query_i64("SELECT count(*) FROM replicas")
