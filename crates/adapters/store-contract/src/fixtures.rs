@@ -1,9 +1,9 @@
 //! What every contract test builds on: the store bound, raw SQL behind the store's
-//! back, and small constructors.
+//! back, and small constructors. No assertions live here.
 
 use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    EventStore, ExecutionStore, NewPermission, NewThread, StoreError, VersionStore,
+    EventStore, ExecutionStore, NewPermission, NewThread, VersionStore,
 };
 use async_trait::async_trait;
 
@@ -67,26 +67,6 @@ pub async fn unsabotage(raw: &dyn RawSql, table: &str) {
         }
     };
     raw.batch(&sql).await.expect("drop the sabotage trigger");
-}
-
-/// What a store does with text holding a NUL character: SQLite keeps it exactly;
-/// PostgreSQL cannot hold NUL in `TEXT`, and its store refuses the write as a
-/// `Conflict` that says so (writing nothing). Checks `result` is one of those for the
-/// dialect and returns whether the text was kept.
-pub fn nul_kept<T: std::fmt::Debug>(raw: &dyn RawSql, result: &Result<T, StoreError>) -> bool {
-    match raw.dialect() {
-        Dialect::Sqlite => {
-            assert!(result.is_ok(), "{result:?}");
-            true
-        }
-        Dialect::Postgres => {
-            assert!(
-                matches!(result, Err(StoreError::Conflict(m)) if m.contains("NUL")),
-                "{result:?}"
-            );
-            false
-        }
-    }
 }
 
 pub fn new_thread() -> NewThread {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use agentplane_core::{StopReason, ThreadId, TurnId};
 use agentplane_engine::ports::{NewThread, StoreError, TurnStatus};
 
-use crate::fixtures::{RawSql, Store, delta, new_thread, nul_kept, running_turn};
+use crate::fixtures::{RawSql, Store, delta, new_thread, running_turn};
 
 fn thread_of(client_id: &str, title: &str) -> NewThread {
     NewThread {
@@ -193,7 +193,7 @@ pub async fn writes_to_a_thread_deleted_behind_the_stores_back_are_not_found<S: 
     assert_eq!(store.interrupt_running_turns().await.unwrap(), vec![turn]);
 }
 
-pub async fn the_summary_round_trips_and_is_replaced<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
+pub async fn the_summary_round_trips_and_is_replaced<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
     let thread = {
         let created = store.create_thread(new_thread()).await.unwrap();
         assert_eq!(created.summary, None);
@@ -204,16 +204,7 @@ pub async fn the_summary_round_trips_and_is_replaced<S: Store>(store: Arc<S>, ra
 
         store.set_summary(&created.id, "first draft").await.unwrap();
         let hostile = "'); UPDATE threads SET deleted_at = 'x'; --\n\0 nul, 🚀, \u{202e}";
-        let set = store.set_summary(&created.id, hostile).await;
-        let hostile = if nul_kept(raw, &set) {
-            hostile
-        } else {
-            let kept = store.thread(&created.id).await.unwrap().unwrap();
-            assert_eq!(kept.summary.as_deref(), Some("first draft"));
-            let hostile = "'); UPDATE threads SET deleted_at = 'x'; --\n nul, 🚀, \u{202e}";
-            store.set_summary(&created.id, hostile).await.unwrap();
-            hostile
-        };
+        store.set_summary(&created.id, hostile).await.unwrap();
         let read = store.thread(&created.id).await.unwrap().unwrap();
         assert_eq!(read.summary.as_deref(), Some(hostile));
         assert_eq!(
