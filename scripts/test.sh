@@ -21,6 +21,12 @@ fi
 eval "$(./scripts/test-peers.sh)"
 # Redis for the shared rate limits (Debian's redis-server on 127.0.0.1:8694).
 eval "$(./scripts/redis.sh)"
+# A throwaway PostgreSQL on 127.0.0.1:8693 for the PostgreSQL store's tests (outside CI,
+# without Debian's postgresql installed, those tests skip with a note).
+if [ -z "${AGENTPLANE_TEST_POSTGRES_URL:-}" ]; then
+  pg_env="$(./scripts/postgres.sh)" || [[ -z "${CI:-}" ]]
+  eval "${pg_env:-}"
+fi
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"

@@ -11,6 +11,7 @@ use tokio_postgres::Row;
 
 use crate::db::Db;
 use crate::events::{insert_event, opt_text, require_running, text};
+use crate::nul::{enc, enc_opt};
 use crate::{pg, timestamp, unique_violation};
 
 /// Longest list returned at once.
@@ -77,14 +78,14 @@ pub(crate) async fn create(
                 &id.as_str(),
                 &approval.thread_id.as_str(),
                 &approval.turn_id.as_str(),
-                &approval.call_id,
-                &approval.tool,
+                &enc(&approval.call_id),
+                &enc(&approval.tool),
                 &arguments,
-                &approval.policy,
+                &enc(&approval.policy),
                 &approvers,
                 &snapshot,
                 &event.ts,
-                &approval.expires_at,
+                &enc(&approval.expires_at),
             ],
         )
         .await;
@@ -167,8 +168,8 @@ pub(crate) async fn decide(
                 &id.as_str(),
                 &decision.outcome.as_str(),
                 &edited.as_ref().map(|a| a.to_string()),
-                &decision.feedback,
-                &decision.by,
+                &enc_opt(decision.feedback.as_deref()),
+                &enc(&decision.by),
                 &event.ts,
             ],
         )
@@ -265,7 +266,7 @@ pub(crate) async fn list(
     sql.push_str(
         " ORDER BY approvals.created_at COLLATE \"C\", approvals.id COLLATE \"C\" LIMIT $2",
     );
-    db.query(&sql, &[&query.client, &limit])
+    db.query(&sql, &[&enc_opt(query.client.as_deref()), &limit])
         .await
         .map_err(pg)?
         .iter()

@@ -17,6 +17,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::db::Db;
 use crate::events::text;
+use crate::nul::{enc, enc_opt};
 use crate::{pg, timestamp, unique_violation};
 
 /// The grouping key of a row, in the order rows are returned.
@@ -45,7 +46,11 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
     let thread = query.thread.as_ref().map(|t| t.as_str().to_owned());
     let mut groups: BTreeMap<Key, CostRow> = BTreeMap::new();
 
-    let params: [&(dyn ToSql + Sync); 5] = [&query.client, &query.agent, &thread, &since, &until];
+    let (client, agent) = (
+        enc_opt(query.client.as_deref()),
+        enc_opt(query.agent.as_deref()),
+    );
+    let params: [&(dyn ToSql + Sync); 5] = [&client, &agent, &thread, &since, &until];
     let rows = db
         .query(
             "SELECT t.agent, t.client_id, e.payload, e.ts, e.thread_id, e.turn_id, e.seq
@@ -100,7 +105,7 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
     }
     // Model calls have no thread: a thread filter leaves them out.
     if query.thread.is_none() {
-        let params: [&(dyn ToSql + Sync); 4] = [&query.client, &query.agent, &since, &until];
+        let params: [&(dyn ToSql + Sync); 4] = [&client, &agent, &since, &until];
         let rows = db
             .query(
                 "SELECT agent, client_id, provider, model, ts,
@@ -156,10 +161,10 @@ pub(crate) async fn record_model_call(db: Db<'_>, call: ModelCallRecord) -> Resu
             &[
                 &call.id.as_str(),
                 &timestamp::now(),
-                &call.client,
-                &call.agent,
-                &call.provider,
-                &call.model,
+                &enc(&call.client),
+                &enc(&call.agent),
+                &enc(&call.provider),
+                &enc(&call.model),
                 &clamp(call.input_tokens),
                 &clamp(call.output_tokens),
                 &clamp(call.usd_micros),

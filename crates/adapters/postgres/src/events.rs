@@ -22,6 +22,7 @@ use agentplane_engine::ports::{
 use tokio_postgres::Row;
 
 use crate::db::Db;
+use crate::nul::{dec, enc, enc_opt};
 use crate::{approvals, damaged, pg, timestamp, unique_violation};
 
 /// Why interrupting declines the permissions it finds pending (SQLite's words).
@@ -51,10 +52,10 @@ pub(crate) async fn create_thread(
              VALUES ($1, $2, $3, $4, $5, $6)",
             &[
                 &thread.id.as_str(),
-                &thread.client_id,
-                &thread.agent,
-                &thread.cwd,
-                &thread.title,
+                &enc(&thread.client_id),
+                &enc(&thread.agent),
+                &enc(&thread.cwd),
+                &enc_opt(thread.title.as_deref()),
                 &created_at,
             ],
         )
@@ -113,7 +114,7 @@ pub(crate) async fn set_summary(
     let changed = db
         .execute(
             "UPDATE threads SET summary = $2 WHERE id = $1 AND deleted_at IS NULL",
-            &[&thread.as_str(), &summary],
+            &[&thread.as_str(), &enc(summary)],
         )
         .await
         .map_err(pg)?;
@@ -163,7 +164,7 @@ pub(crate) async fn begin_turn(
             &[
                 &turn.as_str(),
                 &thread.as_str(),
-                &input,
+                &enc(input),
                 &created_at,
                 &internal,
                 &replica.as_str(),
@@ -173,7 +174,7 @@ pub(crate) async fn begin_turn(
     match inserted {
         Ok(row) => {
             let agent_version = match row {
-                Some(row) => row.try_get::<_, Option<String>>(0).map_err(pg)?,
+                Some(row) => opt_text(&row, 0)?,
                 None => None,
             };
             Ok(TurnRecord {
@@ -350,8 +351,8 @@ pub(crate) async fn create_permission(
                 &id.as_str(),
                 &thread_id.as_str(),
                 &turn_id.as_str(),
-                &call_id,
-                &tool,
+                &enc(&call_id),
+                &enc(&tool),
                 &arguments_json,
                 &options_json,
                 &event.ts,
@@ -430,7 +431,7 @@ pub(crate) async fn resolve_permission(
         .execute(
             "UPDATE permissions SET status = $2, reason = $3, resolved_at = $4
              WHERE id = $1 AND status = 'pending'",
-            &[&id.as_str(), &decision.as_str(), &reason, &event.ts],
+            &[&id.as_str(), &decision.as_str(), &enc(reason), &event.ts],
         )
         .await
         .map_err(pg)?;
@@ -555,7 +556,7 @@ pub(crate) async fn threads_of_client(
             "SELECT {THREAD_COLUMNS} FROM threads WHERE client_id = $1 AND deleted_at IS NULL
              AND shadow_of IS NULL ORDER BY pos DESC"
         ),
-        &[&client_id],
+        &[&enc(client_id)],
     )
     .await
     .map_err(pg)?
@@ -661,12 +662,14 @@ async fn pending_permissions_of_turn(
 
 /// Column `i` as text.
 pub(crate) fn text(row: &Row, i: usize) -> Result<String, StoreError> {
-    row.try_get(i).map_err(pg)
+    row.try_get(i).map(dec).map_err(pg)
 }
 
 /// Column `i` as optional text.
 pub(crate) fn opt_text(row: &Row, i: usize) -> Result<Option<String>, StoreError> {
-    row.try_get(i).map_err(pg)
+    row.try_get::<_, Option<String>>(i)
+        .map(|t| t.map(dec))
+        .map_err(pg)
 }
 
 pub(crate) fn decode_thread(row: &Row) -> Result<ThreadRecord, StoreError> {

@@ -22,6 +22,7 @@ use tokio_postgres::Row;
 
 use crate::db::Db;
 use crate::events::{opt_text, text};
+use crate::nul::{enc, enc_opt};
 use crate::store::{in_tx, on_conn};
 use crate::{PostgresStore, pg, timestamp, unique_violation};
 
@@ -69,14 +70,14 @@ async fn create(db: Db<'_>, new: NewExecution) -> Result<(ExecutionRecord, bool)
              RETURNING id",
             &[
                 &new.id.as_str(),
-                &new.client_id,
-                &new.agent,
-                &new.input,
+                &enc(&new.client_id),
+                &enc(&new.agent),
+                &enc(&new.input),
                 &new.thread_id.as_str(),
                 &max_attempts,
-                &new.webhook_url,
-                &new.idempotency_key,
-                &new.fingerprint,
+                &enc_opt(new.webhook_url.as_deref()),
+                &enc_opt(new.idempotency_key.as_deref()),
+                &enc(&new.fingerprint),
                 &now,
             ],
         )
@@ -122,7 +123,7 @@ async fn claim(db: Db<'_>, worker: &str, replica: &ReplicaId) -> Result<Claim, S
                  ORDER BY e.next_attempt_at, e.pos LIMIT 1
                  FOR UPDATE SKIP LOCKED)
              RETURNING id",
-            &[&now, &worker, &replica.as_str()],
+            &[&now, &enc(worker), &replica.as_str()],
         )
         .await;
     match claimed {
@@ -184,7 +185,7 @@ async fn finish(
                 &end.turn_id.as_ref().map(TurnId::as_str),
                 &output,
                 &end.error.as_ref().map(|e| e.code.as_str()),
-                &end.error.as_ref().map(|e| e.message.as_str()),
+                &enc_opt(end.error.as_ref().map(|e| e.message.as_str())),
                 &now,
             ],
         )
@@ -231,7 +232,7 @@ async fn retry(
             &[
                 &id.as_str(),
                 &error.code.as_str(),
-                &error.message,
+                &enc(&error.message),
                 &timestamp::now(),
                 &after(delay),
             ],
@@ -387,7 +388,7 @@ async fn record_delivery(
                 &status.as_str(),
                 &next,
                 &attempt.status.map(i64::from),
-                &attempt.error,
+                &enc_opt(attempt.error.as_deref()),
                 &delivered_at,
             ],
         )
@@ -440,7 +441,7 @@ async fn by_key(
 ) -> Result<Option<ExecutionRecord>, StoreError> {
     db.query_opt(
         &format!("SELECT {COLUMNS} FROM executions WHERE client_id = $1 AND idempotency_key = $2"),
-        &[&client, &key],
+        &[&enc(client), &enc(key)],
     )
     .await
     .map_err(pg)?
@@ -458,9 +459,9 @@ async fn list(db: Db<'_>, query: &ExecutionQuery) -> Result<Vec<ExecutionRecord>
              ORDER BY pos DESC LIMIT $5"
         ),
         &[
-            &query.client,
+            &enc_opt(query.client.as_deref()),
             &query.status.map(ExecutionStatus::as_str),
-            &query.agent,
+            &enc_opt(query.agent.as_deref()),
             &query.thread.as_ref().map(ThreadId::as_str),
             &limit,
         ],

@@ -18,6 +18,7 @@ mod db;
 mod events;
 mod executions;
 mod listener;
+mod nul;
 mod replicas;
 mod schema;
 mod store;
@@ -30,9 +31,10 @@ pub use store::PostgresStore;
 use agentplane_engine::ports::StoreError;
 use tokio_postgres::error::SqlState;
 
-/// Any PostgreSQL failure without a more specific meaning. Text with a NUL character,
-/// which PostgreSQL cannot hold in `TEXT`, is refused as a `Conflict` that says so
-/// rather than as an internal failure: the input, not the store, is at fault.
+/// Any PostgreSQL failure without a more specific meaning. Free text is escaped so that
+/// NUL characters are stored (`nul.rs`); should one still reach a `TEXT` column, the
+/// write is refused as a `Conflict` that says so rather than as an internal failure:
+/// the input, not the store, is at fault.
 fn pg(e: tokio_postgres::Error) -> StoreError {
     if let Some(db) = e.as_db_error() {
         let code = db.code();

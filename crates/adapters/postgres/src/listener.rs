@@ -33,6 +33,9 @@ pub(crate) type Slot = Arc<Mutex<Option<mpsc::Receiver<Appended>>>>;
 /// and every event committed after `connect` returns is announced), then keeps
 /// listening in the background.
 pub(crate) async fn spawn(config: Config, slot: Slot) -> Result<JoinHandle<()>, StoreError> {
+    let mut config = config;
+    // Named apart from the pool's connections, for operators reading pg_stat_activity.
+    config.application_name("agentplane-listener");
     let (feed, receiver) = mpsc::channel(FEED);
     *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(receiver);
     let first = listen(&config).await?;

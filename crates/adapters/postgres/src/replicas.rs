@@ -45,7 +45,8 @@ impl ReplicaStore for PostgresStore {
         stale_after: Duration,
     ) -> Result<Option<ReplicaId>, StoreError> {
         let conn = self.conn().await?;
-        let seconds = stale_after.as_secs_f64();
+        // PostgreSQL intervals end near 178 million years; a century means "never".
+        let seconds = stale_after.as_secs_f64().min(100.0 * 365.25 * 86_400.0);
         let row = conn
             .query_opt(
                 "DELETE FROM replicas WHERE id = (

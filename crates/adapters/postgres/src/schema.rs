@@ -59,8 +59,9 @@ const MIGRATIONS: &[&str] = &[
         -- The JSON of the turn_completed event's result; NULL while the turn runs.
         result        TEXT,
         agent_version TEXT,
-        -- The replica (process) that began it, which alone runs it.
-        replica       TEXT NOT NULL,
+        -- The replica (process) that began it, which alone runs it ('' for a row
+        -- written outside the store).
+        replica       TEXT NOT NULL DEFAULT '',
         CHECK ((status = 'running') = (ended_at IS NULL))
     );
     -- At most one running turn per thread, whichever replica begins it.

@@ -18,7 +18,8 @@ use async_trait::async_trait;
 use tokio_postgres::Row;
 
 use crate::db::Db;
-use crate::events::{THREAD_COLUMNS, decode_thread, text};
+use crate::events::{THREAD_COLUMNS, decode_thread, opt_text, text};
+use crate::nul::{enc, enc_opt};
 use crate::store::{in_tx, on_conn};
 use crate::{PostgresStore, pg, timestamp, unique_violation};
 
@@ -111,10 +112,10 @@ async fn create_version(db: Db<'_>, version: NewVersion) -> Result<VersionRecord
              (agent, version, stage, spec, shadow, created_by, created_at, updated_at)
              VALUES ($1, $2, 'draft', $3, FALSE, $4, $5, $5)",
             &[
-                &version.agent,
-                &version.version,
+                &enc(&version.agent),
+                &enc(&version.version),
                 &spec,
-                &version.created_by,
+                &enc(&version.created_by),
                 &now,
             ],
         )
@@ -146,7 +147,7 @@ async fn edit_draft(
     db.execute(
         "UPDATE agent_versions SET spec = $3, updated_at = $4
          WHERE agent = $1 AND version = $2 AND stage = 'draft'",
-        &[&agent, &version, &spec, &timestamp::now()],
+        &[&enc(agent), &enc(version), &spec, &timestamp::now()],
     )
     .await
     .map_err(pg)?;
@@ -179,7 +180,7 @@ async fn set_stage(
     db.execute(
         "UPDATE agent_versions SET stage = $3, updated_at = $4
          WHERE agent = $1 AND version = $2",
-        &[&agent, &version, &to.as_str(), &timestamp::now()],
+        &[&enc(agent), &enc(version), &to.as_str(), &timestamp::now()],
     )
     .await
     .map_err(pg)?;
@@ -190,7 +191,7 @@ async fn set_shadow(db: Db<'_>, agent: &str, version: Option<&str>) -> Result<()
     // Every version of the agent, locked: two replicas changing the shadow take turns.
     db.query(
         "SELECT 1 FROM agent_versions WHERE agent = $1 FOR UPDATE",
-        &[&agent],
+        &[&enc(agent)],
     )
     .await
     .map_err(pg)?;
@@ -198,7 +199,7 @@ async fn set_shadow(db: Db<'_>, agent: &str, version: Option<&str>) -> Result<()
     db.execute(
         "UPDATE agent_versions SET shadow = FALSE, updated_at = $2
          WHERE agent = $1 AND shadow",
-        &[&agent, &now],
+        &[&enc(agent), &now],
     )
     .await
     .map_err(pg)?;
@@ -212,7 +213,7 @@ async fn set_shadow(db: Db<'_>, agent: &str, version: Option<&str>) -> Result<()
         db.execute(
             "UPDATE agent_versions SET shadow = TRUE, updated_at = $3
              WHERE agent = $1 AND version = $2",
-            &[&agent, &version, &now],
+            &[&enc(agent), &enc(version), &now],
         )
         .await
         .map_err(pg)?;
@@ -224,7 +225,7 @@ async fn traffic(db: Db<'_>, agent: &str) -> Result<Vec<TrafficRecord>, StoreErr
     db.query(
         "SELECT agent, seq, action, weights, by, at FROM agent_traffic
          WHERE agent = $1 ORDER BY seq",
-        &[&agent],
+        &[&enc(agent)],
     )
     .await
     .map_err(pg)?
@@ -245,11 +246,11 @@ async fn record_traffic(db: Db<'_>, change: NewTraffic) -> Result<TrafficRecord,
             "INSERT INTO agent_traffic (agent, seq, action, weights, by, at)
              VALUES ($1, $2, $3, $4, $5, $6)",
             &[
-                &change.agent,
+                &enc(&change.agent),
                 &raw_seq,
                 &change.action.as_str(),
                 &weights,
-                &change.by,
+                &enc(&change.by),
                 &at,
             ],
         )
@@ -274,7 +275,7 @@ async fn record_traffic(db: Db<'_>, change: NewTraffic) -> Result<TrafficRecord,
 async fn pin_thread(db: Db<'_>, thread: &ThreadId, version: &str) -> Result<String, StoreError> {
     db.execute(
         "UPDATE threads SET agent_version = $2 WHERE id = $1 AND agent_version IS NULL",
-        &[&thread.as_str(), &version],
+        &[&thread.as_str(), &enc(version)],
     )
     .await
     .map_err(pg)?;
@@ -286,9 +287,7 @@ async fn pin_thread(db: Db<'_>, thread: &ThreadId, version: &str) -> Result<Stri
         .await
         .map_err(pg)?
         .ok_or_else(|| StoreError::NotFound(format!("thread {thread}")))?;
-    row.try_get::<_, Option<String>>(0)
-        .map_err(pg)?
-        .ok_or_else(|| StoreError::Backend(format!("thread {thread} was not pinned")))
+    opt_text(&row, 0)?.ok_or_else(|| StoreError::Backend(format!("thread {thread} was not pinned")))
 }
 
 async fn create_shadow_thread(
@@ -305,12 +304,12 @@ async fn create_shadow_thread(
              WHERE id = $8 AND deleted_at IS NULL",
             &[
                 &thread.id.as_str(),
-                &thread.client_id,
-                &thread.agent,
-                &thread.cwd,
-                &thread.title,
+                &enc(&thread.client_id),
+                &enc(&thread.agent),
+                &enc(&thread.cwd),
+                &enc_opt(thread.title.as_deref()),
                 &timestamp::now(),
-                &version,
+                &enc(version),
                 &original.as_str(),
             ],
         )
@@ -363,7 +362,7 @@ async fn one_version(
     } else {
         format!("SELECT {VERSION_COLUMNS} FROM agent_versions WHERE agent = $1 AND version = $2")
     };
-    db.query_opt(&sql, &[&agent, &version])
+    db.query_opt(&sql, &[&enc(agent), &enc(version)])
         .await
         .map_err(pg)?
         .ok_or_else(|| StoreError::NotFound(format!("version {version} of agent `{agent}`")))

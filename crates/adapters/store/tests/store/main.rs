@@ -1,21 +1,16 @@
 //! Tests of `SqliteStore` against real database files in temporary directories: one
 //! test binary, one module per concern. Fixtures only, no assertions, live in this file.
 
-mod approvals;
-mod costs;
-mod events;
-mod executions;
-mod model_calls;
+//! The behaviour every store keeps is in `agentplane-store-contract` (run by
+//! `tests/contract.rs`); what is SQLite's own — the file, its checks, its migrations —
+//! is tested here.
+
 mod open;
-mod permissions;
 mod replicas;
-mod threads;
-mod turns;
-mod versions;
 
 use std::path::{Path, PathBuf};
 
-use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
+use agentplane_core::{PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{EventStore, NewPermission, NewThread};
 use agentplane_store::SqliteStore;
 
@@ -48,10 +43,6 @@ fn new_thread() -> NewThread {
         cwd: "/tmp/work".into(),
         title: None,
     }
-}
-
-fn delta(text: impl Into<String>) -> EventPayload {
-    EventPayload::MessageDelta { text: text.into() }
 }
 
 /// A new thread with a running turn.

@@ -4,23 +4,23 @@
 use std::sync::Arc;
 
 use agentplane_core::{ErrorCode, Event, EventPayload, StopReason, ToolErrorKind, ToolStatus};
-use agentplane_engine::ports::{EventStore, StoreError, TurnStatus};
+use agentplane_engine::ports::{StoreError, TurnStatus};
 
-use crate::{db_path, delta, open, raw, running_turn};
+use crate::fixtures::{Dialect, RawSql, Store, delta, running_turn};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_appends_get_gapless_seqs_per_thread() {
+pub async fn concurrent_appends_get_gapless_seqs_per_thread<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     const THREADS: usize = 5;
     const TASKS: usize = 50;
     const PER_TASK: usize = 20;
-    let (_dir, path) = db_path();
-    let store = Arc::new(open(&path).await);
     let mut turns = Vec::new();
     for _ in 0..THREADS {
-        turns.push(running_turn(&store).await);
+        turns.push(running_turn(&*store).await);
     }
     // Refused writes are mixed into the same batches; they must not disturb the rest.
-    let closed = running_turn(&store).await;
+    let closed = running_turn(&*store).await;
     store
         .complete_turn(
             &closed.0,
@@ -94,24 +94,20 @@ async fn concurrent_appends_get_gapless_seqs_per_thread() {
         1
     );
 
-    let check: String = raw(&path)
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
-    let fk: i64 = raw(&path)
-        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert_eq!(fk, 0);
+    if raw.dialect() == Dialect::Sqlite {
+        let check = raw.query_texts("PRAGMA integrity_check").await.unwrap();
+        assert_eq!(check, vec!["ok".to_owned()]);
+        let fk = raw
+            .query_i64("SELECT count(*) FROM pragma_foreign_key_check")
+            .await
+            .unwrap();
+        assert_eq!(fk, 0);
+    }
 }
 
-#[tokio::test]
-async fn events_survive_closing_and_reopening() {
-    let (_dir, path) = db_path();
+pub async fn events_survive_closing_and_reopening<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
     let (thread, turn, written) = {
-        let store = open(&path).await;
-        let (thread, turn) = running_turn(&store).await;
+        let (thread, turn) = running_turn(&*store).await;
         let mut written = Vec::new();
         for i in 0..10 {
             written.push(
@@ -134,8 +130,6 @@ async fn events_survive_closing_and_reopening() {
         );
         (thread, turn, written)
     };
-
-    let store = open(&path).await;
     assert_eq!(
         store.thread_events(&thread, 0, 1000).await.unwrap(),
         written
@@ -162,11 +156,8 @@ async fn events_survive_closing_and_reopening() {
     );
 }
 
-#[tokio::test]
-async fn thread_events_pages_by_seq() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn thread_events_pages_by_seq<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
+    let (thread, turn) = running_turn(&*store).await;
     for i in 0..7 {
         store
             .append(&thread, &turn, delta(i.to_string()))
@@ -202,15 +193,16 @@ async fn thread_events_pages_by_seq() {
     );
 }
 
-#[tokio::test]
-async fn hostile_payloads_round_trip_exactly() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn hostile_payloads_round_trip_exactly<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
     // Nine bytes of quotes, a backslash and multi-byte characters, past one MiB.
     let megabyte: String = "ü'\"\\𝄞".repeat(1024 * 1024 / 9 + 1);
     assert!(megabyte.len() > 1024 * 1024);
     let (thread, turn) = {
-        let thread = store.create_thread(crate::new_thread()).await.unwrap().id;
+        let thread = store
+            .create_thread(crate::fixtures::new_thread())
+            .await
+            .unwrap()
+            .id;
         let turn = agentplane_core::TurnId::new();
         store
             .begin_turn(&thread, &turn, &megabyte, false)
@@ -280,30 +272,26 @@ async fn hostile_payloads_round_trip_exactly() {
     assert_eq!(store.turn_events(&turn).await.unwrap(), written);
 
     // The kind column agrees with the payload.
-    let kinds: Vec<String> = raw(&path)
-        .prepare("SELECT kind FROM events WHERE thread_id = ?1 ORDER BY seq")
-        .unwrap()
-        .query_map([thread.as_str()], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
+    let kinds = raw
+        .query_texts(&format!(
+            "SELECT kind FROM events WHERE thread_id = '{thread}' ORDER BY seq"
+        ))
+        .await
         .unwrap();
     let expected: Vec<&str> = written.iter().map(|e| e.payload.kind()).collect();
     assert_eq!(kinds, expected);
 }
 
-#[tokio::test]
-async fn a_damaged_row_is_an_error_naming_it() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn a_damaged_row_is_an_error_naming_it<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
+    let (thread, turn) = running_turn(&*store).await;
     store.append(&thread, &turn, delta("fine")).await.unwrap();
-    raw(&path)
-        .execute(
-            "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
-             VALUES (?1, 2, ?2, 'message_delta', '2026-01-01T00:00:00.000Z', '{\"kind\":\"nope\"')",
-            [thread.as_str(), turn.as_str()],
-        )
-        .unwrap();
+    raw.execute(&format!(
+        "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
+         VALUES ('{thread}', 2, '{turn}', 'message_delta', '2026-01-01T00:00:00.000Z',
+                 '{{\"kind\":\"nope\"')"
+    ))
+    .await
+    .unwrap();
     for result in [
         store.thread_events(&thread, 0, 10).await,
         store.turn_events(&turn).await,
@@ -320,20 +308,17 @@ async fn a_damaged_row_is_an_error_naming_it() {
     assert_eq!(store.thread_events(&thread, 0, 1).await.unwrap().len(), 1);
 }
 
-#[tokio::test]
-async fn the_log_refuses_updates_and_deletes() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn the_log_refuses_updates_and_deletes<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
+    let (thread, turn) = running_turn(&*store).await;
     let event = store
         .append(&thread, &turn, delta("keep me"))
         .await
         .unwrap();
-    let conn = raw(&path);
     assert!(
-        conn.execute("UPDATE events SET payload = '{}'", [])
+        raw.execute("UPDATE events SET payload = '{}'")
+            .await
             .is_err()
     );
-    assert!(conn.execute("DELETE FROM events", []).is_err());
+    assert!(raw.execute("DELETE FROM events").await.is_err());
     assert_eq!(store.turn_events(&turn).await.unwrap(), vec![event]);
 }

@@ -1,15 +1,17 @@
 //! Threads and turns: creation, the one-running-turn rule, atomic completion, and the
 //! recovery of turns a previous process left running.
 
+use std::sync::Arc;
+
 use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{EventStore, NewThread, StoreError, TurnStatus};
+use agentplane_engine::ports::{NewThread, StoreError, TurnStatus};
 
-use crate::{db_path, delta, new_thread, open, raw, running_turn};
+use crate::fixtures::{RawSql, Store, delta, new_thread, running_turn, sabotage, unsabotage};
 
-#[tokio::test]
-async fn a_thread_is_created_and_read_back_with_hostile_fields() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn a_thread_is_created_and_read_back_with_hostile_fields<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     let wanted = NewThread {
         id: ThreadId::new(),
         client_id: "client'); DROP TABLE threads; --".into(),
@@ -33,16 +35,11 @@ async fn a_thread_is_created_and_read_back_with_hostile_fields() {
         matches!(&again, Err(StoreError::Conflict(m)) if m.contains("already exists")),
         "{again:?}"
     );
-    let count: i64 = raw(&path)
-        .query_row("SELECT count(*) FROM threads", [], |r| r.get(0))
-        .unwrap();
+    let count = raw.query_i64("SELECT count(*) FROM threads").await.unwrap();
     assert_eq!(count, 1);
 }
 
-#[tokio::test]
-async fn a_turn_begins_and_reads_back() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn a_turn_begins_and_reads_back<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
     let thread = store.create_thread(new_thread()).await.unwrap().id;
     let turn = TurnId::new();
     let input = "fix the bug in 'main.rs' — \"now\" 🐛";
@@ -63,21 +60,21 @@ async fn a_turn_begins_and_reads_back() {
     assert_eq!(store.list_turns(&ThreadId::new()).await.unwrap(), vec![]);
 }
 
-#[tokio::test]
-async fn begin_turn_on_an_unknown_thread_is_not_found() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn begin_turn_on_an_unknown_thread_is_not_found<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let result = store
         .begin_turn(&ThreadId::new(), &TurnId::new(), "hi", false)
         .await;
     assert!(matches!(result, Err(StoreError::NotFound(_))), "{result:?}");
 }
 
-#[tokio::test]
-async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, first) = running_turn(&store).await;
+pub async fn a_second_running_turn_is_a_conflict_until_the_first_ends<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, first) = running_turn(&*store).await;
 
     let second = TurnId::new();
     let result = store.begin_turn(&thread, &second, "again", false).await;
@@ -91,7 +88,7 @@ async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
     assert_eq!(store.turn(&second).await.unwrap(), None);
 
     // Another thread is not blocked by this one.
-    running_turn(&store).await;
+    running_turn(&*store).await;
 
     store
         .complete_turn(&thread, &first, StopReason::Finished, serde_json::json!({}))
@@ -115,24 +112,26 @@ async fn a_second_running_turn_is_a_conflict_until_the_first_ends() {
     assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
 }
 
-#[tokio::test]
-async fn the_database_itself_refuses_a_second_running_turn() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, _) = running_turn(&store).await;
-    let inserted = raw(&path).execute(
-        "INSERT INTO turns (id, thread_id, input, status, created_at)
-         VALUES (?1, ?2, 'x', 'running', '2026-01-01T00:00:00.000Z')",
-        [TurnId::new().as_str(), thread.as_str()],
-    );
+pub async fn the_database_itself_refuses_a_second_running_turn<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, _) = running_turn(&*store).await;
+    let inserted = raw
+        .execute(&format!(
+            "INSERT INTO turns (id, thread_id, input, status, created_at)
+             VALUES ('{}', '{thread}', 'x', 'running', '2026-01-01T00:00:00.000Z')",
+            TurnId::new()
+        ))
+        .await;
     assert!(inserted.is_err(), "the partial unique index must refuse it");
 }
 
-#[tokio::test]
-async fn complete_turn_records_the_event_and_the_end_together() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn complete_turn_records_the_event_and_the_end_together<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     store.append(&thread, &turn, delta("hello")).await.unwrap();
     let result = serde_json::json!({"summary": "done", "files": ["a.rs"]});
     let event = store
@@ -154,10 +153,10 @@ async fn complete_turn_records_the_event_and_the_end_together() {
     assert_eq!(store.turn_events(&turn).await.unwrap().last(), Some(&event));
 }
 
-#[tokio::test]
-async fn every_stop_reason_reads_back_as_the_turns_status() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn every_stop_reason_reads_back_as_the_turns_status<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     for reason in [
         StopReason::Finished,
         StopReason::TextAnswer,
@@ -166,7 +165,7 @@ async fn every_stop_reason_reads_back_as_the_turns_status() {
         StopReason::Error,
         StopReason::Interrupted,
     ] {
-        let (thread, turn) = running_turn(&store).await;
+        let (thread, turn) = running_turn(&*store).await;
         store
             .complete_turn(&thread, &turn, reason, serde_json::Value::Null)
             .await
@@ -176,11 +175,11 @@ async fn every_stop_reason_reads_back_as_the_turns_status() {
     }
 }
 
-#[tokio::test]
-async fn writes_to_an_ended_or_unknown_turn_are_refused() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn writes_to_an_ended_or_unknown_turn_are_refused<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     store
         .complete_turn(
             &thread,
@@ -213,7 +212,7 @@ async fn writes_to_an_ended_or_unknown_turn_are_refused() {
     );
 
     // A running turn addressed through the wrong thread is not found there.
-    let (_, other_turn) = running_turn(&store).await;
+    let (_, other_turn) = running_turn(&*store).await;
     let crossed = store.append(&thread, &other_turn, delta("x")).await;
     assert!(
         matches!(crossed, Err(StoreError::NotFound(_))),
@@ -229,11 +228,11 @@ async fn writes_to_an_ended_or_unknown_turn_are_refused() {
     );
 }
 
-#[tokio::test]
-async fn turn_completed_cannot_be_smuggled_through_append() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn turn_completed_cannot_be_smuggled_through_append<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let payload = EventPayload::TurnCompleted {
         stop_reason: StopReason::Finished,
         result: serde_json::Value::Null,
@@ -247,20 +246,20 @@ async fn turn_completed_cannot_be_smuggled_through_append() {
     assert!(store.turn_events(&turn).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn a_failed_completion_leaves_neither_the_event_nor_the_end() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn a_failed_completion_leaves_neither_the_event_nor_the_end<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     store.append(&thread, &turn, delta("one")).await.unwrap();
-    let conn = raw(&path);
-
     // The end cannot be recorded: the event written just before must vanish with it.
-    conn.execute_batch(
-        "CREATE TRIGGER sabotage BEFORE UPDATE OF status ON turns
-         BEGIN SELECT RAISE(ABORT, 'sabotaged end'); END;",
+    sabotage(
+        raw,
+        "BEFORE UPDATE OF status ON turns",
+        None,
+        "sabotaged end",
     )
-    .unwrap();
+    .await;
     let failed = store
         .complete_turn(
             &thread,
@@ -278,14 +277,16 @@ async fn a_failed_completion_leaves_neither_the_event_nor_the_end() {
         TurnStatus::Running
     );
     assert_eq!(store.turn_events(&turn).await.unwrap().len(), 1);
-    conn.execute_batch("DROP TRIGGER sabotage").unwrap();
+    unsabotage(raw, "turns").await;
 
     // The event cannot be written: the turn must not look ended.
-    conn.execute_batch(
-        "CREATE TRIGGER sabotage BEFORE INSERT ON events WHEN NEW.kind = 'turn_completed'
-         BEGIN SELECT RAISE(ABORT, 'sabotaged event'); END;",
+    sabotage(
+        raw,
+        "BEFORE INSERT ON events",
+        Some("NEW.kind = 'turn_completed'"),
+        "sabotaged event",
     )
-    .unwrap();
+    .await;
     let failed = store
         .complete_turn(
             &thread,
@@ -299,7 +300,7 @@ async fn a_failed_completion_leaves_neither_the_event_nor_the_end() {
     assert_eq!(record.status, TurnStatus::Running);
     assert_eq!(record.ended_at, None);
     assert_eq!(record.result, None);
-    conn.execute_batch("DROP TRIGGER sabotage").unwrap();
+    unsabotage(raw, "events").await;
 
     // The failed attempts gave their seqs back: the log stays gapless.
     let next = store.append(&thread, &turn, delta("two")).await.unwrap();
@@ -316,15 +317,15 @@ async fn a_failed_completion_leaves_neither_the_event_nor_the_end() {
     assert_eq!(done.seq, 3);
 }
 
-#[tokio::test]
-async fn turns_left_running_are_interrupted_after_a_reopen() {
-    let (_dir, path) = db_path();
+pub async fn turns_left_running_are_interrupted_after_a_reopen<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let (left_a, left_b, finished) = {
-        let store = open(&path).await;
-        let a = running_turn(&store).await;
+        let a = running_turn(&*store).await;
         store.append(&a.0, &a.1, delta("working")).await.unwrap();
-        let b = running_turn(&store).await;
-        let done = running_turn(&store).await;
+        let b = running_turn(&*store).await;
+        let done = running_turn(&*store).await;
         store
             .complete_turn(
                 &done.0,
@@ -336,8 +337,6 @@ async fn turns_left_running_are_interrupted_after_a_reopen() {
             .unwrap();
         (a, b, done)
     };
-
-    let store = open(&path).await;
     let interrupted = store.interrupt_running_turns().await.unwrap();
     assert_eq!(interrupted, vec![left_a.1.clone(), left_b.1.clone()]);
 
@@ -373,9 +372,10 @@ async fn turns_left_running_are_interrupted_after_a_reopen() {
     assert_eq!(store.interrupt_running_turns().await.unwrap(), vec![]);
 }
 
-#[tokio::test]
-async fn the_internal_flag_and_the_result_round_trip() {
-    let (_dir, path) = db_path();
+pub async fn the_internal_flag_and_the_result_round_trip<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let results = [
         serde_json::json!({"summary": "done", "nested": {"list": [1, "two", null]}}),
         serde_json::json!("a text answer with 'quotes' and \"more\" 🚀"),
@@ -383,7 +383,6 @@ async fn the_internal_flag_and_the_result_round_trip() {
         serde_json::json!(-1.5),
     ];
     let (thread, turns) = {
-        let store = open(&path).await;
         let thread = store.create_thread(new_thread()).await.unwrap().id;
         let mut turns = Vec::new();
         for (i, result) in results.iter().enumerate() {
@@ -408,8 +407,6 @@ async fn the_internal_flag_and_the_result_round_trip() {
         turns.push(running);
         (thread, turns)
     };
-
-    let store = open(&path).await;
     let listed = store.list_turns(&thread).await.unwrap();
     let ids: Vec<TurnId> = listed.iter().map(|t| t.id.clone()).collect();
     assert_eq!(ids, turns, "internal turns are listed too, in order");

@@ -7,15 +7,14 @@ use std::time::Duration;
 
 use agentplane_core::{DeliveryId, ErrorCode, ExecutionId, ThreadId};
 use agentplane_engine::ports::{
-    CancelOutcome, DeliveryAttempt, DeliveryStatus, EventStore, ExecutionEnd, ExecutionFailure,
-    ExecutionQuery, ExecutionStatus, ExecutionStore, NewExecution, RestartMode, StoreError,
+    CancelOutcome, DeliveryAttempt, DeliveryStatus, ExecutionEnd, ExecutionFailure, ExecutionQuery,
+    ExecutionStatus, NewExecution, RestartMode, StoreError,
 };
-use agentplane_store::SqliteStore;
 use serde_json::json;
 
-use super::{db_path, new_thread, open, raw};
+use crate::fixtures::{RawSql, Store, new_thread};
 
-async fn thread(store: &SqliteStore) -> ThreadId {
+async fn thread<S: Store>(store: &S) -> ThreadId {
     store.create_thread(new_thread()).await.expect("thread").id
 }
 
@@ -43,14 +42,14 @@ fn end(status: ExecutionStatus) -> ExecutionEnd {
     }
 }
 
-#[tokio::test]
-async fn each_queued_execution_is_claimed_exactly_once_under_concurrency() {
-    let (_dir, path) = db_path();
-    let store = Arc::new(open(&path).await);
+pub async fn each_queued_execution_is_claimed_exactly_once_under_concurrency<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let mut ids = Vec::new();
     for _ in 0..20 {
         // One thread each: executions of one thread never run side by side.
-        let thread = thread(&store).await;
+        let thread = thread(&*store).await;
         let (record, created) = store
             .create_execution(new_execution(&thread, None))
             .await
@@ -87,11 +86,8 @@ async fn each_queued_execution_is_claimed_exactly_once_under_concurrency() {
     assert_eq!(store.queued_executions().await.expect("count"), 0);
 }
 
-#[tokio::test]
-async fn one_thread_runs_one_execution_at_a_time() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let thread = thread(&store).await;
+pub async fn one_thread_runs_one_execution_at_a_time<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
+    let thread = thread(&*store).await;
     let (a, _) = store
         .create_execution(new_execution(&thread, None))
         .await
@@ -111,11 +107,8 @@ async fn one_thread_runs_one_execution_at_a_time() {
     assert_eq!(second.id, b.id);
 }
 
-#[tokio::test]
-async fn an_idempotency_key_is_unique_per_client() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let thread = thread(&store).await;
+pub async fn an_idempotency_key_is_unique_per_client<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
+    let thread = thread(&*store).await;
     let (first, created) = store
         .create_execution(new_execution(&thread, Some("k")))
         .await
@@ -142,11 +135,11 @@ async fn an_idempotency_key_is_unique_per_client() {
     );
 }
 
-#[tokio::test]
-async fn a_finished_execution_never_changes_and_its_delivery_comes_with_it() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let thread = thread(&store).await;
+pub async fn a_finished_execution_never_changes_and_its_delivery_comes_with_it<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let thread = thread(&*store).await;
     let mut new = new_execution(&thread, None);
     new.webhook_url = Some("https://hooks.example.com/x".into());
     let (record, _) = store.create_execution(new).await.expect("create");
@@ -194,23 +187,24 @@ async fn a_finished_execution_never_changes_and_its_delivery_comes_with_it() {
         Err(StoreError::Conflict(_))
     ));
     // …and so is a hand-typed update behind the store's back.
-    let conn = raw(&path);
-    let changed = conn.execute(
-        "UPDATE executions SET status = 'queued' WHERE id = ?1",
-        [record.id.as_str()],
-    );
+    let changed = raw
+        .execute(&format!(
+            "UPDATE executions SET status = 'queued' WHERE id = '{}'",
+            record.id
+        ))
+        .await;
     assert!(changed.is_err(), "the trigger keeps a finished row");
     assert!(
-        conn.execute("DELETE FROM executions", []).is_err(),
+        raw.execute("DELETE FROM executions").await.is_err(),
         "executions are kept"
     );
 }
 
-#[tokio::test]
-async fn a_retry_is_due_after_its_delay_and_keeps_the_failure() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let thread = thread(&store).await;
+pub async fn a_retry_is_due_after_its_delay_and_keeps_the_failure<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let thread = thread(&*store).await;
     let (record, _) = store
         .create_execution(new_execution(&thread, None))
         .await
@@ -246,16 +240,16 @@ async fn a_retry_is_due_after_its_delay_and_keeps_the_failure() {
     assert_eq!(again.attempts, 2);
 }
 
-#[tokio::test]
-async fn cancel_ends_a_queued_execution_and_flags_a_running_one() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn cancel_ends_a_queued_execution_and_flags_a_running_one<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let (a, _) = store
-        .create_execution(new_execution(&thread(&store).await, None))
+        .create_execution(new_execution(&thread(&*store).await, None))
         .await
         .expect("a");
     let (b, _) = store
-        .create_execution(new_execution(&thread(&store).await, None))
+        .create_execution(new_execution(&thread(&*store).await, None))
         .await
         .expect("b");
     let running = store.claim_execution("w").await.expect("claim").expect("a");
@@ -281,21 +275,19 @@ async fn cancel_ends_a_queued_execution_and_flags_a_running_one() {
     ));
 }
 
-#[tokio::test]
-async fn restart_recovery_requeues_or_interrupts_per_mode() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn restart_recovery_requeues_or_interrupts_per_mode<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let (record, _) = store
-            .create_execution(new_execution(&thread(&store).await, None))
+            .create_execution(new_execution(&thread(&*store).await, None))
             .await
             .expect("create");
         store.claim_execution("w").await.expect("claim");
         ids.push(record.id);
     }
-    drop(store);
-    let store = open(&path).await;
     let running = store
         .list_executions(&ExecutionQuery {
             status: Some(ExecutionStatus::Running),
@@ -331,11 +323,11 @@ async fn restart_recovery_requeues_or_interrupts_per_mode() {
     assert_eq!(out.status, ExecutionStatus::Interrupted);
 }
 
-#[tokio::test]
-async fn a_delivery_is_leased_while_in_flight_and_recorded_once_settled() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let mut new = new_execution(&thread(&store).await, None);
+pub async fn a_delivery_is_leased_while_in_flight_and_recorded_once_settled<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let mut new = new_execution(&thread(&*store).await, None);
     new.webhook_url = Some("https://hooks.example.com/x".into());
     let (record, _) = store.create_execution(new).await.expect("create");
     store.claim_execution("w").await.expect("claim");

@@ -1,16 +1,18 @@
 //! Permission requests: stored with their event, answered at most once and only while
 //! their turn runs, and declined on behalf of a process that stopped.
 
+use std::sync::Arc;
+
 use agentplane_core::{EventPayload, PermissionDecision, PermissionId, StopReason, TurnId};
-use agentplane_engine::ports::{EventStore, PermissionStatus, StoreError, TurnStatus};
+use agentplane_engine::ports::{PermissionStatus, StoreError, TurnStatus};
 
-use crate::{db_path, delta, new_permission, open, raw, running_turn};
+use crate::fixtures::{RawSql, Store, delta, new_permission, running_turn};
 
-#[tokio::test]
-async fn a_permission_is_created_then_resolved_exactly_once() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn a_permission_is_created_then_resolved_exactly_once<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     store
         .append(&thread, &turn, delta("planning"))
         .await
@@ -110,21 +112,22 @@ async fn a_permission_is_created_then_resolved_exactly_once() {
     assert_eq!(next.seq, 4);
 
     // The database itself keeps a resolution final and the record kept.
-    let conn = raw(&path);
-    let rewritten = conn.execute(
-        "UPDATE permissions SET status = 'declined' WHERE id = ?1",
-        [wanted.id.as_str()],
-    );
+    let rewritten = raw
+        .execute(&format!(
+            "UPDATE permissions SET status = 'declined' WHERE id = '{}'",
+            wanted.id
+        ))
+        .await;
     assert!(rewritten.is_err(), "{rewritten:?}");
-    assert!(conn.execute("DELETE FROM permissions", []).is_err());
+    assert!(raw.execute("DELETE FROM permissions").await.is_err());
 }
 
-#[tokio::test]
-async fn a_permission_needs_a_running_turn_of_its_thread() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
-    let (other_thread, other_turn) = running_turn(&store).await;
+pub async fn a_permission_needs_a_running_turn_of_its_thread<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
+    let (other_thread, other_turn) = running_turn(&*store).await;
 
     let unknown = store
         .create_permission(new_permission(&thread, &TurnId::new()))
@@ -182,17 +185,18 @@ async fn a_permission_needs_a_running_turn_of_its_thread() {
             .unwrap()
             .is_empty()
     );
-    let rows: i64 = raw(&path)
-        .query_row("SELECT count(*) FROM permissions", [], |r| r.get(0))
+    let rows = raw
+        .query_i64("SELECT count(*) FROM permissions")
+        .await
         .unwrap();
     assert_eq!(rows, 1);
 }
 
-#[tokio::test]
-async fn a_permission_cannot_be_answered_after_its_turn_ended() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn a_permission_cannot_be_answered_after_its_turn_ended<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let (pending, _) = store
         .create_permission(new_permission(&thread, &turn))
         .await
@@ -215,21 +219,20 @@ async fn a_permission_cannot_be_answered_after_its_turn_ended() {
     assert_eq!(kinds, ["permission_required", "turn_completed"]);
 }
 
-#[tokio::test]
-async fn a_damaged_permission_row_is_an_error_naming_it() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn a_damaged_permission_row_is_an_error_naming_it<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let id = PermissionId::new();
-    raw(&path)
-        .execute(
-            "INSERT INTO permissions
-                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
-             VALUES (?1, ?2, ?3, 'c', 't', '{\"unterminated', '[]', 'pending',
-                     '2026-01-01T00:00:00.000Z')",
-            [id.as_str(), thread.as_str(), turn.as_str()],
-        )
-        .unwrap();
+    raw.execute(&format!(
+        "INSERT INTO permissions
+             (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
+         VALUES ('{id}', '{thread}', '{turn}', 'c', 't', '{{\"unterminated', '[]', 'pending',
+                 '2026-01-01T00:00:00.000Z')"
+    ))
+    .await
+    .unwrap();
     for outcome in [
         store.permission(&id).await.map(|_| ()),
         store
@@ -248,12 +251,12 @@ async fn a_damaged_permission_row_is_an_error_naming_it() {
     assert!(store.turn_events(&turn).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn a_restart_declines_pending_permissions_before_ending_the_turn() {
-    let (_dir, path) = db_path();
+pub async fn a_restart_declines_pending_permissions_before_ending_the_turn<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let (thread, turn, answered, open_ones, quiet) = {
-        let store = open(&path).await;
-        let (thread, turn) = running_turn(&store).await;
+        let (thread, turn) = running_turn(&*store).await;
         let mut asked = Vec::new();
         for call in ["call_a", "call_b", "call_c"] {
             let mut permission = new_permission(&thread, &turn);
@@ -268,12 +271,10 @@ async fn a_restart_declines_pending_permissions_before_ending_the_turn() {
             .append(&thread, &turn, delta("waiting"))
             .await
             .unwrap();
-        let quiet = running_turn(&store).await;
+        let quiet = running_turn(&*store).await;
         let answered = asked.remove(0);
         (thread, turn, answered, asked, quiet)
     };
-
-    let store = open(&path).await;
     let interrupted = store.interrupt_running_turns().await.unwrap();
     assert_eq!(interrupted, vec![turn.clone(), quiet.1.clone()]);
 

@@ -1,14 +1,15 @@
 //! Approvals: stored with their event, decided once, claimed once, and a suspended turn
 //! survives the start-up sweep that interrupts running turns.
 
+use std::sync::Arc;
+
 use agentplane_core::{ApprovalId, ApprovalOutcome, EventPayload, StopReason};
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalStatus, EventStore, NewApproval, StoreError,
-    TurnStatus,
+    ApprovalDecision, ApprovalQuery, ApprovalStatus, NewApproval, StoreError, TurnStatus,
 };
 use serde_json::json;
 
-use super::{db_path, open, raw, running_turn};
+use crate::fixtures::{RawSql, Store, running_turn};
 
 fn new_approval(thread: &agentplane_core::ThreadId, turn: &agentplane_core::TurnId) -> NewApproval {
     NewApproval {
@@ -37,11 +38,11 @@ fn decision(outcome: ApprovalOutcome) -> ApprovalDecision {
     }
 }
 
-#[tokio::test]
-async fn an_approval_is_stored_with_its_event_and_listed_for_its_client_only() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn an_approval_is_stored_with_its_event_and_listed_for_its_client_only<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let (record, event) = store
         .create_approval(new_approval(&thread, &turn))
         .await
@@ -76,11 +77,11 @@ async fn an_approval_is_stored_with_its_event_and_listed_for_its_client_only() {
     assert_eq!(store.approval(&record.id).await.unwrap(), Some(record));
 }
 
-#[tokio::test]
-async fn hash_retention_keeps_arguments_out_of_the_events_but_in_the_approval() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn hash_retention_keeps_arguments_out_of_the_events_but_in_the_approval<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let mut approval = new_approval(&thread, &turn);
     approval.arguments_in_event = false;
     let (record, event) = store.create_approval(approval).await.unwrap();
@@ -91,11 +92,11 @@ async fn hash_retention_keeps_arguments_out_of_the_events_but_in_the_approval() 
     }
 }
 
-#[tokio::test]
-async fn a_decision_is_recorded_once_and_claimed_once() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn a_decision_is_recorded_once_and_claimed_once<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let (record, _) = store
         .create_approval(new_approval(&thread, &turn))
         .await
@@ -134,18 +135,20 @@ async fn a_decision_is_recorded_once_and_claimed_once() {
         Err(StoreError::Conflict(_))
     ));
     // The trigger holds even against hand-written SQL.
-    let refused = raw(&path).execute(
-        "UPDATE approvals SET status = 'approved' WHERE id = ?1",
-        [record.id.as_str()],
-    );
+    let refused = raw
+        .execute(&format!(
+            "UPDATE approvals SET status = 'approved' WHERE id = '{}'",
+            record.id
+        ))
+        .await;
     assert!(refused.is_err());
 }
 
-#[tokio::test]
-async fn an_edit_without_arguments_and_unknown_ids_are_refused() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn an_edit_without_arguments_and_unknown_ids_are_refused<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
     let (record, _) = store
         .create_approval(new_approval(&thread, &turn))
         .await
@@ -170,19 +173,18 @@ async fn an_edit_without_arguments_and_unknown_ids_are_refused() {
     ));
 }
 
-#[tokio::test]
-async fn a_suspended_turn_survives_a_restart_and_resumes_after() {
-    let (_dir, path) = db_path();
+pub async fn a_suspended_turn_survives_a_restart_and_resumes_after<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let (thread, turn, id) = {
-        let store = open(&path).await;
-        let (thread, turn) = running_turn(&store).await;
+        let (thread, turn) = running_turn(&*store).await;
         let (record, _) = store
             .create_approval(new_approval(&thread, &turn))
             .await
             .unwrap();
         (thread, turn, record.id)
     };
-    let store = open(&path).await;
     let interrupted = store.interrupt_running_turns().await.unwrap();
     assert!(interrupted.is_empty(), "{interrupted:?}");
     assert_eq!(
@@ -201,8 +203,6 @@ async fn a_suspended_turn_survives_a_restart_and_resumes_after() {
     store.claim_approval(&id).await.unwrap();
     assert!(store.list_approvals(&awaiting).await.unwrap().is_empty());
     // Once resumed, the turn is running again: a restart now interrupts it.
-    drop(store);
-    let store = open(&path).await;
     assert_eq!(
         store.interrupt_running_turns().await.unwrap(),
         vec![turn.clone()]

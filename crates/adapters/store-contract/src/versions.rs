@@ -4,13 +4,15 @@
 //! a thread's version is pinned once, a turn records its thread's version, and shadow
 //! threads are linked and never listed.
 
+use std::sync::Arc;
+
 use std::collections::BTreeMap;
 
 use agentplane_core::version::TrafficAction;
 use agentplane_core::{Stage, TrafficSplit, TurnId, VersionSpec};
-use agentplane_engine::ports::{EventStore, NewTraffic, NewVersion, StoreError, VersionStore};
+use agentplane_engine::ports::{NewTraffic, NewVersion, StoreError};
 
-use crate::{db_path, new_thread, open, raw};
+use crate::fixtures::{RawSql, Store, new_thread};
 
 fn spec(prompt: &str) -> VersionSpec {
     VersionSpec {
@@ -34,10 +36,10 @@ fn version(v: &str) -> NewVersion {
     }
 }
 
-#[tokio::test]
-async fn only_drafts_change_and_stages_move_forward_also_behind_the_stores_back() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn only_drafts_change_and_stages_move_forward_also_behind_the_stores_back<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     let created = store
         .create_version(version("1.1.0"))
         .await
@@ -78,23 +80,22 @@ async fn only_drafts_change_and_stages_move_forward_also_behind_the_stores_back(
         Err(StoreError::NotFound(_))
     ));
 
-    let conn = raw(&path);
     for sql in [
         "UPDATE agent_versions SET spec = '{}' WHERE version = '1.1.0'",
         "UPDATE agent_versions SET stage = 'draft' WHERE version = '1.1.0'",
         "DELETE FROM agent_versions",
     ] {
-        assert!(conn.execute(sql, []).is_err(), "{sql} must be refused");
+        assert!(raw.execute(sql).await.is_err(), "{sql} must be refused");
     }
     let all = store.all_versions().await.expect("versions");
     assert_eq!(all["coder"][0].spec.system_prompt, "second");
     assert_eq!(all["coder"][0].stage, Stage::Staging);
 }
 
-#[tokio::test]
-async fn traffic_is_append_only_and_a_stale_change_loses() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn traffic_is_append_only_and_a_stale_change_loses<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     let split = TrafficSplit(BTreeMap::from([("1.0.0".into(), 100)]));
     let change = |after_seq| NewTraffic {
         agent: "coder".into(),
@@ -116,18 +117,18 @@ async fn traffic_is_append_only_and_a_stale_change_loses() {
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].split, split);
     assert!(store.traffic("other").await.expect("none").is_empty());
-    let conn = raw(&path);
     assert!(
-        conn.execute("UPDATE agent_traffic SET weights = '{}'", [])
+        raw.execute("UPDATE agent_traffic SET weights = '{}'")
+            .await
             .is_err()
     );
-    assert!(conn.execute("DELETE FROM agent_traffic", []).is_err());
+    assert!(raw.execute("DELETE FROM agent_traffic").await.is_err());
 }
 
-#[tokio::test]
-async fn a_thread_is_pinned_once_and_its_turns_record_the_version() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn a_thread_is_pinned_once_and_its_turns_record_the_version<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     let thread = store.create_thread(new_thread()).await.expect("thread");
     assert_eq!(thread.agent_version, None);
     assert_eq!(
@@ -143,8 +144,8 @@ async fn a_thread_is_pinned_once_and_its_turns_record_the_version() {
         "1.1.0"
     );
     assert!(
-        raw(&path)
-            .execute("UPDATE threads SET agent_version = '3.0.0'", [])
+        raw.execute("UPDATE threads SET agent_version = '3.0.0'")
+            .await
             .is_err()
     );
     let turn = store

@@ -2,10 +2,12 @@
 //! `cost` events by the cost read under the same filters, left out by a thread filter,
 //! extreme values clamped, and never changed or deleted behind the store's back.
 
-use agentplane_core::{CompletionId, EventPayload, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{CostQuery, EventStore, ModelCallRecord, NewThread, StoreError};
+use std::sync::Arc;
 
-use crate::{db_path, open, raw};
+use agentplane_core::{CompletionId, EventPayload, StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{CostQuery, ModelCallRecord, NewThread, StoreError};
+
+use crate::fixtures::{RawSql, Store};
 
 fn call(client: &str, agent: &str, tokens: u64, usd_micros: u64) -> ModelCallRecord {
     ModelCallRecord {
@@ -20,10 +22,10 @@ fn call(client: &str, agent: &str, tokens: u64, usd_micros: u64) -> ModelCallRec
     }
 }
 
-#[tokio::test]
-async fn calls_are_summed_with_turn_costs_under_the_same_filters() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn calls_are_summed_with_turn_costs_under_the_same_filters<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     store
         .record_model_call(call("alice", "gateway", 100, 7))
         .await
@@ -141,10 +143,10 @@ async fn calls_are_summed_with_turn_costs_under_the_same_filters() {
     assert!(bad.is_err());
 }
 
-#[tokio::test]
-async fn an_id_is_recorded_once_and_extremes_are_clamped() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn an_id_is_recorded_once_and_extremes_are_clamped<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let first = call("alice", "gateway", u64::MAX, u64::MAX);
     store
         .record_model_call(first.clone())
@@ -159,26 +161,24 @@ async fn an_id_is_recorded_once_and_extremes_are_clamped() {
     assert_eq!(rows[0].usd_micros, i64::MAX as u64);
 }
 
-#[tokio::test]
-async fn recorded_calls_cannot_be_changed_or_deleted() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn recorded_calls_cannot_be_changed_or_deleted<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     store
         .record_model_call(call("alice", "gateway", 1, 1))
         .await
         .expect("record");
-    let conn = raw(&path);
     assert!(
-        conn.execute("UPDATE model_calls SET usd_micros = 0", [])
+        raw.execute("UPDATE model_calls SET usd_micros = 0")
+            .await
             .is_err()
     );
-    assert!(conn.execute("DELETE FROM model_calls", []).is_err());
+    assert!(raw.execute("DELETE FROM model_calls").await.is_err());
     assert!(
-        conn.execute(
-            "INSERT INTO model_calls VALUES ('x', 't', 'c', 'a', 'p', 'm', -1, 0, 0)",
-            []
-        )
-        .is_err(),
+        raw.execute("INSERT INTO model_calls VALUES ('x', 't', 'c', 'a', 'p', 'm', -1, 0, 0)")
+            .await
+            .is_err(),
         "negative counts are refused"
     );
 }

@@ -1,10 +1,12 @@
 //! Threads as a client sees them: listing, soft deletion (hidden, never erased), and
 //! the compaction summary.
 
-use agentplane_core::{StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{EventStore, NewThread, StoreError, TurnStatus};
+use std::sync::Arc;
 
-use crate::{db_path, delta, new_thread, open, raw, running_turn};
+use agentplane_core::{StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{NewThread, StoreError, TurnStatus};
+
+use crate::fixtures::{RawSql, Store, delta, new_thread, running_turn};
 
 fn thread_of(client_id: &str, title: &str) -> NewThread {
     NewThread {
@@ -14,10 +16,10 @@ fn thread_of(client_id: &str, title: &str) -> NewThread {
     }
 }
 
-#[tokio::test]
-async fn threads_are_listed_per_client_newest_first() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn threads_are_listed_per_client_newest_first<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
     let mut mine = Vec::new();
     for title in ["first", "second", "third"] {
         mine.push(
@@ -46,16 +48,16 @@ async fn threads_are_listed_per_client_newest_first() {
     }
 }
 
-#[tokio::test]
-async fn a_deleted_thread_is_hidden_but_its_log_stays() {
-    let (_dir, path) = db_path();
+pub async fn a_deleted_thread_is_hidden_but_its_log_stays<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     let (thread, turn, events) = {
-        let store = open(&path).await;
         let kept = store
             .create_thread(thread_of("local", "kept"))
             .await
             .unwrap();
-        let (thread, turn) = running_turn(&store).await;
+        let (thread, turn) = running_turn(&*store).await;
         store.append(&thread, &turn, delta("hello")).await.unwrap();
         store
             .complete_turn(&thread, &turn, StopReason::Finished, serde_json::json!({}))
@@ -73,7 +75,6 @@ async fn a_deleted_thread_is_hidden_but_its_log_stays() {
     };
 
     // Still hidden, still kept, after a restart.
-    let store = open(&path).await;
     assert_eq!(store.thread(&thread).await.unwrap(), None);
     assert_eq!(store.list_threads("local").await.unwrap().len(), 1);
     assert_eq!(store.turn_events(&turn).await.unwrap(), events);
@@ -111,19 +112,20 @@ async fn a_deleted_thread_is_hidden_but_its_log_stays() {
     assert!(matches!(reused, Err(StoreError::Conflict(_))), "{reused:?}");
 
     // The database itself refuses to bring it back.
-    let undeleted = raw(&path).execute(
-        "UPDATE threads SET deleted_at = NULL WHERE id = ?1",
-        [thread.as_str()],
-    );
+    let undeleted = raw
+        .execute(&format!(
+            "UPDATE threads SET deleted_at = NULL WHERE id = '{thread}'"
+        ))
+        .await;
     assert!(undeleted.is_err(), "{undeleted:?}");
     assert_eq!(store.thread(&thread).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn deleting_a_thread_with_a_running_turn_is_a_conflict() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
+pub async fn deleting_a_thread_with_a_running_turn_is_a_conflict<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
 
     let refused = store.delete_thread(&thread).await;
     match &refused {
@@ -153,17 +155,16 @@ async fn deleting_a_thread_with_a_running_turn_is_a_conflict() {
     assert_eq!(store.list_threads("local").await.unwrap(), vec![]);
 }
 
-#[tokio::test]
-async fn writes_to_a_thread_deleted_behind_the_stores_back_are_not_found() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let (thread, turn) = running_turn(&store).await;
-    raw(&path)
-        .execute(
-            "UPDATE threads SET deleted_at = '2026-01-01T00:00:00.000Z' WHERE id = ?1",
-            [thread.as_str()],
-        )
-        .unwrap();
+pub async fn writes_to_a_thread_deleted_behind_the_stores_back_are_not_found<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
+    raw.execute(&format!(
+        "UPDATE threads SET deleted_at = '2026-01-01T00:00:00.000Z' WHERE id = '{thread}'"
+    ))
+    .await
+    .unwrap();
 
     let appended = store.append(&thread, &turn, delta("x")).await;
     assert!(
@@ -183,7 +184,7 @@ async fn writes_to_a_thread_deleted_behind_the_stores_back_are_not_found() {
         "{completed:?}"
     );
     let asked = store
-        .create_permission(crate::new_permission(&thread, &turn))
+        .create_permission(crate::fixtures::new_permission(&thread, &turn))
         .await;
     assert!(matches!(asked, Err(StoreError::NotFound(_))), "{asked:?}");
     assert!(store.turn_events(&turn).await.unwrap().is_empty());
@@ -192,11 +193,8 @@ async fn writes_to_a_thread_deleted_behind_the_stores_back_are_not_found() {
     assert_eq!(store.interrupt_running_turns().await.unwrap(), vec![turn]);
 }
 
-#[tokio::test]
-async fn the_summary_round_trips_and_is_replaced() {
-    let (_dir, path) = db_path();
+pub async fn the_summary_round_trips_and_is_replaced<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
     let thread = {
-        let store = open(&path).await;
         let created = store.create_thread(new_thread()).await.unwrap();
         assert_eq!(created.summary, None);
         assert_eq!(
@@ -217,7 +215,6 @@ async fn the_summary_round_trips_and_is_replaced() {
         );
         created.id
     };
-    let store = open(&path).await;
     let long = "summary ".repeat(100_000);
     store.set_summary(&thread, &long).await.unwrap();
     assert_eq!(

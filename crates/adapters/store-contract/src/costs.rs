@@ -2,11 +2,12 @@
 //! client, provider, model and day; filters; tenancy through the client filter;
 //! deleted threads still counted; extreme and damaged values.
 
-use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{CostQuery, CostRow, EventStore, NewThread, StoreError};
-use agentplane_store::SqliteStore;
+use std::sync::Arc;
 
-use crate::{db_path, open, raw};
+use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId};
+use agentplane_engine::ports::{CostQuery, CostRow, NewThread, StoreError};
+
+use crate::fixtures::{RawSql, Store};
 
 fn cost(model: &str, input_tokens: u64, output_tokens: u64, usd_micros: u64) -> EventPayload {
     EventPayload::Cost {
@@ -20,7 +21,7 @@ fn cost(model: &str, input_tokens: u64, output_tokens: u64, usd_micros: u64) -> 
 }
 
 /// A thread of `client` running `agent`, with a running turn.
-async fn turn_of(store: &SqliteStore, client: &str, agent: &str) -> (ThreadId, TurnId) {
+async fn turn_of<S: Store>(store: &S, client: &str, agent: &str) -> (ThreadId, TurnId) {
     let thread = store
         .create_thread(NewThread {
             id: ThreadId::new(),
@@ -40,14 +41,14 @@ async fn turn_of(store: &SqliteStore, client: &str, agent: &str) -> (ThreadId, T
     (thread, turn)
 }
 
-async fn spend(store: &SqliteStore, at: &(ThreadId, TurnId), payload: EventPayload) {
+async fn spend<S: Store>(store: &S, at: &(ThreadId, TurnId), payload: EventPayload) {
     store
         .append(&at.0, &at.1, payload)
         .await
         .expect("append cost");
 }
 
-async fn finish(store: &SqliteStore, at: &(ThreadId, TurnId)) {
+async fn finish<S: Store>(store: &S, at: &(ThreadId, TurnId)) {
     store
         .complete_turn(&at.0, &at.1, StopReason::Finished, serde_json::Value::Null)
         .await
@@ -79,14 +80,11 @@ fn totals(rows: &[CostRow]) -> (u64, u64, u64, u64) {
     })
 }
 
-#[tokio::test]
-async fn an_empty_store_has_no_costs() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
+pub async fn an_empty_store_has_no_costs<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
     assert_eq!(store.costs(&all()).await.unwrap(), Vec::new());
     // Turns without cost events (a local model, or a turn that failed before a call)
     // add nothing either.
-    let at = turn_of(&store, "local", "coder").await;
+    let at = turn_of(&*store, "local", "coder").await;
     store
         .append(
             &at.0,
@@ -95,24 +93,24 @@ async fn an_empty_store_has_no_costs() {
         )
         .await
         .unwrap();
-    finish(&store, &at).await;
+    finish(&*store, &at).await;
     assert_eq!(store.costs(&all()).await.unwrap(), Vec::new());
 }
 
-#[tokio::test]
-async fn calls_are_summed_per_agent_client_provider_model_and_day() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let a1 = turn_of(&store, "alice", "coder").await;
-    spend(&store, &a1, cost("gpt-4o", 100, 10, 350)).await;
-    spend(&store, &a1, cost("gpt-4o", 200, 20, 700)).await;
-    spend(&store, &a1, cost("gpt-4o-mini", 1_000, 100, 210)).await;
-    finish(&store, &a1).await;
+pub async fn calls_are_summed_per_agent_client_provider_model_and_day<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let a1 = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &a1, cost("gpt-4o", 100, 10, 350)).await;
+    spend(&*store, &a1, cost("gpt-4o", 200, 20, 700)).await;
+    spend(&*store, &a1, cost("gpt-4o-mini", 1_000, 100, 210)).await;
+    finish(&*store, &a1).await;
     // A second thread of the same client and agent joins the same groups.
-    let a2 = turn_of(&store, "alice", "coder").await;
-    spend(&store, &a2, cost("gpt-4o", 1, 1, 13)).await;
-    let b = turn_of(&store, "bob", "writer").await;
-    spend(&store, &b, cost("gpt-4o", 5, 5, 63)).await;
+    let a2 = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &a2, cost("gpt-4o", 1, 1, 13)).await;
+    let b = turn_of(&*store, "bob", "writer").await;
+    spend(&*store, &b, cost("gpt-4o", 5, 5, 63)).await;
     store
         .append(
             &b.0,
@@ -168,27 +166,24 @@ async fn calls_are_summed_per_agent_client_provider_model_and_day() {
     );
 }
 
-#[tokio::test]
-async fn by_turn_splits_rows_per_thread_and_turn() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let first = turn_of(&store, "alice", "coder").await;
-    spend(&store, &first, cost("gpt-4o", 10, 1, 100)).await;
-    spend(&store, &first, cost("gpt-4o", 10, 1, 100)).await;
-    finish(&store, &first).await;
+pub async fn by_turn_splits_rows_per_thread_and_turn<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
+    let first = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &first, cost("gpt-4o", 10, 1, 100)).await;
+    spend(&*store, &first, cost("gpt-4o", 10, 1, 100)).await;
+    finish(&*store, &first).await;
     let second = TurnId::new();
     store
         .begin_turn(&first.0, &second, "again", false)
         .await
         .unwrap();
     spend(
-        &store,
+        &*store,
         &(first.0.clone(), second.clone()),
         cost("gpt-4o", 1, 1, 7),
     )
     .await;
-    let other = turn_of(&store, "alice", "coder").await;
-    spend(&store, &other, cost("gpt-4o", 2, 2, 9)).await;
+    let other = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &other, cost("gpt-4o", 2, 2, 9)).await;
 
     let per_turn = store
         .costs(&CostQuery {
@@ -217,19 +212,19 @@ async fn by_turn_splits_rows_per_thread_and_turn() {
     assert_eq!(totals(&merged), (4, 23, 5, 216));
 }
 
-#[tokio::test]
-async fn filters_select_client_agent_thread_and_time() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let alice = turn_of(&store, "alice", "coder").await;
-    spend(&store, &alice, cost("m", 1, 0, 1)).await;
-    let alice_writer = turn_of(&store, "alice", "writer").await;
-    spend(&store, &alice_writer, cost("m", 2, 0, 2)).await;
-    let bob = turn_of(&store, "bob", "coder").await;
-    spend(&store, &bob, cost("m", 4, 0, 4)).await;
+pub async fn filters_select_client_agent_thread_and_time<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let alice = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &alice, cost("m", 1, 0, 1)).await;
+    let alice_writer = turn_of(&*store, "alice", "writer").await;
+    spend(&*store, &alice_writer, cost("m", 2, 0, 2)).await;
+    let bob = turn_of(&*store, "bob", "coder").await;
+    spend(&*store, &bob, cost("m", 4, 0, 4)).await;
 
     let sum = |query: CostQuery| {
-        let store = &store;
+        let store = &*store;
         async move { totals(&store.costs(&query).await.unwrap()).3 }
     };
     assert_eq!(sum(all()).await, 7);
@@ -315,13 +310,10 @@ async fn filters_select_client_agent_thread_and_time() {
     }
 }
 
-#[tokio::test]
-async fn deleted_threads_still_count() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let at = turn_of(&store, "alice", "coder").await;
-    spend(&store, &at, cost("gpt-4o", 10, 10, 125)).await;
-    finish(&store, &at).await;
+pub async fn deleted_threads_still_count<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
+    let at = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &at, cost("gpt-4o", 10, 10, 125)).await;
+    finish(&*store, &at).await;
     store.delete_thread(&at.0).await.expect("delete");
     assert!(store.thread(&at.0).await.unwrap().is_none());
     let rows = store
@@ -334,18 +326,18 @@ async fn deleted_threads_still_count() {
     assert_eq!(totals(&rows), (1, 10, 10, 125));
 }
 
-#[tokio::test]
-async fn extreme_numbers_are_exact_and_sums_saturate() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let at = turn_of(&store, "alice", "coder").await;
+pub async fn extreme_numbers_are_exact_and_sums_saturate<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let at = turn_of(&*store, "alice", "coder").await;
     // Above i64::MAX: SQLite would hold these as floats; they must come back exact.
     let big = u64::MAX - 1;
-    spend(&store, &at, cost("m", big, 1, big)).await;
+    spend(&*store, &at, cost("m", big, 1, big)).await;
     let rows = store.costs(&all()).await.unwrap();
     assert_eq!(totals(&rows), (1, big, 1, big));
     // Two of them saturate instead of overflowing or failing the report.
-    spend(&store, &at, cost("m", big, u64::MAX, big)).await;
+    spend(&*store, &at, cost("m", big, u64::MAX, big)).await;
     let rows = store.costs(&all()).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(
@@ -359,28 +351,27 @@ async fn extreme_numbers_are_exact_and_sums_saturate() {
     );
     // Names are data: quotes, SQL and control characters come back as written.
     let hostile = "m'); DROP TABLE events; --\u{1b}[2J";
-    spend(&store, &at, cost(hostile, 1, 1, 1)).await;
+    spend(&*store, &at, cost(hostile, 1, 1, 1)).await;
     let rows = store.costs(&all()).await.unwrap();
     assert!(rows.iter().any(|r| r.model == hostile), "{rows:?}");
 }
 
-#[tokio::test]
-async fn a_damaged_cost_event_is_reported_not_hidden() {
-    let (_dir, path) = db_path();
-    let store = open(&path).await;
-    let at = turn_of(&store, "alice", "coder").await;
-    spend(&store, &at, cost("m", 1, 1, 1)).await;
+pub async fn a_damaged_cost_event_is_reported_not_hidden<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let at = turn_of(&*store, "alice", "coder").await;
+    spend(&*store, &at, cost("m", 1, 1, 1)).await;
     // Written behind the store's back: a negative amount where only u64 can be.
-    let conn = raw(&path);
-    conn.execute(
+    raw.execute(&format!(
         "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
-         VALUES (?1, 100, ?2, 'cost', '2026-01-01T00:00:00.000Z',
-                 '{\"kind\":\"cost\",\"provider\":\"p\",\"model\":\"m\",\"input_tokens\":1,\
-                   \"output_tokens\":1,\"usd_micros\":-5,\"usd\":0}')",
-        [at.0.as_str(), at.1.as_str()],
-    )
+         VALUES ('{}', 100, '{}', 'cost', '2026-01-01T00:00:00.000Z',
+                 '{{\"kind\":\"cost\",\"provider\":\"p\",\"model\":\"m\",\"input_tokens\":1,\
+                   \"output_tokens\":1,\"usd_micros\":-5,\"usd\":0}}')",
+        at.0, at.1
+    ))
+    .await
     .expect("raw insert");
-    drop(conn);
     let refused = store.costs(&all()).await;
     match refused {
         Err(StoreError::Backend(message)) => {
