@@ -145,8 +145,9 @@ async fn two_replicas_share_turns_streams_recovery_and_rate_limits() {
     std::fs::write(
         sb.root.join("policies").join("limit.yaml"),
         format!(
-            "name: shared-limit\ntype: rate_limit\ntargets:\n  clients: [{limited}]\n\
-             rules:\n  window: 1h\n  max: 3\n"
+            // Named per run: the counts live in Redis for the window, across runs.
+            "name: shared-limit-{nanos}\ntype: rate_limit\ntargets:\n  clients: [{limited}]\n\
+             rules:\n  window: 1h\n  max: 3\n  per: [client]\n"
         ),
     )
     .expect("policy");
