@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+pub mod crash;
+
 /// Whether the suites run at full size (`AGENTPLANE_SUITE_SIZE=full`), not the bounded
 /// form CI runs.
 pub fn full_size() -> bool {
@@ -270,6 +272,15 @@ impl SseReader {
         .await
         .expect("follow events");
         assert_eq!(response.status(), 200, "{}", served.stderr());
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// Reads a response that is already known to be an event stream (a turn started
+    /// by hand, where a refused start or a killed server is not a test failure).
+    pub fn from_response(response: reqwest::Response) -> SseReader {
         SseReader {
             response,
             buffer: String::new(),

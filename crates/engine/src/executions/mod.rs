@@ -746,7 +746,10 @@ impl Executions {
     /// database of one process; a dead replica's on a shared one, after its turns were
     /// interrupted): each is retried or interrupted per `on_restart`, except one whose
     /// turn waits for an approval (still running in the store after the turns'
-    /// recovery), which is followed again from here. Returns how many were recovered.
+    /// recovery), which is followed again from here, and one whose turn had ended by
+    /// itself before the process stopped (between the turn's end and the execution's,
+    /// two writes), which ends from its turn as it would have: a finished turn is never
+    /// run again nor reported interrupted. Returns how many were recovered.
     pub async fn recover(
         self: &Arc<Self>,
         running: Vec<ExecutionRecord>,
@@ -755,10 +758,29 @@ impl Executions {
         for execution in running {
             if let Some(turn) = &execution.turn_id
                 && let Some(record) = self.hub.deps().store.turn(turn).await?
-                && record.status == TurnStatus::Running
             {
-                self.watch(execution.clone(), turn.clone());
-                continue;
+                match record.status {
+                    TurnStatus::Running => {
+                        self.watch(execution.clone(), turn.clone());
+                        continue;
+                    }
+                    TurnStatus::Ended(
+                        stop @ (StopReason::Finished
+                        | StopReason::TextAnswer
+                        | StopReason::StepLimit
+                        | StopReason::Error),
+                    ) => {
+                        let error = self.turn_error(turn).await;
+                        let next = self
+                            .judge_end(&execution, turn.clone(), stop, error, true)
+                            .await;
+                        self.apply(&execution, next).await?;
+                        continue;
+                    }
+                    // Interrupted with the process, or cancelled by a graceful stop:
+                    // `on_restart` decides.
+                    TurnStatus::Ended(_) => {}
+                }
             }
             let record = self
                 .store
