@@ -28,7 +28,8 @@ use crate::ports::external::{
 };
 use crate::ports::{NewPermission, StoreError};
 use crate::turn::{
-    BegunTurn, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome, TurnRequest,
+    BegunTurn, DELTA_FLUSH_BYTES, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome,
+    TurnRequest,
 };
 
 /// How long the adapter gets, after a cancel, to end the agent before the driver stops
@@ -59,6 +60,7 @@ pub async fn run_external_turn(
         label: label.clone(),
         calls: HashMap::new(),
         text: String::new(),
+        pending: String::new(),
         usage: Usage::default(),
     };
     turn.record(EventPayload::TurnStarted {
@@ -132,7 +134,13 @@ pub async fn run_external_turn(
             // Once every sender is gone (the adapter is ending the process), stop
             // polling the channel: a closed channel is always ready.
             message = from_agent.recv(), if listening => match message {
-                Some(message) => turn.handle(message, &cancel).await?,
+                Some(message) => {
+                    turn.handle(message, &cancel).await?;
+                    // Text queued behind this message joins it in one event.
+                    if turn.pending.len() >= DELTA_FLUSH_BYTES || from_agent.is_empty() {
+                        turn.flush_text().await?;
+                    }
+                }
                 None => listening = false,
             },
             ended = &mut run => break ended,
@@ -146,7 +154,11 @@ pub async fn run_external_turn(
     // Reports sent before the prompt's answer are still queued: record them first.
     while let Ok(message) = from_agent.try_recv() {
         turn.handle(message, &cancel).await?;
+        if turn.pending.len() >= DELTA_FLUSH_BYTES {
+            turn.flush_text().await?;
+        }
     }
+    turn.flush_text().await?;
     turn.settle_open_calls(cancel.is_cancelled()).await?;
 
     let (stop_reason, result, error) = match ended {
@@ -242,6 +254,10 @@ struct ExternalTurn<'a> {
     calls: HashMap<String, OpenCall>,
     /// The answer so far: the turn's result.
     text: String,
+    /// Text received and not yet recorded: chunks that arrive faster than the store
+    /// writes share one `message_delta` (up to `DELTA_FLUSH_BYTES`), as model text does,
+    /// so an agent that floods small chunks costs a write per batch, not per chunk.
+    pending: String,
     /// Tokens the agent reported (zero when it reported none).
     usage: Usage,
 }
@@ -257,11 +273,24 @@ impl ExternalTurn<'_> {
         Ok(())
     }
 
+    /// Records the text received since the last `message_delta`, if any.
+    async fn flush_text(&mut self) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let text = std::mem::take(&mut self.pending);
+        self.record(EventPayload::MessageDelta { text }).await
+    }
+
     async fn handle(
         &mut self,
         message: ToTurn,
         cancel: &CancellationToken,
     ) -> Result<(), StoreError> {
+        // Anything else is recorded after the text that came before it.
+        if !matches!(message, ToTurn::Update(ExternalUpdate::Text(_))) {
+            self.flush_text().await?;
+        }
         match message {
             ToTurn::Update(update) => self.update(update).await,
             ToTurn::Permission { ask, answer } => {
@@ -293,7 +322,8 @@ impl ExternalTurn<'_> {
                 }
                 self.observer.on_text(&text);
                 self.text.push_str(&text);
-                self.record(EventPayload::MessageDelta { text }).await
+                self.pending.push_str(&text);
+                Ok(())
             }
             ExternalUpdate::ToolCall {
                 call_id,

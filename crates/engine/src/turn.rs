@@ -51,7 +51,7 @@ pub const FINISH_TASK: &str = "finish_task";
 const HARMONY_MARKER_MAX: usize = 16;
 
 /// Coalesce streamed text into one `message_delta` event per this many bytes…
-const DELTA_FLUSH_BYTES: usize = 512;
+pub(crate) const DELTA_FLUSH_BYTES: usize = 512;
 /// …or per this much time, whichever comes first.
 const DELTA_FLUSH_AFTER: Duration = Duration::from_millis(50);
 

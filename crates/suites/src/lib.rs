@@ -5,6 +5,8 @@
 //! The suites themselves are the integration tests in `tests/`; each sizes itself from
 //! `AGENTPLANE_SUITE_SIZE` (`ci`, the default, or `full`): see [`full_size`].
 
+pub mod faults;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -244,6 +246,14 @@ pub struct SseReader {
 }
 
 impl SseReader {
+    /// Reads an SSE response already received.
+    pub fn from_response(response: reqwest::Response) -> SseReader {
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
     pub async fn open(served: &Served, thread: &str, input: &str) -> SseReader {
         let response = api(
             served,

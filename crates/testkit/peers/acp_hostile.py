@@ -7,6 +7,7 @@ Usage: acp_hostile.py MODE, where MODE is one of
   exit-mid-turn  one message chunk, then exits with status 3 in the middle of a prompt
   silent         reads everything, answers nothing (not even `initialize`)
   silent-prompt  a correct handshake, then never answers `session/prompt` nor cancel
+  flood          20,000 message chunks as fast as it can write, then the answer
 """
 
 import json
@@ -71,6 +72,9 @@ for line in sys.stdin:
         if MODE == "exit-mid-turn":
             time.sleep(0.05)
             sys.exit(3)
+        if MODE == "flood":
+            for _ in range(20000):
+                chunk(session, "x" * 100)
         if MODE == "oversized":
             raw("{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"pad\":\"" + "x" * (9 * 1024 * 1024) + "\"}}")
         chunk(session, " and the rest")

@@ -47,6 +47,10 @@ pub(crate) fn answer(step: &Step, n: usize, request: &Value) -> Reply {
         delay_ms: step.delay_ms,
         chunk_delay_ms: step.chunk_delay_ms,
         truncate_after: step.truncate_after_chunks,
+        stall_after: step.stall_after_chunks,
+        stall_before_headers: step.stall_before_headers,
+        endless: step.endless,
+        retry_after: None,
     }
 }
 

@@ -48,7 +48,11 @@
 //!   (override, e.g. `"length"`), `model` (the model name in the answer; default: the
 //!   request's), `truncate_after_chunks` (send N body chunks, then drop the connection:
 //!   no `[DONE]`, no final chunk; for a non-streamed answer, N = 1 sends the first half of
-//!   the JSON).
+//!   the JSON), `stall_after_chunks` (send N body chunks, then stay silent with the
+//!   connection open; 0: headers then silence), `stall_before_headers` (accept the
+//!   request, never answer), `endless` (with `raw_sse`/`raw_chunks`: the last entry is
+//!   sent again and again, forever). An `error` may carry `retry_after`, sent as the
+//!   `Retry-After` header. A refused connection needs no step: a closed port is enough.
 //! - `usage` (optional): token counts reported. Default: about one token per four
 //!   characters of the request's messages and of the answer, at least 1 each.
 //!

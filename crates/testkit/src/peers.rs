@@ -70,9 +70,21 @@ pub fn acp_sdk_agent() -> (String, Vec<String>) {
 }
 
 /// `peers/acp_hostile.py`: an ACP agent that misbehaves as told by its argument
-/// (`garbage`, `oversized`, `wrong-ids`, `exit-mid-turn`, `silent`), run by python3.
+/// (`garbage`, `oversized`, `wrong-ids`, `exit-mid-turn`, `silent`, `silent-prompt`,
+/// `flood`), run by python3.
 pub fn acp_hostile_agent(mode: &str) -> (String, Vec<String>) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/acp_hostile.py");
+    (
+        "python3".to_owned(),
+        vec![script.display().to_string(), mode.to_owned()],
+    )
+}
+
+/// `peers/mcp_hostile.py`: an MCP server on stdio with one tool, `echo`, whose call
+/// misbehaves as told by its argument (`garbage`, `wrong-ids`, `wrong-only`, `stall`,
+/// `exit`, `flood`), run by python3.
+pub fn mcp_hostile_server(mode: &str) -> (String, Vec<String>) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/mcp_hostile.py");
     (
         "python3".to_owned(),
         vec![script.display().to_string(), mode.to_owned()],

@@ -22,6 +22,14 @@ pub(crate) struct Reply {
     pub chunk_delay_ms: u64,
     /// Drop the connection after this many chunks instead of finishing the body.
     pub truncate_after: Option<usize>,
+    /// Go silent, connection open, after this many chunks.
+    pub stall_after: Option<usize>,
+    /// Never send the headers.
+    pub stall_before_headers: bool,
+    /// Repeat the last chunk forever.
+    pub endless: bool,
+    /// The `Retry-After` header, when set.
+    pub retry_after: Option<String>,
 }
 
 impl Reply {
@@ -33,6 +41,10 @@ impl Reply {
             delay_ms: 0,
             chunk_delay_ms: 0,
             truncate_after: None,
+            stall_after: None,
+            stall_before_headers: false,
+            endless: false,
+            retry_after: None,
         }
     }
 
@@ -44,6 +56,10 @@ impl Reply {
             delay_ms: 0,
             chunk_delay_ms: 0,
             truncate_after: None,
+            stall_after: None,
+            stall_before_headers: false,
+            endless: false,
+            retry_after: None,
         }
     }
 }
@@ -67,7 +83,9 @@ pub(crate) fn bad_request(detail: &str) -> Reply {
 /// The answer of `step` to request number `n` (0-based) with body `request`.
 pub(crate) fn answer(step: &Step, n: usize, request: &Value) -> Reply {
     let mut reply = if let Some(error) = &step.error {
-        Reply::json(error.status, error.body.clone())
+        let mut reply = Reply::json(error.status, error.body.clone());
+        reply.retry_after = error.retry_after.clone();
+        reply
     } else if step.no_tools {
         let model = request["model"].as_str().unwrap_or("model");
         let message = format!("registry.ollama.ai/library/{model} does not support tools");
@@ -94,6 +112,9 @@ pub(crate) fn answer(step: &Step, n: usize, request: &Value) -> Reply {
     reply.delay_ms = step.delay_ms;
     reply.chunk_delay_ms = step.chunk_delay_ms;
     reply.truncate_after = step.truncate_after_chunks;
+    reply.stall_after = step.stall_after_chunks;
+    reply.stall_before_headers = step.stall_before_headers;
+    reply.endless = step.endless;
     reply
 }
 

@@ -87,6 +87,9 @@ pub struct ScriptedError {
     /// Sent as is, with `content-type: application/json`.
     #[serde(default)]
     pub body: String,
+    /// Sent as the `Retry-After` header, as is (seconds or an HTTP date; anything).
+    #[serde(default)]
+    pub retry_after: Option<String>,
 }
 
 /// One answer of the scripted server: what one chat request gets.
@@ -107,6 +110,14 @@ pub struct Step {
     pub raw_chunks: Option<Vec<String>>,
     /// Send this many body chunks, then drop the connection.
     pub truncate_after_chunks: Option<usize>,
+    /// Send this many body chunks, then keep the connection open and say nothing more
+    /// (0: headers, then silence).
+    pub stall_after_chunks: Option<usize>,
+    /// Accept the request and never answer, not even the headers.
+    pub stall_before_headers: bool,
+    /// Send the last body chunk again and again, forever (with `raw_sse` or
+    /// `raw_chunks`): a stream that never ends.
+    pub endless: bool,
     pub delay_ms: u64,
     pub chunk_delay_ms: u64,
     /// Cut text and each tool call's arguments into this many pieces.
@@ -150,7 +161,40 @@ impl Step {
             error: Some(ScriptedError {
                 status,
                 body: body.into(),
+                retry_after: None,
             }),
+            ..Self::default()
+        }
+    }
+
+    /// An HTTP error with a raw body and a `Retry-After` header.
+    pub fn error_retry_after(
+        status: u16,
+        body: impl Into<String>,
+        retry_after: impl Into<String>,
+    ) -> Self {
+        Self {
+            error: Some(ScriptedError {
+                status,
+                body: body.into(),
+                retry_after: Some(retry_after.into()),
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// A stream of these SSE events whose last one is sent again and again, forever.
+    pub fn endless_sse(events: &[&str]) -> Self {
+        Self {
+            endless: true,
+            ..Self::raw_sse(events)
+        }
+    }
+
+    /// A request that is accepted and never answered, not even with headers.
+    pub fn silent() -> Self {
+        Self {
+            stall_before_headers: true,
             ..Self::default()
         }
     }
@@ -212,6 +256,12 @@ impl Step {
         self
     }
 
+    /// The same step, silent (connection open) after `chunks` body chunks.
+    pub fn stalled_after(mut self, chunks: usize) -> Self {
+        self.stall_after_chunks = Some(chunks);
+        self
+    }
+
     /// The same step without usage.
     pub fn without_usage(mut self) -> Self {
         self.omit_usage = true;
@@ -242,6 +292,17 @@ impl Step {
             return Err(format!(
                 "step {position}: choose one of text/tool_calls, error, no_tools, raw_sse, raw_chunks"
             ));
+        }
+        if self.endless && self.raw_sse.is_none() && self.raw_chunks.is_none() {
+            return Err(format!(
+                "step {position}: endless repeats the last raw chunk: use raw_sse or raw_chunks"
+            ));
+        }
+        if self.endless
+            && (self.raw_sse.as_ref().is_some_and(Vec::is_empty)
+                || self.raw_chunks.as_ref().is_some_and(Vec::is_empty))
+        {
+            return Err(format!("step {position}: endless needs a chunk to repeat"));
         }
         if self.split == Some(0) {
             return Err(format!("step {position}: split must be at least 1"));
@@ -410,6 +471,11 @@ mod tests {
             ),
             (r#"{"repeat": true, "steps": []}"#, "at least one step"),
             (r#"{"steps": [{"delay_ms": -1}]}"#, "invalid scenario"),
+            (r#"{"steps": [{"text": "a", "endless": true}]}"#, "endless"),
+            (
+                r#"{"steps": [{"raw_sse": [], "endless": true}]}"#,
+                "chunk to repeat",
+            ),
         ];
         for (text, expected) in cases {
             let err = Scenario::from_json(text).expect_err(text);

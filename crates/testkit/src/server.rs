@@ -303,15 +303,25 @@ struct Writing {
     sent: usize,
     chunk_delay: Duration,
     truncate_after: Option<usize>,
+    stall_after: Option<usize>,
+    endless: bool,
     cut: bool,
 }
 
 async fn send(reply: Reply) -> Response {
+    if reply.stall_before_headers {
+        // Hyper drops this future when the client gives up and closes the connection.
+        std::future::pending::<()>().await;
+    }
     if reply.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
     }
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = if reply.chunks.len() == 1 && reply.truncate_after.is_none() {
+    let whole = reply.chunks.len() == 1
+        && reply.truncate_after.is_none()
+        && reply.stall_after.is_none()
+        && !reply.endless;
+    let body = if whole {
         Body::from(reply.chunks[0].clone())
     } else {
         let writing = Writing {
@@ -319,6 +329,8 @@ async fn send(reply: Reply) -> Response {
             sent: 0,
             chunk_delay: Duration::from_millis(reply.chunk_delay_ms),
             truncate_after: reply.truncate_after,
+            stall_after: reply.stall_after,
+            endless: reply.endless,
             cut: false,
         };
         Body::from_stream(futures_util::stream::unfold(writing, next_chunk))
@@ -329,6 +341,11 @@ async fn send(reply: Reply) -> Response {
         header::CONTENT_TYPE,
         header::HeaderValue::from_static(reply.content_type),
     );
+    if let Some(retry_after) = &reply.retry_after
+        && let Ok(value) = header::HeaderValue::from_str(retry_after)
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
     if reply.content_type == "text/event-stream" {
         response.headers_mut().insert(
             header::CACHE_CONTROL,
@@ -355,7 +372,19 @@ async fn next_chunk(mut writing: Writing) -> Option<(Result<Bytes, std::io::Erro
             std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "scripted truncation");
         return Some((Err(error), writing));
     }
-    let chunk = writing.chunks.pop_front()?;
+    if writing
+        .stall_after
+        .is_some_and(|limit| writing.sent >= limit)
+    {
+        // Silence with the connection open; hyper drops this stream when the client
+        // closes it.
+        std::future::pending::<()>().await;
+    }
+    let chunk = if writing.endless && writing.chunks.len() == 1 {
+        writing.chunks.front()?.clone()
+    } else {
+        writing.chunks.pop_front()?
+    };
     if writing.sent > 0 && !writing.chunk_delay.is_zero() {
         tokio::time::sleep(writing.chunk_delay).await;
     }

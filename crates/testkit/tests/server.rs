@@ -213,6 +213,71 @@ async fn truncation_cuts_the_body_without_done() {
 }
 
 #[tokio::test]
+async fn stalls_hold_the_connection_open_and_silent() {
+    let server = ScriptedServer::start(Scenario::new(vec![
+        Step::text("first words").with_split(2).stalled_after(2),
+        Step::text("never").stalled_after(0),
+        Step::silent(),
+    ]))
+    .await
+    .expect("start");
+    let quiet = Duration::from_millis(300);
+    // Two chunks, then nothing: the next read waits.
+    let mut response = post(&server, &chat_body(true)).await;
+    let mut received = Vec::new();
+    while !String::from_utf8_lossy(&received).contains("words") {
+        let chunk = response.chunk().await.expect("chunk").expect("more");
+        received.extend_from_slice(&chunk);
+    }
+    assert!(tokio::time::timeout(quiet, response.chunk()).await.is_err());
+    // Headers, then nothing.
+    let mut response = post(&server, &chat_body(true)).await;
+    assert_eq!(response.status(), 200);
+    assert!(tokio::time::timeout(quiet, response.chunk()).await.is_err());
+    // Not even headers.
+    let silent = tokio::time::timeout(quiet, post(&server, &chat_body(true))).await;
+    assert!(silent.is_err(), "headers came");
+    assert_eq!(server.chat_request_count(), 3);
+}
+
+#[tokio::test]
+async fn an_endless_stream_repeats_its_last_event() {
+    let delta = r#"data: {"choices":[{"index":0,"delta":{"content":"more "}}]}"#;
+    let server = ScriptedServer::start(Scenario::new(vec![Step::endless_sse(&[
+        r#"data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#,
+        delta,
+    ])]))
+    .await
+    .expect("start");
+    let mut response = post(&server, &chat_body(true)).await;
+    let mut received = 0usize;
+    // Far more than the two scripted events: it goes on.
+    while received < 256 * 1024 {
+        let chunk = response.chunk().await.expect("chunk").expect("never ends");
+        received += chunk.len();
+    }
+}
+
+#[tokio::test]
+async fn errors_carry_retry_after_when_scripted() {
+    let server = ScriptedServer::start(Scenario::new(vec![
+        Step::error_retry_after(429, r#"{"error":{"message":"slow down"}}"#, "7"),
+        Step::error(503, "{}"),
+    ]))
+    .await
+    .expect("start");
+    let response = post(&server, &chat_body(true)).await;
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"7"[..])
+    );
+    let response = post(&server, &chat_body(true)).await;
+    assert_eq!(response.status(), 503);
+    assert!(response.headers().get("retry-after").is_none());
+}
+
+#[tokio::test]
 async fn delays_are_honoured() {
     let server = ScriptedServer::start(Scenario::new(vec![
         Step::text("slow").with_delay_ms(200),

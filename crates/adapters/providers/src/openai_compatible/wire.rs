@@ -272,7 +272,19 @@ impl StreamAssembly {
         if let Some(usage) = usage_of(&chunk) {
             self.usage = Some(usage);
         }
-        let Some(choice) = chunk["choices"].as_array().and_then(|c| c.first()) else {
+        // No `choices` (or an empty list, as in the usage chunk) carries nothing; any
+        // other shape is a server speaking something else, not an empty answer.
+        let choices = match &chunk["choices"] {
+            Value::Null => return Ok(None),
+            Value::Array(choices) => choices,
+            other => {
+                return Err(ModelError::Protocol(format!(
+                    "a stream chunk's `choices` is not a list: {}",
+                    failure::shorten(&other.to_string())
+                )));
+            }
+        };
+        let Some(choice) = choices.first() else {
             return Ok(None);
         };
         if let Some(reason) = finish_reason_of(choice) {
@@ -505,6 +517,17 @@ mod tests {
         assert_eq!(response.tool_calls.len(), 2);
         assert_eq!(response.tool_calls[0].arguments, r#"{"x":1}"#);
         assert_eq!(response.tool_calls[1].name, "g");
+    }
+
+    #[test]
+    fn choices_of_another_shape_are_a_protocol_error_not_an_empty_answer() {
+        let mut assembly = StreamAssembly::new("m");
+        let error = assembly.apply(r#"{"choices": 5}"#).expect_err("not a list");
+        assert!(matches!(error, ModelError::Protocol(_)), "{error:?}");
+        // Absent or empty `choices` (the usage chunk) still carry nothing.
+        let mut assembly = StreamAssembly::new("m");
+        assert_eq!(assembly.apply(r#"{"id":"x"}"#).expect("no choices"), None);
+        assert_eq!(assembly.apply(r#"{"choices":[]}"#).expect("empty"), None);
     }
 
     #[test]
