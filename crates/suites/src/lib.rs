@@ -5,6 +5,8 @@
 //! The suites themselves are the integration tests in `tests/`; each sizes itself from
 //! `AGENTPLANE_SUITE_SIZE` (`ci`, the default, or `full`): see [`full_size`].
 
+pub mod attacks;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
