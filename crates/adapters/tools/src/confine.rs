@@ -122,9 +122,11 @@ pub fn resolve_in_workspace(
 
 /// Opens an existing regular file for reading, refusing a symlink at the final
 /// component (`O_NOFOLLOW`) and anything that is not a regular file (checked on the
-/// descriptor, after a non-blocking open so a FIFO cannot hang). `requested` is only
-/// used in messages.
-pub(crate) fn open_regular_file(
+/// descriptor, after a non-blocking open so a FIFO cannot hang), or a file with other
+/// hard links. `path` comes from [`resolve_in_workspace`] for `workspace`; on Linux it
+/// is opened beneath the workspace's descriptor, so a symlink swapped in anywhere
+/// along it since the check is refused. `requested` is only used in messages.
+pub fn open_regular_file(
     workspace: &Path,
     path: &Path,
     requested: &str,
@@ -148,7 +150,7 @@ pub(crate) fn open_regular_file(
 
 /// Creates or truncates a regular file for writing, with the same final-component
 /// guarantees as [`open_regular_file`].
-pub(crate) fn create_regular_file(
+pub fn create_regular_file(
     workspace: &Path,
     path: &Path,
     requested: &str,
