@@ -16,11 +16,22 @@ fn fetch(url: String) -> (String, Value) {
     ("fetch_url".to_owned(), json!({"url": url}))
 }
 
-/// The machine's own host name, if it has one.
+/// The machine's own host name, when it resolves only to loopback or private
+/// addresses (on a machine with a public address, fetching it is allowed).
 fn own_hostname() -> Option<String> {
+    use std::net::{IpAddr, ToSocketAddrs};
     let name = std::fs::read_to_string("/etc/hostname").ok()?;
-    let name = name.trim();
-    (!name.is_empty()).then(|| name.to_owned())
+    let name = name.trim().to_owned();
+    let addrs: Vec<IpAddr> = (name.as_str(), 80)
+        .to_socket_addrs()
+        .ok()?
+        .map(|a| a.ip())
+        .collect();
+    let private = |ip: &IpAddr| match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
+        IpAddr::V6(v6) => v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00,
+    };
+    (!name.is_empty() && !addrs.is_empty() && addrs.iter().all(private)).then_some(name)
 }
 
 /// URLs `fetch_url` must refuse for an agent without private networks; `port` is the
