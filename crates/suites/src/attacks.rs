@@ -3,6 +3,9 @@
 //! `security_event`, nothing leaked), a server started with extra environment, and a
 //! tiny HTTP target on 127.0.0.1 that counts the requests it gets (so a fetch that
 //! should have been refused but went out is seen).
+//!
+//! What must not live here: the cases themselves (they are the tests), and anything
+//! that reaches into the server other than through its HTTP API, its log and its files.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -150,11 +153,14 @@ pub async fn probe(served: &Served, thread: &str, case: &str) -> Probe {
 /// figures (cases, refusals) come from here.
 #[derive(Debug, Default)]
 pub struct Tally {
+    /// Cases tried.
     pub cases: usize,
+    /// Of those, the ones refused (the rest ran inert, as they must).
     pub refused: usize,
 }
 
 impl Tally {
+    /// Counts one case, refused or not.
     pub fn case(&mut self, refused: bool) {
         self.cases += 1;
         if refused {
@@ -226,6 +232,7 @@ pub async fn start_with_env(
 /// response and counts the requests. A fetch the suite expects refused must leave the
 /// count at zero.
 pub struct Target {
+    /// Where it listens (127.0.0.1).
     pub addr: SocketAddr,
     hits: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
@@ -280,6 +287,7 @@ impl Target {
         Target { addr, hits, task }
     }
 
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.addr.port()
     }
