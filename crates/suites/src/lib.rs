@@ -5,6 +5,7 @@
 //! The suites themselves are the integration tests in `tests/`; each sizes itself from
 //! `AGENTPLANE_SUITE_SIZE` (`ci`, the default, or `full`): see [`full_size`].
 
+pub mod attacks;
 pub mod faults;
 
 use std::path::PathBuf;

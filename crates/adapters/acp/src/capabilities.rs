@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
+use agentplane_engine::ports::ToolError;
 use agentplane_engine::ports::external::{CapabilityUse, ToTurn};
+use agentplane_tools::confine::{create_regular_file, open_regular_file};
 use agentplane_tools::{Access, resolve_in_workspace};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
@@ -54,15 +56,18 @@ async fn confine(
     access: Access,
 ) -> Result<std::path::PathBuf, String> {
     let requested = relative_to(workspace, path);
-    resolve_in_workspace(workspace, &requested, access).map_err(|e| {
-        if let Some(violation) = &e.security {
-            let _ = to_turn.try_send(ToTurn::Security {
-                event_type: violation.event_type.clone(),
-                detail: format!("ACP agent: {}", violation.detail),
-            });
-        }
-        e.message
-    })
+    resolve_in_workspace(workspace, &requested, access).map_err(|e| report(to_turn, e))
+}
+
+/// The message of a refusal, after reporting a breach as a security event.
+fn report(to_turn: &mpsc::Sender<ToTurn>, e: ToolError) -> String {
+    if let Some(violation) = &e.security {
+        let _ = to_turn.try_send(ToTurn::Security {
+            event_type: violation.event_type.clone(),
+            detail: format!("ACP agent: {}", violation.detail),
+        });
+    }
+    e.message
 }
 
 /// `fs/read_text_file`: the file's text, from 1-based `line`, at most `limit` lines.
@@ -76,16 +81,31 @@ pub async fn read_text_file(
     let shown = relative_to(workspace, path);
     gate(to_turn, "read_file", json!({ "path": shown })).await?;
     let resolved = confine(to_turn, workspace, path, Access::Read).await?;
-    let size = tokio::fs::metadata(&resolved)
-        .await
-        .map_err(|e| format!("cannot read {shown}: {e}"))?
-        .len();
-    if size > MAX_FILE_BYTES {
-        return Err(format!("{shown} is larger than {MAX_FILE_BYTES} bytes"));
-    }
-    let bytes = tokio::fs::read(&resolved)
-        .await
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    // Opened like our own `read_file`: no symlink swapped in since the check, no
+    // hard link to a file elsewhere, no FIFO to hang on.
+    let root = workspace.to_path_buf();
+    let name = shown.clone();
+    let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, FileFailure> {
+        use std::io::Read;
+        let file = open_regular_file(&root, &resolved, &name).map_err(FileFailure::Confined)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| FileFailure::Io(format!("cannot read {name}: {e}")))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(FileFailure::Io(format!(
+                "{name} is larger than {MAX_FILE_BYTES} bytes"
+            )));
+        }
+        Ok(bytes)
+    })
+    .await
+    .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let bytes = match read {
+        Ok(bytes) => bytes,
+        Err(FileFailure::Confined(e)) => return Err(report(to_turn, e)),
+        Err(FileFailure::Io(message)) => return Err(message),
+    };
     let text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))?;
     if line.is_none() && limit.is_none() {
         return Ok(text);
@@ -124,7 +144,29 @@ pub async fn write_text_file(
             .await
             .map_err(|e| format!("cannot create the folder of {shown}: {e}"))?;
     }
-    tokio::fs::write(&resolved, content)
-        .await
-        .map_err(|e| format!("cannot write {shown}: {e}"))
+    let root = workspace.to_path_buf();
+    let name = shown.clone();
+    let content = content.to_owned();
+    let written = tokio::task::spawn_blocking(move || -> Result<(), FileFailure> {
+        use std::io::Write;
+        let mut file =
+            create_regular_file(&root, &resolved, &name).map_err(FileFailure::Confined)?;
+        file.write_all(content.as_bytes())
+            .and_then(|()| file.flush())
+            .map_err(|e| FileFailure::Io(format!("cannot write {name}: {e}")))
+    })
+    .await
+    .map_err(|e| format!("cannot write {shown}: {e}"))?;
+    match written {
+        Ok(()) => Ok(()),
+        Err(FileFailure::Confined(e)) => Err(report(to_turn, e)),
+        Err(FileFailure::Io(message)) => Err(message),
+    }
+}
+
+/// Why opening, reading or writing a file failed: refused by confinement (reported as
+/// a security event when a breach), or an I/O error.
+enum FileFailure {
+    Confined(ToolError),
+    Io(String),
 }

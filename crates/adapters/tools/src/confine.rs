@@ -23,12 +23,21 @@
 //! and the open, and the open would then follow it out. We narrow what std allows:
 //! the final component is opened with `O_NOFOLLOW` (a symlink swapped in there makes
 //! the open fail, reported as a violation) and `O_NONBLOCK` (a FIFO cannot hang the
-//! call), and a file's type is checked on the open descriptor, not the path. Swaps of
-//! *intermediate* directories are not caught: closing that needs an fd-relative walk
-//! (`openat2` with `RESOLVE_BENEATH`), which std does not offer. Directory walks in
-//! `fs` have the same window. Hard links are not detected either: a hard link inside
-//! the workspace to a file outside it reads as an ordinary file (creating one needs
-//! write access to both places on the same filesystem).
+//! call), and a file's type is checked on the open descriptor, not the path. On Linux
+//! (5.6 and later) a file is opened with `openat2` from the workspace's descriptor,
+//! refusing every symlink on the way (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`): the
+//! checked path is canonical, so a directory swapped for a symlink anywhere along it
+//! fails the open instead of leading out. Elsewhere, and where a seccomp filter hides
+//! `openat2`, swaps of *intermediate* directories are not caught. Directory walks in
+//! `fs` (listing, the search's descent) keep the window for the names they list; each
+//! file the search reads is opened the guarded way.
+//!
+//! # Hard links
+//! A hard link inside the workspace to a file outside it is indistinguishable from an
+//! ordinary file by its path, so a regular file with more than one link is refused
+//! (checked on the open descriptor, before a write truncates anything): reading it
+//! could disclose, and writing it could change, a file elsewhere. `search_text` skips
+//! such files. The cost: hard-linked trees (a pnpm store) cannot be read with `fs`.
 //!
 //! What must not live here: anything that reads or writes file contents, or knows
 //! about tools; this module only decides where a path leads and opens it.
@@ -113,29 +122,55 @@ pub fn resolve_in_workspace(
 
 /// Opens an existing regular file for reading, refusing a symlink at the final
 /// component (`O_NOFOLLOW`) and anything that is not a regular file (checked on the
-/// descriptor, after a non-blocking open so a FIFO cannot hang). `requested` is only
-/// used in messages.
-pub(crate) fn open_regular_file(path: &Path, requested: &str) -> Result<File, ToolError> {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    no_follow(&mut options);
-    let file = options
-        .open(path)
-        .map_err(|e| open_failure(requested, &e))?;
+/// descriptor, after a non-blocking open so a FIFO cannot hang), or a file with other
+/// hard links. `path` comes from [`resolve_in_workspace`] for `workspace`; on Linux it
+/// is opened beneath the workspace's descriptor, so a symlink swapped in anywhere
+/// along it since the check is refused. `requested` is only used in messages.
+pub fn open_regular_file(
+    workspace: &Path,
+    path: &Path,
+    requested: &str,
+) -> Result<File, ToolError> {
+    let file = match beneath::open(workspace, path, beneath::Mode::Read)
+        .map_err(|e| open_failure(requested, &e))?
+    {
+        Some(file) => file,
+        None => {
+            let mut options = OpenOptions::new();
+            options.read(true);
+            no_follow(&mut options);
+            options
+                .open(path)
+                .map_err(|e| open_failure(requested, &e))?
+        }
+    };
     ensure_regular(&file, requested)?;
     Ok(file)
 }
 
 /// Creates or truncates a regular file for writing, with the same final-component
 /// guarantees as [`open_regular_file`].
-pub(crate) fn create_regular_file(path: &Path, requested: &str) -> Result<File, ToolError> {
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    no_follow(&mut options);
-    let file = options
-        .open(path)
-        .map_err(|e| open_failure(requested, &e))?;
+pub fn create_regular_file(
+    workspace: &Path,
+    path: &Path,
+    requested: &str,
+) -> Result<File, ToolError> {
+    // Truncated only once the descriptor is known to be a regular file with one link.
+    let file = match beneath::open(workspace, path, beneath::Mode::Write)
+        .map_err(|e| open_failure(requested, &e))?
+    {
+        Some(file) => file,
+        None => {
+            let mut options = OpenOptions::new();
+            options.write(true).create(true);
+            no_follow(&mut options);
+            options
+                .open(path)
+                .map_err(|e| open_failure(requested, &e))?
+        }
+    };
     ensure_regular(&file, requested)?;
+    file.set_len(0).map_err(|e| io_failure(requested, &e))?;
     Ok(file)
 }
 
@@ -214,7 +249,12 @@ fn no_follow(_options: &mut OpenOptions) {}
 
 fn ensure_regular(file: &File, requested: &str) -> Result<(), ToolError> {
     let meta = file.metadata().map_err(|e| io_failure(requested, &e))?;
-    if meta.is_file() {
+    if meta.is_file() && links(&meta) > 1 {
+        Err(breach(
+            requested,
+            "it has other hard links, which may lie outside the workspace",
+        ))
+    } else if meta.is_file() {
         Ok(())
     } else if meta.is_dir() {
         Err(ToolError::new(
@@ -229,10 +269,21 @@ fn ensure_regular(file: &File, requested: &str) -> Result<(), ToolError> {
     }
 }
 
+#[cfg(unix)]
+fn links(meta: &fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.nlink()
+}
+
+#[cfg(not(unix))]
+fn links(_meta: &fs::Metadata) -> u64 {
+    1
+}
+
 fn open_failure(requested: &str, error: &io::Error) -> ToolError {
     #[cfg(unix)]
-    if error.raw_os_error() == Some(libc::ELOOP) {
-        // The check saw no symlink here, so one was swapped in since.
+    if matches!(error.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) {
+        // The check saw no symlink on the way, so one was swapped in since.
         return breach(requested, "it became a symlink after it was checked");
     }
     io_failure(requested, error)
@@ -251,6 +302,92 @@ fn breach(requested: &str, reason: &str) -> ToolError {
         SANDBOX_VIOLATION,
         format!("path {requested:?} refused: {reason}"),
     )
+}
+
+/// Opening a checked path so that no symlink swapped in after the check is followed,
+/// anywhere along it: Linux's `openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`
+/// from the workspace's descriptor. The checked path is canonical, so any symlink met
+/// on the way is new and the open fails (`ELOOP`/`EXDEV`, a violation). Where the call
+/// does not exist (other systems, kernels before 5.6, a seccomp filter) the caller
+/// falls back to the plain open, with the window the module docs describe.
+mod beneath {
+    use std::fs::File;
+    use std::io;
+    use std::path::Path;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Mode {
+        Read,
+        /// Write, creating the file if missing; never truncating (the caller does,
+        /// once the descriptor has been checked).
+        Write,
+    }
+
+    /// `Ok(None)` when `openat2` is not available here.
+    #[cfg(target_os = "linux")]
+    pub(super) fn open(workspace: &Path, path: &Path, mode: Mode) -> io::Result<Option<File>> {
+        use std::ffi::CString;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        use std::os::unix::ffi::OsStrExt;
+
+        let root = std::fs::canonicalize(workspace)?;
+        let Ok(relative) = path.strip_prefix(&root) else {
+            // Not below the canonical workspace: the check would have refused it.
+            return Err(io::Error::from_raw_os_error(libc::EXDEV));
+        };
+        let relative = if relative.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            relative
+        };
+        let Ok(name) = CString::new(relative.as_os_str().as_bytes()) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        let dir = File::open(&root)?;
+        let flags = match mode {
+            Mode::Read => libc::O_RDONLY,
+            Mode::Write => libc::O_WRONLY | libc::O_CREAT,
+        } | libc::O_NOFOLLOW
+            | libc::O_NONBLOCK
+            | libc::O_CLOEXEC;
+        // SAFETY: `open_how` is a plain C struct; all-zero is its documented default.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = flags as u64;
+        how.mode = if mode == Mode::Write { 0o666 } else { 0 };
+        how.resolve =
+            libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        // SAFETY: every pointer is valid for the call: `name` is a NUL-terminated
+        // string and `how` an `open_how` of the size passed; `dir` outlives the call.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            let error = io::Error::last_os_error();
+            return match error.raw_os_error() {
+                Some(libc::ENOSYS | libc::EPERM) => Ok(None),
+                _ => Err(error),
+            };
+        }
+        let Ok(fd) = i32::try_from(fd) else {
+            return Err(io::Error::other(
+                "openat2 returned an impossible descriptor",
+            ));
+        };
+        // SAFETY: `fd` was just returned by the kernel, is open, and is owned by
+        // nothing else.
+        Ok(Some(unsafe { File::from_raw_fd(fd) }))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn open(_workspace: &Path, _path: &Path, _mode: Mode) -> io::Result<Option<File>> {
+        Ok(None)
+    }
 }
 
 #[cfg(test)]

@@ -256,7 +256,7 @@ fn workspace_root() -> String {
 fn read_file(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
     let path = resolve_in_workspace(&ctx.workspace, &args.path, Access::Read)?;
     check_path_scope(ctx, &path, &args.path)?;
-    let file = confine::open_regular_file(&path, &args.path)?;
+    let file = confine::open_regular_file(&ctx.workspace, &path, &args.path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = BufReader::with_capacity(text::SNIFF_BYTES, file);
     let head = reader.fill_buf().map_err(|e| failed(&args.path, &e))?;
@@ -393,7 +393,7 @@ fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
     }
     let path = resolve_in_workspace(&ctx.workspace, &args.path, Access::Write)?;
     check_path_scope(ctx, &path, &args.path)?;
-    let mut file = confine::create_regular_file(&path, &args.path)?;
+    let mut file = confine::create_regular_file(&ctx.workspace, &path, &args.path)?;
     file.write_all(args.content.as_bytes())
         .and_then(|()| file.flush())
         .map_err(|e| failed(&args.path, &e))?;
@@ -473,6 +473,7 @@ fn search_text(
     check_path_scope(ctx, &start, &args.path)?;
     let root = canonical_workspace(ctx)?;
     let mut search = Search {
+        root: &root,
         pattern: &args.pattern,
         cap: ctx.output_cap,
         matches: Vec::new(),
@@ -500,6 +501,8 @@ fn search_text(
 
 /// The state of one `search_text` call.
 struct Search<'a> {
+    /// The canonical workspace, which every file is opened beneath.
+    root: &'a Path,
     pattern: &'a str,
     cap: usize,
     matches: Vec<String>,
@@ -513,7 +516,7 @@ impl Search<'_> {
     /// Searches one file; `Break` once the match or byte limit is reached. Files that
     /// cannot be opened (permissions, swapped for a symlink) are skipped.
     fn file(&mut self, path: &Path, shown: &str) -> ControlFlow<()> {
-        let Ok(file) = confine::open_regular_file(path, shown) else {
+        let Ok(file) = confine::open_regular_file(self.root, path, shown) else {
             return ControlFlow::Continue(());
         };
         if file

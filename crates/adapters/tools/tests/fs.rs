@@ -208,6 +208,35 @@ async fn symlinks_out_of_the_workspace_are_refused() {
 }
 
 #[tokio::test]
+async fn hard_links_are_refused_and_the_linked_file_is_untouched() {
+    let f = fixture();
+    // Both temp dirs lie on one filesystem here; elsewhere there is nothing to test.
+    if std::fs::hard_link(f.out.join("secret.txt"), f.ws.join("hard")).is_err() {
+        eprintln!("no hard link across the temp dirs; skipped");
+        return;
+    }
+    assert_sandbox_violation(call(&f, "read_file", json!({"path": "hard"})).await, "read");
+    assert_sandbox_violation(
+        call(
+            &f,
+            "write_file",
+            json!({"path": "hard", "content": "pwned"}),
+        )
+        .await,
+        "write",
+    );
+    let found = call(&f, "search_text", json!({"pattern": "SECRET"}))
+        .await
+        .expect("search");
+    assert!(!found.content.contains("TOP SECRET"), "{}", found.content);
+    assert_eq!(
+        std::fs::read_to_string(f.out.join("secret.txt")).unwrap(),
+        "TOP SECRET outside\n",
+        "nothing was truncated through the link"
+    );
+}
+
+#[tokio::test]
 async fn writing_through_a_symlink_leaves_the_target_untouched() {
     let f = fixture();
     symlink(f.out.join("secret.txt"), f.ws.join("secret_link")).unwrap();
