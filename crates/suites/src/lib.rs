@@ -6,6 +6,7 @@
 //! `AGENTPLANE_SUITE_SIZE` (`ci`, the default, or `full`): see [`full_size`].
 
 pub mod attacks;
+pub mod crash;
 pub mod faults;
 
 use std::path::PathBuf;
@@ -13,8 +14,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-pub mod crash;
 
 /// Whether the suites run at full size (`AGENTPLANE_SUITE_SIZE=full`), not the bounded
 /// form CI runs.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use agentplane_store::SqliteStore;
-use agentplane_store_contract::{Dialect, RawSql, store_contract};
+use agentplane_store_contract::{Dialect, RawSql, replica_contract, store_contract};
 use async_trait::async_trait;
 
 /// A second connection to the store's file, as an operator could open.
@@ -60,3 +60,4 @@ async fn fresh() -> Option<(tempfile::TempDir, SqliteStore, SqliteRaw)> {
 }
 
 store_contract!(fresh);
+replica_contract!(fresh);
