@@ -246,14 +246,6 @@ pub struct SseReader {
 }
 
 impl SseReader {
-    /// Reads an SSE response already received.
-    pub fn from_response(response: reqwest::Response) -> SseReader {
-        SseReader {
-            response,
-            buffer: String::new(),
-        }
-    }
-
     pub async fn open(served: &Served, thread: &str, input: &str) -> SseReader {
         let response = api(
             served,
@@ -265,10 +257,7 @@ impl SseReader {
         .await
         .expect("start turn");
         assert_eq!(response.status(), 200, "{}", served.stderr());
-        SseReader {
-            response,
-            buffer: String::new(),
-        }
+        SseReader::from_response(response)
     }
 
     /// Follows a thread's events after `after` (`GET /v1/threads/{id}/events`).
@@ -282,10 +271,7 @@ impl SseReader {
         .await
         .expect("follow events");
         assert_eq!(response.status(), 200, "{}", served.stderr());
-        SseReader {
-            response,
-            buffer: String::new(),
-        }
+        SseReader::from_response(response)
     }
 
     /// Reads a response that is already known to be an event stream (a turn started
