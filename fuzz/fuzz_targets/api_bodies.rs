@@ -137,12 +137,12 @@ fn api() -> &'static Api {
             ),
             (
                 Method::PATCH,
-                format!("/v1/agents/{agent}/versions/1"),
+                format!("/v1/agents/{agent}/versions/1.0.0"),
                 Reaches::Nothing,
             ),
             (
                 Method::POST,
-                format!("/v1/agents/{agent}/versions/1/promote"),
+                format!("/v1/agents/{agent}/versions/1.0.0/promote"),
                 Reaches::Nothing,
             ),
             (
