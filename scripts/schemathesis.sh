@@ -2,19 +2,29 @@
 # Fuzzes the HTTP API against its own OpenAPI document with schemathesis (PyPI): a live
 # `agentplane serve` (debug build, temp DB, a bearer token) on a free port of 127.0.0.1,
 # with the testkit's `scripted-llm` as the model, answering every chat with text. Fails
-# on any 5xx and on any response outside the document's schemas.
+# on any 5xx, on any response outside the document's schemas, on a panic in the server's
+# log and on a server that did not survive the run.
 #
 #   scripts/schemathesis.sh                 # what .ci/run runs (about 1.5 minutes)
-#   SCHEMATHESIS_MAX_EXAMPLES=200 scripts/schemathesis.sh    # a longer hunt
+#   scripts/schemathesis.sh --full          # at least 5,000 generated cases in all
+#   AGENTPLANE_SCHEMATHESIS_MAX=20000 scripts/schemathesis.sh   # a longer hunt
 #   scripts/schemathesis.sh --checks all    # extra arguments go to `st run`
 #
 # Environment: AGENTPLANE_SCHEMATHESIS_DIR (the venv, default $PWD/.local-model/
-# schemathesis, gitignored), SCHEMATHESIS_MAX_EXAMPLES (per operation, default 20),
-# SCHEMATHESIS_SEED (default 1, so a failure reproduces).
+# schemathesis, gitignored), AGENTPLANE_SCHEMATHESIS_MAX (the cases wanted in all: the
+# examples per operation become that over the number of operations; `--full` means
+# 5000), SCHEMATHESIS_MAX_EXAMPLES (per operation, default 20, when no total is asked
+# for), SCHEMATHESIS_SEED (default 1, so a failure reproduces), AGENTPLANE_SCHEMATHESIS_LOG
+# (a file to keep the server's log in).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version="4.32.5"
+total="${AGENTPLANE_SCHEMATHESIS_MAX:-}"
+if [[ "${1:-}" == "--full" ]]; then
+  shift
+  total="${total:-5000}"
+fi
 cache="${AGENTPLANE_SCHEMATHESIS_DIR:-$PWD/.local-model/schemathesis}"
 examples="${SCHEMATHESIS_MAX_EXAMPLES:-20}"
 seed="${SCHEMATHESIS_SEED:-1}"
@@ -83,6 +93,17 @@ curl -fsS -X POST "$base/v1/threads" -H "X-Client-ID: schemathesis" \
   -H "Authorization: Bearer $token" -H 'content-type: application/json' \
   -d "{\"agent\": \"engineering\", \"cwd\": \"$work/ws\", \"title\": \"fuzz\"}" >/dev/null
 
+if [[ -n "$total" ]]; then
+  # Operations whose inputs are few give fewer cases than asked, hence the margin of 2.
+  operations="$(curl -fsS "$base/openapi.json" | python3 -c '
+import json, sys
+doc = json.load(sys.stdin)
+verbs = {"get", "put", "post", "delete", "patch", "head", "options"}
+print(sum(1 for item in doc["paths"].values() for verb in item if verb in verbs))')"
+  examples=$(((2 * total + operations - 1) / operations))
+  echo "$operations operations: $examples examples each for at least $total cases" >&2
+fi
+
 echo "schemathesis $version against $base/openapi.json (${examples} examples per operation, seed $seed)" >&2
 status=0
 # From the temp dir: schemathesis keeps its crash cache in ./.schemathesis.
@@ -98,6 +119,20 @@ status=0
   --no-color \
   "$@") || status=$?
 
+# A handler that panics leaves two kinds of trace: the panic hook's "thread '…' panicked
+# at …" on stderr, and tracing's records of a failed task or connection ("panic" in a
+# field or message). Either fails the run, as does a server that no longer answers.
+if grep -n -i -E "panicked at|panic" "$work/serve.log" >&2; then
+  echo "the server's log shows a panic (lines above)" >&2
+  status=1
+fi
+if ! kill -0 "$server_pid" 2>/dev/null || ! curl -fsS "$base/healthz" >/dev/null; then
+  echo "agentplane serve did not survive the run" >&2
+  status=1
+fi
+if [[ -n "${AGENTPLANE_SCHEMATHESIS_LOG:-}" ]]; then
+  cp "$work/serve.log" "$AGENTPLANE_SCHEMATHESIS_LOG"
+fi
 if ((status != 0)); then
   echo "--- agentplane serve log (last 40 lines) ---" >&2
   tail -n 40 "$work/serve.log" >&2

@@ -534,3 +534,38 @@ fn an_overnight_window_across_the_autumn_change_is_read_within_the_day() {
         ],
     );
 }
+
+/// Found by the `policy_yaml` fuzz target: a syntax error the YAML parser does not
+/// advance past (`mapping values are not allowed`, here after a mangled key) came back
+/// for every next document, and parsing collected it until memory ran out. Each error
+/// is reported once now, and parsing ends there.
+#[test]
+fn a_syntax_error_the_parser_repeats_is_reported_once() {
+    let text = "# What tools agents may call.\n-\u{591}ame: no-shell-for-support\n  type: tool_access\n  targets:\n  # maiSe";
+    let e = errors("tools.yaml", text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(e[0].to_string().contains("unknown field"), "{e:?}");
+    assert!(
+        e[1].to_string().contains("mapping values are not allowed"),
+        "{e:?}"
+    );
+    assert_eq!(e[1].line, Some(3));
+}
+
+/// Found by the `policy_yaml` fuzz target: lone carriage returns before an alias made
+/// the YAML parser panic ("unexpected end of mapping"). A CR not followed by LF is
+/// refused before parsing, located at its line; CRLF files still parse.
+#[test]
+fn a_lone_carriage_return_is_refused_before_parsing() {
+    let text = "ule-s:\n  paths: [rulas:\r\r\r\r\r\r*xes:\n  paths: [\"/";
+    let e = errors("cr.yaml", text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].line, Some(2));
+    assert!(e[0].to_string().contains("carriage return"), "{e:?}");
+
+    let crlf = "- name: crlf-file\r\n  type: tool_access\r\n  targets: {tools: [shell]}\r\n  rules: {allow: [read_file]}\r\n";
+    assert_eq!(
+        parse_source("crlf.yaml", crlf).expect("CRLF parses").len(),
+        1
+    );
+}

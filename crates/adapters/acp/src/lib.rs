@@ -10,6 +10,8 @@
 //! does both; we only ask it through the port's channel).
 
 mod capabilities;
+#[doc(hidden)]
+pub mod fuzzing;
 mod lines;
 pub mod profiles;
 mod session;

@@ -424,7 +424,7 @@ async fn drive(
 }
 
 /// Our view of a `session/update`; kinds we do not record map to nothing.
-fn map_update(update: SessionUpdate) -> Vec<ExternalUpdate> {
+pub(crate) fn map_update(update: SessionUpdate) -> Vec<ExternalUpdate> {
     match update {
         SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
             ContentBlock::Text(text) => vec![ExternalUpdate::Text(text.text)],
@@ -514,7 +514,7 @@ fn content_text(content: &[ToolCallContent], raw: Option<&Value>) -> Option<Stri
     (!text.is_empty()).then_some(text)
 }
 
-fn permission_ask(request: &RequestPermissionRequest) -> PermissionAsk {
+pub(crate) fn permission_ask(request: &RequestPermissionRequest) -> PermissionAsk {
     let fields = &request.tool_call.fields;
     let kind = fields.kind.map(|k| format!("{k:?}")).unwrap_or_default();
     let tool = tool_name(
@@ -539,7 +539,10 @@ fn permission_ask(request: &RequestPermissionRequest) -> PermissionAsk {
 
 /// The option answering a decision: the narrowest allow for an approval, the
 /// narrowest reject otherwise; without such an option, `cancelled` (never an allow).
-fn outcome_for(request: &RequestPermissionRequest, approved: bool) -> RequestPermissionOutcome {
+pub(crate) fn outcome_for(
+    request: &RequestPermissionRequest,
+    approved: bool,
+) -> RequestPermissionOutcome {
     let wanted: &[PermissionOptionKind] = if approved {
         &[
             PermissionOptionKind::AllowOnce,

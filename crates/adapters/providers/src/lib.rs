@@ -8,6 +8,8 @@
 //! no turn logic, no policy and no storage.
 
 mod anthropic;
+#[doc(hidden)]
+pub mod fuzzing;
 mod openai_compatible;
 mod sse;
 

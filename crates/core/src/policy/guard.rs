@@ -13,10 +13,15 @@ pub(crate) fn refusal(text: &str) -> Option<(usize, String)> {
     let mut depth = 0usize;
     for (i, line) in text.lines().enumerate() {
         let lineno = i + 1;
-        if let Some(c) = line
-            .chars()
-            .find(|&c| c.is_control() && c != '\t' && c != '\r')
-        {
+        // `lines` ends a line at LF or CRLF, so a CR left in a line is a lone one: an
+        // old Mac line end, which the YAML parser mishandles (it once panicked on one).
+        if line.contains('\r') {
+            return Some((
+                lineno,
+                "a carriage return not followed by a line feed".to_owned(),
+            ));
+        }
+        if let Some(c) = line.chars().find(|&c| c.is_control() && c != '\t') {
             return Some((
                 lineno,
                 format!("control character U+{:04X}: not YAML text", u32::from(c)),

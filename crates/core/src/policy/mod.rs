@@ -40,6 +40,8 @@ use rate_limit::{MaxCount, Window};
 /// The largest policy file accepted. Policies are short; a bigger file is a mistake or
 /// an attack, and refusing it before parsing bounds memory.
 pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
+/// The most errors reported for one file; a file this broken needs no more.
+const MAX_ERRORS: usize = 100;
 
 /// The six kinds of policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -305,9 +307,19 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
         match Document::deserialize(document) {
             Ok(Document(mut found)) => policies.append(&mut found),
             Err(e) => {
-                errors.push(PolicyError::from_yaml(source, &e));
+                let error = PolicyError::from_yaml(source, &e);
+                // The parser can hand the same error back for ever (a syntax error it
+                // does not advance past); the first one is the news.
+                let repeated = errors.last() == Some(&error);
+                if !repeated {
+                    errors.push(error);
+                }
                 // A syntax error ends the stream; later documents cannot be trusted.
-                if e.location().is_none() || e.to_string().contains("while ") {
+                if repeated
+                    || errors.len() >= MAX_ERRORS
+                    || e.location().is_none()
+                    || e.to_string().contains("while ")
+                {
                     break;
                 }
             }

@@ -5,7 +5,7 @@
 //! OpenAI-compatible client does (and with its error mapping, `failure.rs`). The wire
 //! format is in `wire.rs`. The API key is only ever put in the `x-api-key` header.
 
-mod wire;
+pub(crate) mod wire;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 
 pub(crate) mod failure;
 pub(crate) mod listing;
-mod wire;
+pub(crate) mod wire;
 
 use std::time::Duration;
 

@@ -18,6 +18,8 @@ mod catalog;
 mod connection;
 mod content;
 mod ensemble;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 pub mod servers;
 pub mod spec;
