@@ -9,16 +9,14 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use agentplane_testkit::Step;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{START_BUDGET, Sandbox, Served, SseReader};
+use crate::{Sandbox, Served, SseReader};
 
 /// What one scripted tool call produced in its turn.
 #[derive(Debug, Clone)]
@@ -175,56 +173,6 @@ impl Tally {
             "attack-figures {group}: {} cases, {} refused",
             self.cases, self.refused
         );
-    }
-}
-
-/// Starts `agentplane serve` like [`crate::start`], with `env` added to the child's
-/// environment (a secret's variable, a hostile `PATH`).
-pub async fn start_with_env(
-    sb: &Sandbox,
-    model_url: &str,
-    extra_args: &[&str],
-    env: &[(&str, &str)],
-) -> Served {
-    let port = crate::free_port();
-    let log = sb.root.join(format!("serve-{port}.log"));
-    let mut cmd = crate::command(sb, model_url);
-    cmd.arg("serve")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"))
-        .args(extra_args)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-    let mut served = Served {
-        child: cmd.spawn().expect("spawn agentplane serve"),
-        base: format!("http://127.0.0.1:{port}"),
-        log,
-    };
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + START_BUDGET;
-    loop {
-        if let Some(status) = served.child.try_wait().expect("try_wait") {
-            panic!(
-                "serve exited with {status} before answering:\n{}",
-                served.stderr()
-            );
-        }
-        if let Ok(response) = http
-            .get(format!("{}/healthz", served.base))
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            && response.status() == 200
-        {
-            return served;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not answer /healthz within {START_BUDGET:?}:\n{}",
-            served.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

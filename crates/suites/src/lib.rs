@@ -153,6 +153,17 @@ impl Drop for Served {
 /// Starts `agentplane serve` on a free port of 127.0.0.1 and waits until `/healthz`
 /// answers. A port taken between choosing and binding is retried with another.
 pub async fn start(sb: &Sandbox, model_url: &str, extra_args: &[&str]) -> Served {
+    start_with_env(sb, model_url, extra_args, &[]).await
+}
+
+/// Starts `agentplane serve` like [`start`], with `env` added to the child's
+/// environment (a secret's variable, a hostile `PATH`).
+pub async fn start_with_env(
+    sb: &Sandbox,
+    model_url: &str,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> Served {
     for attempt in 0..3 {
         let port = free_port();
         let log = sb.root.join(format!("serve-{port}.log"));
@@ -161,6 +172,7 @@ pub async fn start(sb: &Sandbox, model_url: &str, extra_args: &[&str]) -> Served
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .args(extra_args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"));
         let mut served = Served {

@@ -4,9 +4,8 @@
 //! log, the SQLite files, every API answer and what the model was shown are searched
 //! for each value (as is and percent-encoded).
 
-use agentplane_suites::attacks::{
-    Tally, assert_envelope, assert_nowhere, probe, start_with_env, store_files,
-};
+use agentplane_suites::attacks::{Tally, assert_envelope, assert_nowhere, probe, store_files};
+use agentplane_suites::start_with_env;
 use agentplane_suites::{api, create_thread, history, sandbox};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use reqwest::Method;

@@ -2,7 +2,8 @@
 //! names run, arguments are an argv (never a shell line), `PATH` tricks do not swap the
 //! program, and the child's environment holds no secret.
 
-use agentplane_suites::attacks::{Tally, probe, script, start_with_env};
+use agentplane_suites::attacks::{Tally, probe, script};
+use agentplane_suites::start_with_env;
 use agentplane_suites::{create_thread, sandbox};
 use agentplane_testkit::{Scenario, ScriptedServer};
 use serde_json::{Value, json};
