@@ -90,6 +90,17 @@ impl TurnObserver for Progress {
             } => {
                 self.line(format!("! security: {event_type}: {}", first_line(detail)));
             }
+            EventPayload::PolicyDenied {
+                policy,
+                policy_type,
+                detail,
+                ..
+            } => {
+                self.line(format!(
+                    "! refused by {policy_type} policy `{policy}`: {}",
+                    first_line(detail)
+                ));
+            }
             EventPayload::ProviderFailover {
                 from, to, message, ..
             } => {

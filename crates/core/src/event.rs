@@ -249,6 +249,20 @@ pub enum EventPayload {
         call_id: Option<String>,
         detail: String,
     },
+    /// A policy refused something before it happened: a turn (`time_window`,
+    /// `tool_access`, `rate_limit`, `budget`) or one tool call (also `data_scope`). Every
+    /// refusal by a policy is recorded with this one kind.
+    PolicyDenied {
+        policy: String,
+        /// The policy type: `tool_access`, `time_window`, `data_scope`, `rate_limit`,
+        /// `budget`.
+        policy_type: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        detail: String,
+    },
     /// A model call failed upstream on provider `from` and goes on with `to`. Text
     /// streamed before this event came from the failed attempt; the deltas after it
     /// restart the answer. `code` and `message` are the failed attempt's error.
@@ -290,6 +304,7 @@ impl EventPayload {
             Self::ApprovalRequested { .. } => "approval_requested",
             Self::ApprovalDecided { .. } => "approval_decided",
             Self::PolicyViolation { .. } => "policy_violation",
+            Self::PolicyDenied { .. } => "policy_denied",
             Self::ProviderFailover { .. } => "provider_failover",
             Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",

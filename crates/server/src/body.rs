@@ -403,6 +403,8 @@ pub enum EventKind {
     ApprovalRequested,
     ApprovalDecided,
     PolicyViolation,
+    /// A policy refused a turn or a tool call before it happened.
+    PolicyDenied,
     ProviderFailover,
     /// An external (ACP) agent's plan.
     Plan,
@@ -510,6 +512,7 @@ mod event_kind_tests {
             EventPayload::ApprovalRequested { .. } => EventKind::ApprovalRequested,
             EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
+            EventPayload::PolicyDenied { .. } => EventKind::PolicyDenied,
             EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
             EventPayload::Plan { .. } => EventKind::Plan,
             EventPayload::Error { .. } => EventKind::Error,

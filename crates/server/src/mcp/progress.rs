@@ -96,6 +96,13 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         EventPayload::PolicyViolation { policy, .. } => {
             format!("policy violation: {}", short(policy))
         }
+        EventPayload::PolicyDenied {
+            policy,
+            policy_type,
+            ..
+        } => {
+            format!("refused by {} policy {}", short(policy_type), short(policy))
+        }
         EventPayload::ProviderFailover { from, to, code, .. } => {
             format!(
                 "provider {} failed ({code}); trying {}",
