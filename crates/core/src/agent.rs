@@ -12,6 +12,17 @@ pub struct AgentLimits {
     pub tool_timeout_ms: u64,
     /// Bytes of one tool result kept for the model and the log; the rest is cut.
     pub tool_output_cap_bytes: usize,
+    /// Tokens one model call may answer with: sent as `max_tokens` with every call, so
+    /// a looping model ends and a budget can reserve the call's worst case.
+    #[serde(default = "default_max_output_tokens")]
+    pub max_output_tokens: u32,
+}
+
+/// The output cap of a model call when the agent sets none.
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 4096;
+
+fn default_max_output_tokens() -> u32 {
+    DEFAULT_MAX_OUTPUT_TOKENS
 }
 
 impl Default for AgentLimits {
@@ -20,6 +31,7 @@ impl Default for AgentLimits {
             max_steps: 24,
             tool_timeout_ms: 30_000,
             tool_output_cap_bytes: 64 * 1024,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
         }
     }
 }

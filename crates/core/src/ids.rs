@@ -74,6 +74,7 @@ prefixed_id!(ExecutionId, "exec_", "execution");
 prefixed_id!(DeliveryId, "dlv_", "webhook delivery");
 prefixed_id!(CompletionId, "chatcmpl-", "gateway completion");
 prefixed_id!(ReplicaId, "rep_", "replica");
+prefixed_id!(HoldId, "hold_", "budget hold");
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,9 @@
 //! Tools as the model sees them, and the vocabulary of tool failures.
 
+/// The name of the terminal tool every agent with an output schema gets: its
+/// arguments, checked against that schema, are the turn's result.
+pub const FINISH_TASK: &str = "finish_task";
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

@@ -131,6 +131,8 @@ impl VersionSpec {
                 max_steps: self.max_steps,
                 tool_timeout_ms: self.tool_timeout_ms,
                 tool_output_cap_bytes: self.tool_output_cap_bytes,
+                // The output cap is the operator's, like the budgets it bounds.
+                max_output_tokens: baseline.limits.max_output_tokens,
             },
             ..baseline.clone()
         }

@@ -19,14 +19,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::governance::{BudgetError, RateFacts};
+use crate::governance::{BudgetError, RateFacts, Refusal};
 use crate::permissions;
 use crate::policy::{self, Decision, RequestContext};
 use crate::ports::external::{
     CapabilityUse, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ExternalStop,
     ExternalToolStatus, ExternalUpdate, PermissionAsk, ToTurn,
 };
-use crate::ports::{NewPermission, StoreError};
+use crate::ports::{NewPermission, RateError, StoreError};
 use crate::turn::{
     BegunTurn, DELTA_FLUSH_BYTES, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome,
     TurnRequest,
@@ -102,8 +102,10 @@ pub async fn run_external_turn(
         {
             Ok(reservation) => reservation,
             Err(BudgetError::Exceeded(exceeded)) => {
+                let refusal = Refusal::BudgetExceeded(exceeded);
+                turn.record(refusal.event("a turn", None, None)).await?;
                 return turn
-                    .end_early(ErrorCode::BudgetExceeded, exceeded.message())
+                    .end_early(ErrorCode::BudgetExceeded, refusal.message("a turn"))
                     .await;
             }
             Err(BudgetError::Store(e)) => return Err(e.into()),
@@ -164,7 +166,7 @@ pub async fn run_external_turn(
     let (stop_reason, result, error) = match ended {
         Ok(end) => {
             let cost = turn.record_usage(end.usage).await?;
-            deps.governance.budgets.settle(reservation, cost);
+            deps.governance.budgets.settle(reservation, cost).await;
             match end.stop {
                 _ if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
                 ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
@@ -179,11 +181,11 @@ pub async fn run_external_turn(
             }
         }
         Err(_) if cancel.is_cancelled() => {
-            deps.governance.budgets.settle(reservation, 0);
+            deps.governance.budgets.settle(reservation, 0).await;
             (StopReason::Cancelled, Value::Null, None)
         }
         Err(e) => {
-            deps.governance.budgets.settle(reservation, 0);
+            deps.governance.budgets.settle(reservation, 0).await;
             let error = TurnError {
                 code: e.code(),
                 message: e.to_string(),
@@ -496,7 +498,10 @@ impl ExternalTurn<'_> {
         let policies = self.deps.governance.policies.current();
         let denial = match policy::gate(&policies, &self.policy_ctx(&ask.tool)).decision {
             Decision::Deny { policy, reason } => {
-                Some(format!("policy `{policy}` forbids it: {reason}"))
+                let refusal = Refusal::denied(&policies, policy, &reason);
+                self.record(refusal.event("it", Some(&ask.tool), Some(&ask.call_id)))
+                    .await?;
+                Some(refusal.message("it"))
             }
             _ => None,
         };
@@ -515,10 +520,11 @@ impl ExternalTurn<'_> {
         let gate = policy::gate(&policies, &self.policy_ctx(&use_.tool));
         match gate.decision {
             Decision::Deny { policy, reason } => {
-                return Ok(Err(format!(
-                    "policy `{policy}` forbids `{}`: {reason}",
-                    use_.tool
-                )));
+                let refusal = Refusal::denied(&policies, policy, &reason);
+                let what = format!("`{}`", use_.tool);
+                self.record(refusal.event(&what, Some(&use_.tool), None))
+                    .await?;
+                return Ok(Err(refusal.message(&what)));
             }
             Decision::RequireApproval { .. } => {
                 let call_id = format!("cap-{}", PermissionId::new());
@@ -548,6 +554,12 @@ impl ExternalTurn<'_> {
             )
             .await
         {
+            if let RateError::Limited(limited) = &refused {
+                let refusal = Refusal::RateLimited(limited.clone());
+                let what = format!("`{}`", use_.tool);
+                self.record(refusal.event(&what, Some(&use_.tool), None))
+                    .await?;
+            }
             return Ok(Err(refused.to_string()));
         }
         Ok(Ok(()))
@@ -564,14 +576,12 @@ impl ExternalTurn<'_> {
         declined_by: Option<String>,
         cancel: &CancellationToken,
     ) -> Result<bool, StoreError> {
-        let id = PermissionId::new();
-        let settings = self.request.permissions.as_ref();
-        let wake = settings.map(|s| s.broker.register(&id, self.begun.turn()));
-        let (_, event) = self
-            .deps
-            .store
-            .create_permission(NewPermission {
-                id: id.clone(),
+        let observer = self.observer;
+        let (decision, _) = permissions::ask(
+            self.deps.store.as_ref(),
+            self.request.permissions.as_ref(),
+            NewPermission {
+                id: PermissionId::new(),
                 thread_id: self.begun.thread().clone(),
                 turn_id: self.begun.turn().clone(),
                 call_id: call_id.to_owned(),
@@ -581,23 +591,13 @@ impl ExternalTurn<'_> {
                     .iter()
                     .map(|o| (*o).to_owned())
                     .collect(),
-            })
-            .await?;
-        self.observer.on_event(&event);
-        let (record, ours) = permissions::await_decision(
-            self.deps.store.as_ref(),
-            settings,
-            wake,
-            &id,
+            },
             declined_by,
+            &|event| observer.on_event(event),
             cancel,
         )
         .await?;
-        if let Some(event) = ours {
-            self.observer.on_event(&event);
-        }
-        Ok(!cancel.is_cancelled()
-            && permissions::decision_of(&record) == PermissionDecision::Approved)
+        Ok(decision == PermissionDecision::Approved)
     }
 }
 

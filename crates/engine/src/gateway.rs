@@ -2,9 +2,11 @@
 //! a client outside any thread or turn.
 //!
 //! A call is admitted first ([`crate::hub::Hub::gateway`]) under the configured agent
-//! name and tags, exactly as a turn is: a policy denial (a closed `time_window`), the
-//! rate limits that count turns, then a budget reservation of the call's estimated cost
-//! (its money is held until the call settles). Only then does the caller decide how to
+//! name and tags, exactly as a turn is (`governance::admission`): a policy denial (a
+//! closed `time_window`), the rate limits that count turns, then a budget reservation
+//! of the call's worst case (its input bytes as tokens plus its output cap, which is
+//! always sent: the request's `max_tokens`, else `[gateway] max_output_tokens`); the
+//! money is held until the call settles, so concurrent calls never pass a cap. Only then does the caller decide how to
 //! answer (a stream or one document), and [`AdmittedCall::call`] makes the model call,
 //! prices it, settles the budget and records it for cost reports in the background (the
 //! client does not wait for the store). The tap (metrics) sees it too.
@@ -20,9 +22,9 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice};
 use tokio_util::task::TaskTracker;
 
-use crate::governance::{BudgetError, Governance, RateFacts, Reservation};
+use crate::governance::{AdmissionError, Governance, Reservation, admission, worst_case_micros};
 use crate::hub::HubError;
-use crate::policy::{self, Decision, RequestContext};
+use crate::policy::RequestContext;
 use crate::ports::{ModelCallRecord, ModelError, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
 
@@ -42,6 +44,8 @@ pub struct GatewayConfig {
     pub agent: String,
     /// Tags policies may select gateway calls by.
     pub tags: Vec<String>,
+    /// The output cap sent with a request that gives no `max_tokens`.
+    pub max_output_tokens: u32,
 }
 
 impl Default for GatewayConfig {
@@ -49,6 +53,7 @@ impl Default for GatewayConfig {
         Self {
             agent: DEFAULT_AGENT.to_owned(),
             tags: Vec::new(),
+            max_output_tokens: agentplane_core::agent::DEFAULT_MAX_OUTPUT_TOKENS,
         }
     }
 }
@@ -156,65 +161,47 @@ fn valid_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Admits one call of `client`: validation, then policies under the gateway's agent
-/// name, rate limits, and a budget reservation of the estimated cost.
+/// Admits one call of `client`: validation, then `governance::admission` under the
+/// gateway's agent name with a reservation of the call's worst case. A refusal by a
+/// policy is counted by the tap (a gateway call has no thread to record it in) and
+/// logged.
 pub(crate) async fn admit(
     deps: &TurnDeps,
     config: &GatewayConfig,
     tasks: TaskTracker,
     client: &str,
-    request: ChatRequest,
+    mut request: ChatRequest,
 ) -> Result<AdmittedCall, HubError> {
     validate(&request)?;
+    // The output cap is always sent, so the worst case reserved is real.
+    let max_output = *request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
-    let set = governance.policies.current();
-    let mut held = Held {
-        governance: governance.clone(),
-        reservation: None,
+    let ctx = RequestContext {
+        agent: &config.agent,
+        tags: &config.tags,
+        tool: None,
+        client,
+        at: Timestamp::now(),
     };
-    if !set.is_empty() {
-        let ctx = RequestContext {
-            agent: &config.agent,
-            tags: &config.tags,
-            tool: None,
-            client,
-            at: Timestamp::now(),
-        };
-        if let Decision::Deny { policy, reason } = policy::evaluate(&set, &ctx) {
-            return Err(HubError::Forbidden(format!(
-                "policy `{policy}` forbids a gateway call as `{}` now: {reason}",
-                config.agent
-            )));
+    let worst = worst_case_micros(&governance.prices, &request, u64::from(max_output));
+    let reservation = match admission::admit(governance, deps.store.as_ref(), &ctx, worst).await {
+        Ok(reservation) => reservation,
+        Err(AdmissionError::Refused(refusal)) => {
+            let what = format!("a gateway call as `{}` now", config.agent);
+            if let Some(tap) = &governance.tap {
+                tap.on_policy_denied(&config.agent, &refusal);
+            }
+            tracing::info!(
+                client,
+                policy = refusal.policy(),
+                policy_type = refusal.policy_type(),
+                "a gateway call was refused by a policy"
+            );
+            return Err(crate::hub::refused(&refusal, &what));
         }
-        let limits = policy::rate_limits(&set, &ctx);
-        governance
-            .limiter
-            .admit(
-                &limits,
-                RateFacts {
-                    agent: &config.agent,
-                    tool: None,
-                    client,
-                },
-            )
-            .await
-            .map_err(HubError::from)?;
-        let reservation = governance
-            .budgets
-            .reserve(
-                deps.store.as_ref(),
-                &set,
-                &ctx,
-                &governance.agent_tags,
-                estimate(governance, &request),
-            )
-            .await
-            .map_err(|e| match e {
-                BudgetError::Exceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
-                BudgetError::Store(e) => e.into(),
-            })?;
-        held.reservation = Some(reservation);
-    }
+        Err(AdmissionError::RateLimitsUnavailable(e)) => return Err(e.into()),
+        Err(AdmissionError::Store(e)) => return Err(e.into()),
+    };
     Ok(AdmittedCall {
         id: CompletionId::new(),
         deps: deps.clone(),
@@ -222,22 +209,12 @@ pub(crate) async fn admit(
         tags: config.tags.clone(),
         client: client.to_owned(),
         request,
-        held,
+        held: Held {
+            governance: governance.clone(),
+            reservation: Some(reservation),
+        },
         tasks,
     })
-}
-
-/// About four characters a token, priced as input (as turns estimate): enough to hold
-/// back a call the budget clearly cannot pay for; the settled cost is exact.
-fn estimate(governance: &Governance, request: &ChatRequest) -> u64 {
-    let chars: usize = request
-        .messages
-        .iter()
-        .map(|m| m.content.as_deref().map_or(0, str::len))
-        .sum();
-    governance
-        .prices
-        .cost_micros(&request.model, (chars / 4) as u64, 0)
 }
 
 impl AdmittedCall {
@@ -262,11 +239,14 @@ impl AdmittedCall {
         }
         let usage = response.usage.unwrap_or_default();
         let governance = &self.deps.governance;
-        let usd_micros =
-            governance
+        // Usage the server did not report costs the reserved worst case, never 0.
+        let usd_micros = match response.usage {
+            Some(_) => governance
                 .prices
-                .cost_micros(&response.model, usage.input_tokens, usage.output_tokens);
-        self.held.settle(usd_micros);
+                .cost_micros(&response.model, usage.input_tokens, usage.output_tokens),
+            None => self.held.amount(),
+        };
+        self.held.settle(usd_micros).await;
         let record = ModelCallRecord {
             id: self.id.clone(),
             client: self.client,
@@ -338,16 +318,22 @@ struct Held {
 }
 
 impl Held {
-    fn settle(&mut self, actual: u64) {
+    fn amount(&self) -> u64 {
+        self.reservation.as_ref().map_or(0, Reservation::amount)
+    }
+
+    async fn settle(&mut self, actual: u64) {
         if let Some(reservation) = self.reservation.take() {
-            self.governance.budgets.settle(reservation, actual);
+            self.governance.budgets.settle(reservation, actual).await;
         }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.settle(0);
+        if let Some(reservation) = self.reservation.take() {
+            self.governance.budgets.release_later(reservation);
+        }
     }
 }
 

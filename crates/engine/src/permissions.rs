@@ -14,7 +14,14 @@ use std::sync::Arc;
 use agentplane_core::{Event, PermissionDecision, PermissionId, TurnId};
 use tokio::sync::Notify;
 
-use crate::ports::{EventStore, PermissionRecord, PermissionStatus, StoreError};
+use crate::ports::{EventStore, NewPermission, PermissionRecord, PermissionStatus, StoreError};
+
+/// Permission handling of a turn: who wakes it and how long it waits.
+#[derive(Clone)]
+pub struct PermissionSettings {
+    pub broker: Arc<PermissionBroker>,
+    pub timeout: Duration,
+}
 
 /// The answers offered for every permission request.
 pub const OPTIONS: [&str; 2] = ["approved", "declined"];
@@ -120,7 +127,7 @@ pub async fn settle(
 /// Shared by the model-and-tools turn loop and the external (ACP) turn driver.
 pub async fn await_decision(
     store: &dyn EventStore,
-    settings: Option<&crate::turn::PermissionSettings>,
+    settings: Option<&PermissionSettings>,
     wake: Option<Arc<Notify>>,
     id: &PermissionId,
     declined_by: Option<String>,
@@ -146,6 +153,36 @@ pub async fn await_decision(
     let settled = settle(store, &broker, id, PermissionDecision::Declined, reason).await;
     broker.forget(id);
     settled
+}
+
+/// Asks a person: stores the request (announced as `permission_required` through
+/// `on_event`), then waits for its one resolution as [`await_decision`] does. The one
+/// ask-and-wait of native and external turns. Returns the decision: anything but an
+/// explicit approval, and any cancellation, is `Declined`; plus the stored record.
+pub async fn ask(
+    store: &dyn EventStore,
+    settings: Option<&PermissionSettings>,
+    request: NewPermission,
+    declined_by: Option<String>,
+    on_event: &(dyn Fn(&Event) + Sync),
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<(PermissionDecision, PermissionRecord), StoreError> {
+    let id = request.id.clone();
+    let wake = settings.map(|s| s.broker.register(&id, &request.turn_id));
+    let (_, event) = store.create_permission(request).await?;
+    on_event(&event);
+    let (record, ours) = await_decision(store, settings, wake, &id, declined_by, cancel).await?;
+    // When this call resolved it (timeout, cancel, a policy, nobody to ask), show the
+    // event; a decision from outside was shown by whoever wrote it.
+    if let Some(event) = ours {
+        on_event(&event);
+    }
+    let decision = if cancel.is_cancelled() {
+        PermissionDecision::Declined
+    } else {
+        decision_of(&record)
+    };
+    Ok((decision, record))
 }
 
 /// The decision a stored record holds; a pending one counts as declined.

@@ -58,6 +58,9 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
             tool_output_cap_bytes: agent
                 .tool_output_cap_bytes
                 .unwrap_or(defaults.tool_output_cap_bytes),
+            max_output_tokens: agent
+                .max_output_tokens
+                .unwrap_or(defaults.max_output_tokens),
         },
     }
 }

@@ -241,6 +241,9 @@ pub struct AgentConfig {
     pub tool_timeout_ms: Option<u64>,
     #[serde(default)]
     pub tool_output_cap_bytes: Option<usize>,
+    /// Tokens one model call may answer with (sent as `max_tokens`; budgets reserve it).
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
     /// The version number of this definition (ADR 0016); `1.0.0` when left out.
     #[serde(default)]
     pub version: Option<String>,
@@ -789,6 +792,9 @@ fn check_agent(
     }
     if agent.tool_timeout_ms == Some(0) {
         return Err(("tool_timeout_ms", "must be at least 1".into()));
+    }
+    if agent.max_output_tokens == Some(0) {
+        return Err(("max_output_tokens", "must be at least 1".into()));
     }
     if agent.tool_output_cap_bytes.is_some_and(|cap| cap < 256) {
         return Err(("tool_output_cap_bytes", "must be at least 256".into()));

@@ -1,54 +1,57 @@
 //! Budgets: spending caps per policy, period and key (agent and/or client), enforced
-//! by reserve-then-settle. Before a model call the caller reserves an estimate; the
-//! reservation is refused when the account's settled spend plus what is reserved would
-//! pass the cap. After the call the reservation is replaced by the actual cost. So
-//! concurrent runs can jointly overspend by at most what each in-flight call costs
-//! beyond its estimate: one call each.
+//! by reserve-then-settle with zero overspend. Before a model call the caller reserves
+//! the call's worst case ([`worst_case_micros`]: every input byte a token, plus the
+//! call's output cap, which is always sent); the reservation is refused when an
+//! account's settled spend plus what is reserved plus this would pass the cap. After the
+//! call the reservation is replaced by the actual cost, which the output cap keeps at or
+//! below the worst case. So concurrent calls, and replicas sharing a ledger, never
+//! jointly pass a cap.
 //!
-//! An account starts from the store's record of what was spent in its period (cost
-//! events), read once per account; from then on this process keeps it exact.
+//! The accounts live in a [`BudgetLedger`]: [`MemoryLedger`] for one process (nothing
+//! survives a crash, so nothing stays held), the shared database's for replicas (holds
+//! of a replica that died are released by the survivor that claims it). An account
+//! opens with the store's record of what was spent in its period (cost events and
+//! gateway calls), read once per account and process.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use agentplane_core::policy::{Budget, BudgetKey, Policy, PolicySet};
+use agentplane_core::{ChatRequest, HoldId, ReplicaId};
+use async_trait::async_trait;
 
+use super::prices::PriceTable;
 use crate::policy::{self, RequestContext};
-use crate::ports::{CostQuery, EventStore, StoreError};
+pub use crate::ports::Exceeded;
+use crate::ports::{AccountNeed, BudgetAccount, BudgetLedger, CostQuery, EventStore, StoreError};
 
-/// One account: a policy's budget for one key in one period.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct AccountKey {
-    policy: String,
-    key: String,
-    period_start: Option<String>,
-}
+/// Tokens the chat template may add around each message (role markers, separators),
+/// beyond its bytes.
+const TEMPLATE_TOKENS_PER_MESSAGE: u64 = 16;
+/// And around the whole request (the tool block's framing, the generation prompt).
+const TEMPLATE_TOKENS_PER_REQUEST: u64 = 256;
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Account {
-    settled: u64,
-    reserved: u64,
-}
-
-/// A refused reservation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exceeded {
-    pub policy: String,
-    pub cap_micros: u64,
-    /// Settled plus reserved when refused.
-    pub committed_micros: u64,
-}
-
-impl Exceeded {
-    /// The refusal in words.
-    pub fn message(&self) -> String {
-        format!(
-            "budget `{}` of ${:.6} is spent (${:.6} spent or reserved)",
-            self.policy,
-            agentplane_core::usd_of_micros(self.cap_micros),
-            agentplane_core::usd_of_micros(self.committed_micros)
-        )
+/// The most a call can cost: its input priced as one token per byte of what is sent
+/// (messages, tool calls and tool schemas; no tokenizer makes a token of less than one
+/// byte, template markers aside) and `max_output_tokens` priced as output. 0 for a
+/// model without a price.
+pub fn worst_case_micros(prices: &PriceTable, request: &ChatRequest, max_output_tokens: u64) -> u64 {
+    let mut bytes: u64 = 0;
+    for message in &request.messages {
+        bytes += message.content.as_deref().map_or(0, str::len) as u64;
+        for call in &message.tool_calls {
+            bytes += (call.name.len() + call.arguments.len() + call.id.len()) as u64;
+        }
+        bytes += message.tool_call_id.as_deref().map_or(0, str::len) as u64;
+        bytes += TEMPLATE_TOKENS_PER_MESSAGE;
     }
+    for tool in &request.tools {
+        bytes += (tool.name.len() + tool.description.len()) as u64;
+        bytes += serde_json::to_string(&tool.parameters).map_or(0, |s| s.len()) as u64;
+        bytes += TEMPLATE_TOKENS_PER_MESSAGE;
+    }
+    bytes += TEMPLATE_TOKENS_PER_REQUEST;
+    prices.cost_micros(&request.model, bytes, max_output_tokens)
 }
 
 /// Why a reservation failed.
@@ -64,101 +67,210 @@ pub enum BudgetError {
 #[derive(Debug, Default)]
 #[must_use = "a reservation must be settled, or its amount stays held"]
 pub struct Reservation {
-    accounts: Vec<AccountKey>,
+    /// `None` when no budget applies.
+    hold: Option<HoldId>,
     amount: u64,
 }
 
-/// Every budget account of this process.
-#[derive(Default)]
+impl Reservation {
+    /// The amount held.
+    pub fn amount(&self) -> u64 {
+        self.amount
+    }
+}
+
+/// The budgets of this process: which accounts it opened, over the ledger that holds
+/// them.
 pub struct BudgetKeeper {
-    accounts: Mutex<HashMap<AccountKey, Account>>,
+    ledger: Arc<dyn BudgetLedger>,
+    opened: Mutex<HashSet<BudgetAccount>>,
+}
+
+impl Default for BudgetKeeper {
+    fn default() -> Self {
+        Self::new(Arc::new(MemoryLedger::default()))
+    }
 }
 
 impl BudgetKeeper {
-    /// Reserves `estimate` micro-dollars on every budget that applies to `ctx`, or on
+    /// Budgets kept in `ledger`.
+    pub fn new(ledger: Arc<dyn BudgetLedger>) -> Self {
+        Self {
+            ledger,
+            opened: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Reserves `amount` micro-dollars on every budget that applies to `ctx`, or on
     /// none. `agent_tags` gives each agent's tags, to count past spending of the agents
-    /// a policy selects.
+    /// a policy selects. An amount of 0 checks that no budget is already spent.
     pub async fn reserve(
         &self,
         store: &dyn EventStore,
         set: &PolicySet,
         ctx: &RequestContext<'_>,
         agent_tags: &BTreeMap<String, Vec<String>>,
-        estimate: u64,
+        amount: u64,
     ) -> Result<Reservation, BudgetError> {
         let budgets = policy::budgets(set, ctx);
         if budgets.is_empty() {
             return Ok(Reservation::default());
         }
-        let mut wanted = Vec::with_capacity(budgets.len());
+        let mut needs = Vec::with_capacity(budgets.len());
         for (name, budget) in &budgets {
-            let key = account_key(name, budget, ctx);
-            if !self.has(&key) {
+            let account = account_key(name, budget, ctx);
+            let opening_micros = if self.is_open(&account) {
+                None
+            } else {
                 let Some(policy) = set.get(name) else {
                     continue;
                 };
-                let spent = spent_so_far(store, policy, budget, ctx, &key, agent_tags).await?;
-                self.open(&key, spent);
-            }
-            wanted.push((key, budget.usd_micros));
+                Some(spent_so_far(store, policy, budget, ctx, &account, agent_tags).await?)
+            };
+            needs.push(AccountNeed {
+                account,
+                cap_micros: budget.usd_micros,
+                opening_micros,
+            });
         }
-        let mut accounts = self.lock();
-        for (key, cap) in &wanted {
-            let account = accounts.get(key).copied().unwrap_or_default();
+        // In one order everywhere, so two ledgers' row locks never wait on each other.
+        needs.sort_by(|a, b| a.account.cmp(&b.account));
+        let hold = HoldId::new();
+        match self.ledger.reserve(&hold, &needs, amount).await? {
+            Ok(()) => {
+                let mut opened = lock(&self.opened);
+                opened.extend(needs.into_iter().map(|need| need.account));
+                Ok(Reservation {
+                    hold: Some(hold),
+                    amount,
+                })
+            }
+            Err(exceeded) => Err(BudgetError::Exceeded(exceeded)),
+        }
+    }
+
+    /// Replaces a reservation by what the call actually cost (0 when it failed or was
+    /// never sent). A ledger that cannot be written is logged: the hold stays until
+    /// this replica's holds are released.
+    pub async fn settle(&self, reservation: Reservation, actual: u64) {
+        let Some(hold) = reservation.hold else {
+            return;
+        };
+        if let Err(e) = self.ledger.settle(&hold, actual).await {
+            tracing::error!(%hold, error = %e, "a budget reservation could not be settled");
+        }
+    }
+
+    /// Releases a reservation from where no `await` is possible (a drop): settled at 0
+    /// on a task of its own.
+    pub fn release_later(&self, reservation: Reservation) {
+        let Some(hold) = reservation.hold else {
+            return;
+        };
+        let ledger = self.ledger.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = ledger.settle(&hold, 0).await {
+                        tracing::error!(%hold, error = %e, "a budget reservation could not be released");
+                    }
+                });
+            }
+            Err(_) => tracing::error!(%hold, "a budget reservation was dropped outside a runtime"),
+        }
+    }
+
+    /// Releases the holds of a replica that died (see [`BudgetLedger::release_holds_of`]).
+    pub async fn release_holds_of(&self, replica: &ReplicaId) -> Result<u64, StoreError> {
+        self.ledger.release_holds_of(replica).await
+    }
+
+    fn is_open(&self, account: &BudgetAccount) -> bool {
+        lock(&self.opened).contains(account)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Account {
+    settled: u64,
+    reserved: u64,
+}
+
+#[derive(Default)]
+struct Ledger {
+    accounts: HashMap<BudgetAccount, Account>,
+    holds: HashMap<HoldId, (Vec<BudgetAccount>, u64)>,
+}
+
+/// The ledger of one process, in memory: exact under concurrency (every decision under
+/// one lock), and nothing held survives the process.
+#[derive(Default)]
+pub struct MemoryLedger {
+    ledger: Mutex<Ledger>,
+}
+
+#[async_trait]
+impl BudgetLedger for MemoryLedger {
+    async fn reserve(
+        &self,
+        hold: &HoldId,
+        needs: &[AccountNeed],
+        amount: u64,
+    ) -> Result<Result<(), Exceeded>, StoreError> {
+        let mut ledger = lock(&self.ledger);
+        for need in needs {
+            let account = ledger
+                .accounts
+                .entry(need.account.clone())
+                .or_insert(Account {
+                    settled: need.opening_micros.unwrap_or(0),
+                    reserved: 0,
+                });
             let committed = account.settled.saturating_add(account.reserved);
-            if committed >= *cap || committed.saturating_add(estimate) > *cap {
-                return Err(BudgetError::Exceeded(Exceeded {
-                    policy: key.policy.clone(),
-                    cap_micros: *cap,
+            if committed >= need.cap_micros || committed.saturating_add(amount) > need.cap_micros {
+                return Ok(Err(Exceeded {
+                    policy: need.account.policy.clone(),
+                    cap_micros: need.cap_micros,
                     committed_micros: committed,
                 }));
             }
         }
-        for (key, _) in &wanted {
-            let account = accounts.entry(key.clone()).or_default();
-            account.reserved = account.reserved.saturating_add(estimate);
+        for need in needs {
+            if let Some(account) = ledger.accounts.get_mut(&need.account) {
+                account.reserved = account.reserved.saturating_add(amount);
+            }
         }
-        Ok(Reservation {
-            accounts: wanted.into_iter().map(|(key, _)| key).collect(),
-            amount: estimate,
-        })
+        let accounts = needs.iter().map(|need| need.account.clone()).collect();
+        ledger.holds.insert(hold.clone(), (accounts, amount));
+        Ok(Ok(()))
     }
 
-    /// Replaces a reservation by what the call actually cost (0 when it failed).
-    pub fn settle(&self, reservation: Reservation, actual: u64) {
-        if reservation.accounts.is_empty() {
-            return;
-        }
-        let mut accounts = self.lock();
-        for key in reservation.accounts {
-            let account = accounts.entry(key).or_default();
-            account.reserved = account.reserved.saturating_sub(reservation.amount);
+    async fn settle(&self, hold: &HoldId, actual: u64) -> Result<(), StoreError> {
+        let mut ledger = lock(&self.ledger);
+        let Some((accounts, amount)) = ledger.holds.remove(hold) else {
+            return Ok(());
+        };
+        for key in accounts {
+            let account = ledger.accounts.entry(key).or_default();
+            account.reserved = account.reserved.saturating_sub(amount);
             account.settled = account.settled.saturating_add(actual);
         }
+        Ok(())
     }
 
-    fn has(&self, key: &AccountKey) -> bool {
-        self.lock().contains_key(key)
-    }
-
-    /// Opens an account with what the store says was spent, unless another call opened
-    /// it meanwhile (that one is as fresh and may already hold reservations).
-    fn open(&self, key: &AccountKey, spent: u64) {
-        self.lock().entry(key.clone()).or_insert(Account {
-            settled: spent,
-            reserved: 0,
-        });
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AccountKey, Account>> {
-        match self.accounts.lock() {
-            Ok(accounts) => accounts,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+    async fn release_holds_of(&self, _replica: &ReplicaId) -> Result<u64, StoreError> {
+        Ok(0)
     }
 }
 
-fn account_key(policy: &str, budget: &Budget, ctx: &RequestContext<'_>) -> AccountKey {
+fn account_key(policy: &str, budget: &Budget, ctx: &RequestContext<'_>) -> BudgetAccount {
     let mut key = String::new();
     for part in &budget.per {
         key.push('\u{0}');
@@ -167,7 +279,7 @@ fn account_key(policy: &str, budget: &Budget, ctx: &RequestContext<'_>) -> Accou
             BudgetKey::Client => ctx.client,
         });
     }
-    AccountKey {
+    BudgetAccount {
         policy: policy.to_owned(),
         key,
         period_start: budget.period_start(ctx.at).map(|t| t.to_string()),
@@ -181,7 +293,7 @@ async fn spent_so_far(
     policy: &Policy,
     budget: &Budget,
     ctx: &RequestContext<'_>,
-    key: &AccountKey,
+    key: &BudgetAccount,
     agent_tags: &BTreeMap<String, Vec<String>>,
 ) -> Result<u64, StoreError> {
     let per_agent = budget.per.contains(&BudgetKey::Agent);

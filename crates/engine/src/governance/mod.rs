@@ -6,8 +6,10 @@
 //! - `rate`: exact sliding-window counters in memory (the default `RateLimits`).
 //! - `budget`: reserve-then-settle spending accounts.
 //! - `prices`: the price table that turns tokens into micro-dollars.
+//! - `admission`: the one check before a turn or a gateway call starts.
 //! - `audit`: the post-turn comparison of what happened with what policy allows.
 
+pub mod admission;
 pub mod audit;
 pub mod budget;
 pub mod policies;
@@ -20,7 +22,10 @@ use std::time::Duration;
 
 use agentplane_core::Event;
 
-pub use budget::{BudgetError, BudgetKeeper, Exceeded, Reservation};
+pub use admission::{AdmissionError, Refusal, admit};
+pub use budget::{
+    BudgetError, BudgetKeeper, Exceeded, MemoryLedger, Reservation, worst_case_micros,
+};
 pub use policies::{ActivePolicies, PolicyStatus};
 pub use prices::{Price, PriceTable};
 pub use rate::{Limited, RateError, RateFacts, RateLimiter, RateLimits};
@@ -46,6 +51,10 @@ pub trait EventTap: Send + Sync {
     /// A model call made outside any turn (the gateway's), priced, before it is
     /// stored. The default ignores it.
     fn on_model_call(&self, _call: &crate::ports::ModelCallRecord) {}
+
+    /// A refusal by a policy outside any thread (a gateway call), which has no
+    /// `policy_denied` event to count. The default ignores it.
+    fn on_policy_denied(&self, _agent: &str, _refusal: &Refusal) {}
 }
 
 /// Everything governance needs at run time. One per process, shared by every turn.

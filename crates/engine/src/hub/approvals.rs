@@ -10,13 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::policy::Timestamp;
-use agentplane_core::{AgentSpec, ApprovalId, ApprovalOutcome, StopReason};
+use agentplane_core::{ApprovalId, ApprovalOutcome, StopReason};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{FeedObserver, Hub, HubError};
-use crate::governance::{BudgetError, RateFacts};
-use crate::policy::{self, Decision, RequestContext};
 use crate::ports::{ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus};
 use crate::schema::Schema;
 use crate::turn::{self, PermissionSettings, TurnRequest};
@@ -38,58 +36,6 @@ pub enum ApprovalAnswer {
 }
 
 impl Hub {
-    /// Turn-level policy: a `time_window` or `tool_access` denial without a tool,
-    /// the rate limits that count turns, and budgets already spent.
-    pub(super) async fn admit_turn(&self, client: &str, agent: &AgentSpec) -> Result<(), HubError> {
-        let governance = &self.deps.governance;
-        let set = governance.policies.current();
-        if set.is_empty() {
-            return Ok(());
-        }
-        let ctx = RequestContext {
-            agent: &agent.name,
-            tags: &agent.tags,
-            tool: None,
-            client,
-            at: Timestamp::now(),
-        };
-        if let Decision::Deny { policy, reason } = policy::evaluate(&set, &ctx) {
-            return Err(HubError::Forbidden(format!(
-                "policy `{policy}` forbids a turn of agent `{}` now: {reason}",
-                agent.name
-            )));
-        }
-        let limits = policy::rate_limits(&set, &ctx);
-        governance
-            .limiter
-            .admit(
-                &limits,
-                RateFacts {
-                    agent: &agent.name,
-                    tool: None,
-                    client,
-                },
-            )
-            .await
-            .map_err(HubError::from)?;
-        let reservation = governance
-            .budgets
-            .reserve(
-                self.deps.store.as_ref(),
-                &set,
-                &ctx,
-                &governance.agent_tags,
-                0,
-            )
-            .await
-            .map_err(|e| match e {
-                BudgetError::Exceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
-                BudgetError::Store(e) => e.into(),
-            })?;
-        governance.budgets.settle(reservation, 0);
-        Ok(())
-    }
-
     /// Approvals a client may see: those of its threads and those naming it as an
     /// approver. Oldest first.
     pub async fn list_approvals(

@@ -7,6 +7,8 @@
 //! `Forbidden`, so ids cannot be probed. Handlers stay thin: they extract, call one
 //! method, and map the result.
 
+mod admission;
+pub(crate) use admission::refused;
 mod approvals;
 mod costs;
 mod external;
@@ -832,7 +834,8 @@ impl Hub {
         let record = self.thread(client, thread).await?;
         let (agent, agent_version) = self.route(&record).await?;
         if !internal {
-            self.admit_turn(client, &agent).await?;
+            self.admit_turn(client, thread, &agent, &input, &record.cwd)
+                .await?;
         }
         let workspace = std::path::PathBuf::from(&record.cwd);
         if !workspace.is_dir() {

@@ -1,5 +1,6 @@
 //! The ports: traits the engine calls and adapters implement, one file per port.
 
+pub mod budgets;
 pub mod executions;
 pub mod external;
 pub mod model;
@@ -9,6 +10,7 @@ pub mod store;
 pub mod tools;
 pub mod versions;
 
+pub use budgets::{AccountNeed, BudgetAccount, BudgetLedger, Exceeded, HoldId};
 pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,

@@ -5,6 +5,7 @@
 //! [gateway]
 //! agent = "gateway"          # the agent name policies select (default "gateway")
 //! tags = ["external"]        # tags policies may select by (default none)
+//! max_output_tokens = 4096   # the output cap sent when a request gives no max_tokens
 //! ```
 //!
 //! Names are checked here: 1 to 64 letters, digits, `-` or `_`, as agent names are.
@@ -25,6 +26,7 @@ const MAX_TAGS: usize = 32;
 pub struct FileGateway {
     agent: Option<String>,
     tags: Option<Vec<String>>,
+    max_output_tokens: Option<u32>,
 }
 
 impl FileGateway {
@@ -43,6 +45,12 @@ impl FileGateway {
                 check_name(tag).map_err(|m| (format!("tags[{i}]"), m))?;
             }
             config.tags = tags;
+        }
+        if let Some(cap) = self.max_output_tokens {
+            if cap == 0 {
+                return Err(("max_output_tokens".into(), "must be at least 1".into()));
+            }
+            config.max_output_tokens = cap;
         }
         Ok(config)
     }

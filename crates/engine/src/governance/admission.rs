@@ -1,0 +1,150 @@
+//! Admission: the one check that lets a turn, an execution's turn or a gateway call
+//! start. In order: a `time_window` or `tool_access` denial without a tool, the rate
+//! limits that count requests, and the budgets (a reservation of the request's
+//! amount; 0 checks only that no budget is already spent). Every refusal names its
+//! policy and its type, so the caller records it as a `policy_denied` event (or, for a
+//! call outside any thread, in the `policy_denials_total` metric).
+
+use agentplane_core::policy::PolicySet;
+use agentplane_core::{EventPayload, ToolErrorKind};
+
+use super::budget::{BudgetError, Exceeded, Reservation};
+use super::{Governance, RateFacts};
+use crate::policy::{self, Decision, RequestContext};
+use crate::ports::{EventStore, Limited, RateError, StoreError};
+
+/// A refusal by a policy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// A `time_window` or `tool_access` policy forbids it.
+    Denied {
+        policy: String,
+        policy_type: &'static str,
+        reason: String,
+    },
+    /// A rate limit's window is full.
+    RateLimited(Limited),
+    /// A budget cannot pay for it.
+    BudgetExceeded(Exceeded),
+}
+
+impl Refusal {
+    /// A denial by the gate's decision, with the denying policy's type.
+    pub fn denied(set: &PolicySet, policy: &str, reason: &str) -> Self {
+        let policy_type = set.get(policy).map_or("tool_access", |p| p.kind().as_str());
+        Self::Denied {
+            policy: policy.to_owned(),
+            policy_type,
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// The refusing policy's name.
+    pub fn policy(&self) -> &str {
+        match self {
+            Self::Denied { policy, .. } => policy,
+            Self::RateLimited(limited) => &limited.policy,
+            Self::BudgetExceeded(exceeded) => &exceeded.policy,
+        }
+    }
+
+    /// The refusing policy's type, as `policy_denied` events and metrics name it.
+    pub fn policy_type(&self) -> &'static str {
+        match self {
+            Self::Denied { policy_type, .. } => policy_type,
+            Self::RateLimited(_) => "rate_limit",
+            Self::BudgetExceeded(_) => "budget",
+        }
+    }
+
+    /// Why, in words, for what was refused (`a turn of agent `x``, `` `write_file` ``).
+    pub fn message(&self, what: &str) -> String {
+        match self {
+            Self::Denied { policy, reason, .. } => {
+                format!("policy `{policy}` forbids {what}: {reason}")
+            }
+            Self::RateLimited(limited) => limited.message(),
+            Self::BudgetExceeded(exceeded) => exceeded.message(),
+        }
+    }
+
+    /// The tool error a refused tool call answers the model with.
+    pub fn tool_error_kind(&self) -> ToolErrorKind {
+        match self {
+            Self::RateLimited(_) => ToolErrorKind::RateLimited,
+            Self::Denied { .. } | Self::BudgetExceeded(_) => ToolErrorKind::PolicyDenied,
+        }
+    }
+
+    /// The `policy_denied` event that records it.
+    pub fn event(&self, what: &str, tool: Option<&str>, call_id: Option<&str>) -> EventPayload {
+        EventPayload::PolicyDenied {
+            policy: self.policy().to_owned(),
+            policy_type: self.policy_type().to_owned(),
+            tool: tool.map(str::to_owned),
+            call_id: call_id.map(str::to_owned),
+            detail: self.message(what),
+        }
+    }
+}
+
+/// Why a request was not admitted.
+#[derive(Debug)]
+pub enum AdmissionError {
+    Refused(Refusal),
+    /// The shared rate limits could not be asked (fail-closed).
+    RateLimitsUnavailable(RateError),
+    Store(StoreError),
+}
+
+impl From<BudgetError> for AdmissionError {
+    fn from(e: BudgetError) -> Self {
+        match e {
+            BudgetError::Exceeded(exceeded) => Self::Refused(Refusal::BudgetExceeded(exceeded)),
+            BudgetError::Store(e) => Self::Store(e),
+        }
+    }
+}
+
+impl From<RateError> for AdmissionError {
+    fn from(e: RateError) -> Self {
+        match e {
+            RateError::Limited(limited) => Self::Refused(Refusal::RateLimited(limited)),
+            unavailable @ RateError::Unavailable(_) => Self::RateLimitsUnavailable(unavailable),
+        }
+    }
+}
+
+/// Admits one request of `ctx` (no tool) under the policies in force, reserving
+/// `amount` on its budgets. The reservation is the caller's to settle.
+pub async fn admit(
+    governance: &Governance,
+    store: &dyn EventStore,
+    ctx: &RequestContext<'_>,
+    amount: u64,
+) -> Result<Reservation, AdmissionError> {
+    let set = governance.policies.current();
+    if set.is_empty() {
+        return Ok(Reservation::default());
+    }
+    if let Decision::Deny { policy, reason } = policy::evaluate(&set, ctx) {
+        return Err(AdmissionError::Refused(Refusal::denied(&set, policy, &reason)));
+    }
+    let limits = policy::rate_limits(&set, ctx);
+    governance
+        .limiter
+        .admit(
+            &limits,
+            RateFacts {
+                agent: ctx.agent,
+                tool: None,
+                client: ctx.client,
+            },
+        )
+        .await?;
+    let reservation = governance
+        .budgets
+        .reserve(store, &set, ctx, &governance.agent_tags, amount)
+        .await?;
+    Ok(reservation)
+}

@@ -1,0 +1,112 @@
+//! Turn admission in the hub: the governance check before a turn of a thread begins
+//! (`governance::admission`), and the record of a refusal. A refused turn is begun and
+//! ended at once in the thread's log (`turn_started`, `policy_denied`, `error`,
+//! `turn_completed{stop_reason:"error"}`), so every refusal is in the audit trail; the
+//! caller still gets the refusal as its answer.
+
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{AgentSpec, EventPayload, StopReason, ThreadId, TurnId};
+
+use super::{Hub, HubError};
+use crate::governance::{AdmissionError, Refusal, admission};
+use crate::policy::RequestContext;
+
+impl Hub {
+    /// Admits a turn of `agent` for `client` on `thread`, or records why not and says so.
+    pub(super) async fn admit_turn(
+        &self,
+        client: &str,
+        thread: &ThreadId,
+        agent: &AgentSpec,
+        input: &str,
+        workspace: &str,
+    ) -> Result<(), HubError> {
+        let governance = &self.deps.governance;
+        let ctx = RequestContext {
+            agent: &agent.name,
+            tags: &agent.tags,
+            tool: None,
+            client,
+            at: Timestamp::now(),
+        };
+        match admission::admit(governance, self.deps.store.as_ref(), &ctx, 0).await {
+            Ok(reservation) => {
+                governance.budgets.settle(reservation, 0).await;
+                Ok(())
+            }
+            Err(AdmissionError::Refused(refusal)) => {
+                let what = format!("a turn of agent `{}` now", agent.name);
+                self.record_refused_turn(thread, agent, input, workspace, &refusal, &what)
+                    .await;
+                Err(refused(&refusal, &what))
+            }
+            Err(AdmissionError::RateLimitsUnavailable(e)) => Err(e.into()),
+            Err(AdmissionError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    /// Records a refused turn. Best effort: when another turn of the thread runs (the
+    /// store allows one), or the store fails, the refusal is only logged.
+    async fn record_refused_turn(
+        &self,
+        thread: &ThreadId,
+        agent: &AgentSpec,
+        input: &str,
+        workspace: &str,
+        refusal: &Refusal,
+        what: &str,
+    ) {
+        let store = &self.deps.store;
+        let turn = TurnId::new();
+        let recorded = async {
+            store.begin_turn(thread, &turn, input, false).await?;
+            let payloads = [
+                EventPayload::TurnStarted {
+                    agent: agent.name.clone(),
+                    input: input.to_owned(),
+                    model: String::new(),
+                    workspace: workspace.to_owned(),
+                    agent_version: None,
+                    shadow_of: None,
+                },
+                refusal.event(what, None, None),
+                EventPayload::Error {
+                    code: refused(refusal, what).code(),
+                    message: refusal.message(what),
+                },
+            ];
+            for payload in payloads {
+                let event = store.append(thread, &turn, payload).await?;
+                self.deps.governance.tap(&agent.name, &event);
+                self.publish(&event);
+            }
+            let event = store
+                .complete_turn(thread, &turn, StopReason::Error, serde_json::Value::Null)
+                .await?;
+            self.deps.governance.tap(&agent.name, &event);
+            self.publish(&event);
+            Ok::<(), crate::ports::StoreError>(())
+        };
+        if let Err(e) = recorded.await {
+            tracing::warn!(
+                %thread,
+                policy = refusal.policy(),
+                error = %e,
+                "a refused turn could not be recorded"
+            );
+        }
+    }
+}
+
+/// The hub's answer to a refusal by a policy.
+pub(crate) fn refused(refusal: &Refusal, what: &str) -> HubError {
+    match refusal {
+        Refusal::Denied { .. } => HubError::Forbidden(refusal.message(what)),
+        Refusal::RateLimited(limited) => HubError::RateLimited {
+            message: limited.message(),
+            retry_after_secs: limited.retry_after.as_secs().max(1),
+        },
+        Refusal::BudgetExceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
+    }
+}
+

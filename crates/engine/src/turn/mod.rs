@@ -1,0 +1,547 @@
+//! The turn loop: one user input, model calls and tool calls until `finish_task`, a
+//! plain answer, the step limit, an error or cancellation.
+//!
+//! Every step is an event, appended to the store before anyone else sees it; the
+//! observer is told only about stored events (and, for live display, raw text). The
+//! loop owns the ensembles' lifecycle: each one opened is closed, whatever happens.
+//! Cancellation is checked at every await point by racing the token, so Ctrl-C or a
+//! cancel request ends the turn within one poll, recorded as `cancelled`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use std::collections::VecDeque;
+
+use agentplane_core::policy::{Rule, Timestamp};
+use agentplane_core::secret;
+use agentplane_core::{
+    AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
+    EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, ToolCall, ToolErrorKind,
+    ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash, usd_of_micros,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::governance::{ArgsRetention, BudgetError, Governance, RateFacts};
+use crate::harmony;
+use crate::permissions;
+use crate::policy::{self, Decision, RequestContext};
+use crate::ports::{
+    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
+    ToolContext, ToolError,
+};
+use crate::providers::{Providers, RouteKey, TaskSize};
+
+mod approval;
+mod model_call;
+mod tool_call;
+mod tool_gate;
+
+pub use approval::{approval_model, approval_schema};
+pub(crate) use model_call::DELTA_FLUSH_BYTES;
+use model_call::*;
+use tool_call::*;
+use tool_gate::*;
+
+pub use agentplane_core::FINISH_TASK;
+
+/// The ports a turn uses.
+#[derive(Clone)]
+pub struct TurnDeps {
+    pub store: Arc<dyn EventStore>,
+    /// The model providers, their routing and health: every model call goes through
+    /// [`Providers::chat`]. One model server: [`Providers::single`].
+    pub providers: Arc<Providers>,
+    pub governance: Arc<Governance>,
+}
+
+pub use crate::permissions::PermissionSettings;
+
+/// Everything one turn needs, already resolved by the caller.
+pub struct TurnRequest {
+    pub agent: AgentSpec,
+    /// The client the turn runs for (policies, budgets and rate limits select on it).
+    pub client: String,
+    /// The model id to call, as resolved against the server.
+    pub model: String,
+    pub input: String,
+    /// Messages before the input: the thread's summary and recent turns.
+    pub history: Vec<ChatMessage>,
+    /// `None`: nobody can answer permission requests, so they are declined at once.
+    pub permissions: Option<PermissionSettings>,
+    /// The canonical workspace root.
+    pub workspace: PathBuf,
+    /// The agent's ensembles, not yet opened.
+    pub ensembles: Vec<Arc<dyn Ensemble>>,
+    /// The caller's task-size hint for routing; `None`: estimated from the user text
+    /// of the conversation ([`TaskSize::estimate`]).
+    pub size: Option<TaskSize>,
+    /// The agent version the turn runs, recorded in `turn_started` (ADR 0016).
+    pub agent_version: Option<String>,
+    /// Set for a shadow run: the thread whose turn this copies. Side-effecting tools
+    /// (and calls that would need a person) are recorded as not executed.
+    pub shadow_of: Option<ThreadId>,
+}
+
+/// Sees a turn as it happens. Called from the turn's task: keep it quick.
+pub trait TurnObserver: Send + Sync {
+    /// A stored event.
+    fn on_event(&self, event: &Event);
+
+    /// Raw text as the model streams it, before it is coalesced into events.
+    fn on_text(&self, _text: &str) {}
+}
+
+/// An observer that ignores everything.
+pub struct NoObserver;
+
+impl TurnObserver for NoObserver {
+    fn on_event(&self, _event: &Event) {}
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    pub thread: ThreadId,
+    pub turn: TurnId,
+    pub stop_reason: StopReason,
+    /// `finish_task`'s arguments, `{"text": …}` for a plain answer, `null` otherwise.
+    pub result: Value,
+    /// Set when `stop_reason` is `Error`.
+    pub error: Option<TurnError>,
+    /// Tokens of all model calls of the turn (of this run, when resumed).
+    pub usage: Usage,
+    /// Set when the turn did not end but is suspended on this approval: it resumes on
+    /// the decision, and `stop_reason` means nothing yet.
+    pub suspended: Option<ApprovalId>,
+}
+
+/// A failure that ended a turn, as recorded in its `error` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// Why a turn could not be run or recorded at all.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// The user-facing code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Store(e) => e.code(),
+        }
+    }
+}
+
+/// A turn the store has begun: proof that it is the thread's one running turn.
+/// Only `begin_turn` makes one, and `run_turn` consumes it, so a turn runs once.
+#[derive(Debug)]
+pub struct BegunTurn {
+    thread: ThreadId,
+    turn: TurnId,
+}
+
+impl BegunTurn {
+    pub fn thread(&self) -> &ThreadId {
+        &self.thread
+    }
+
+    pub fn turn(&self) -> &TurnId {
+        &self.turn
+    }
+}
+
+/// Begins a turn on a thread. `NotFound` without the thread, `Conflict` while another
+/// turn of the thread runs.
+pub async fn begin_turn(
+    deps: &TurnDeps,
+    thread: &ThreadId,
+    input: &str,
+    internal: bool,
+) -> Result<BegunTurn, EngineError> {
+    let turn = TurnId::new();
+    deps.store
+        .begin_turn(thread, &turn, input, internal)
+        .await?;
+    Ok(BegunTurn {
+        thread: thread.clone(),
+        turn,
+    })
+}
+
+/// Runs a begun turn to its end.
+///
+/// Returns `Err` only when the store fails; everything else, model errors included,
+/// ends the turn with a recorded stop reason and comes back as `Ok(TurnOutcome)`.
+pub async fn run_turn(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    run(deps, begun, request, None, observer, cancel).await
+}
+
+/// Takes a decided approval for its suspended turn: the proof that this caller, and
+/// nobody else, resumes it. `Conflict` while it is pending or once it was taken.
+pub async fn claim_approval(
+    deps: &TurnDeps,
+    id: &ApprovalId,
+) -> Result<(BegunTurn, ApprovalRecord), EngineError> {
+    let record = deps.store.claim_approval(id).await?;
+    let begun = BegunTurn {
+        thread: record.thread_id.clone(),
+        turn: record.turn_id.clone(),
+    };
+    Ok((begun, record))
+}
+
+/// Continues a suspended turn from its claimed approval: the waiting call runs (as
+/// approved or edited) or is answered with the rejection, then the loop goes on where
+/// it stopped. `request.input` and `request.history` are not used; the state comes
+/// from the approval's snapshot.
+pub async fn resume_turn(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    approval: ApprovalRecord,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    run(deps, begun, request, Some(approval), observer, cancel).await
+}
+
+async fn run(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    approval: Option<ApprovalRecord>,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    let mut turn = ActiveTurn {
+        deps,
+        thread: begun.thread,
+        turn: begun.turn,
+        observer,
+        usage: Usage::default(),
+        scope: None,
+        scope_policies: String::new(),
+        size: request.size,
+    };
+    if approval.is_none() {
+        turn.record(EventPayload::TurnStarted {
+            agent: request.agent.name.clone(),
+            input: request.input.clone(),
+            model: request.model.clone(),
+            workspace: request.workspace.display().to_string(),
+            agent_version: request.agent_version.clone(),
+            shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
+        })
+        .await?;
+    }
+
+    let ensembles = request.ensembles.clone();
+    let ended = turn.drive(&request, approval, &cancel).await;
+    // Close every ensemble whatever happened; a close never fails the turn.
+    for ensemble in &ensembles {
+        ensemble.close().await;
+    }
+
+    let ending = match ended {
+        Ok(Ending {
+            suspended: Some(id),
+            ..
+        }) => {
+            return Ok(TurnOutcome {
+                thread: turn.thread,
+                turn: turn.turn,
+                stop_reason: StopReason::Interrupted,
+                result: Value::Null,
+                error: None,
+                usage: turn.usage,
+                suspended: Some(id),
+            });
+        }
+        Ok(ending) => ending,
+        Err(Stop::Store(e)) => return Err(e.into()),
+        Err(Stop::Cancelled) => Ending::plain(StopReason::Cancelled, Value::Null),
+        Err(Stop::Failed(error)) => {
+            turn.record(EventPayload::Error {
+                code: error.code,
+                message: error.message.clone(),
+            })
+            .await?;
+            Ending {
+                stop_reason: StopReason::Error,
+                result: Value::Null,
+                error: Some(error),
+                suspended: None,
+            }
+        }
+    };
+    turn.audit(&request).await?;
+    let event = deps
+        .store
+        .complete_turn(
+            &turn.thread,
+            &turn.turn,
+            ending.stop_reason,
+            ending.result.clone(),
+        )
+        .await?;
+    observer.on_event(&event);
+    Ok(TurnOutcome {
+        thread: turn.thread,
+        turn: turn.turn,
+        stop_reason: ending.stop_reason,
+        result: ending.result,
+        error: ending.error,
+        usage: turn.usage,
+        suspended: None,
+    })
+}
+
+/// How the loop ended when it ended normally.
+struct Ending {
+    stop_reason: StopReason,
+    result: Value,
+    error: Option<TurnError>,
+    /// The loop stopped to wait for this approval; the turn has not ended.
+    suspended: Option<ApprovalId>,
+}
+
+impl Ending {
+    fn plain(stop_reason: StopReason, result: Value) -> Self {
+        Self {
+            stop_reason,
+            result,
+            error: None,
+            suspended: None,
+        }
+    }
+}
+
+/// Where the loop stands: model calls made, the conversation, calls still to handle.
+struct Progress {
+    step: u32,
+    messages: Vec<ChatMessage>,
+    queue: VecDeque<PlannedCall>,
+}
+
+impl Progress {
+    /// Takes a handled call's end: its answer joins the conversation, or the loop ends
+    /// (finished, or suspended on an approval).
+    fn answer(&mut self, end: CallEnd) -> Option<Ending> {
+        match end {
+            CallEnd::Finished(result) => Some(Ending::plain(StopReason::Finished, result)),
+            CallEnd::Answer { call_id, text } => {
+                self.messages.push(ChatMessage::tool_result(call_id, text));
+                None
+            }
+            CallEnd::Suspended(id) => Some(suspended(id)),
+        }
+    }
+}
+
+/// Why the loop stopped early.
+enum Stop {
+    Cancelled,
+    Failed(TurnError),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+fn failed(code: ErrorCode, message: impl Into<String>) -> Stop {
+    Stop::Failed(TurnError {
+        code,
+        message: message.into(),
+    })
+}
+
+/// A turn that has begun in the store: the only way to record its events.
+struct ActiveTurn<'a> {
+    deps: &'a TurnDeps,
+    thread: ThreadId,
+    turn: TurnId,
+    observer: &'a dyn TurnObserver,
+    usage: Usage,
+    /// The agent's data scopes in force, given to every tool call.
+    scope: Option<Arc<Vec<agentplane_core::policy::DataScope>>>,
+    /// The names of the `data_scope` policies behind `scope`, for refusals.
+    scope_policies: String,
+    /// The task-size hint for routing (the request's, or the suspended turn's).
+    size: Option<TaskSize>,
+}
+
+impl ActiveTurn<'_> {
+    async fn record(&self, payload: EventPayload) -> Result<Event, StoreError> {
+        let event = self
+            .deps
+            .store
+            .append(&self.thread, &self.turn, payload)
+            .await?;
+        self.observer.on_event(&event);
+        Ok(event)
+    }
+
+    async fn drive(
+        &mut self,
+        request: &TurnRequest,
+        approval: Option<ApprovalRecord>,
+        cancel: &CancellationToken,
+    ) -> Result<Ending, Stop> {
+        let agent = &request.agent;
+        for ensemble in &request.ensembles {
+            let opened = tokio::select! {
+                _ = cancel.cancelled() => return Err(Stop::Cancelled),
+                opened = ensemble.open() => opened,
+            };
+            opened.map_err(|e| {
+                failed(
+                    ErrorCode::Internal,
+                    format!("tool ensemble `{}` could not start: {e}", ensemble.name()),
+                )
+            })?;
+        }
+        let (specs, tools) = collect_tools(agent, &request.ensembles)?;
+        let policies = self.deps.governance.policies.current();
+        let in_force = policy::data_scopes(&policies, &self.policy_ctx(request, None));
+        self.scope_policies = in_force
+            .iter()
+            .map(|(name, _)| *name)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let scopes: Vec<_> = in_force
+            .into_iter()
+            .map(|(_, scope)| scope.clone())
+            .collect();
+        self.scope = (!scopes.is_empty()).then(|| Arc::new(scopes));
+        let ctx = ToolContext {
+            workspace: request.workspace.clone(),
+            timeout: Duration::from_millis(agent.limits.tool_timeout_ms),
+            output_cap: agent.limits.tool_output_cap_bytes,
+            scope: self.scope.clone(),
+        };
+
+        let mut progress = match approval {
+            None => {
+                let mut messages = Vec::with_capacity(request.history.len() + 2);
+                messages.push(ChatMessage::system(agent.system_prompt.clone()));
+                messages.extend(request.history.iter().cloned());
+                messages.push(ChatMessage::user(request.input.clone()));
+                Progress {
+                    step: 0,
+                    messages,
+                    queue: VecDeque::new(),
+                }
+            }
+            Some(approval) => {
+                // The suspended turn's size hint, so it routes as it began.
+                if let Some(size) = approval.snapshot["size"].as_str().and_then(TaskSize::parse) {
+                    self.size = Some(size);
+                }
+                let (mut progress, end) = self
+                    .take_decision(approval, &tools, request, &ctx, cancel)
+                    .await?;
+                if let Some(ending) = progress.answer(end) {
+                    return Ok(ending);
+                }
+                progress
+            }
+        };
+
+        loop {
+            while let Some(call) = progress.queue.pop_front() {
+                let end = self
+                    .handle_call(call, &tools, request, &ctx, cancel, &progress)
+                    .await?;
+                if let Some(ending) = progress.answer(end) {
+                    return Ok(ending);
+                }
+            }
+            if progress.step >= agent.limits.max_steps {
+                return Ok(Ending::plain(StopReason::StepLimit, Value::Null));
+            }
+            let chat = ChatRequest {
+                model: request.model.clone(),
+                messages: progress.messages.clone(),
+                tools: specs.clone(),
+                temperature: None,
+                max_tokens: Some(agent.limits.max_output_tokens),
+                tool_choice: None,
+            };
+            let response = self.call_model(&chat, request, cancel).await?;
+            let (text, calls) = split_harmony(progress.step, response.content, response.tool_calls);
+            progress.step += 1;
+            if calls.is_empty() {
+                return Ok(Ending::plain(
+                    StopReason::TextAnswer,
+                    json!({ "text": text }),
+                ));
+            }
+            let assistant_calls = calls.iter().map(|c| c.call().clone()).collect();
+            progress.messages.push(ChatMessage::assistant(
+                (!text.is_empty()).then_some(text),
+                assistant_calls,
+            ));
+            progress.queue = calls.into();
+        }
+    }
+
+    /// The facts policies select on, for this turn and `tool`, now.
+    fn policy_ctx<'r>(
+        &self,
+        request: &'r TurnRequest,
+        tool: Option<&'r str>,
+    ) -> RequestContext<'r> {
+        RequestContext {
+            agent: &request.agent.name,
+            tags: &request.agent.tags,
+            tool,
+            client: &request.client,
+            at: Timestamp::now(),
+        }
+    }
+
+    /// The post-turn audit (`governance::audit`): each mismatch between what the turn
+    /// ran and the policies in force now is recorded as a `policy_violation`.
+    async fn audit(&self, request: &TurnRequest) -> Result<(), StoreError> {
+        let set = self.deps.governance.policies.current();
+        if set.is_empty() {
+            return Ok(());
+        }
+        let events = self.deps.store.turn_events(&self.turn).await?;
+        let ctx = self.policy_ctx(request, None);
+        for violation in crate::governance::audit::violations(&set, &events, &ctx) {
+            self.record(violation).await?;
+        }
+        Ok(())
+    }
+
+}
+
+fn suspended(id: ApprovalId) -> Ending {
+    Ending {
+        stop_reason: StopReason::Interrupted,
+        result: Value::Null,
+        error: None,
+        suspended: Some(id),
+    }
+}

@@ -1,0 +1,285 @@
+//! One tool call of a turn: planned and recorded, run through the gate
+//! (`tool_gate.rs`), its result capped, redacted and recorded, and its answer given
+//! back to the model.
+
+use super::*;
+use crate::schema::Schema;
+
+/// The `security_event` type tools give a refusal by a `data_scope` policy.
+const DATA_SCOPE_DENIED: &str = "data_scope_denied";
+
+/// Where a tool of this turn comes from.
+pub(super) enum ToolSource {
+    Finish,
+    Ensemble(usize),
+}
+
+pub(super) struct ToolEntry {
+    pub(super) source: ToolSource,
+    pub(super) schema: Schema,
+    /// The schema as JSON, kept for approvals.
+    pub(super) parameters: Value,
+    /// From the tool's spec: a shadow run never executes it.
+    pub(super) side_effects: bool,
+}
+
+impl ActiveTurn<'_> {
+    /// Validates, runs and records one tool call, or suspends the turn on it.
+    pub(super) async fn handle_call(
+        &self,
+        call: PlannedCall,
+        tools: &HashMap<String, ToolEntry>,
+        request: &TurnRequest,
+        ctx: &ToolContext,
+        cancel: &CancellationToken,
+        progress: &Progress,
+    ) -> Result<CallEnd, Stop> {
+        let (call, early_error) = match call {
+            PlannedCall::Ready(call) => (call, None),
+            PlannedCall::Refused(call, error) => (call, Some(error)),
+        };
+        let parsed: Result<Value, String> = match &early_error {
+            Some(error) => Err(error.message.clone()),
+            None => serde_json::from_str(&call.arguments)
+                .map_err(|e| format!("arguments are not valid JSON: {e}")),
+        };
+        let arguments = parsed.as_ref().cloned().unwrap_or(Value::Null);
+        let hash = args_preview_hash(&arguments);
+        self.record(EventPayload::ToolCallPlanned {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: self.retained(arguments),
+            args_preview_hash: hash,
+        })
+        .await?;
+
+        let started = Instant::now();
+        let outcome = match (parsed, early_error) {
+            (_, Some(error)) => Err(ToolError::new(error.kind, error.message)),
+            (Err(message), None) => Err(ToolError::new(ToolErrorKind::InvalidArguments, message)),
+            (Ok(args), None) => {
+                match self
+                    .execute(&call, args.clone(), tools, request, ctx, cancel, false)
+                    .await?
+                {
+                    Gated::Done(outcome) => outcome,
+                    Gated::Suspend {
+                        policy,
+                        approvers,
+                        schema,
+                    } => {
+                        let id = self
+                            .suspend(&call, args, schema, policy, approvers, request, progress)
+                            .await?;
+                        return Ok(CallEnd::Suspended(id));
+                    }
+                }
+            }
+        };
+        self.finish_call(call, outcome, started, ctx).await
+    }
+
+    /// What events keep of arguments under `retention.tool_args`.
+    pub(super) fn retained(&self, arguments: Value) -> Value {
+        match self.deps.governance.retention {
+            ArgsRetention::Full => arguments,
+            ArgsRetention::Hash => Value::Null,
+        }
+    }
+
+    /// Records a call's result and turns it into what the model is told.
+    pub(super) async fn finish_call(
+        &self,
+        call: ToolCall,
+        outcome: Result<Executed, ToolError>,
+        started: Instant,
+        ctx: &ToolContext,
+    ) -> Result<CallEnd, Stop> {
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let hash = args_preview_hash(
+            &serde_json::from_str::<Value>(&call.arguments).unwrap_or(Value::Null),
+        );
+        // (status, error type, what the model is told, truncated, whether the turn ends)
+        let (status, error_type, output, truncated, finished) = match outcome {
+            Ok(Executed::Finished(result)) => (
+                ToolStatus::Ok,
+                None,
+                "accepted".to_owned(),
+                false,
+                Some(result),
+            ),
+            Ok(Executed::Output { content, truncated }) => {
+                // A secret a tool printed reaches neither the model nor the log.
+                let content = match secret::redact(&content) {
+                    std::borrow::Cow::Borrowed(_) => content,
+                    std::borrow::Cow::Owned(redacted) => redacted,
+                };
+                let (content, cut) = cap_output(content, ctx.output_cap);
+                (ToolStatus::Ok, None, content, truncated || cut, None)
+            }
+            Err(error) => {
+                if let Some(violation) = &error.security {
+                    self.record(EventPayload::SecurityEvent {
+                        event_type: violation.event_type.clone(),
+                        tool: Some(call.name.clone()),
+                        detail: violation.detail.clone(),
+                    })
+                    .await?;
+                    // A data scope is a policy: its refusal is also a `policy_denied`.
+                    if violation.event_type == DATA_SCOPE_DENIED {
+                        self.record(EventPayload::PolicyDenied {
+                            policy: self.scope_policies.clone(),
+                            policy_type: "data_scope".to_owned(),
+                            tool: Some(call.name.clone()),
+                            call_id: Some(call.id.clone()),
+                            detail: violation.detail.clone(),
+                        })
+                        .await?;
+                    }
+                }
+                let text = format!(
+                    "error ({}): {}",
+                    error.kind.as_str(),
+                    secret::redact(&error.message)
+                );
+                let (text, _) = cap_output(text, ctx.output_cap);
+                (ToolStatus::Error, Some(error.kind), text, false, None)
+            }
+        };
+        self.record(EventPayload::ToolCallResult {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            status,
+            latency_ms,
+            error_type,
+            output: output.clone(),
+            truncated,
+            args_preview_hash: hash,
+        })
+        .await?;
+        Ok(match finished {
+            Some(result) => CallEnd::Finished(result),
+            None => CallEnd::Answer {
+                call_id: call.id,
+                text: output,
+            },
+        })
+    }
+
+}
+
+/// A call as the model made it: well-formed, or refused before parsing (Harmony
+/// payload errors), which still get planned/result events and a tool answer.
+pub(super) enum PlannedCall {
+    Ready(ToolCall),
+    Refused(ToolCall, harmony::HarmonyError),
+}
+
+impl PlannedCall {
+    pub(super) fn call(&self) -> &ToolCall {
+        match self {
+            Self::Ready(call) | Self::Refused(call, _) => call,
+        }
+    }
+}
+
+pub(super) enum Executed {
+    Finished(Value),
+    Output { content: String, truncated: bool },
+}
+
+pub(super) enum CallEnd {
+    Finished(Value),
+    Answer {
+        call_id: String,
+        text: String,
+    },
+    /// The turn waits for this approval.
+    Suspended(ApprovalId),
+}
+
+/// The tools of a turn: the ensembles' tools plus `finish_task` when the agent has an
+/// output schema; names unique.
+pub(super) fn collect_tools(
+    agent: &AgentSpec,
+    ensembles: &[Arc<dyn Ensemble>],
+) -> Result<(Vec<ToolSpec>, HashMap<String, ToolEntry>), Stop> {
+    let mut specs = Vec::new();
+    let mut tools = HashMap::new();
+    let finish = agent.output_schema.as_ref().map(|schema| ToolSpec {
+        name: FINISH_TASK.to_owned(),
+        description: "Call this exactly once when the task is done. Its arguments are the \
+                      final result of the task."
+            .to_owned(),
+        parameters: schema.clone(),
+        side_effects: false,
+    });
+    let sources = ensembles
+        .iter()
+        .enumerate()
+        .flat_map(|(i, e)| {
+            e.tools()
+                .into_iter()
+                .map(move |t| (ToolSource::Ensemble(i), t))
+        })
+        .chain(finish.map(|f| (ToolSource::Finish, f)));
+    for (source, spec) in sources {
+        let schema = Schema::compile(&spec.parameters).map_err(|e| {
+            failed(
+                ErrorCode::InvalidArgument,
+                format!("tool `{}` of agent `{}`: {e}", spec.name, agent.name),
+            )
+        })?;
+        if tools
+            .insert(
+                spec.name.clone(),
+                ToolEntry {
+                    source,
+                    schema,
+                    parameters: spec.parameters.clone(),
+                    side_effects: spec.side_effects,
+                },
+            )
+            .is_some()
+        {
+            return Err(failed(
+                ErrorCode::InvalidArgument,
+                format!("agent `{}` has two tools named `{}`", agent.name, spec.name),
+            ));
+        }
+        specs.push(spec);
+    }
+    Ok((specs, tools))
+}
+
+/// Cuts `text` to at most `cap` bytes on a character boundary, with a note.
+pub(super) fn cap_output(mut text: String, cap: usize) -> (String, bool) {
+    if text.len() <= cap {
+        return (text, false);
+    }
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let total = text.len();
+    text.truncate(end);
+    text.push_str(&format!(
+        "\n[output truncated: {end} of {total} bytes shown]"
+    ));
+    (text, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn output_is_capped_on_a_char_boundary() {
+        let (text, cut) = cap_output("ééé".to_owned(), 3);
+        assert!(cut);
+        assert!(text.starts_with('é'));
+        assert!(text.contains("2 of 6 bytes"));
+        let (text, cut) = cap_output("short".to_owned(), 10);
+        assert_eq!((text.as_str(), cut), ("short", false));
+    }
+}

@@ -1,0 +1,222 @@
+//! The gate every tool call passes: its schema, the policies (deny wins, also over
+//! an approval), approvals and permissions, the rate limits; then the call itself
+//! with its timeout.
+
+use super::*;
+use crate::governance::Refusal;
+use crate::ports::RateError;
+
+impl ActiveTurn<'_> {
+    /// Waits for a person to allow a call (`permissions::ask`): a decision, the
+    /// timeout, a disconnect or cancellation. Anything but an approval is a
+    /// `PermissionDenied` tool error.
+    pub(super) async fn ask_permission(
+        &self,
+        call: &ToolCall,
+        args: &Value,
+        request: &TurnRequest,
+        cancel: &CancellationToken,
+    ) -> Result<Result<(), ToolError>, Stop> {
+        let (decision, record) = permissions::ask(
+            self.deps.store.as_ref(),
+            request.permissions.as_ref(),
+            NewPermission {
+                id: PermissionId::new(),
+                thread_id: self.thread.clone(),
+                turn_id: self.turn.clone(),
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: self.retained(args.clone()),
+                options: permissions::OPTIONS
+                    .iter()
+                    .map(|o| (*o).to_owned())
+                    .collect(),
+            },
+            None,
+            &|event| self.observer.on_event(event),
+            cancel,
+        )
+        .await?;
+        if cancel.is_cancelled() {
+            return Err(Stop::Cancelled);
+        }
+        Ok(match decision {
+            PermissionDecision::Approved => Ok(()),
+            PermissionDecision::Declined => Err(ToolError::new(
+                ToolErrorKind::PermissionDenied,
+                format!(
+                    "permission to run `{}` was declined: {}",
+                    call.name,
+                    record.reason.as_deref().unwrap_or("declined")
+                ),
+            )),
+        })
+    }
+
+    /// Refuses a call by a policy: recorded as `policy_denied`, answered as a tool error.
+    async fn refuse(&self, call: &ToolCall, refusal: &Refusal) -> Result<Gated, Stop> {
+        let what = format!("`{}`", call.name);
+        self.record(refusal.event(&what, Some(&call.name), Some(&call.id)))
+            .await?;
+        Ok(Gated::Done(Err(ToolError::new(
+            refusal.tool_error_kind(),
+            refusal.message(&what),
+        ))))
+    }
+
+    /// Checks a parsed call against its schema and the policies, then runs it with the
+    /// timeout. `approved`: a person already approved this exact call, so approval
+    /// policies are satisfied (denials still hold: deny wins, even after approval).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn execute(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        tools: &HashMap<String, ToolEntry>,
+        request: &TurnRequest,
+        ctx: &ToolContext,
+        cancel: &CancellationToken,
+        approved: bool,
+    ) -> Result<Gated, Stop> {
+        let done = |outcome| Ok(Gated::Done(outcome));
+        let Some(entry) = tools.get(&call.name) else {
+            let mut known: Vec<&str> = tools.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return done(Err(ToolError::new(
+                ToolErrorKind::UnknownTool,
+                format!(
+                    "there is no tool `{}`; the tools are: {}",
+                    call.name,
+                    known.join(", ")
+                ),
+            )));
+        };
+        if let Err(problems) = entry.schema.check(&args) {
+            let what = match entry.source {
+                ToolSource::Finish => "the result does not match the required output schema",
+                ToolSource::Ensemble(_) => "the arguments do not match the tool's schema",
+            };
+            return done(Err(ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                format!("{what}: {problems}"),
+            )));
+        }
+        let index = match entry.source {
+            ToolSource::Finish => return done(Ok(Executed::Finished(args))),
+            ToolSource::Ensemble(index) => index,
+        };
+        let Some(ensemble) = request.ensembles.get(index) else {
+            return Err(failed(ErrorCode::Internal, "tool table out of date"));
+        };
+        let shadow = request.shadow_of.is_some();
+        if shadow && entry.side_effects {
+            return done(Err(not_executed_in_shadow(
+                &call.name,
+                "it has side effects",
+            )));
+        }
+        let governance = &self.deps.governance;
+        let policies = governance.policies.current();
+        let policy_ctx = self.policy_ctx(request, Some(&call.name));
+        let gate = policy::gate(&policies, &policy_ctx);
+        match gate.decision {
+            Decision::Deny { policy, reason } => {
+                let refusal = Refusal::denied(&policies, policy, &reason);
+                return self.refuse(call, &refusal).await;
+            }
+            Decision::RequireApproval { .. } if shadow => {
+                return done(Err(not_executed_in_shadow(
+                    &call.name,
+                    "it needs a person's approval",
+                )));
+            }
+            Decision::RequireApproval { policy } if !approved => {
+                let approvers = match policies.get(policy).map(|p| p.rule()) {
+                    Some(Rule::ApprovalRequired(rule)) => rule.approvers.clone(),
+                    _ => Vec::new(),
+                };
+                return Ok(Gated::Suspend {
+                    policy: policy.to_owned(),
+                    approvers,
+                    schema: entry.parameters.clone(),
+                });
+            }
+            Decision::RequireApproval { .. } | Decision::Allow => {}
+        }
+        if shadow && request.agent.requires_permission.contains(&call.name) {
+            return done(Err(not_executed_in_shadow(
+                &call.name,
+                "it needs a person's permission",
+            )));
+        }
+        if request.agent.requires_permission.contains(&call.name)
+            && let Err(denied) = self.ask_permission(call, &args, request, cancel).await?
+        {
+            return done(Err(denied));
+        }
+        // A shadow run must never use up the rate limits of the turns it copies.
+        if !shadow
+            && let Err(refused) = governance
+                .limiter
+                .admit(
+                    &gate.rate_limits,
+                    RateFacts {
+                        agent: &request.agent.name,
+                        tool: Some(&call.name),
+                        client: &request.client,
+                    },
+                )
+                .await
+        {
+            return match refused {
+                RateError::Limited(limited) => {
+                    self.refuse(call, &Refusal::RateLimited(limited)).await
+                }
+                unavailable => done(Err(ToolError::new(
+                    ToolErrorKind::RateLimited,
+                    unavailable.to_string(),
+                ))),
+            };
+        }
+        let run = tokio::time::timeout(ctx.timeout, ensemble.call(&call.name, args, ctx));
+        let result = tokio::select! {
+            _ = cancel.cancelled() => return Err(Stop::Cancelled),
+            result = run => result,
+        };
+        done(match result {
+            Err(_) => Err(ToolError::new(
+                ToolErrorKind::Timeout,
+                format!(
+                    "`{}` did not finish within {} ms and was stopped",
+                    call.name,
+                    ctx.timeout.as_millis()
+                ),
+            )),
+            Ok(Err(error)) => Err(error),
+            Ok(Ok(output)) => Ok(Executed::Output {
+                content: output.content,
+                truncated: output.truncated,
+            }),
+        })
+    }
+}
+
+/// The answer to a call a shadow run records but does not execute.
+pub(super) fn not_executed_in_shadow(tool: &str, why: &str) -> ToolError {
+    ToolError::new(
+        ToolErrorKind::NotExecutedInShadow,
+        format!("`{tool}` was not executed in shadow mode: {why}"),
+    )
+}
+
+/// What the policy gate made of a call.
+pub(super) enum Gated {
+    /// Handled here: ran, or refused.
+    Done(Result<Executed, ToolError>),
+    /// It waits for a person: the turn suspends on an approval.
+    Suspend {
+        policy: String,
+        approvers: Vec<String>,
+        schema: Value,
+    },
+}
