@@ -21,7 +21,8 @@ pub use event::{
     ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
 };
 pub use ids::{
-    ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, PermissionId, ReplicaId, ThreadId, TurnId,
+    ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, PermissionId, ReplicaId, ThreadId,
+    TurnId,
 };
 pub use tool::{FINISH_TASK, ToolErrorKind, ToolSpec, args_preview_hash};
 pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

@@ -241,9 +241,11 @@ impl AdmittedCall {
         let governance = &self.deps.governance;
         // Usage the server did not report costs the reserved worst case, never 0.
         let usd_micros = match response.usage {
-            Some(_) => governance
-                .prices
-                .cost_micros(&response.model, usage.input_tokens, usage.output_tokens),
+            Some(_) => governance.prices.cost_micros(
+                &response.model,
+                usage.input_tokens,
+                usage.output_tokens,
+            ),
             None => self.held.amount(),
         };
         self.held.settle(usd_micros).await;

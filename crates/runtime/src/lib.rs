@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use agentplane_core::{AgentSpec, ErrorCode, ThreadId};
 use agentplane_engine::executions::{ExecutionPorts, Executions, Workspaces};
-use agentplane_engine::governance::{Governance, RateLimiter, RateLimits};
+use agentplane_engine::governance::{
+    BudgetKeeper, Governance, MemoryLedger, RateLimiter, RateLimits,
+};
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox, VersionSettings};
 use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
@@ -169,7 +171,13 @@ impl Runtime {
                 .collect(),
             tap: Some(metrics.clone()),
             limiter: rate_limiter(&config)?,
-            ..Governance::default()
+            // Replicas on one database share its budget accounts; one process keeps
+            // them in memory.
+            budgets: BudgetKeeper::new(
+                store
+                    .budget_ledger()
+                    .unwrap_or_else(|| Arc::new(MemoryLedger::default())),
+            ),
         };
         let gate = secrets::McpSecretGate::new(&config, governance.policies.clone())?;
         let versions = VersionSettings {

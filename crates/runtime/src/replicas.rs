@@ -196,6 +196,20 @@ async fn recover(watched: &Watched) {
 /// failure is retried a few times: the replica is already claimed, nobody else will.
 async fn recover_one(watched: &Watched, dead: &ReplicaId) {
     const ATTEMPTS: u32 = 5;
+    // Money the dead replica held for calls in flight is released: those calls ended
+    // with it, unpaid as far as the budgets know.
+    if let Some(ledger) = watched.store.budget_ledger() {
+        match ledger.release_holds_of(dead).await {
+            Ok(0) => {}
+            Ok(released) => {
+                tracing::info!(replica = %dead, released, "released a dead replica's budget holds");
+            }
+            Err(e) => {
+                tracing::warn!(replica = %dead, error = %e,
+                    "could not release a dead replica's budget holds");
+            }
+        }
+    }
     let mut turns = None;
     for attempt in 1..=ATTEMPTS {
         match watched.store.interrupt_turns_of(dead).await {

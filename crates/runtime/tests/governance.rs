@@ -64,6 +64,7 @@ async fn start(dir: &tempfile::TempDir, base_url: &str, extra: &str) -> Runtime 
              [store]\npath = \"events.db\"\n\
              [policies]\ndir = \"policies\"\nreload_interval_ms = 100\n\
              [agents.chat]\nsystem_prompt = \"Chat.\"\ntags = [\"customer-facing\"]\n\
+             max_output_tokens = 500\n\
              [agents.writer]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\n{extra}"
         ),
     )
@@ -325,14 +326,16 @@ async fn a_rate_limit_under_concurrency_never_admits_more_than_its_window() {
     assert_eq!(s.server.chat_request_count(), 7);
 }
 
-#[tokio::test]
-async fn fifty_concurrent_turns_under_one_budget_overspend_by_at_most_one_call_each() {
-    // Each call: 1,000 tokens in at $1/M and 500 out at $2/M = $0.002.
-    const CALL_MICROS: u64 = 2_000;
-    const BUDGET_MICROS: u64 = 20_000;
+/// 50 turns at once on 50 threads under one budget, every model call reporting usage
+/// of a known cost: what settles never passes the cap. `output_per_mtok` makes a call's
+/// 500 output tokens cost `call_micros`; `input_per_mtok` prices the input, which the
+/// worst case counts as one token per byte sent (so it is over-reserved). Returns the
+/// settled spend, the calls made and how many turns ended on the budget.
+async fn budget_race(input_per_mtok: f64, output_per_mtok: f64) -> (u64, u64, usize) {
     // Every turn makes model calls until one answers in text: two calls that ask for a
     // tool the agent does not have (an error the model is told about), then an answer.
-    let call = |step: Step| step.with_usage(1_000, 500).with_delay_ms(20);
+    // 100 input tokens: fewer than the bytes each call sends, as with any real tokenizer.
+    let call = |step: Step| step.with_usage(100, 500).with_delay_ms(20);
     let scenario = Scenario::new(vec![
         call(Step::tool_call("no_such_tool", json!({}))),
         call(Step::tool_call("no_such_tool", json!({}))),
@@ -345,18 +348,28 @@ async fn fifty_concurrent_turns_under_one_budget_overspend_by_at_most_one_call_e
             "budget.yaml",
             "name: team\ntype: budget\nrules: {usd: 0.02, period: month}\n",
         )],
-        "[prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n",
+        &format!(
+            "[prices.\"scripted-model\"]\ninput_per_mtok = {input_per_mtok}\n\
+             output_per_mtok = {output_per_mtok}\n"
+        ),
     )
     .await;
     let hub = s.runtime.hub().clone();
     let mut refused = 0;
-    let mut completed = 0;
     for outcome in concurrent_turns(&s, 50).await {
         match outcome {
-            Ok(outcome) if outcome.stop_reason == StopReason::TextAnswer => completed += 1,
+            Ok(outcome) if outcome.stop_reason == StopReason::TextAnswer => {}
             Ok(outcome) => {
                 let error = outcome.error.expect("error");
                 assert_eq!(error.code, ErrorCode::BudgetExceeded, "{error:?}");
+                // The refusal is in the turn's log, naming the policy.
+                let events = events(&s.runtime, &outcome.thread).await;
+                assert!(
+                    events.iter().any(|e| matches!(&e.payload,
+                        EventPayload::PolicyDenied { policy, policy_type, .. }
+                            if policy == "team" && policy_type == "budget")),
+                    "no policy_denied event: {events:?}"
+                );
                 refused += 1;
             }
             Err(e) => {
@@ -375,22 +388,45 @@ async fn fifty_concurrent_turns_under_one_budget_overspend_by_at_most_one_call_e
         .map(|row| row.usd_micros)
         .sum();
     let calls = s.server.chat_request_count() as u64;
+    // Nothing stays held: once everything settled, one more exact-size call fits
+    // exactly when the cap has room for it.
+    let late = thread(&hub, "late", "chat", &s.workspace).await;
+    let late = run(&hub, "late", &late, "hi").await;
+    if spent == BUDGET_MICROS {
+        assert_eq!(late.expect_err("spent").code(), ErrorCode::BudgetExceeded);
+    }
+    (spent, calls, refused)
+}
+
+const BUDGET_MICROS: u64 = 20_000;
+
+#[tokio::test]
+async fn fifty_concurrent_turns_under_one_budget_never_overspend() {
+    // Output only: a call's worst case (its 500-token cap) is exactly what it costs.
+    let (spent, calls, refused) = budget_race(0.0, 4.0).await;
     println!(
-        "budget {BUDGET_MICROS} µ$, one call {CALL_MICROS} µ$: {calls} calls, spent {spent} µ$, \
-         {completed} turns answered, {refused} stopped"
+        "budget {BUDGET_MICROS} µ$, one call 2000 µ$: {calls} calls, spent {spent} µ$, {refused} stopped"
     );
-    assert_eq!(spent, calls * CALL_MICROS, "every call is priced once");
-    assert!(spent >= BUDGET_MICROS, "the budget was used: {spent}");
-    assert!(completed > 0, "some runs finish");
-    assert!(
-        spent <= BUDGET_MICROS + 50 * CALL_MICROS,
-        "overspent: {spent} micro-dollars"
+    assert_eq!(spent, calls * 2_000, "every call is priced once");
+    assert_eq!(
+        spent, BUDGET_MICROS,
+        "the cap is used to the last call and never passed"
     );
     assert!(refused > 0, "some runs must be stopped");
-    // Once spent, a new turn is refused before it starts.
-    let late = thread(&hub, "late", "chat", &s.workspace).await;
-    let refused_late = run(&hub, "late", &late, "hi").await.expect_err("spent");
-    assert_eq!(refused_late.code(), ErrorCode::BudgetExceeded);
+}
+
+#[tokio::test]
+async fn priced_input_is_reserved_as_its_worst_case_and_never_overspends() {
+    // 100 tokens in at $10/M and 500 out at $2/M = $0.002 a call; the reservation counts
+    // every byte sent as an input token, so it holds more than that.
+    let (spent, calls, refused) = budget_race(10.0, 2.0).await;
+    println!(
+        "budget {BUDGET_MICROS} µ$, one call 2000 µ$: {calls} calls, spent {spent} µ$, {refused} stopped"
+    );
+    assert_eq!(spent, calls * 2_000, "every call is priced once");
+    assert!(spent <= BUDGET_MICROS, "overspent: {spent} micro-dollars");
+    assert!(spent >= BUDGET_MICROS / 2, "the budget was used: {spent}");
+    assert!(refused > 0, "some runs must be stopped");
 }
 
 #[tokio::test]

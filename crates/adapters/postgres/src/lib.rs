@@ -13,6 +13,7 @@
 //! row to one claimer.
 
 mod approvals;
+mod budgets;
 mod costs;
 mod db;
 mod events;
@@ -25,6 +26,7 @@ mod store;
 mod timestamp;
 mod versions;
 
+pub use budgets::PostgresLedger;
 pub use schema::SCHEMA_VERSION;
 pub use store::PostgresStore;
 

@@ -28,6 +28,13 @@ impl ReplicaStore for PostgresStore {
         true
     }
 
+    fn budget_ledger(&self) -> Option<std::sync::Arc<dyn agentplane_engine::ports::BudgetLedger>> {
+        Some(std::sync::Arc::new(crate::PostgresLedger::new(
+            self.pool().clone(),
+            self.replica_id().clone(),
+        )))
+    }
+
     async fn heartbeat(&self) -> Result<(), StoreError> {
         let conn = self.conn().await?;
         conn.execute(

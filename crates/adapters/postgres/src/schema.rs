@@ -288,6 +288,29 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER events_announce AFTER INSERT ON events
         FOR EACH ROW EXECUTE FUNCTION agentplane_announce_event();
     "#,
+    // 2: budget accounts shared by the replicas, and the holds on them (ADR 0029:
+    // zero overspend).
+    r#"
+    CREATE TABLE budget_accounts (
+        policy       TEXT   NOT NULL,
+        key          TEXT   NOT NULL,
+        period_start TEXT   NOT NULL,
+        settled      BIGINT NOT NULL CHECK (settled >= 0),
+        reserved     BIGINT NOT NULL CHECK (reserved >= 0),
+        PRIMARY KEY (policy, key, period_start)
+    );
+    CREATE TABLE budget_holds (
+        hold         TEXT   NOT NULL,
+        replica      TEXT   NOT NULL,
+        policy       TEXT   NOT NULL,
+        key          TEXT   NOT NULL,
+        period_start TEXT   NOT NULL,
+        amount       BIGINT NOT NULL CHECK (amount >= 0),
+        created_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (hold, policy, key, period_start)
+    );
+    CREATE INDEX budget_holds_by_replica ON budget_holds (replica);
+    "#,
 ];
 
 /// The schema version this code writes and understands.

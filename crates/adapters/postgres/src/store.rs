@@ -127,6 +127,11 @@ impl PostgresStore {
             .map_err(|e| StoreError::Backend(format!("no PostgreSQL connection: {e}")))
     }
 
+    /// The connection pool.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     /// This process's replica id (also `ReplicaStore::replica`).
     pub(crate) fn replica_id(&self) -> &ReplicaId {
         &self.replica

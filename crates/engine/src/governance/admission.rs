@@ -128,7 +128,9 @@ pub async fn admit(
         return Ok(Reservation::default());
     }
     if let Decision::Deny { policy, reason } = policy::evaluate(&set, ctx) {
-        return Err(AdmissionError::Refused(Refusal::denied(&set, policy, &reason)));
+        return Err(AdmissionError::Refused(Refusal::denied(
+            &set, policy, &reason,
+        )));
     }
     let limits = policy::rate_limits(&set, ctx);
     governance

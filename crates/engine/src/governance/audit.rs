@@ -12,7 +12,11 @@ use crate::policy::{self, Decision, RequestContext};
 
 /// The `policy_violation` events a turn's `events` deserve under `set`. `ctx` holds the
 /// turn's agent, tags and client; each call is judged with its own tool and time.
-pub fn violations(set: &PolicySet, events: &[Event], ctx: &RequestContext<'_>) -> Vec<EventPayload> {
+pub fn violations(
+    set: &PolicySet,
+    events: &[Event],
+    ctx: &RequestContext<'_>,
+) -> Vec<EventPayload> {
     if set.is_empty() {
         return Vec::new();
     }

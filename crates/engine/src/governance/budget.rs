@@ -35,7 +35,11 @@ const TEMPLATE_TOKENS_PER_REQUEST: u64 = 256;
 /// (messages, tool calls and tool schemas; no tokenizer makes a token of less than one
 /// byte, template markers aside) and `max_output_tokens` priced as output. 0 for a
 /// model without a price.
-pub fn worst_case_micros(prices: &PriceTable, request: &ChatRequest, max_output_tokens: u64) -> u64 {
+pub fn worst_case_micros(
+    prices: &PriceTable,
+    request: &ChatRequest,
+    max_output_tokens: u64,
+) -> u64 {
     let mut bytes: u64 = 0;
     for message in &request.messages {
         bytes += message.content.as_deref().map_or(0, str::len) as u64;

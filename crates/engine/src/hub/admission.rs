@@ -109,4 +109,3 @@ pub(crate) fn refused(refusal: &Refusal, what: &str) -> HubError {
         Refusal::BudgetExceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
     }
 }
-

@@ -40,6 +40,12 @@ pub trait ReplicaStore: Send + Sync {
     /// SQLite file, locked to one process) every other replica is dead at start-up.
     fn shared(&self) -> bool;
 
+    /// The budget ledger the replicas share, for a shared store; `None`: budgets are
+    /// kept in this process's memory (one process on the store).
+    fn budget_ledger(&self) -> Option<std::sync::Arc<dyn super::BudgetLedger>> {
+        None
+    }
+
     /// Records that this replica is alive now; the first call joins the registry.
     async fn heartbeat(&self) -> Result<(), StoreError>;
 

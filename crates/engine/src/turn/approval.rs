@@ -207,5 +207,4 @@ impl ActiveTurn<'_> {
         self.observer.on_event(&event);
         Ok(id)
     }
-
 }

@@ -534,7 +534,6 @@ impl ActiveTurn<'_> {
         }
         Ok(())
     }
-
 }
 
 fn suspended(id: ApprovalId) -> Ending {

@@ -51,8 +51,12 @@ impl ActiveTurn<'_> {
             Ok(reservation) => reservation,
             Err(BudgetError::Exceeded(exceeded)) => {
                 let refusal = Refusal::BudgetExceeded(exceeded);
-                self.record(refusal.event("a model call", None, None)).await?;
-                return Err(failed(ErrorCode::BudgetExceeded, refusal.message("a model call")));
+                self.record(refusal.event("a model call", None, None))
+                    .await?;
+                return Err(failed(
+                    ErrorCode::BudgetExceeded,
+                    refusal.message("a model call"),
+                ));
             }
             Err(BudgetError::Store(e)) => return Err(Stop::Store(e)),
         };
@@ -72,9 +76,11 @@ impl ActiveTurn<'_> {
         };
         // A call whose usage the server did not report costs its worst case, never 0.
         let usd_micros = match response.usage {
-            Some(_) => governance
-                .prices
-                .cost_micros(&model, usage.input_tokens, usage.output_tokens),
+            Some(_) => {
+                governance
+                    .prices
+                    .cost_micros(&model, usage.input_tokens, usage.output_tokens)
+            }
             None => worst,
         };
         governance.budgets.settle(reservation, usd_micros).await;
@@ -198,12 +204,15 @@ impl ActiveTurn<'_> {
         streamed?;
         response.map_err(|e| failed(e.code(), e.to_string()))
     }
-
 }
 
 /// Native tool calls win; Harmony markup in the text is parsed only when the server
 /// returned none, so a model is never asked to use two protocols at once.
-pub(super) fn split_harmony(step: u32, content: String, native: Vec<ToolCall>) -> (String, Vec<PlannedCall>) {
+pub(super) fn split_harmony(
+    step: u32,
+    content: String,
+    native: Vec<ToolCall>,
+) -> (String, Vec<PlannedCall>) {
     if !native.is_empty() || !harmony::contains_harmony(&content) {
         return (
             content,

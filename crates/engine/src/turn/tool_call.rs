@@ -165,7 +165,6 @@ impl ActiveTurn<'_> {
             },
         })
     }
-
 }
 
 /// A call as the model made it: well-formed, or refused before parsing (Harmony
