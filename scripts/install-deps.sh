@@ -31,8 +31,9 @@ postgres_server() { compgen -G "${AGENTPLANE_POSTGRES_LIB:-/usr/lib/postgresql}/
 # A C and C++ toolchain: Rust's linker, the bundled SQLite, libFuzzer (scripts/fuzz.sh).
 need build-essential has cc
 need build-essential has c++
-# curl probes every server the scripts start.
+# curl probes every server the scripts start; git checks the committed web build.
 need curl has curl
+need git has git
 # The local llama.cpp model, schemathesis and the MCP/OpenAI clients are pip-installed
 # into venvs (scripts/local-model.sh, schemathesis.sh, test-peers.sh).
 need python3 has python3

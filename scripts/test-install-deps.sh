@@ -40,7 +40,7 @@ SH
 
 # A PATH with the given programs present (stand-ins; their checks only ask whether they
 # run), apt-get recording and exiting with $APT_STATUS, and cargo recording.
-every=(cc c++ curl python3 node npm promtool chromium redis-server cargo)
+every=(cc c++ curl git python3 node npm promtool chromium redis-server cargo)
 present_path() {
   local dir
   dir="$(mktemp -d "$work/path.XXXX")"
@@ -90,7 +90,7 @@ expect_not_in "complete, root" "$calls" "apt-get"
 
 # Node, npm, Redis and PostgreSQL gone, as root: one apt-get install of exactly those,
 # non-interactive, after an update.
-some=(cc c++ curl python3 promtool chromium cargo)
+some=(cc c++ curl git python3 promtool chromium cargo)
 run "missing, root" root "$(present_path "${some[@]}")" "$pg_absent" 0
 expect_in "missing, root" "$calls" "apt-get update -q DEBIAN_FRONTEND=noninteractive"
 expect_in "missing, root" "$calls" \
@@ -110,7 +110,7 @@ run "no apt-get" root "$(NO_APT=1 present_path "${some[@]}")" "$pg_absent" 1
 expect_in "no apt-get" "$out" "install the equivalents of: nodejs npm redis-server postgresql"
 
 # Only cargo missing (not a package): its own message.
-run "no cargo" nobody "$(present_path cc c++ curl python3 node npm promtool chromium redis-server)" \
+run "no cargo" nobody "$(present_path cc c++ curl git python3 node npm promtool chromium redis-server)" \
   "$pg_present" 1
 expect_in "no cargo" "$out" "https://rustup.rs"
 
