@@ -194,7 +194,8 @@ missing=0
 for needle in "agentplane is serving" \
   "Next    start a small local model there: ./scripts/local-model.sh" \
   "event: tool_call_planned" '"list_files"' "event: tool_call_result" \
-  '"model":"SmolLM2-135M-Instruct"' "event: message_delta" "event: turn_completed"; do
+  '"model":"SmolLM2-135M-Instruct"' "event: message_delta" "event: turn_completed" \
+  "agent engineering on SmolLM2-135M-Instruct"; do
   if ! grep -qF -- "$needle" "$work/all"; then
     echo "quickstart-check: the quick start's output lacks ${needle@Q}" >&2
     missing=1
