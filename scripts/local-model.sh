@@ -9,11 +9,12 @@
 #   kill "$(cat .local-model/server.pid)"  # stops a background server
 #
 # Environment: AGENTPLANE_LOCAL_MODEL_DIR (cache, default $PWD/.local-model),
-# AGENTPLANE_LOCAL_MODEL_PORT (default 8690), AGENTPLANE_LOCAL_MODEL_WAIT (seconds, default 120).
+# AGENTPLANE_LOCAL_MODEL_PORT (default 11434: where agentplane looks for a model server
+# by default, the port Ollama uses), AGENTPLANE_LOCAL_MODEL_WAIT (seconds, default 120).
 set -euo pipefail
 
 cache="${AGENTPLANE_LOCAL_MODEL_DIR:-$PWD/.local-model}"
-port="${AGENTPLANE_LOCAL_MODEL_PORT:-8690}"
+port="${AGENTPLANE_LOCAL_MODEL_PORT:-11434}"
 wait_s="${AGENTPLANE_LOCAL_MODEL_WAIT:-120}"
 model_id="SmolLM2-135M-Instruct"
 gguf="$cache/$model_id.Q4_1.gguf"

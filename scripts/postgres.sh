@@ -20,7 +20,7 @@ url="postgres://postgres@127.0.0.1:${port}/postgres"
 # The newest installed major version; /usr/local/bin may hold anything else.
 bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
 if [[ -z "$bin" || ! -x "$bin/initdb" ]]; then
-  echo "postgres: no PostgreSQL under /usr/lib/postgresql (Debian: apt-get install postgresql)" >&2
+  echo "postgres: no PostgreSQL under /usr/lib/postgresql (scripts/install-deps.sh installs it)" >&2
   exit 1
 fi
 

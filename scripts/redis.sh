@@ -15,7 +15,7 @@ port="${AGENTPLANE_TEST_REDIS_PORT:-8694}"
 dir="${AGENTPLANE_TEST_REDIS_DIR:-$PWD/.local-model/redis}"
 server="$(command -v redis-server || true)"
 if [[ -z "$server" ]]; then
-  echo "redis: redis-server is needed (Debian: apt-get install redis-server)" >&2
+  echo "redis: redis-server is needed (scripts/install-deps.sh installs it)" >&2
   exit 1
 fi
 

@@ -19,7 +19,7 @@ venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
 
 node="$(command -v node || true)"
 if [[ -z "$node" ]] || ! command -v npm >/dev/null; then
-  echo "test-peers: node and npm are needed (Debian: apt-get install nodejs npm)" >&2
+  echo "test-peers: node and npm are needed (scripts/install-deps.sh installs them)" >&2
   exit 1
 fi
 

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. Starts the local llama.cpp model server first (cached
-# after the first run) so the real-server check runs too; set AGENTPLANE_TEST_LLAMA_URL to
-# use a server you already have.
+# Runs every test of the workspace. First makes sure the system packages the tests need
+# are there (scripts/install-deps.sh: installs them as root, else names the one command
+# to run and stops before anything builds). Starts the local llama.cpp model server
+# (cached after the first run) so the real-server check runs too; set
+# AGENTPLANE_TEST_LLAMA_URL to use a server you already have.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh
 
 if [ -z "${AGENTPLANE_TEST_LLAMA_URL:-}" ]; then
   port="${AGENTPLANE_LOCAL_MODEL_PORT:-8690}"
@@ -21,11 +25,9 @@ fi
 eval "$(./scripts/test-peers.sh)"
 # Redis for the shared rate limits (Debian's redis-server on 127.0.0.1:8694).
 eval "$(./scripts/redis.sh)"
-# A throwaway PostgreSQL on 127.0.0.1:8693 for the PostgreSQL store's tests (outside CI,
-# without Debian's postgresql installed, those tests skip with a note).
+# A throwaway PostgreSQL on 127.0.0.1:8693 for the PostgreSQL store's tests.
 if [ -z "${AGENTPLANE_TEST_POSTGRES_URL:-}" ]; then
-  pg_env="$(./scripts/postgres.sh)" || [[ -z "${CI:-}" ]]
-  eval "${pg_env:-}"
+  eval "$(./scripts/postgres.sh)"
 fi
 
 if cargo nextest --version >/dev/null 2>&1; then

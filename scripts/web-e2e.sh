@@ -16,7 +16,7 @@ if [[ "${1:-}" == "--update-screenshots" ]]; then
 fi
 export CHROMIUM="${CHROMIUM:-$(command -v chromium || true)}"
 if [[ -z "$CHROMIUM" ]]; then
-  echo "web-e2e: chromium not found; install it (apt-get install -y chromium) or set CHROMIUM" >&2
+  echo "web-e2e: chromium not found; scripts/install-deps.sh installs it, or set CHROMIUM" >&2
   exit 2
 fi
 if [[ ! -d web/node_modules/playwright-core ]]; then

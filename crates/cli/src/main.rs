@@ -4,6 +4,7 @@
 
 mod commands;
 mod exit;
+mod model_hint;
 mod progress;
 mod redacted_log;
 

@@ -188,6 +188,19 @@ async fn exit_codes_tell_failures_apart() {
         message.contains("http://127.0.0.1:9/v1") && message.contains("ollama serve"),
         "{message}"
     );
+    // For a person, the same error ends with the quick start's command, on that port.
+    let out = output({
+        let mut cmd = command(&sb, "http://127.0.0.1:9/v1");
+        cmd.args(["run", "x"]);
+        cmd
+    })
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hint: start a small local model there: AGENTPLANE_LOCAL_MODEL_PORT=9 ./scripts/local-model.sh"),
+        "{stderr}"
+    );
 
     // A model without tool support is a configuration problem: 2, naming the model.
     let server = ScriptedServer::start(Scenario::new(vec![Step::no_tools()]))

@@ -70,6 +70,10 @@ async fn serve_answers_healthz_and_summarizes_its_startup() {
         "the summary lists the agents:\n{summary}"
     );
     assert!(sb.db.exists(), "the DB was opened");
+    assert!(
+        !summary.contains("local-model.sh"),
+        "a model server answers, so no hint to start one:\n{summary}"
+    );
 
     // `/v1/*` without a client id is refused in the envelope.
     let response = reqwest::get(format!("{}/v1/threads", served.base))
@@ -78,6 +82,21 @@ async fn serve_answers_healthz_and_summarizes_its_startup() {
     assert_eq!(response.status(), 400);
     let body: Value = response.json().await.expect("envelope");
     assert_eq!(body["error"]["code"], "INVALID_ARGUMENT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_server_the_summary_names_the_command_that_starts_one() {
+    // A port nobody listens on any more.
+    let port = free_port();
+    let sb = sandbox("");
+    let served = start(&sb, &format!("http://127.0.0.1:{port}/v1"), &[]).await;
+    let summary = served.stderr();
+    assert!(
+        summary.contains(&format!(
+            "Next    start a small local model there: AGENTPLANE_LOCAL_MODEL_PORT={port} ./scripts/local-model.sh"
+        )),
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

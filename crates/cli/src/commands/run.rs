@@ -70,18 +70,28 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> Exit {
     runtime.shutdown().await;
     progress.finish();
     match outcome {
-        Ok(outcome) => report(&outcome, args.json),
-        Err(e) => fail(
-            args.json,
-            &e.to_string(),
-            e.code().as_str(),
-            exit::of_error(&e),
-        ),
+        Ok(outcome) => report(&outcome, args.json, &runtime.config().llm.base_url),
+        Err(e) => {
+            let message = e.to_string();
+            let exit_code = fail(args.json, &message, e.code().as_str(), exit::of_error(&e));
+            if !args.json {
+                hint(&runtime.config().llm.base_url, &message);
+            }
+            exit_code
+        }
+    }
+}
+
+/// After an error that says no model server answers: the quick start's command that
+/// starts one where agentplane looks.
+fn hint(base_url: &str, message: &str) {
+    if let Some(command) = crate::model_hint::local_model_command(base_url, message) {
+        eprintln!("hint: {}", crate::model_hint::describe(&command));
     }
 }
 
 /// Prints the outcome and picks the exit code.
-fn report(outcome: &TurnOutcome, as_json: bool) -> Exit {
+fn report(outcome: &TurnOutcome, as_json: bool, base_url: &str) -> Exit {
     let code = match (outcome.stop_reason, &outcome.error) {
         (reason, _) if reason.is_success() => exit::SUCCESS,
         (StopReason::Cancelled, _) => exit::CANCELLED,
@@ -113,6 +123,7 @@ fn report(outcome: &TurnOutcome, as_json: bool) -> Exit {
         StopReason::Error | StopReason::Interrupted => {
             if let Some(error) = &outcome.error {
                 eprintln!("error [{}]: {}", error.code, error.message);
+                hint(base_url, &error.message);
             }
         }
     }

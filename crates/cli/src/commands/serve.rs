@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use agentplane_runtime::{Config, Runtime};
+use agentplane_runtime::{Config, ModelStatus, Runtime};
 use agentplane_server::{
     DEFAULT_HEARTBEAT, MODEL_PROBE_TIMEOUT, ServeOptions, StartupSummary, check_bind, probe_models,
     serve, startup_summary,
@@ -116,6 +116,16 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             agents: &agents,
         })
     );
+    // No model server answers: the quick start's command that starts one where we look.
+    let base_url = &runtime.config().llm.base_url;
+    if let Some(command) = agents.iter().find_map(|agent| match &agent.status {
+        ModelStatus::Unavailable { error, .. } => {
+            crate::model_hint::local_model_command(base_url, error)
+        }
+        _ => None,
+    }) {
+        eprintln!("  Next    {}", crate::model_hint::describe(&command));
+    }
 
     let grace = options.shutdown_grace;
     let stopping = {
