@@ -367,7 +367,8 @@ impl ExternalTurn<'_> {
                 let Some(call) = self.calls.remove(&call_id) else {
                     return Ok(());
                 };
-                let (output, truncated) = cap(output.unwrap_or_default());
+                let (output, truncated) =
+                    crate::turn::cap_output(output.unwrap_or_default(), OUTPUT_CAP);
                 self.record(EventPayload::ToolCallResult {
                     call_id,
                     tool: call.tool,
@@ -599,21 +600,4 @@ impl ExternalTurn<'_> {
         .await?;
         Ok(decision == PermissionDecision::Approved)
     }
-}
-
-/// Keeps the first `OUTPUT_CAP` bytes on a char boundary.
-fn cap(mut text: String) -> (String, bool) {
-    if text.len() <= OUTPUT_CAP {
-        return (text, false);
-    }
-    let mut end = OUTPUT_CAP;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let total = text.len();
-    text.truncate(end);
-    text.push_str(&format!(
-        "\n[output truncated: {end} of {total} bytes shown]"
-    ));
-    (text, true)
 }

@@ -78,16 +78,7 @@ async fn spent(served: &Served, client: &str) -> (u64, u64) {
 /// refused start. A turn stopped by the budget must say which policy in its log.
 async fn one_turn(served: &Served, sb: &Sandbox, client: &str, policy: &str) -> String {
     let thread = new_thread(served, sb, client).await;
-    let response = as_client(
-        served,
-        client,
-        reqwest::Method::POST,
-        &format!("/v1/threads/{thread}/turns"),
-    )
-    .json(&json!({"input": "hi"}))
-    .send()
-    .await
-    .expect("start turn");
+    let response = post_turn(served, client, &thread).await;
     if response.status() != 200 {
         return response.status().as_u16().to_string();
     }
@@ -138,10 +129,9 @@ async fn new_thread(served: &Served, sb: &Sandbox, client: &str) -> String {
     body["id"].as_str().expect("thread id").to_owned()
 }
 
-/// Starts a turn whose stream the caller keeps open.
-async fn open_turn(served: &Served, sb: &Sandbox, client: &str) -> SseReader {
-    let thread = new_thread(served, sb, client).await;
-    let response = as_client(
+/// `POST /v1/threads/{thread}/turns` as `client`.
+async fn post_turn(served: &Served, client: &str, thread: &str) -> reqwest::Response {
+    as_client(
         served,
         client,
         reqwest::Method::POST,
@@ -150,7 +140,13 @@ async fn open_turn(served: &Served, sb: &Sandbox, client: &str) -> SseReader {
     .json(&json!({"input": "hi"}))
     .send()
     .await
-    .expect("start turn");
+    .expect("start turn")
+}
+
+/// Starts a turn whose stream the caller keeps open.
+async fn open_turn(served: &Served, sb: &Sandbox, client: &str) -> SseReader {
+    let thread = new_thread(served, sb, client).await;
+    let response = post_turn(served, client, &thread).await;
     assert_eq!(response.status(), 200, "{}", served.stderr());
     SseReader::from_response(response)
 }

@@ -86,14 +86,10 @@ impl BudgetLedger for PostgresLedger {
                 .ok_or_else(|| StoreError::Backend("a budget account vanished".into()))?;
             let settled: i64 = row.get(0);
             let reserved: i64 = row.get(1);
-            let committed = u64::try_from(settled.saturating_add(reserved)).unwrap_or(0);
-            if committed >= need.cap_micros || committed.saturating_add(amount) > need.cap_micros {
+            let stored = |v: i64| u64::try_from(v).unwrap_or(0);
+            if let Err(exceeded) = need.admits(stored(settled), stored(reserved), amount) {
                 // Nothing was held; the transaction rolls back when dropped.
-                return Ok(Err(Exceeded {
-                    policy: account.policy.clone(),
-                    cap_micros: need.cap_micros,
-                    committed_micros: committed,
-                }));
+                return Ok(Err(exceeded));
             }
         }
         for need in &sorted {

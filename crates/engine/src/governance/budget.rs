@@ -237,13 +237,8 @@ impl BudgetLedger for MemoryLedger {
                     settled: need.opening_micros.unwrap_or(0),
                     reserved: 0,
                 });
-            let committed = account.settled.saturating_add(account.reserved);
-            if committed >= need.cap_micros || committed.saturating_add(amount) > need.cap_micros {
-                return Ok(Err(Exceeded {
-                    policy: need.account.policy.clone(),
-                    cap_micros: need.cap_micros,
-                    committed_micros: committed,
-                }));
+            if let Err(exceeded) = need.admits(account.settled, account.reserved, amount) {
+                return Ok(Err(exceeded));
             }
         }
         for need in needs {

@@ -35,6 +35,22 @@ pub struct AccountNeed {
     pub opening_micros: Option<u64>,
 }
 
+impl AccountNeed {
+    /// Whether `amount` more fits this account, which holds `settled` and `reserved`:
+    /// an account at or over its cap refuses even 0.
+    pub fn admits(&self, settled: u64, reserved: u64, amount: u64) -> Result<(), Exceeded> {
+        let committed = settled.saturating_add(reserved);
+        if committed >= self.cap_micros || committed.saturating_add(amount) > self.cap_micros {
+            return Err(Exceeded {
+                policy: self.account.policy.clone(),
+                cap_micros: self.cap_micros,
+                committed_micros: committed,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A refused reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exceeded {

@@ -44,6 +44,7 @@ mod tool_gate;
 pub use approval::{approval_model, approval_schema};
 pub(crate) use model_call::DELTA_FLUSH_BYTES;
 use model_call::*;
+pub(crate) use tool_call::cap_output;
 use tool_call::*;
 use tool_gate::*;
 

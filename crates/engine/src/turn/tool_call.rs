@@ -252,7 +252,7 @@ pub(super) fn collect_tools(
 }
 
 /// Cuts `text` to at most `cap` bytes on a character boundary, with a note.
-pub(super) fn cap_output(mut text: String, cap: usize) -> (String, bool) {
+pub(crate) fn cap_output(mut text: String, cap: usize) -> (String, bool) {
     if text.len() <= cap {
         return (text, false);
     }
