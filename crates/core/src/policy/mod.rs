@@ -43,6 +43,10 @@ use rate_limit::{MaxCount, Window};
 pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
 /// The most errors reported for one file; a file this broken needs no more.
 const MAX_ERRORS: usize = 100;
+/// How much text may be read again to find the lines of one file's errors (each error
+/// reads its document once, `locate.rs`): every error of an ordinary file gets its
+/// line, and a hostile 1 MiB file with 100 errors stays well under a second.
+const MAX_LOCATE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The six kinds of policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -317,6 +321,7 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
     }
     let mut policies = Vec::new();
     let mut errors = Vec::new();
+    let mut located_bytes = 0usize;
     for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
         match yaml_serde::Value::deserialize(document) {
             // Every error of the document, each at the line of its field.
@@ -324,9 +329,17 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
                 Ok(mut found) => policies.append(&mut found),
                 Err(found) => {
                     for found in found.into_iter().take(MAX_ERRORS - errors.len()) {
+                        // Each line costs a read of the text; past the budget (only a
+                        // huge file with many errors gets there) errors have no line.
+                        let line = (located_bytes + text.len() <= MAX_LOCATE_BYTES)
+                            .then(|| {
+                                located_bytes += text.len();
+                                locate::line(text, index, &found.at)
+                            })
+                            .flatten();
                         errors.push(PolicyError {
                             source: source.to_owned(),
-                            line: locate::line(text, index, &found.at),
+                            line,
                             field: (!found.field.is_empty()).then(|| check::show(&found.field)),
                             message: found.message,
                         });
