@@ -11,8 +11,8 @@
 use serde::Deserialize;
 use yaml_serde::{Mapping, Value};
 
+use super::{MAX_ERRORS, PolicyKind, PolicyName, RawRules, Targets};
 use super::{Policy, Rule};
-use super::{PolicyKind, PolicyName, RawRules, Targets};
 
 /// One step of a path into a document: a mapping key or a sequence index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +84,10 @@ pub(crate) fn document(value: Value) -> Result<Vec<Policy>, Vec<Found>> {
             let mut policies = Vec::new();
             let mut errors = Vec::new();
             for (i, item) in items.into_iter().enumerate() {
+                // A file this broken needs no more; the rest is not checked.
+                if errors.len() >= MAX_ERRORS {
+                    break;
+                }
                 let at = vec![Seg::Index(i)];
                 let checked = match item {
                     Value::Mapping(map) => policy(map, &at),
