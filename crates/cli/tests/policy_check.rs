@@ -181,3 +181,104 @@ fn deep_nesting_and_alias_bombs_are_refused_quickly() {
         assert_invalid(&out, expect);
     }
 }
+
+/// Every error of a file, each at its own line (not only the first, not line 1).
+#[test]
+fn every_error_of_a_file_is_printed_with_its_line() {
+    let text = "\
+- name: approve
+  type: approval_required
+  rules:
+    tools: [send_email]
+    window: 5m
+- name: limit
+  type: rate_limit
+  rules:
+    window: 10x
+    max: 0
+";
+    let dir = dir_with("many.yaml", text.as_bytes());
+    let out = check(dir.path());
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", stderr(&out));
+    let path = dir.path().join("many.yaml").display().to_string();
+    let lines: Vec<String> = stderr(&out).lines().map(str::to_owned).collect();
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "{path}:5: [0].rules.window: unknown field `window` for approval_required \
+                 policies, expected one of `tools`, `approvers`"
+            ),
+            format!("{path}:9: [1].rules.window: `10x` is not a window like 30s, 5m, 1h or 1d"),
+            format!("{path}:10: [1].rules.max: must be at least 1"),
+        ]
+    );
+}
+
+/// A truncated file must not pass as "0 policies OK".
+#[test]
+fn an_empty_or_blank_file_exits_2() {
+    for text in ["", " \n\t\n", "# all cut off\n"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("cut.yaml"), text).expect("write");
+        let out = check(dir.path());
+        assert_invalid(&out, "cut.yaml: no policy in the file: it is empty");
+    }
+}
+
+#[test]
+fn an_unknown_rule_field_lists_only_the_fields_of_the_policy_type() {
+    let out = check(
+        dir_with(
+            "t.yaml",
+            b"name: t\ntype: tool_access\nrules:\n  deny: [x]\n  window: 5m\n",
+        )
+        .path(),
+    );
+    assert_invalid(
+        &out,
+        "t.yaml:5: rules.window: unknown field `window` for tool_access policies, expected \
+         one of `allow`, `deny`\n",
+    );
+}
+
+/// `serve` refuses to start on the directory `policy check` refuses, with the same lines.
+#[test]
+fn serve_reports_the_lines_policy_check_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    let policies = root.join("policies");
+    std::fs::create_dir(&policies).expect("mkdir");
+    std::fs::write(
+        policies.join("bad.yaml"),
+        "name: b\ntype: budget\nrules:\n  usd: -1\n  period: fortnight\n",
+    )
+    .expect("write");
+    std::fs::write(policies.join("empty.yaml"), "").expect("write");
+    std::fs::write(
+        root.join("agentplane.toml"),
+        "[store]\npath = \"events.db\"\n[policies]\ndir = \"policies\"\n",
+    )
+    .expect("config");
+    let checked = check(&policies);
+    assert_eq!(checked.status.code(), Some(2));
+    let check_lines: Vec<String> = stderr(&checked).lines().map(str::to_owned).collect();
+    assert_eq!(check_lines.len(), 3, "{check_lines:?}");
+    let served = Command::new(env!("CARGO_BIN_EXE_agentplane"))
+        .arg("--config")
+        .arg(root.join("agentplane.toml"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("AGENTPLANE_CONFIG")
+        .env_remove("AGENTPLANE_DB")
+        .env("AGENTPLANE_LOG", "error")
+        .output()
+        .expect("serve runs");
+    assert_ne!(served.status.code(), Some(0));
+    let serve_err = stderr(&served);
+    for line in &check_lines {
+        assert!(
+            serve_err.lines().any(|l| l == line),
+            "serve did not print {line:?}:\n{serve_err}"
+        );
+    }
+}

@@ -84,6 +84,35 @@ async fn serve_answers_healthz_and_summarizes_its_startup() {
     assert_eq!(body["error"]["code"], "INVALID_ARGUMENT");
 }
 
+/// A fresh server's first scrape lists every family `docs/metrics.md` documents (and no
+/// other), with HELP and TYPE before any series exists, so `absent()` checks and alerts
+/// work from the start; promtool accepts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_servers_first_scrape_lists_every_documented_metric_family() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = sandbox("");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let response = reqwest::get(format!("{}/metrics", served.base))
+        .await
+        .expect("scrape");
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.expect("text");
+    agentplane_testkit::promtool::assert_documented_families(&text);
+    for (family, _) in agentplane_testkit::promtool::documented_families() {
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} has no help:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains("policy_denials_total{"),
+        "nothing was refused yet:\n{text}"
+    );
+    agentplane_testkit::promtool::assert_accepts(&text);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_model_server_the_summary_names_the_command_that_starts_one() {
     // A port nobody listens on any more.

@@ -179,6 +179,37 @@ impl Redactor {
         }
     }
 
+    /// How much of `text`, a stream's pending tail, can be sent now: the length of the
+    /// longest start of it that ends neither inside a secret nor in a beginning of one
+    /// (a tail that the next piece could complete). The rest waits for more text or the
+    /// stream's end. Redact what is sent, as any text. Always a char boundary.
+    pub fn stream_safe_len(&self, text: &str) -> usize {
+        let bytes = text.as_bytes();
+        let mut safe = text.len();
+        for needle in &self.needles {
+            let needle = needle.text.as_bytes();
+            // The longest proper prefix of the needle that ends the text.
+            let longest = needle.len().saturating_sub(1).min(bytes.len());
+            if let Some(len) = (1..=longest)
+                .rev()
+                .find(|&len| bytes[bytes.len() - len..] == needle[..len])
+            {
+                safe = safe.min(bytes.len() - len);
+            }
+        }
+        // A whole secret that straddles the cut is held back from its start.
+        for span in self.matches(text) {
+            if span.start < safe && span.end > safe {
+                safe = span.start;
+            }
+        }
+        // A needle starts on a char boundary, so `safe` is one; stay safe regardless.
+        while !text.is_char_boundary(safe) {
+            safe -= 1;
+        }
+        safe
+    }
+
     /// Every occurrence of every needle, overlapping runs merged, in text order.
     fn matches(&self, text: &str) -> Vec<Span> {
         let mut found: Vec<(usize, usize, usize)> = Vec::new();
@@ -255,6 +286,16 @@ pub fn install(redactor: Redactor) {
     let mut global = GLOBAL.write().unwrap_or_else(|e| e.into_inner());
     *global = Some(Arc::new(redactor));
     INSTALLED.store(!empty, Ordering::Release);
+}
+
+/// The process-wide redactor (an empty one when none is installed), for callers that
+/// need more than [`redact`]: JSON documents, streams held back at a secret's start.
+pub fn current() -> Arc<Redactor> {
+    GLOBAL
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map_or_else(|| Arc::new(Redactor::default()), Arc::clone)
 }
 
 /// `text` with every secret of the process-wide redactor replaced; borrowed (and
@@ -400,5 +441,31 @@ mod tests {
         assert!(matches!(redact("clean"), Cow::Borrowed(_)));
         install(Redactor::default());
         assert_eq!(redact("glob-secret-1"), "glob-secret-1");
+    }
+
+    /// A stream cut into every possible pair of pieces: what is sent (the safe part of
+    /// each piece redacted, the held tail flushed at the end) never holds the secret.
+    #[test]
+    fn a_stream_holds_back_a_secrets_start_until_it_is_decided() {
+        let r = redactor(&[("k", "sk-Abc123"), ("t", "tok-Zz9")]);
+        let text = "key sk-Abc123 then tok-Zz9 and sk-Ab end";
+        for cut in 1..text.len() {
+            let mut sent = String::new();
+            let mut pending = String::new();
+            for piece in [&text[..cut], &text[cut..]] {
+                pending.push_str(piece);
+                let safe = r.stream_safe_len(&pending);
+                sent.push_str(&r.redact(&pending[..safe]));
+                pending.drain(..safe);
+            }
+            sent.push_str(&r.redact(&pending));
+            assert_eq!(
+                sent, "key [REDACTED:k] then [REDACTED:t] and sk-Ab end",
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(r.stream_safe_len("plain done"), 10);
+        assert_eq!(r.stream_safe_len("ends with sk-A"), 10);
+        assert_eq!(Redactor::default().stream_safe_len("sk-A"), 4);
     }
 }

@@ -114,12 +114,84 @@ rules:
 fn several_documents_in_one_file() {
     let text = "name: a\ntype: tool_access\nrules: {deny: [x]}\n---\nname: b\ntype: tool_access\nrules: {deny: [y]}\n";
     assert_eq!(parse_source("two.yaml", text).unwrap().len(), 2);
-    assert!(parse_source("empty.yaml", "").unwrap().is_empty());
-    assert!(
-        parse_source("comment.yaml", "# nothing yet\n")
-            .unwrap()
-            .is_empty()
+    assert!(parse_source("none.yaml", "[]\n").unwrap().is_empty());
+}
+
+/// A truncated file must not pass as "0 policies OK": a file with no YAML in it (empty,
+/// blank, or comments only) is an error; one meant to hold none says `[]`.
+#[test]
+fn an_empty_blank_or_comment_only_file_is_an_error() {
+    for text in ["", "\n", "  \n\t\n", "# nothing yet\n"] {
+        let e = one_error("empty.yaml", text);
+        assert!(
+            e.starts_with("empty.yaml: no policy in the file: it is empty"),
+            "{text:?}: {e}"
+        );
+    }
+}
+
+/// Every error of a file, each at its own line: two fields of one policy, a field of
+/// another type, and a second bad policy in the same list.
+#[test]
+fn every_error_of_a_file_is_reported_at_its_line() {
+    let text = "\
+- name: approve
+  type: approval_required
+  rules:
+    tools: [send_email]
+    window: 5m
+- name: 'bad name'
+  type: rate_limit
+  targets: {agent: [x]}
+  rules:
+    window: 10x
+    max: 0
+- name: fine
+  type: tool_access
+  rules: {deny: [x]}
+";
+    let shown: Vec<String> = errors("many.yaml", text)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "many.yaml:5: [0].rules.window: unknown field `window` for approval_required \
+             policies, expected one of `tools`, `approvers`",
+            "many.yaml:6: [1].name: `bad name` is not a policy name (letters, digits, `_`, \
+             `-`, `.`; at most 128)",
+            "many.yaml:8: [1].targets.agent: unknown field `agent`, expected one of \
+             `agents`, `tags`, `tools`, `clients`",
+            "many.yaml:10: [1].rules.window: `10x` is not a window like 30s, 5m, 1h or 1d",
+            "many.yaml:11: [1].rules.max: must be at least 1",
+        ],
     );
+}
+
+#[test]
+fn an_unknown_rule_field_lists_only_the_fields_of_its_type() {
+    let e = one_error(
+        "a.yaml",
+        "name: a\ntype: approval_required\nrules:\n  tools: [x]\n  window: 5m\n",
+    );
+    assert_eq!(
+        e,
+        "a.yaml:5: rules.window: unknown field `window` for approval_required policies, \
+         expected one of `tools`, `approvers`"
+    );
+    let e = one_error(
+        "b.yaml",
+        "name: b\ntype: budget\nrules: {usd: 5, period: day, bogus: 1}\n",
+    );
+    assert!(
+        e.ends_with(
+            "unknown field `bogus` for budget policies, expected one of `usd`, \
+                     `period`, `timezone`, `per`"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("allow"), "{e}");
 }
 
 #[test]
@@ -169,12 +241,14 @@ fn fields_of_another_kind_and_missing_fields_are_errors() {
         "k.yaml",
         "name: k\ntype: tool_access\nrules: {deny: [x], max: 3}\n",
     );
-    assert!(
-        e.starts_with("k.yaml:1: rules.max: not a field of tool_access policies"),
-        "{e}"
+    assert_eq!(
+        e,
+        "k.yaml:3: rules.max: unknown field `max` for tool_access policies, expected one \
+         of `allow`, `deny`"
     );
+    // A missing field is shown at its parent's line.
     let e = one_error("k.yaml", "name: k\ntype: rate_limit\nrules: {window: 1m}\n");
-    assert_eq!(e, "k.yaml:1: rules.max: required for rate_limit policies");
+    assert_eq!(e, "k.yaml:3: rules.max: required for rate_limit policies");
     let e = one_error("k.yaml", "name: k\ntype: tool_access\n");
     assert!(e.contains("needs `allow` or `deny`"), "{e}");
     let e = one_error(
@@ -197,7 +271,7 @@ fn list_form_errors_name_the_element() {
     let e = one_error("l.yaml", text);
     assert_eq!(
         e,
-        "l.yaml:4: [1].rules.max: required for rate_limit policies"
+        "l.yaml:6: [1].rules.max: required for rate_limit policies"
     );
 }
 
@@ -543,13 +617,12 @@ fn an_overnight_window_across_the_autumn_change_is_read_within_the_day() {
 fn a_syntax_error_the_parser_repeats_is_reported_once() {
     let text = "# What tools agents may call.\n-\u{591}ame: no-shell-for-support\n  type: tool_access\n  targets:\n  # maiSe";
     let e = errors("tools.yaml", text);
-    assert_eq!(e.len(), 2, "{e:?}");
-    assert!(e[0].to_string().contains("unknown field"), "{e:?}");
+    assert_eq!(e.len(), 1, "{e:?}");
     assert!(
-        e[1].to_string().contains("mapping values are not allowed"),
+        e[0].to_string().contains("mapping values are not allowed"),
         "{e:?}"
     );
-    assert_eq!(e[1].line, Some(3));
+    assert_eq!(e[0].line, Some(3));
 }
 
 /// Found by the `policy_yaml` fuzz target: lone carriage returns before an alias made

@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn no_policies_allow_everything() {
-        assert_eq!(decide(&set(""), "shell"), Decision::Allow);
+        assert_eq!(decide(&PolicySet::default(), "shell"), Decision::Allow);
     }
 
     #[test]

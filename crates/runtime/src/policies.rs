@@ -164,12 +164,28 @@ fn now() -> String {
 }
 
 /// The errors as `file:line: field: message`, one per line.
-fn lines(errors: &[PolicyError]) -> String {
+/// The errors as `policy check` prints them and `serve` reports them, one line each:
+/// `DIR/FILE:LINE: FIELD: MESSAGE`, the file named by its path under `dir` as `dir` is
+/// written; an error about the directory itself is `error: …`.
+pub fn error_lines(dir: &Path, errors: &[PolicyError]) -> Vec<String> {
+    let shown = dir.display().to_string();
     errors
         .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
+        .map(|error| {
+            if error.source == shown {
+                return format!("error: {error}");
+            }
+            PolicyError {
+                source: dir.join(&error.source).display().to_string(),
+                ..error.clone()
+            }
+            .to_string()
+        })
+        .collect()
+}
+
+fn lines(dir: &Path, errors: &[PolicyError]) -> String {
+    error_lines(dir, errors).join("\n")
 }
 
 /// The task that keeps [`ActivePolicies`] in step with the policies directory. It
@@ -216,9 +232,13 @@ pub fn watch(
         .map_err(|_| "the policy watcher needs a tokio runtime".to_owned())?;
     let read = read_dir(dir);
     let seen = fingerprint(&read);
-    let set = read
-        .and_then(|files| parse(&files))
-        .map_err(|errors| format!("invalid policies in {}:\n{}", dir.display(), lines(&errors)))?;
+    let set = read.and_then(|files| parse(&files)).map_err(|errors| {
+        format!(
+            "invalid policies in {}:\n{}",
+            dir.display(),
+            lines(dir, &errors)
+        )
+    })?;
     tracing::info!(
         dir = %dir.display(),
         policies = set.len(),
@@ -291,7 +311,7 @@ async fn poll(
             Err(errors) => {
                 tracing::warn!(
                     dir = %dir.display(),
-                    errors = %lines(&errors),
+                    errors = %lines(&dir, &errors),
                     "policies not reloaded: the previous set stays in force"
                 );
                 active.reject(errors, now());

@@ -92,11 +92,14 @@ impl ApiError {
     /// The envelope as JSON: the body of an error response and the data of an SSE
     /// `error` event.
     pub fn envelope(&self) -> Value {
+        // Details can quote input (a field's value), so they pass the redactor too.
+        let mut details = Value::Object(self.details.clone());
+        agentplane_core::secret::current().redact_json(&mut details);
         serde_json::json!({
             "error": {
                 "code": self.code.as_str(),
                 "message": agentplane_core::secret::redact(&self.message),
-                "details": self.details,
+                "details": details,
             }
         })
     }

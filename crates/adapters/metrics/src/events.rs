@@ -7,14 +7,27 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use agentplane_core::policy::PolicyKind;
 use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
 use agentplane_engine::governance::EventTap;
 use agentplane_engine::ports::ModelCallRecord;
 
+use crate::labels::OTHER;
 use crate::{
     AgentLabel, AgentProviderLabels, AgentStatusLabels, MAX_TIMED_TURNS, Metrics,
-    PolicyAgentLabels, ToolLabel, ToolStatusLabels,
+    PolicyAgentKindLabels, PolicyAgentLabels, ToolLabel, ToolStatusLabels,
 };
+
+/// The policy types (`policy_denied`'s `policy_type`), the values of the `kind` label;
+/// any other value is [`OTHER`], so the label stays bounded.
+const POLICY_KINDS: [PolicyKind; 6] = [
+    PolicyKind::ToolAccess,
+    PolicyKind::TimeWindow,
+    PolicyKind::DataScope,
+    PolicyKind::RateLimit,
+    PolicyKind::Budget,
+    PolicyKind::ApprovalRequired,
+];
 
 impl EventTap for Metrics {
     fn on_event(&self, agent: &str, event: &Event) {
@@ -53,6 +66,24 @@ impl EventTap for Metrics {
                     .get_or_create(&PolicyAgentLabels {
                         policy: self.policies.admit(policy),
                         agent: self.agents.admit(agent),
+                    })
+                    .inc();
+            }
+            EventPayload::PolicyDenied {
+                policy,
+                policy_type,
+                ..
+            } => {
+                let kind = POLICY_KINDS
+                    .into_iter()
+                    .map(PolicyKind::as_str)
+                    .find(|known| known == policy_type)
+                    .unwrap_or(OTHER);
+                self.denials
+                    .get_or_create(&PolicyAgentKindLabels {
+                        policy: self.policies.admit(policy),
+                        agent: self.agents.admit(agent),
+                        kind,
                     })
                     .inc();
             }

@@ -9,6 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::listed::Listed;
 use crate::{AgentStatusLabels, Metrics};
 
 /// The execution metrics, registered in the process's registry.
@@ -31,7 +32,7 @@ impl ExecutionMetrics {
             "async_executions",
             "Asynchronous executions that finished, by agent and status (succeeded, \
              failed, cancelled, interrupted)",
-            finished.clone(),
+            Listed(finished.clone()),
         );
         Self { queued, finished }
     }

@@ -20,6 +20,7 @@ mod events;
 mod executions;
 mod exposition;
 mod labels;
+mod listed;
 mod providers;
 mod store;
 
@@ -39,6 +40,7 @@ pub use store::MeteredStore;
 
 use crate::events::TimedTurns;
 use crate::labels::LabelCap;
+use crate::listed::Listed;
 
 /// The content type of [`Metrics::encode`]'s text: Prometheus' text exposition format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -94,6 +96,13 @@ struct PolicyAgentLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PolicyAgentKindLabels {
+    policy: String,
+    agent: String,
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ToolLabel {
     tool: String,
 }
@@ -140,6 +149,7 @@ pub struct Metrics {
     execution_seconds: Family<AgentLabel, Histogram, Buckets>,
     cost_usd: Family<AgentProviderLabels, Counter<f64, AtomicU64>>,
     violations: Family<PolicyAgentLabels, Counter>,
+    denials: Family<PolicyAgentKindLabels, Counter>,
     approval_queue: Gauge,
     tool_calls: Family<ToolStatusLabels, Counter>,
     tool_seconds: Family<ToolLabel, Histogram, Buckets>,
@@ -172,8 +182,9 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Metrics {
-    /// Every metric, registered and empty (the approval queue at 0). A family shows in
-    /// the text from its first sample on.
+    /// Every metric, registered and empty (the gauges at 0). Every family shows in the
+    /// text from the first scrape on, with its `# HELP` and `# TYPE` (`listed.rs`);
+    /// its series appear with their first sample.
     pub fn new() -> Self {
         // Help texts end without a period: the registry adds one.
         let mut registry = Registry::default();
@@ -182,26 +193,33 @@ impl Metrics {
             "agent_executions",
             "Turns that ended, by agent and stop reason (finished, text_answer, step_limit, \
              error, cancelled, interrupted)",
-            executions.clone(),
+            Listed(executions.clone()),
         );
         let execution_seconds: Family<AgentLabel, Histogram, Buckets> =
             Family::new_with_constructor(|| Histogram::new(TURN_SECONDS));
         registry.register(
             "agent_execution_duration_seconds",
             "Time from a turn's start to its end, by agent, as seen by this process",
-            execution_seconds.clone(),
+            Listed(execution_seconds.clone()),
         );
         let cost_usd = Family::default();
         registry.register(
             "agent_execution_cost_usd",
             "What model calls cost in US dollars, by agent and provider",
-            cost_usd.clone(),
+            Listed(cost_usd.clone()),
         );
         let violations = Family::default();
         registry.register(
             "policy_violations",
             "Policy violations found by the post-turn audit, by policy and agent",
-            violations.clone(),
+            Listed(violations.clone()),
+        );
+        let denials = Family::default();
+        registry.register(
+            "policy_denials",
+            "Refusals by a policy before a turn or tool call ran (policy_denied events), by \
+             policy, agent and policy type",
+            Listed(denials.clone()),
         );
         let approval_queue = Gauge::default();
         registry.register(
@@ -213,41 +231,41 @@ impl Metrics {
         registry.register(
             "tool_calls",
             "Tool calls that ran, by tool and status (ok, error)",
-            tool_calls.clone(),
+            Listed(tool_calls.clone()),
         );
         let tool_seconds: Family<ToolLabel, Histogram, Buckets> =
             Family::new_with_constructor(|| Histogram::new(TOOL_SECONDS));
         registry.register(
             "tool_call_latency_seconds",
             "How long tool calls took, by tool",
-            tool_seconds.clone(),
+            Listed(tool_seconds.clone()),
         );
         let http_requests = Family::default();
         registry.register(
             "http_requests",
             "HTTP requests answered, by method, route template and status",
-            http_requests.clone(),
+            Listed(http_requests.clone()),
         );
         let http_seconds: Family<RouteLabels, Histogram, Buckets> =
             Family::new_with_constructor(|| Histogram::new(HTTP_SECONDS));
         registry.register(
             "http_request_duration_seconds",
             "Time until an HTTP response's headers, by method and route template",
-            http_seconds.clone(),
+            Listed(http_seconds.clone()),
         );
         let store_operations = Family::default();
         registry.register(
             "store_operations",
             "Event store operations, by operation and outcome (ok, not_found, conflict, \
              error)",
-            store_operations.clone(),
+            Listed(store_operations.clone()),
         );
         let store_seconds: Family<StoreOpLabel, Histogram, Buckets> =
             Family::new_with_constructor(|| Histogram::new(STORE_SECONDS));
         registry.register(
             "store_operation_duration_seconds",
             "How long event store operations took, by operation",
-            store_seconds.clone(),
+            Listed(store_seconds.clone()),
         );
         let async_executions = executions::ExecutionMetrics::register(&mut registry);
         let provider_metrics = providers::ProviderMetrics::register(&mut registry);
@@ -258,6 +276,7 @@ impl Metrics {
             execution_seconds,
             cost_usd,
             violations,
+            denials,
             approval_queue,
             tool_calls,
             tool_seconds,

@@ -12,6 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::Metrics;
+use crate::listed::Listed;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ProviderLabel {
@@ -46,19 +47,19 @@ impl ProviderMetrics {
             "provider_up",
             "Whether a model provider's circuit is closed (1) or open after consecutive \
              upstream failures (0), by provider",
-            up.clone(),
+            Listed(up.clone()),
         );
         let requests = Family::default();
         registry.register(
             "provider_requests",
             "Model calls, by provider and outcome (ok, upstream_error, error)",
-            requests.clone(),
+            Listed(requests.clone()),
         );
         let failovers = Family::default();
         registry.register(
             "provider_failovers",
             "Model calls moved from one provider to the next after an upstream failure",
-            failovers.clone(),
+            Listed(failovers.clone()),
         );
         Self {
             up,

@@ -304,6 +304,60 @@ fn policy_violations_count_by_policy_and_agent() {
 }
 
 #[test]
+fn policy_denials_count_by_policy_agent_and_kind() {
+    let metrics = Metrics::new();
+    let turn = TurnId::new();
+    for (agent, policy, kind) in [
+        ("coder", "no-shell", "tool_access"),
+        ("coder", "no-shell", "tool_access"),
+        ("coder", "office-hours", "time_window"),
+        ("writer", "cap", "budget"),
+        ("writer", "odd", "not_a_policy_type"),
+    ] {
+        metrics.on_event(
+            agent,
+            &event(
+                &turn,
+                EventPayload::PolicyDenied {
+                    policy: policy.into(),
+                    policy_type: kind.into(),
+                    tool: Some("run_command".into()),
+                    call_id: Some("c1".into()),
+                    detail: "refused".into(),
+                },
+            ),
+        );
+    }
+    let text = metrics.encode();
+    for (series, count) in [
+        (
+            r#"policy_denials_total{policy="no-shell",agent="coder",kind="tool_access"}"#,
+            2.0,
+        ),
+        (
+            r#"policy_denials_total{policy="office-hours",agent="coder",kind="time_window"}"#,
+            1.0,
+        ),
+        (
+            r#"policy_denials_total{policy="cap",agent="writer",kind="budget"}"#,
+            1.0,
+        ),
+        // A type no policy has is not a new label value.
+        (
+            r#"policy_denials_total{policy="odd",agent="writer",kind="other"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(sample(&text, series), Some(count), "{series}\n{text}");
+    }
+    assert!(
+        !text.contains("not_a_policy_type"),
+        "an unknown kind became a label:\n{text}"
+    );
+    agentplane_testkit::promtool::assert_accepts(&text);
+}
+
+#[test]
 fn hostile_tool_and_agent_names_fold_into_other() {
     let metrics = Metrics::new();
     let turn = TurnId::new();
@@ -414,15 +468,14 @@ fn the_text_is_prometheus_format_with_total_counters_and_no_openmetrics_markers(
     assert!(CONTENT_TYPE.starts_with("text/plain; version=0.0.4"));
     let metrics = Metrics::new();
     let empty = metrics.encode();
+    // Every documented family is listed before anything happened (so `absent()` and
+    // alerts work on a fresh process), and only the two plain gauges have a sample.
+    agentplane_testkit::promtool::assert_documented_families(&empty);
+    let empty_samples: Vec<&str> = empty.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
-        empty,
-        "# HELP approval_queue_size Approvals waiting for a decision.\n\
-         # TYPE approval_queue_size gauge\n\
-         approval_queue_size 0\n\
-         # HELP execution_queue_size Executions queued (new, or waiting for a retry).\n\
-         # TYPE execution_queue_size gauge\n\
-         execution_queue_size 0\n",
-        "families without samples are left out"
+        empty_samples,
+        ["approval_queue_size 0", "execution_queue_size 0"],
+        "{empty}"
     );
     agentplane_testkit::promtool::assert_accepts(&empty);
     let turn = TurnId::new();

@@ -1,13 +1,13 @@
 //! `agentplane policy check DIR`: validates a policies directory exactly the way the
 //! server loads it (`agentplane_runtime::policies::load_dir`), for CI. Prints every
-//! error as `file:line: field: message` with the file's path as given on the command
-//! line (`policies/email.yaml:7: ...`); reading and validation live in the runtime and
-//! core, this file only prints.
+//! error of every file as `file:line: field: message` with the file's path as given on
+//! the command line (`policies/email.yaml:7: ...`): the lines `serve` reports for the
+//! same directory (`policies::error_lines`). Reading and validation live in the runtime
+//! and core; this file only prints.
 
 use std::path::{Path, PathBuf};
 
-use agentplane_core::policy::PolicyError;
-use agentplane_runtime::policies::load_dir;
+use agentplane_runtime::policies::{error_lines, load_dir};
 use clap::{Args, Subcommand};
 
 use crate::exit::{self, Exit};
@@ -47,23 +47,11 @@ fn check(dir: &Path) -> Exit {
             exit::SUCCESS
         }
         Err(errors) => {
-            for e in &errors {
-                eprintln!("{}", located(dir, e));
+            // The lines `serve` reports for the same directory.
+            for line in error_lines(dir, &errors) {
+                eprintln!("{line}");
             }
             exit::CONFIG
         }
     }
-}
-
-/// The error with its file named by its path under `dir`; an error about the
-/// directory itself (its source is the directory) is shown as `error: ...`.
-fn located(dir: &Path, error: &PolicyError) -> String {
-    if error.source == dir.display().to_string() {
-        return format!("error: {error}");
-    }
-    PolicyError {
-        source: dir.join(&error.source).display().to_string(),
-        ..error.clone()
-    }
-    .to_string()
 }

@@ -9,9 +9,11 @@
 
 pub mod approval;
 pub mod budget;
+mod check;
 pub mod data_scope;
 pub mod glob;
 mod guard;
+mod locate;
 pub mod rate_limit;
 pub mod targets;
 pub mod time_window;
@@ -20,8 +22,7 @@ pub mod tool_access;
 use std::collections::HashMap;
 use std::fmt;
 
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 pub use approval::ApprovalRequired;
 pub use budget::{Budget, BudgetKey, BudgetPeriod};
@@ -42,6 +43,10 @@ use rate_limit::{MaxCount, Window};
 pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
 /// The most errors reported for one file; a file this broken needs no more.
 const MAX_ERRORS: usize = 100;
+/// How much text may be read again to find the lines of one file's errors (each error
+/// reads its document once, `locate.rs`): every error of an ordinary file gets its
+/// line, and a hostile 1 MiB file with 100 errors stays well under a second.
+const MAX_LOCATE_BYTES: usize = 16 * 1024 * 1024;
 
 /// The six kinds of policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
@@ -301,11 +306,46 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
             message,
         }]);
     }
+    if text
+        .lines()
+        .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
+    {
+        return Err(vec![PolicyError {
+            source: source.to_owned(),
+            line: None,
+            field: None,
+            message: "no policy in the file: it is empty or holds only comments (a \
+                      truncated file?); a file meant to hold none says `[]`"
+                .into(),
+        }]);
+    }
     let mut policies = Vec::new();
     let mut errors = Vec::new();
-    for document in yaml_serde::Deserializer::from_str(text) {
-        match Document::deserialize(document) {
-            Ok(Document(mut found)) => policies.append(&mut found),
+    let mut located_bytes = 0usize;
+    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
+        match yaml_serde::Value::deserialize(document) {
+            // Every error of the document, each at the line of its field.
+            Ok(value) => match check::document(value) {
+                Ok(mut found) => policies.append(&mut found),
+                Err(found) => {
+                    for found in found.into_iter().take(MAX_ERRORS - errors.len()) {
+                        // Each line costs a read of the text; past the budget (only a
+                        // huge file with many errors gets there) errors have no line.
+                        let line = (located_bytes + text.len() <= MAX_LOCATE_BYTES)
+                            .then(|| {
+                                located_bytes += text.len();
+                                locate::line(text, index, &found.at)
+                            })
+                            .flatten();
+                        errors.push(PolicyError {
+                            source: source.to_owned(),
+                            line,
+                            field: (!found.field.is_empty()).then(|| check::show(&found.field)),
+                            message: found.message,
+                        });
+                    }
+                }
+            },
             Err(e) => {
                 let error = PolicyError::from_yaml(source, &e);
                 // The parser can hand the same error back for ever (a syntax error it
@@ -315,14 +355,13 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
                     errors.push(error);
                 }
                 // A syntax error ends the stream; later documents cannot be trusted.
-                if repeated
-                    || errors.len() >= MAX_ERRORS
-                    || e.location().is_none()
-                    || e.to_string().contains("while ")
-                {
+                if repeated || e.location().is_none() || e.to_string().contains("while ") {
                     break;
                 }
             }
+        }
+        if errors.len() >= MAX_ERRORS {
+            break;
         }
     }
     for policy in &mut policies {
@@ -424,59 +463,6 @@ impl fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {}
 
-/// One YAML document: a policy or a list of policies.
-struct Document(Vec<Policy>);
-
-impl<'de> Deserialize<'de> for Document {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct DocumentVisitor;
-        impl<'de> Visitor<'de> for DocumentVisitor {
-            type Value = Document;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a policy (a mapping) or a list of policies")
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Document, E> {
-                Ok(Document(Vec::new()))
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Document, E> {
-                Ok(Document(Vec::new()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
-                PolicyVisitor.visit_map(map).map(|p| Document(vec![p]))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document, A::Error> {
-                let mut policies = Vec::new();
-                while let Some(policy) = seq.next_element::<Policy>()? {
-                    policies.push(policy);
-                }
-                Ok(Document(policies))
-            }
-        }
-        deserializer.deserialize_any(DocumentVisitor)
-    }
-}
-
-impl<'de> Deserialize<'de> for Policy {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(PolicyVisitor)
-    }
-}
-
-/// Checks the cross-field rules inside the map visitor, so the error is located at the
-/// policy's mapping.
-struct PolicyVisitor;
-
-impl<'de> Visitor<'de> for PolicyVisitor {
-    type Value = Policy;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a policy mapping")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Policy, A::Error> {
-        let raw = RawPolicy::deserialize(MapAccessDeserializer::new(map))?;
-        raw.into_policy().map_err(de::Error::custom)
-    }
-}
-
 /// A policy name as written; validated on parse.
 struct PolicyName(String);
 
@@ -505,21 +491,6 @@ impl PolicyName {
             ))
         }
     }
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPolicy {
-    #[serde(alias = "policy_name")]
-    name: PolicyName,
-    #[serde(rename = "type", alias = "policy_type")]
-    kind: PolicyKind,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    targets: Targets,
-    #[serde(default)]
-    rules: RawRules,
 }
 
 /// Every rule field of every kind; `into_policy` checks which belong to the kind.
@@ -558,103 +529,101 @@ struct RawRules {
     secrets: Option<Vec<Glob>>,
 }
 
+/// A problem between rule fields: the field it is about (`None`: the rules as a
+/// whole) and what is wrong.
+type RuleProblem = (Option<&'static str>, String);
+
+fn required<T>(value: Option<T>, field: &'static str, kind: PolicyKind) -> Result<T, RuleProblem> {
+    value.ok_or_else(|| {
+        (
+            Some(field),
+            format!("required for {} policies", kind.as_str()),
+        )
+    })
+}
+
 impl RawRules {
-    fn present(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        for (name, present) in [
-            ("tools", self.tools.is_some()),
-            ("approvers", self.approvers.is_some()),
-            ("window", self.window.is_some()),
-            ("max", self.max.is_some()),
-            ("per", self.per.is_some()),
-            ("timezone", self.timezone.is_some()),
-            ("days", self.days.is_some()),
-            ("hours", self.hours.is_some()),
-            ("usd", self.usd.is_some()),
-            ("period", self.period.is_some()),
-            ("allow", self.allow.is_some()),
-            ("deny", self.deny.is_some()),
-            ("paths", self.paths.is_some()),
-            ("hosts", self.hosts.is_some()),
-            ("secrets", self.secrets.is_some()),
-        ] {
-            if present {
-                v.push(name);
-            }
-        }
-        v
-    }
-}
-
-fn required<T>(value: Option<T>, field: &str, kind: PolicyKind) -> Result<T, String> {
-    value.ok_or_else(|| format!("rules.{field}: required for {} policies", kind.as_str()))
-}
-
-impl RawPolicy {
-    fn into_policy(self) -> Result<Policy, String> {
-        let kind = self.kind;
-        let allowed: &[&str] = match kind {
-            PolicyKind::ApprovalRequired => &["tools", "approvers"],
-            PolicyKind::RateLimit => &["window", "max", "per"],
-            PolicyKind::TimeWindow => &["timezone", "days", "hours"],
-            PolicyKind::Budget => &["usd", "period", "timezone", "per"],
-            PolicyKind::ToolAccess => &["allow", "deny"],
-            PolicyKind::DataScope => &["paths", "hosts", "secrets"],
-        };
-        if let Some(stray) = self
-            .rules
-            .present()
-            .into_iter()
-            .find(|f| !allowed.contains(f))
-        {
-            return Err(format!(
-                "rules.{stray}: not a field of {} policies (expected: {})",
-                kind.as_str(),
-                allowed.join(", ")
-            ));
-        }
-        let r = self.rules;
+    /// The rule of a policy of `kind` from fields that each passed their own check
+    /// (and belong to `kind`: `check.rs` refused the others); the checks between
+    /// fields, every problem found.
+    fn into_rule(self, kind: PolicyKind) -> Result<Rule, Vec<RuleProblem>> {
+        let r = self;
         let rule = match kind {
             PolicyKind::ApprovalRequired => Rule::ApprovalRequired(ApprovalRequired {
                 tools: r.tools,
                 approvers: r.approvers.unwrap_or_default(),
             }),
-            PolicyKind::RateLimit => Rule::RateLimit(RateLimit {
-                window: required(r.window, "window", kind)?.0,
-                max: required(r.max, "max", kind)?.0,
-                per: r.per.unwrap_or_default(),
-            }),
-            PolicyKind::TimeWindow => Rule::TimeWindow(TimeWindow {
-                timezone: required(r.timezone, "timezone", kind)?,
-                days: match r.days {
-                    Some(days) if days.is_empty() => {
-                        return Err("rules.days: must name at least one day".into());
+            PolicyKind::RateLimit => {
+                let window = required(r.window, "window", kind);
+                let max = required(r.max, "max", kind);
+                match (window, max) {
+                    (Ok(window), Ok(max)) => Rule::RateLimit(RateLimit {
+                        window: window.0,
+                        max: max.0,
+                        per: r.per.unwrap_or_default(),
+                    }),
+                    (window, max) => {
+                        return Err([window.err(), max.err()].into_iter().flatten().collect());
                     }
-                    Some(days) => days,
-                    None => Day::ALL.to_vec(),
-                },
-                hours: r.hours.unwrap_or(HourRange::ALL_DAY),
-            }),
-            PolicyKind::Budget => Rule::Budget(Budget {
-                usd_micros: required(r.usd, "usd", kind)?.0,
-                period: required(r.period, "period", kind)?,
-                timezone: r.timezone.unwrap_or_else(Zone::utc),
-                per: r
+                }
+            }
+            PolicyKind::TimeWindow => {
+                let timezone = required(r.timezone, "timezone", kind);
+                let days = match r.days {
+                    Some(days) if days.is_empty() => {
+                        Err((Some("days"), "must name at least one day".to_owned()))
+                    }
+                    Some(days) => Ok(days),
+                    None => Ok(Day::ALL.to_vec()),
+                };
+                match (timezone, days) {
+                    (Ok(timezone), Ok(days)) => Rule::TimeWindow(TimeWindow {
+                        timezone,
+                        days,
+                        hours: r.hours.unwrap_or(HourRange::ALL_DAY),
+                    }),
+                    (timezone, days) => {
+                        return Err([timezone.err(), days.err()].into_iter().flatten().collect());
+                    }
+                }
+            }
+            PolicyKind::Budget => {
+                let usd = required(r.usd, "usd", kind);
+                let period = required(r.period, "period", kind);
+                let per = r
                     .per
                     .unwrap_or_default()
                     .into_iter()
                     .map(|k| match k {
                         CountKey::Agent => Ok(BudgetKey::Agent),
                         CountKey::Client => Ok(BudgetKey::Client),
-                        CountKey::Tool => {
-                            Err("rules.per: budgets are per agent or client, not tool".to_owned())
-                        }
+                        CountKey::Tool => Err((
+                            Some("per"),
+                            "budgets are per agent or client, not tool".to_owned(),
+                        )),
                     })
-                    .collect::<Result<_, _>>()?,
-            }),
+                    .collect::<Result<_, _>>();
+                match (usd, period, per) {
+                    (Ok(usd), Ok(period), Ok(per)) => Rule::Budget(Budget {
+                        usd_micros: usd.0,
+                        period,
+                        timezone: r.timezone.unwrap_or_else(Zone::utc),
+                        per,
+                    }),
+                    (usd, period, per) => {
+                        return Err([usd.err(), period.err(), per.err()]
+                            .into_iter()
+                            .flatten()
+                            .collect());
+                    }
+                }
+            }
             PolicyKind::ToolAccess => {
                 if r.allow.is_none() && r.deny.is_none() {
-                    return Err("rules: a tool_access policy needs `allow` or `deny`".into());
+                    return Err(vec![(
+                        None,
+                        "a tool_access policy needs `allow` or `deny`".into(),
+                    )]);
                 }
                 Rule::ToolAccess(ToolAccess {
                     allow: r.allow,
@@ -667,12 +636,6 @@ impl RawPolicy {
                 secrets: r.secrets.unwrap_or_default(),
             }),
         };
-        Ok(Policy {
-            name: self.name.0,
-            description: self.description,
-            targets: self.targets,
-            rule,
-            source: String::new(),
-        })
+        Ok(rule)
     }
 }

@@ -7,12 +7,15 @@
 //! envelope, before any stream starts), then makes it. A streamed answer forwards text
 //! deltas as they arrive; a failure after the stream began is one `data:` frame with
 //! the error envelope. A client that leaves mid-stream ends the call and releases its
-//! budget reservation. These routes are not in `/openapi.json`: their contract is
+//! budget reservation. Every answer passes the process-wide secret redactor, as turn
+//! events do: a `[secrets]` value or the model API key the model echoes goes out as
+//! `[REDACTED:NAME]`, also when the deltas split it. These routes are not in `/openapi.json`: their contract is
 //! OpenAI's (ADR 0014).
 
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use agentplane_core::secret;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -52,6 +55,7 @@ async fn chat_completions(
     let created = unix_now();
     if !parsed.stream {
         let reply = call.call(&mut |_: &str| {}).await?;
+        // `completion` redacts: the model may echo a secret it was given.
         return Ok(Json(gateway_wire::completion(&reply, created)).into_response());
     }
     let chunks = Chunks::new(call.id().as_str(), call.model(), created);
@@ -61,15 +65,22 @@ async fn chat_completions(
     let include_usage = parsed.include_usage;
     tokio::spawn(async move {
         let deltas = tx.clone();
+        // Text that may be the start of a secret waits here for the next delta.
+        let mut held = HeldText::default();
         let mut on_text = |text: &str| {
-            // Fails only once the client has gone; `closed()` below ends the call then.
-            let _ = deltas.send(chunks.text(text));
+            if let Some(safe) = held.push(text) {
+                // Fails only once the client has gone; `closed()` below ends the call then.
+                let _ = deltas.send(chunks.text(&safe));
+            }
         };
         let answered = tokio::select! {
             answered = call.call(&mut on_text) => answered,
             // The client left: dropping the call releases its budget reservation.
             () = tx.closed() => return,
         };
+        if let Some(rest) = held.finish() {
+            let _ = tx.send(chunks.text(&rest));
+        }
         let last = match answered {
             Ok(reply) => chunks.end(&reply.response, include_usage),
             Err(e) => gateway_wire::error_frame(&ApiError::from(e)),
@@ -89,6 +100,34 @@ async fn chat_completions(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(response)
+}
+
+/// A streamed answer's text on its way out: every secret value redacted, also one the
+/// model's deltas split (`sk-` in one, the rest in the next). A tail that could be the
+/// start of a secret is held until the next delta decides it, or the end flushes it.
+#[derive(Default)]
+struct HeldText {
+    pending: String,
+}
+
+impl HeldText {
+    /// Adds a delta; returns the redacted text that can be sent now, if any.
+    fn push(&mut self, delta: &str) -> Option<String> {
+        self.pending.push_str(delta);
+        let redactor = secret::current();
+        let safe = redactor.stream_safe_len(&self.pending);
+        if safe == 0 {
+            return None;
+        }
+        let sent = redactor.redact(&self.pending[..safe]).into_owned();
+        self.pending.drain(..safe);
+        Some(sent)
+    }
+
+    /// The stream ended: what is still held, redacted, if anything.
+    fn finish(self) -> Option<String> {
+        (!self.pending.is_empty()).then(|| secret::redact(&self.pending).into_owned())
+    }
 }
 
 /// `GET /openai/v1/models`.

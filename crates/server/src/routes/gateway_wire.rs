@@ -7,8 +7,10 @@
 //! type or shape is a 400 naming the field. Only text content is accepted (a string
 //! or `text` parts); images and audio are refused rather than silently dropped.
 //! Nothing here calls the hub or decides policy; `agentplane_engine::gateway`
-//! checks what a request means.
+//! checks what a request means. Every document going out passes the process-wide
+//! secret redactor (`completion`, each chunk).
 
+use agentplane_core::secret;
 use agentplane_core::{
     ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, ToolSpec, Usage,
 };
@@ -334,7 +336,7 @@ pub(crate) fn completion(reply: &GatewayReply, created: u64) -> Value {
     if !response.tool_calls.is_empty() {
         message["tool_calls"] = Value::Array(tool_calls_json(&response.tool_calls, false));
     }
-    json!({
+    let mut document = json!({
         "id": reply.id.as_str(),
         "object": "chat.completion",
         "created": created,
@@ -346,7 +348,9 @@ pub(crate) fn completion(reply: &GatewayReply, created: u64) -> Value {
             "logprobs": null,
         }],
         "usage": usage(response.usage),
-    })
+    });
+    secret::current().redact_json(&mut document);
+    document
 }
 
 /// Builds the `chat.completion.chunk`s of one streamed call, each framed as an SSE
@@ -371,6 +375,9 @@ impl Chunks {
     /// A chunk with these choices (and usage) as one SSE frame.
     fn frame(&self, choices: Value, usage: Option<WireUsage>) -> String {
         // The fixed part is serialized once; only the tail is built per chunk.
+        let mut choices = choices;
+        // Text and tool-call arguments are the model's words: they may echo a secret.
+        secret::current().redact_json(&mut choices);
         let mut tail = json!({"choices": choices});
         if let Some(usage) = usage {
             tail["usage"] = json!(usage);
