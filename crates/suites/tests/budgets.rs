@@ -217,6 +217,23 @@ async fn fifty_concurrent_turns_and_fifty_gateway_calls_never_pass_the_budget() 
     };
     println!("gateway: {calls} calls, {usd} µ$ of {BUDGET_MICROS}");
     assert_eq!(usd, BUDGET_MICROS, "the gateway never passes the cap");
+    // A gateway call has no thread to record its refusal in: the metric counts it.
+    let metrics = reqwest::get(format!("{}/metrics", served.base))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let denied = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("policy_denials_total{")
+                && l.contains("policy=\"gateway\"")
+                && l.contains("agent=\"gateway\"")
+                && l.contains("kind=\"budget\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+    assert_eq!(denied, Some(40.0), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use agentplane_core::policy::PolicyKind;
 use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
-use agentplane_engine::governance::EventTap;
+use agentplane_engine::governance::{EventTap, Refusal};
 use agentplane_engine::ports::ModelCallRecord;
 
 use crate::labels::OTHER;
@@ -73,20 +73,7 @@ impl EventTap for Metrics {
                 policy,
                 policy_type,
                 ..
-            } => {
-                let kind = POLICY_KINDS
-                    .into_iter()
-                    .map(PolicyKind::as_str)
-                    .find(|known| known == policy_type)
-                    .unwrap_or(OTHER);
-                self.denials
-                    .get_or_create(&PolicyAgentKindLabels {
-                        policy: self.policies.admit(policy),
-                        agent: self.agents.admit(agent),
-                        kind,
-                    })
-                    .inc();
-            }
+            } => self.count_denial(policy, agent, policy_type),
             EventPayload::ApprovalRequested { .. } => {
                 self.approval_queue.inc();
             }
@@ -112,6 +99,11 @@ impl EventTap for Metrics {
             // count in no metric (errors show as `status="error"` executions).
             _ => {}
         }
+    }
+
+    /// A gateway call refused by a policy: counted like a `policy_denied` event.
+    fn on_policy_denied(&self, agent: &str, refusal: &Refusal) {
+        self.count_denial(refusal.policy(), agent, refusal.policy_type());
     }
 
     /// A gateway call costs what a turn's model call does, under the gateway's agent.
@@ -160,5 +152,24 @@ impl Metrics {
             .started
             .remove(turn)
             .map(|(_, at)| at)
+    }
+}
+
+impl Metrics {
+    /// One refusal in `policy_denials_total`; a policy type we do not know is `other`,
+    /// so the label stays bounded.
+    fn count_denial(&self, policy: &str, agent: &str, policy_type: &str) {
+        let kind = POLICY_KINDS
+            .into_iter()
+            .map(PolicyKind::as_str)
+            .find(|known| *known == policy_type)
+            .unwrap_or(OTHER);
+        self.denials
+            .get_or_create(&PolicyAgentKindLabels {
+                policy: self.policies.admit(policy),
+                agent: self.agents.admit(agent),
+                kind,
+            })
+            .inc();
     }
 }
