@@ -4,7 +4,9 @@
 //! PostgreSQL database several `serve` processes share. Each process is a replica with
 //! a fresh id. It beats a heartbeat; once started as a server it also looks for dead
 //! replicas and recovers their work: their running turns end `interrupted`, their
-//! running executions are retried or interrupted per `[executions] on_restart`.
+//! running executions are retried or interrupted per `[executions] on_restart`. A dead
+//! replica leaves the registry only once its work is recovered (`recovered`): should
+//! this process die halfway, another survivor claims it again (ADR 0027).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
@@ -155,6 +157,10 @@ async fn watch(weakly: WatchedWeakly, stop: CancellationToken, recovering: Arc<A
         if shared && recovering.load(Ordering::SeqCst) {
             recover(&watched).await;
         }
+        if shared {
+            // A cancel whose announcement this process missed is honoured within a beat.
+            watched.hub.honour_cancel_requests().await;
+        }
     }
 }
 
@@ -175,6 +181,9 @@ pub(crate) async fn recover_all(
 }
 
 async fn recover(watched: &Watched) {
+    // Each dead replica once per call: one whose recovery failed is claimed again (by
+    // this replica) at the next beat.
+    let mut tried = std::collections::HashSet::new();
     loop {
         let dead = match watched
             .store
@@ -188,13 +197,21 @@ async fn recover(watched: &Watched) {
                 return;
             }
         };
-        recover_one(watched, &dead).await;
+        if !tried.insert(dead.clone()) {
+            return;
+        }
+        if recover_one(watched, &dead).await
+            && let Err(e) = watched.store.recovered(&dead).await
+        {
+            tracing::warn!(replica = %dead, error = %e, "could not close a recovery");
+        }
     }
 }
 
-/// Ends a dead replica's running turns, then recovers its running executions. A
-/// failure is retried a few times: the replica is already claimed, nobody else will.
-async fn recover_one(watched: &Watched, dead: &ReplicaId) {
+/// Ends a dead replica's running turns, then recovers its running executions; `true`
+/// when both are done. A failure is retried a few times here, then at the next beat
+/// (the claim is this replica's until it reports the recovery done, or dies).
+async fn recover_one(watched: &Watched, dead: &ReplicaId) -> bool {
     const ATTEMPTS: u32 = 5;
     let mut turns = None;
     for attempt in 1..=ATTEMPTS {
@@ -210,8 +227,10 @@ async fn recover_one(watched: &Watched, dead: &ReplicaId) {
             }
         }
     }
-    let turns = turns.unwrap_or_default();
-    watched.hub.announce_ended(&turns).await;
+    watched
+        .hub
+        .announce_ended(turns.as_deref().unwrap_or_default())
+        .await;
     let mut recovered = None;
     for attempt in 1..=ATTEMPTS {
         let outcome = match watched.store.executions_of(dead).await {
@@ -234,12 +253,16 @@ async fn recover_one(watched: &Watched, dead: &ReplicaId) {
             }
         }
     }
+    let done = turns.is_some() && recovered.is_some();
+    let turns = turns.unwrap_or_default();
     tracing::warn!(
         replica = %dead,
         interrupted_turns = turns.len(),
         recovered_executions = recovered.unwrap_or(0),
+        done,
         "a replica stopped beating; its work was recovered here"
     );
+    done
 }
 
 impl Drop for ReplicaWatch {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::{ExecutionId, PermissionDecision, ReplicaId, StopReason, ThreadId};
-use agentplane_engine::ports::{NewExecution, PermissionStatus, ReplicaStore, TurnStatus};
+use agentplane_engine::ports::{
+    Announcement, NewExecution, PermissionStatus, ReplicaStore, TurnStatus,
+};
 
 use crate::fixtures::{RawSql, Store, delta, new_permission, running_turn};
 
@@ -139,8 +141,8 @@ pub async fn the_registry_never_hands_a_replica_itself<S: ReplicatedStore>(
 }
 
 pub async fn the_appended_feed_is_taken_once<S: ReplicatedStore>(store: Arc<S>, _raw: &dyn RawSql) {
-    let feed = store.appended();
-    assert!(store.appended().is_none(), "taken once");
+    let feed = store.announcements();
+    assert!(store.announcements().is_none(), "taken once");
     let Some(mut feed) = feed else {
         assert!(!store.shared(), "a shared database has a feed");
         return;
@@ -151,7 +153,9 @@ pub async fn the_appended_feed_is_taken_once<S: ReplicatedStore>(store: Arc<S>, 
     let woke = tokio::time::timeout(Duration::from_secs(30), async {
         loop {
             match feed.recv().await {
-                Some(a) if a.thread == thread && a.seq == event.seq => return true,
+                Some(Announcement::Appended(a)) if a.thread == thread && a.seq == event.seq => {
+                    return true;
+                }
                 Some(_) => continue,
                 None => return false,
             }

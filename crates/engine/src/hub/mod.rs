@@ -257,6 +257,8 @@ pub struct Hub {
     /// Agents of kind `acp`, by name: their turns run on the external agent
     /// (`external.rs`) instead of the model-and-tools loop.
     external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
+    /// The database shared with other replicas, once `follow_replicas` is called.
+    replicas: std::sync::OnceLock<Arc<dyn crate::ports::ReplicaStore>>,
 }
 
 impl Hub {
@@ -301,6 +303,7 @@ impl Hub {
             accepting: AtomicBool::new(true),
             stopping: CancellationToken::new(),
             external,
+            replicas: std::sync::OnceLock::new(),
         })
     }
 
@@ -588,16 +591,13 @@ impl Hub {
         // Not running here: tell "finished" apart from "no such turn" for its owner only.
         let record = self.deps.store.turn(turn).await?;
         match record {
-            // Another replica on the same database runs it (ADR 0019): only that process
-            // can stop it. Refused at once rather than left to hang.
+            // Another replica on the same database runs it: the request reaches it
+            // through the store (ADR 0027), and the answer is the owner's.
             Some(record)
                 if record.status == TurnStatus::Running
                     && self.thread(client, &record.thread_id).await.is_ok() =>
             {
-                Err(HubError::Conflict(format!(
-                    "turn {turn} is running on another replica; only the replica that \
-                     started it can cancel it"
-                )))
+                self.cancel_elsewhere(turn).await
             }
             Some(record) if self.thread(client, &record.thread_id).await.is_ok() => {
                 Err(HubError::Conflict(format!("turn {turn} is not running")))
