@@ -537,7 +537,10 @@ impl Hub {
         let (begun, mut request, _copy) = self.prepare(client, thread, input, false, None).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
+        // The turn stops on either the caller's token or the registered one (a cancel
+        // through the hub, from this replica or another: an execution's turn).
         let registered = self.register(&begun, client);
+        let stop = registered.clone();
         let forward = cancel.clone();
         let watcher = tokio::spawn(async move {
             forward.cancelled().await;
@@ -549,7 +552,7 @@ impl Hub {
             agent: &agent,
             inner: observer,
         };
-        let outcome = self.drive(begun, request, &observer, cancel).await;
+        let outcome = self.drive(begun, request, &observer, stop).await;
         watcher.abort();
         self.unregister(&turn);
         Ok(outcome?)
