@@ -8,11 +8,12 @@
 //! replica leaves the registry only once its work is recovered (`recovered`): should
 //! this process die halfway, another survivor claims it again (ADR 0027).
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agentplane_core::ReplicaId;
+use agentplane_core::{ReplicaId, TurnId};
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::ports::{
@@ -141,6 +142,8 @@ impl ReplicaWatch {
 }
 
 async fn watch(weakly: WatchedWeakly, stop: CancellationToken, recovering: Arc<AtomicBool>) {
+    // Turns recorded as running here that no task ran at the last beat.
+    let mut idle = HashSet::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -156,12 +159,50 @@ async fn watch(weakly: WatchedWeakly, stop: CancellationToken, recovering: Arc<A
         }
         if shared && recovering.load(Ordering::SeqCst) {
             recover(&watched).await;
+            idle = sweep_orphans(&watched, idle).await;
         }
         if shared {
             // A cancel whose announcement this process missed is honoured within a beat.
             watched.hub.honour_cancel_requests().await;
         }
     }
+}
+
+/// Ends the turns the store records as running on this live replica that no task here
+/// has run for two beats in a row: a write that would have ended them failed (the
+/// database was unreachable for a moment), or their start failed halfway. Returns the
+/// turns idle at this beat, for the next one.
+async fn sweep_orphans(watched: &Watched, before: HashSet<TurnId>) -> HashSet<TurnId> {
+    let me = watched.store.replica().clone();
+    let recorded = match watched.store.running_turns_of(&me).await {
+        Ok(turns) => turns,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list this replica's running turns");
+            return before;
+        }
+    };
+    let mut idle = HashSet::new();
+    for turn in watched.hub.not_running_here(recorded) {
+        if !before.contains(&turn) {
+            idle.insert(turn);
+            continue;
+        }
+        match watched.store.interrupt_turn(&turn).await {
+            Ok(true) => {
+                tracing::warn!(%turn, "a turn no task ran any more was ended as interrupted");
+                watched
+                    .hub
+                    .announce_ended(std::slice::from_ref(&turn))
+                    .await;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(%turn, error = %e, "could not end an orphaned turn");
+                idle.insert(turn);
+            }
+        }
+    }
+    idle
 }
 
 /// Claims each dead replica (one survivor gets each) and recovers its work.

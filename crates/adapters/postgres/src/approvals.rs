@@ -204,6 +204,14 @@ pub(crate) async fn claim(
             "approval {id} is still pending"
         )));
     }
+    // The turn row first, as every writer locks (turn, then approval): the claim
+    // below also records the replica on it.
+    db.execute(
+        "SELECT 1 FROM turns WHERE id = $1 FOR UPDATE",
+        &[&record.turn_id.as_str()],
+    )
+    .await
+    .map_err(pg)?;
     let changed = db
         .execute(
             "UPDATE approvals SET resumed_at = $2 WHERE id = $1 AND resumed_at IS NULL

@@ -16,7 +16,7 @@
 use std::sync::PoisonError;
 use std::time::Duration;
 
-use agentplane_core::{ReplicaId, TurnId};
+use agentplane_core::{ReplicaId, ThreadId, TurnId};
 use agentplane_engine::ports::{Announcement, ExecutionRecord, ReplicaStore, StoreError};
 use async_trait::async_trait;
 use tokio::sync::mpsc;
@@ -108,6 +108,42 @@ impl ReplicaStore for PostgresStore {
 
     async fn interrupt_turns_of(&self, replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError> {
         in_tx!(self, |db| events::interrupt_turns(db, Some(replica)))
+    }
+
+    async fn running_turns_of(&self, replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError> {
+        let conn = self.conn().await?;
+        let rows = conn
+            .query(
+                "SELECT id FROM turns WHERE status = 'running' AND replica = $1
+                   AND NOT EXISTS (SELECT 1 FROM approvals
+                                   WHERE approvals.turn_id = turns.id
+                                     AND approvals.resumed_at IS NULL)
+                 ORDER BY pos",
+                &[&replica.as_str()],
+            )
+            .await
+            .map_err(pg)?;
+        rows.iter()
+            .map(|row| TurnId::parse(&text(row, 0)?).map_err(|_| damaged("turn id")))
+            .collect()
+    }
+
+    async fn interrupt_turn(&self, turn: &TurnId) -> Result<bool, StoreError> {
+        in_tx!(self, |db| async move {
+            let row = db
+                .query_opt(
+                    "SELECT thread_id FROM turns WHERE id = $1 AND status = 'running'
+                     FOR UPDATE",
+                    &[&turn.as_str()],
+                )
+                .await
+                .map_err(pg)?;
+            let Some(row) = row else {
+                return Ok(false);
+            };
+            let thread = ThreadId::parse(&text(&row, 0)?).map_err(|_| damaged("thread id"))?;
+            events::interrupt_locked(db, &thread, turn).await
+        })
     }
 
     async fn executions_of(&self, replica: &ReplicaId) -> Result<Vec<ExecutionRecord>, StoreError> {

@@ -89,7 +89,10 @@ impl PostgresStore {
             config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                // A round trip per checkout: a connection the server ended while it sat
+                // in the pool (a restart, a cut, `pg_terminate_backend`) is replaced
+                // instead of failing the request that drew it (ADR 0027).
+                recycling_method: RecyclingMethod::Verified,
             },
         );
         let pool = Pool::builder(manager)

@@ -99,6 +99,16 @@ impl ReplicaStore for SqliteStore {
             .await
     }
 
+    async fn running_turns_of(&self, _replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError> {
+        // One process, which is never swept for orphans: what it leaves running is
+        // interrupted at its next start.
+        Ok(Vec::new())
+    }
+
+    async fn interrupt_turn(&self, _turn: &TurnId) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     async fn executions_of(&self, replica: &ReplicaId) -> Result<Vec<ExecutionRecord>, StoreError> {
         let replica = replica.as_str().to_owned();
         self.read(move |c| executions::running_of(c, &replica))

@@ -588,8 +588,12 @@ impl Hub {
             token.cancel();
             return Ok(());
         }
-        if self.cancel_suspended(client, turn).await? {
-            return Ok(());
+        match self.cancel_suspended(client, turn).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            // Decided and resumed meanwhile, here or elsewhere: it runs; cancel it below.
+            Err(HubError::Conflict(_)) => {}
+            Err(e) => return Err(e),
         }
         // Not running here: tell "finished" apart from "no such turn" for its owner only.
         let record = self.deps.store.turn(turn).await?;

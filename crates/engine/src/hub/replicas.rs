@@ -60,7 +60,9 @@ impl Hub {
                             let seq = due.entry(appended.thread).or_insert(appended.seq);
                             *seq = (*seq).max(appended.seq);
                         }
-                        Announcement::CancelRequested(turn) => hub.cancel_here(&turn),
+                        Announcement::CancelRequested(turn) => {
+                            hub.cancel_here(&turn);
+                        }
                         Announcement::Resumed => resumed = true,
                     }
                     next = feed.try_recv().ok();
@@ -80,8 +82,11 @@ impl Hub {
     /// elsewhere). The answer is the owner's: accepted while the turn runs.
     pub(super) async fn cancel_elsewhere(&self, turn: &TurnId) -> Result<(), HubError> {
         let Some(replicas) = self.replicas.get().filter(|r| r.shared()) else {
-            // One process (SQLite): a running turn is in this hub's memory; a stored
-            // one that is not is being written as ended.
+            // One process (SQLite): a running turn is in this hub's memory (maybe since
+            // a moment: a resumed approval); a stored one that is not is ending.
+            if self.cancel_here(turn) {
+                return Ok(());
+            }
             return Err(HubError::Conflict(format!("turn {turn} is not running")));
         };
         if replicas.request_cancel(turn).await? {
@@ -102,21 +107,39 @@ impl Hub {
             return;
         };
         match replicas.cancels_requested().await {
-            Ok(turns) => turns.iter().for_each(|turn| self.cancel_here(turn)),
+            Ok(turns) => {
+                for turn in &turns {
+                    self.cancel_here(turn);
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "could not read requested cancels"),
         }
     }
 
-    /// Cancels `turn` if it runs in this process; nothing otherwise.
-    fn cancel_here(&self, turn: &TurnId) {
+    /// Cancels `turn` if it runs in this process; `false` otherwise.
+    fn cancel_here(&self, turn: &TurnId) -> bool {
         let token = self
             .running
             .lock()
             .ok()
             .and_then(|running| running.get(turn).map(|r| r.cancel.clone()));
-        if let Some(token) = token {
+        if let Some(token) = &token {
             tracing::info!(%turn, "cancel requested through the store");
             token.cancel();
+        }
+        token.is_some()
+    }
+
+    /// Those of `turns` that no task of this process runs. The runtime asks this of the
+    /// turns the store records as running here: one found idle twice in a row is an
+    /// orphan (its end could not be written, or its start failed halfway) and is ended.
+    pub fn not_running_here(&self, turns: Vec<TurnId>) -> Vec<TurnId> {
+        match self.running.lock() {
+            Ok(running) => turns
+                .into_iter()
+                .filter(|turn| !running.contains_key(turn))
+                .collect(),
+            Err(_) => Vec::new(),
         }
     }
 

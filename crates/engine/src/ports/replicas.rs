@@ -85,6 +85,15 @@ pub trait ReplicaStore: Send + Sync {
     /// those turns declined first, with their events) and returns their ids.
     async fn interrupt_turns_of(&self, replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError>;
 
+    /// The running turns recorded on `replica` that no approval suspends, oldest first.
+    /// A live replica compares them with the turns it runs: one it does not run is an
+    /// orphan (a write that ended it failed, or its start failed halfway).
+    async fn running_turns_of(&self, replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError>;
+
+    /// Ends one running turn as `interrupted`, as `interrupt_turns_of` ends each of a
+    /// replica's; `false` when it is not running or an approval suspends it.
+    async fn interrupt_turn(&self, turn: &TurnId) -> Result<bool, StoreError>;
+
     /// The executions `replica` claimed that are still `running`.
     async fn executions_of(&self, replica: &ReplicaId) -> Result<Vec<ExecutionRecord>, StoreError>;
 
