@@ -515,7 +515,7 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
     while began.elapsed() < Duration::from_secs(seconds) {
         tokio::time::sleep(Duration::from_millis(1_500 + world.below(3_000))).await;
         let action = world.below(10);
-        if action >= 8 {
+        if action >= 7 {
             let cut = cut_connections(&admin, &name).await;
             eprintln!("chaos: cut {cut} database connections");
             cuts += 1;
@@ -525,7 +525,7 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
         kill(&world, &mut replicas, first);
         kills += 1;
         let mut dead = vec![first];
-        if action >= 6 && size > 1 {
+        if action >= 5 && size > 1 {
             // A second death in quick succession: maybe the one recovering the first.
             tokio::time::sleep(Duration::from_millis(50 + world.below(2_000))).await;
             let second = (first + 1 + world.below(size as u64 - 1) as usize) % size;
