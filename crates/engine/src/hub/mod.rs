@@ -259,6 +259,9 @@ pub struct Hub {
     external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
     /// The database shared with other replicas, once `follow_replicas` is called.
     replicas: std::sync::OnceLock<Arc<dyn crate::ports::ReplicaStore>>,
+    /// Cancels announced for turns not running here (yet): a turn registered soon
+    /// after (a resumed approval) is cancelled at once (`replicas.rs`).
+    early_cancels: Mutex<HashMap<TurnId, std::time::Instant>>,
 }
 
 impl Hub {
@@ -304,6 +307,7 @@ impl Hub {
             stopping: CancellationToken::new(),
             external,
             replicas: std::sync::OnceLock::new(),
+            early_cancels: Mutex::new(HashMap::new()),
         })
     }
 
@@ -922,6 +926,9 @@ impl Hub {
                     cancel: cancel.clone(),
                 },
             );
+        }
+        if self.cancelled_early(begun.turn()) {
+            cancel.cancel();
         }
         cancel
     }

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use agentplane_core::{Event, EventPayload, PermissionId, ThreadId, TurnId};
 use tokio::sync::mpsc;
@@ -22,6 +23,9 @@ use crate::ports::{Announcement, ReplicaStore};
 
 /// How many stored events one read of a catch-up takes.
 const PAGE: usize = 256;
+
+/// How long a cancel announced for a turn not running here is kept for it.
+const EARLY_CANCEL_KEPT: Duration = Duration::from_secs(30);
 
 impl Hub {
     /// Forwards the events other processes commit into this process's live feeds and
@@ -61,7 +65,9 @@ impl Hub {
                             *seq = (*seq).max(appended.seq);
                         }
                         Announcement::CancelRequested(turn) => {
-                            hub.cancel_here(&turn);
+                            if !hub.cancel_here(&turn) {
+                                hub.remember_cancel(turn);
+                            }
                         }
                         Announcement::Resumed => resumed = true,
                     }
@@ -128,6 +134,23 @@ impl Hub {
             token.cancel();
         }
         token.is_some()
+    }
+
+    /// Keeps a cancel announced for a turn that does not run here: it may be about to
+    /// (a decided approval being resumed here), and is then cancelled as it registers.
+    fn remember_cancel(&self, turn: TurnId) {
+        if let Ok(mut early) = self.early_cancels.lock() {
+            let now = Instant::now();
+            early.retain(|_, at| now.duration_since(*at) < EARLY_CANCEL_KEPT);
+            early.insert(turn, now);
+        }
+    }
+
+    /// Whether a cancel was announced for `turn` before it was registered here.
+    pub(super) fn cancelled_early(&self, turn: &TurnId) -> bool {
+        self.early_cancels
+            .lock()
+            .is_ok_and(|mut early| early.remove(turn).is_some())
     }
 
     /// Those of `turns` that no task of this process runs. The runtime asks this of the
