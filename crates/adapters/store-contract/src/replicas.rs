@@ -189,7 +189,12 @@ pub async fn cancel_requests_and_orphans_are_kept_for_running_turns_only<S: Repl
     assert_eq!(store.interrupt_turn(&turn).await.unwrap(), shared);
     if !shared {
         store
-            .complete_turn(&thread, &turn, StopReason::Cancelled, serde_json::Value::Null)
+            .complete_turn(
+                &thread,
+                &turn,
+                StopReason::Cancelled,
+                serde_json::Value::Null,
+            )
             .await
             .unwrap();
     }
@@ -198,5 +203,10 @@ pub async fn cancel_requests_and_orphans_are_kept_for_running_turns_only<S: Repl
     assert!(!store.request_cancel(&turn).await.unwrap(), "not running");
     assert!(!store.interrupt_turn(&turn).await.unwrap(), "not running");
     assert!(store.cancels_requested().await.unwrap().is_empty());
-    assert!(!store.request_cancel(&agentplane_core::TurnId::new()).await.unwrap());
+    assert!(
+        !store
+            .request_cancel(&agentplane_core::TurnId::new())
+            .await
+            .unwrap()
+    );
 }
