@@ -21,8 +21,17 @@ case "$suite" in
     # AGENTPLANE_CRASH_SEED=<seed> replays a run; AGENTPLANE_CRASH_KILLS=<n> resizes it.
     nextest --test crash "$@"
     ;;
+  chaos)
+    # Needs PostgreSQL: AGENTPLANE_TEST_POSTGRES_URL, or the server scripts/postgres.sh
+    # starts. AGENTPLANE_CHAOS_SEED=<seed> replays the choices;
+    # AGENTPLANE_CHAOS_REPLICAS / AGENTPLANE_CHAOS_SECONDS resize the run.
+    if [ -z "${AGENTPLANE_TEST_POSTGRES_URL:-}" ]; then
+      eval "$(./scripts/postgres.sh)"
+    fi
+    nextest --test chaos "$@"
+    ;;
   *)
-    echo "usage: scripts/reliability.sh SUITE [nextest args]; suites: crash" >&2
+    echo "usage: scripts/reliability.sh SUITE [nextest args]; suites: crash, chaos" >&2
     exit 2
     ;;
 esac

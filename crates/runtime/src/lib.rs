@@ -219,8 +219,11 @@ impl Runtime {
             external,
         );
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
-        if let Some(appended) = store.appended() {
-            hub.follow_replicas(appended);
+        if let Some(feed) = store.announcements() {
+            hub.follow_replicas(
+                feed,
+                store.clone() as Arc<dyn agentplane_engine::ports::ReplicaStore>,
+            );
         }
         let watch = replicas::ReplicaWatch::start(
             store.clone(),

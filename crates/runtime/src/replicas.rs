@@ -4,13 +4,16 @@
 //! PostgreSQL database several `serve` processes share. Each process is a replica with
 //! a fresh id. It beats a heartbeat; once started as a server it also looks for dead
 //! replicas and recovers their work: their running turns end `interrupted`, their
-//! running executions are retried or interrupted per `[executions] on_restart`.
+//! running executions are retried or interrupted per `[executions] on_restart`. A dead
+//! replica leaves the registry only once its work is recovered (`recovered`): should
+//! this process die halfway, another survivor claims it again (ADR 0027).
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use agentplane_core::ReplicaId;
+use agentplane_core::{ReplicaId, TurnId};
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::ports::{
@@ -139,6 +142,8 @@ impl ReplicaWatch {
 }
 
 async fn watch(weakly: WatchedWeakly, stop: CancellationToken, recovering: Arc<AtomicBool>) {
+    // Turns recorded as running here that no task ran at the last beat.
+    let mut idle = HashSet::new();
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -154,8 +159,50 @@ async fn watch(weakly: WatchedWeakly, stop: CancellationToken, recovering: Arc<A
         }
         if shared && recovering.load(Ordering::SeqCst) {
             recover(&watched).await;
+            idle = sweep_orphans(&watched, idle).await;
+        }
+        if shared {
+            // A cancel whose announcement this process missed is honoured within a beat.
+            watched.hub.honour_cancel_requests().await;
         }
     }
+}
+
+/// Ends the turns the store records as running on this live replica that no task here
+/// has run for two beats in a row: a write that would have ended them failed (the
+/// database was unreachable for a moment), or their start failed halfway. Returns the
+/// turns idle at this beat, for the next one.
+async fn sweep_orphans(watched: &Watched, before: HashSet<TurnId>) -> HashSet<TurnId> {
+    let me = watched.store.replica().clone();
+    let recorded = match watched.store.running_turns_of(&me).await {
+        Ok(turns) => turns,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list this replica's running turns");
+            return before;
+        }
+    };
+    let mut idle = HashSet::new();
+    for turn in watched.hub.not_running_here(recorded) {
+        if !before.contains(&turn) {
+            idle.insert(turn);
+            continue;
+        }
+        match watched.store.interrupt_turn(&turn).await {
+            Ok(true) => {
+                tracing::warn!(%turn, "a turn no task ran any more was ended as interrupted");
+                watched
+                    .hub
+                    .announce_ended(std::slice::from_ref(&turn))
+                    .await;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(%turn, error = %e, "could not end an orphaned turn");
+                idle.insert(turn);
+            }
+        }
+    }
+    idle
 }
 
 /// Claims each dead replica (one survivor gets each) and recovers its work.
@@ -175,6 +222,9 @@ pub(crate) async fn recover_all(
 }
 
 async fn recover(watched: &Watched) {
+    // Each dead replica once per call: one whose recovery failed is claimed again (by
+    // this replica) at the next beat.
+    let mut tried = std::collections::HashSet::new();
     loop {
         let dead = match watched
             .store
@@ -188,13 +238,21 @@ async fn recover(watched: &Watched) {
                 return;
             }
         };
-        recover_one(watched, &dead).await;
+        if !tried.insert(dead.clone()) {
+            return;
+        }
+        if recover_one(watched, &dead).await
+            && let Err(e) = watched.store.recovered(&dead).await
+        {
+            tracing::warn!(replica = %dead, error = %e, "could not close a recovery");
+        }
     }
 }
 
-/// Ends a dead replica's running turns, then recovers its running executions. A
-/// failure is retried a few times: the replica is already claimed, nobody else will.
-async fn recover_one(watched: &Watched, dead: &ReplicaId) {
+/// Ends a dead replica's running turns, then recovers its running executions; `true`
+/// when both are done. A failure is retried a few times here, then at the next beat
+/// (the claim is this replica's until it reports the recovery done, or dies).
+async fn recover_one(watched: &Watched, dead: &ReplicaId) -> bool {
     const ATTEMPTS: u32 = 5;
     // Money the dead replica held for calls in flight is released: those calls ended
     // with it, unpaid as far as the budgets know.
@@ -224,8 +282,10 @@ async fn recover_one(watched: &Watched, dead: &ReplicaId) {
             }
         }
     }
-    let turns = turns.unwrap_or_default();
-    watched.hub.announce_ended(&turns).await;
+    watched
+        .hub
+        .announce_ended(turns.as_deref().unwrap_or_default())
+        .await;
     let mut recovered = None;
     for attempt in 1..=ATTEMPTS {
         let outcome = match watched.store.executions_of(dead).await {
@@ -248,12 +308,16 @@ async fn recover_one(watched: &Watched, dead: &ReplicaId) {
             }
         }
     }
+    let done = turns.is_some() && recovered.is_some();
+    let turns = turns.unwrap_or_default();
     tracing::warn!(
         replica = %dead,
         interrupted_turns = turns.len(),
         recovered_executions = recovered.unwrap_or(0),
+        done,
         "a replica stopped beating; its work was recovered here"
     );
+    done
 }
 
 impl Drop for ReplicaWatch {

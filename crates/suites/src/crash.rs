@@ -44,6 +44,11 @@ impl Rng {
         Rng(seed)
     }
 
+    /// A generator replaying `seed` (the other suites read and print their own).
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

@@ -3,7 +3,9 @@
 //! claimed once, each step enforced by a trigger). A decision locks the turn, then the
 //! approval, so two replicas deciding at once are ordered and the second sees the first.
 
-use agentplane_core::{ApprovalId, ApprovalOutcome, Event, EventPayload, ThreadId, TurnId};
+use agentplane_core::{
+    ApprovalId, ApprovalOutcome, Event, EventPayload, ReplicaId, ThreadId, TurnId,
+};
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, NewApproval, StoreError,
 };
@@ -187,8 +189,13 @@ pub(crate) async fn decide(
 }
 
 /// Marks a decided approval as taken by the turn that resumes on it. The conditional
-/// `UPDATE` is the claim: of two replicas claiming at once, one changes the row.
-pub(crate) async fn claim(db: Db<'_>, id: &ApprovalId) -> Result<ApprovalRecord, StoreError> {
+/// `UPDATE` is the claim: of two replicas claiming at once, one changes the row. The
+/// turn then runs on `replica`, the claimer: recorded so that its death is recovered.
+pub(crate) async fn claim(
+    db: Db<'_>,
+    id: &ApprovalId,
+    replica: &ReplicaId,
+) -> Result<ApprovalRecord, StoreError> {
     let Some(record) = get(db, id).await? else {
         return Err(StoreError::NotFound(format!("approval {id}")));
     };
@@ -197,6 +204,14 @@ pub(crate) async fn claim(db: Db<'_>, id: &ApprovalId) -> Result<ApprovalRecord,
             "approval {id} is still pending"
         )));
     }
+    // The turn row first, as every writer locks (turn, then approval): the claim
+    // below also records the replica on it.
+    db.execute(
+        "SELECT 1 FROM turns WHERE id = $1 FOR UPDATE",
+        &[&record.turn_id.as_str()],
+    )
+    .await
+    .map_err(pg)?;
     let changed = db
         .execute(
             "UPDATE approvals SET resumed_at = $2 WHERE id = $1 AND resumed_at IS NULL
@@ -210,6 +225,12 @@ pub(crate) async fn claim(db: Db<'_>, id: &ApprovalId) -> Result<ApprovalRecord,
             "approval {id} has already been taken by its turn"
         )));
     }
+    db.execute(
+        "UPDATE turns SET replica = $2 WHERE id = $1",
+        &[&record.turn_id.as_str(), &replica.as_str()],
+    )
+    .await
+    .map_err(pg)?;
     Ok(ApprovalRecord {
         resumed: true,
         ..record

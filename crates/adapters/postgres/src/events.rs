@@ -247,32 +247,44 @@ pub(crate) async fn interrupt_turns(
     for row in running {
         let turn = TurnId::parse(&text(&row, 0)?).map_err(|_| damaged("turn id"))?;
         let thread = ThreadId::parse(&text(&row, 1)?).map_err(|_| damaged("thread id"))?;
-        // A turn suspended on an approval is not running anywhere: it resumes on the
-        // decision, whichever replica is up then.
-        if approvals::suspends(db, &turn).await? {
-            continue;
+        if interrupt_locked(db, &thread, &turn).await? {
+            ended.push(turn);
         }
-        // Nobody is left to answer them, and a turn must not end with a question open.
-        for permission in pending_permissions_of_turn(db, &turn).await? {
-            resolve_permission(
-                db,
-                &permission,
-                PermissionDecision::Declined,
-                STOPPED_WHILE_PENDING,
-            )
-            .await?;
-        }
-        end_turn(
-            db,
-            &thread,
-            &turn,
-            StopReason::Interrupted,
-            serde_json::Value::Null,
-        )
-        .await?;
-        ended.push(turn);
     }
     Ok(ended)
+}
+
+/// Ends one running turn, whose row the caller locked, as `interrupted` (its pending
+/// permissions declined first); `false`, touching nothing, when an approval suspends it.
+pub(crate) async fn interrupt_locked(
+    db: Db<'_>,
+    thread: &ThreadId,
+    turn: &TurnId,
+) -> Result<bool, StoreError> {
+    // A turn suspended on an approval is not running anywhere: it resumes on the
+    // decision, whichever replica is up then.
+    if approvals::suspends(db, turn).await? {
+        return Ok(false);
+    }
+    // Nobody is left to answer them, and a turn must not end with a question open.
+    for permission in pending_permissions_of_turn(db, turn).await? {
+        resolve_permission(
+            db,
+            &permission,
+            PermissionDecision::Declined,
+            STOPPED_WHILE_PENDING,
+        )
+        .await?;
+    }
+    end_turn(
+        db,
+        thread,
+        turn,
+        StopReason::Interrupted,
+        serde_json::Value::Null,
+    )
+    .await?;
+    Ok(true)
 }
 
 /// Locks the turn's row until the transaction ends. `NotFound` unless `turn` is a turn

@@ -1,18 +1,20 @@
 //! The `LISTEN` task: one dedicated connection (outside the pool) listens on the
-//! channel the `events_announce` trigger notifies, and feeds `ReplicaStore::appended`.
-//! PostgreSQL delivers a notification only after its transaction commits, and in
-//! commit order, so each wake-up names an event any replica can already read.
+//! channel the `events_announce` trigger notifies and on the cancel channel, and feeds
+//! `ReplicaStore::announcements`. PostgreSQL delivers a notification only after its
+//! transaction commits, and in commit order, so each wake-up names an event (or a
+//! cancel request) any replica can already read.
 //!
 //! When the connection drops, the task reconnects (backing off up to a few seconds)
-//! and listens again; events committed while it was away are not announced, which a
-//! consumer tolerates because a wake-up only tells it to read the store. Until the
-//! feed is taken, notifications are dropped rather than queued without bound.
+//! and listens again. What was committed while it was away is not announced, so once
+//! it listens again it sends `Announcement::Resumed` before anything newer: the
+//! consumer reads the store at once and misses nothing (ADR 0027). Until the feed is
+//! taken, notifications are dropped rather than queued without bound.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use agentplane_core::ThreadId;
-use agentplane_engine::ports::{Appended, StoreError};
+use agentplane_core::{ThreadId, TurnId};
+use agentplane_engine::ports::{Announcement, Appended, StoreError};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -27,7 +29,7 @@ const FEED: usize = 4_096;
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The feed's receiving end, in the store until someone takes it.
-pub(crate) type Slot = Arc<Mutex<Option<mpsc::Receiver<Appended>>>>;
+pub(crate) type Slot = Arc<Mutex<Option<mpsc::Receiver<Announcement>>>>;
 
 /// Connects and listens once (so a broken URL or a refused `LISTEN` fails `connect`,
 /// and every event committed after `connect` returns is announced), then keeps
@@ -46,7 +48,7 @@ pub(crate) async fn spawn(config: Config, slot: Slot) -> Result<JoinHandle<()>, 
 /// notifications it receives; the receiver ends when the connection does.
 struct Listening {
     _client: Client,
-    notifications: mpsc::UnboundedReceiver<String>,
+    notifications: mpsc::UnboundedReceiver<(String, String)>,
 }
 
 async fn listen(config: &Config) -> Result<Listening, StoreError> {
@@ -62,7 +64,8 @@ async fn listen(config: &Config) -> Result<Listening, StoreError> {
         while let Some(message) = messages.next().await {
             match message {
                 Ok(AsyncMessage::Notification(n)) => {
-                    if sender.send(n.payload().to_owned()).is_err() {
+                    let message = (n.channel().to_owned(), n.payload().to_owned());
+                    if sender.send(message).is_err() {
                         return;
                     }
                 }
@@ -75,7 +78,11 @@ async fn listen(config: &Config) -> Result<Listening, StoreError> {
         }
     });
     client
-        .batch_execute(&format!("LISTEN {}", schema::CHANNEL))
+        .batch_execute(&format!(
+            "LISTEN {}; LISTEN {}",
+            schema::CHANNEL,
+            schema::CANCEL_CHANNEL
+        ))
         .await
         .map_err(pg)?;
     Ok(Listening {
@@ -84,22 +91,15 @@ async fn listen(config: &Config) -> Result<Listening, StoreError> {
     })
 }
 
-async fn run(config: Config, slot: Slot, feed: mpsc::Sender<Appended>, first: Listening) {
+async fn run(config: Config, slot: Slot, feed: mpsc::Sender<Announcement>, first: Listening) {
     let mut listening = first;
     loop {
-        while let Some(payload) = listening.notifications.recv().await {
-            let Some(appended) = parse(&payload) else {
-                tracing::warn!(%payload, "ignoring a malformed event notification");
+        while let Some((channel, payload)) = listening.notifications.recv().await {
+            let Some(announcement) = parse(&channel, &payload) else {
+                tracing::warn!(%channel, %payload, "ignoring a malformed notification");
                 continue;
             };
-            let taken = slot
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_none();
-            // A consumer that went away leaves nothing to wake.
-            if taken && feed.send(appended).await.is_err() {
-                tracing::debug!("the appended feed was dropped");
-            }
+            send(&slot, &feed, announcement).await;
         }
         tracing::warn!("postgres listen connection lost; reconnecting");
         let mut backoff = Duration::from_millis(100);
@@ -113,15 +113,36 @@ async fn run(config: Config, slot: Slot, feed: mpsc::Sender<Appended>, first: Li
                 }
             }
         };
+        // Listening again: whatever commits from now on is announced; what committed
+        // during the gap is for the consumer to read, at once.
+        send(&slot, &feed, Announcement::Resumed).await;
         tracing::info!("postgres listen connection restored");
     }
 }
 
-/// `thread_id:seq`, as the trigger writes it.
-fn parse(payload: &str) -> Option<Appended> {
+/// Hands `announcement` to the consumer, once it has taken the feed.
+async fn send(slot: &Slot, feed: &mpsc::Sender<Announcement>, announcement: Announcement) {
+    let taken = slot
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_none();
+    // A consumer that went away leaves nothing to wake.
+    if taken && feed.send(announcement).await.is_err() {
+        tracing::debug!("the announcements feed was dropped");
+    }
+}
+
+/// `thread_id:seq` on the events channel, as the trigger writes it; a turn id on the
+/// cancel channel.
+fn parse(channel: &str, payload: &str) -> Option<Announcement> {
+    if channel == schema::CANCEL_CHANNEL {
+        return TurnId::parse(payload)
+            .ok()
+            .map(Announcement::CancelRequested);
+    }
     let (thread, seq) = payload.rsplit_once(':')?;
-    Some(Appended {
+    Some(Announcement::Appended(Appended {
         thread: ThreadId::parse(thread).ok()?,
         seq: seq.parse().ok()?,
-    })
+    }))
 }

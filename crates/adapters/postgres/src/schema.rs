@@ -18,6 +18,9 @@ use crate::pg;
 /// The channel every committed event is announced on; the payload is `thread_id:seq`.
 pub(crate) const CHANNEL: &str = "agentplane_events";
 
+/// The channel a cancel request is announced on; the payload is the turn's id.
+pub(crate) const CANCEL_CHANNEL: &str = "agentplane_cancels";
+
 /// The advisory lock key migrations hold ("agentpl" in ASCII, an arbitrary constant).
 const MIGRATION_LOCK: i64 = 0x0061_6765_6e74_706c;
 
@@ -288,7 +291,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER events_announce AFTER INSERT ON events
         FOR EACH ROW EXECUTE FUNCTION agentplane_announce_event();
     "#,
-    // 2: budget accounts shared by the replicas, and the holds on them (ADR 0029:
+    // 2: cancel anywhere and recoverable recovery (ADR 0027). A cancel request is a
+    // flag on the running turn, announced on its own channel; a dead replica stays in
+    // the registry, marked with its claimer, until its work is recovered.
+    r#"
+    ALTER TABLE turns ADD COLUMN cancel_requested BOOLEAN NOT NULL DEFAULT FALSE;
+    CREATE INDEX turns_cancel_requested ON turns(id)
+        WHERE status = 'running' AND cancel_requested;
+    ALTER TABLE replicas ADD COLUMN claimed_by TEXT;
+    "#,
+    // 3: budget accounts shared by the replicas, and the holds on them (ADR 0029:
     // zero overspend).
     r#"
     CREATE TABLE budget_accounts (

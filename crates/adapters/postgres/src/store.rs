@@ -12,7 +12,7 @@ use agentplane_core::{
     ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    Appended, ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
+    Announcement, ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
     ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
     ThreadRecord, TurnRecord,
 };
@@ -68,8 +68,8 @@ pub(crate) use {in_tx, on_conn};
 pub struct PostgresStore {
     pool: Pool,
     replica: ReplicaId,
-    /// The `appended` feed, until someone takes it.
-    pub(crate) appended: Arc<Mutex<Option<mpsc::Receiver<Appended>>>>,
+    /// The `announcements` feed, until someone takes it.
+    pub(crate) announcements: Arc<Mutex<Option<mpsc::Receiver<Announcement>>>>,
     listener: JoinHandle<()>,
 }
 
@@ -89,7 +89,10 @@ impl PostgresStore {
             config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                // A round trip per checkout: a connection the server ended while it sat
+                // in the pool (a restart, a cut, `pg_terminate_backend`) is replaced
+                // instead of failing the request that drew it (ADR 0027).
+                recycling_method: RecyclingMethod::Verified,
             },
         );
         let pool = Pool::builder(manager)
@@ -108,13 +111,13 @@ impl PostgresStore {
         if ran > 0 {
             tracing::info!(migrations = ran, "postgres store schema migrated");
         }
-        let appended = Arc::new(Mutex::new(None));
-        let listener = listener::spawn(config, Arc::clone(&appended)).await?;
+        let announcements = Arc::new(Mutex::new(None));
+        let listener = listener::spawn(config, Arc::clone(&announcements)).await?;
         tracing::debug!(%replica, "postgres store connected");
         Ok(PostgresStore {
             pool,
             replica,
-            appended,
+            announcements,
             listener,
         })
     }
@@ -269,7 +272,7 @@ impl EventStore for PostgresStore {
     }
 
     async fn claim_approval(&self, id: &ApprovalId) -> Result<ApprovalRecord, StoreError> {
-        in_tx!(self, |db| approvals::claim(db, id))
+        in_tx!(self, |db| approvals::claim(db, id, &self.replica))
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {

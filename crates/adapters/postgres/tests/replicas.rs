@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use agentplane_core::{EventPayload, ExecutionId, ReplicaId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    Appended, EventStore, ExecutionStore, NewExecution, NewThread, ReplicaStore, StoreError,
+    Announcement, EventStore, ExecutionStore, NewExecution, NewThread, ReplicaStore, StoreError,
     TurnStatus,
 };
 use agentplane_postgres::PostgresStore;
@@ -244,6 +244,7 @@ async fn each_dead_replica_is_handed_to_one_survivor() {
                 .await
                 .expect("claim")
             {
+                survivor.recovered(&id).await.expect("recovered");
                 mine.push(id.to_string());
             }
             mine
@@ -275,8 +276,9 @@ async fn each_dead_replica_is_handed_to_one_survivor() {
             .claim_dead_replica(Duration::ZERO)
             .await
             .unwrap(),
-        Some(raw_dead)
+        Some(raw_dead.clone())
     );
+    survivors[0].recovered(&raw_dead).await.unwrap();
     // The live ones stay registered; one leaving removes only itself.
     assert_eq!(
         raw.query_i64("SELECT count(*) FROM replicas")
@@ -331,16 +333,17 @@ async fn a_dead_replicas_turns_and_executions_are_recovered_by_another() {
 
 /// Receives wake-ups until `wanted` were all seen, or the deadline passes.
 async fn receive(
-    feed: &mut tokio::sync::mpsc::Receiver<Appended>,
+    feed: &mut tokio::sync::mpsc::Receiver<Announcement>,
     wanted: &BTreeSet<(String, u64)>,
 ) -> BTreeSet<(String, u64)> {
     let mut seen = BTreeSet::new();
     let _ = tokio::time::timeout(DEADLINE, async {
         while !wanted.is_subset(&seen) {
             match feed.recv().await {
-                Some(a) => {
+                Some(Announcement::Appended(a)) => {
                     seen.insert((a.thread.to_string(), a.seq));
                 }
+                Some(_) => {}
                 None => break,
             }
         }
@@ -354,8 +357,8 @@ async fn events_committed_by_one_replica_wake_the_other() {
     let Some((_db, a, b)) = two().await else {
         return;
     };
-    let mut feed = b.appended().expect("the feed");
-    assert!(b.appended().is_none(), "taken once");
+    let mut feed = b.announcements().expect("the feed");
+    assert!(b.announcements().is_none(), "taken once");
     let thread = a.create_thread(new_thread()).await.unwrap().id;
     let turn = TurnId::new();
     a.begin_turn(&thread, &turn, "go", false).await.unwrap();
@@ -395,7 +398,7 @@ async fn the_feed_comes_back_after_its_connection_is_killed() {
     let Some((db, a, b)) = two().await else {
         return;
     };
-    let mut feed = b.appended().expect("the feed");
+    let mut feed = b.announcements().expect("the feed");
     let raw = db.raw().await;
     let killed = raw
         .query_i64(
@@ -410,21 +413,117 @@ async fn the_feed_comes_back_after_its_connection_is_killed() {
     let thread = a.create_thread(new_thread()).await.unwrap().id;
     let turn = TurnId::new();
     a.begin_turn(&thread, &turn, "go", false).await.unwrap();
-    // Events committed while the listener reconnects are not announced; keep appending
-    // until one is, which shows it listens again.
-    let heard = tokio::time::timeout(DEADLINE, async {
+    // Committed while the listener is away: not announced itself, but the feed says it
+    // may have missed something before it announces anything newer (ADR 0027).
+    let in_gap = a.append(&thread, &turn, delta("in the gap")).await.unwrap();
+    let first = tokio::time::timeout(DEADLINE, async {
         loop {
-            let event = a.append(&thread, &turn, delta("ping")).await.unwrap();
-            if let Ok(Some(woke)) =
-                tokio::time::timeout(Duration::from_millis(200), feed.recv()).await
-            {
-                return (woke, event);
+            match feed.recv().await {
+                // Only if the listener was back before the append committed.
+                Some(Announcement::Appended(a)) if a.seq == in_gap.seq => continue,
+                other => return other,
             }
         }
     })
-    .await;
-    let (woke, _) = heard.expect("the listener reconnects");
-    assert_eq!(woke.thread, thread);
+    .await
+    .expect("the listener reconnects");
+    assert_eq!(first, Some(Announcement::Resumed));
+    // And it listens again.
+    let after = a.append(&thread, &turn, delta("after")).await.unwrap();
+    let wanted = BTreeSet::from([(thread.to_string(), after.seq)]);
+    assert_eq!(receive(&mut feed, &wanted).await, wanted);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_request_is_announced_and_kept_until_the_turn_ends() {
+    let Some((_db, a, b)) = two().await else {
+        return;
+    };
+    let mut feed = a.announcements().expect("the feed");
+    let thread = a.create_thread(new_thread()).await.unwrap().id;
+    let turn = TurnId::new();
+    a.begin_turn(&thread, &turn, "go", false).await.unwrap();
+    assert!(b.cancels_requested().await.unwrap().is_empty());
+    assert!(b.request_cancel(&turn).await.unwrap(), "the turn runs");
+    let heard = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match feed.recv().await {
+                Some(Announcement::CancelRequested(t)) => return Some(t),
+                Some(_) => continue,
+                None => return None,
+            }
+        }
+    })
+    .await
+    .expect("announced");
+    assert_eq!(heard, Some(turn.clone()));
+    assert_eq!(a.cancels_requested().await.unwrap(), vec![turn.clone()]);
+    a.complete_turn(
+        &thread,
+        &turn,
+        agentplane_core::StopReason::Cancelled,
+        serde_json::Value::Null,
+    )
+    .await
+    .unwrap();
+    assert!(a.cancels_requested().await.unwrap().is_empty(), "ended");
+    assert!(!b.request_cancel(&turn).await.unwrap(), "not running");
+    assert!(
+        !b.request_cancel(&TurnId::new()).await.unwrap(),
+        "no such turn"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_claim_whose_claimer_dies_passes_to_another_survivor() {
+    let Some((db, a, b)) = two().await else {
+        return;
+    };
+    let raw = db.raw().await;
+    a.heartbeat().await.unwrap();
+    b.heartbeat().await.unwrap();
+    let dead = ReplicaId::new();
+    raw.execute(&format!(
+        "INSERT INTO replicas (id, joined_at, heartbeat_at)
+         VALUES ('{dead}', now() - interval '1 hour', now() - interval '1 hour')"
+    ))
+    .await
+    .unwrap();
+    let timeout = Duration::from_secs(60);
+    assert_eq!(
+        a.claim_dead_replica(timeout).await.unwrap(),
+        Some(dead.clone())
+    );
+    // `a` is alive and recovering: nobody else gets it.
+    assert_eq!(b.claim_dead_replica(timeout).await.unwrap(), None);
+    // `a` dies before it reports the recovery done.
+    raw.execute(&format!(
+        "UPDATE replicas SET heartbeat_at = now() - interval '1 hour' WHERE id = '{}'",
+        a.replica()
+    ))
+    .await
+    .unwrap();
+    let mut claimed = BTreeSet::new();
+    while let Some(id) = b.claim_dead_replica(timeout).await.unwrap() {
+        if !claimed.insert(id.clone()) {
+            break;
+        }
+    }
+    assert_eq!(
+        claimed,
+        BTreeSet::from([dead.clone(), a.replica().clone()]),
+        "the dead one again, and its claimer"
+    );
+    b.recovered(&dead).await.unwrap();
+    b.recovered(a.replica()).await.unwrap();
+    assert_eq!(b.claim_dead_replica(timeout).await.unwrap(), None);
+    assert_eq!(
+        raw.query_i64("SELECT count(*) FROM replicas")
+            .await
+            .unwrap(),
+        1,
+        "only the survivor is left"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -110,6 +110,7 @@ macro_rules! replica_contract {
             replicas::claimed_executions_carry_their_replica,
             replicas::the_registry_never_hands_a_replica_itself,
             replicas::the_appended_feed_is_taken_once,
+            replicas::cancel_requests_and_orphans_are_kept_for_running_turns_only,
         );
     };
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::{ExecutionId, PermissionDecision, ReplicaId, StopReason, ThreadId};
-use agentplane_engine::ports::{NewExecution, PermissionStatus, ReplicaStore, TurnStatus};
+use agentplane_engine::ports::{
+    Announcement, NewExecution, PermissionStatus, ReplicaStore, TurnStatus,
+};
 
 use crate::fixtures::{RawSql, Store, delta, new_permission, running_turn};
 
@@ -139,8 +141,8 @@ pub async fn the_registry_never_hands_a_replica_itself<S: ReplicatedStore>(
 }
 
 pub async fn the_appended_feed_is_taken_once<S: ReplicatedStore>(store: Arc<S>, _raw: &dyn RawSql) {
-    let feed = store.appended();
-    assert!(store.appended().is_none(), "taken once");
+    let feed = store.announcements();
+    assert!(store.announcements().is_none(), "taken once");
     let Some(mut feed) = feed else {
         assert!(!store.shared(), "a shared database has a feed");
         return;
@@ -151,7 +153,9 @@ pub async fn the_appended_feed_is_taken_once<S: ReplicatedStore>(store: Arc<S>, 
     let woke = tokio::time::timeout(Duration::from_secs(30), async {
         loop {
             match feed.recv().await {
-                Some(a) if a.thread == thread && a.seq == event.seq => return true,
+                Some(Announcement::Appended(a)) if a.thread == thread && a.seq == event.seq => {
+                    return true;
+                }
                 Some(_) => continue,
                 None => return false,
             }
@@ -159,4 +163,50 @@ pub async fn the_appended_feed_is_taken_once<S: ReplicatedStore>(store: Arc<S>, 
     })
     .await;
     assert_eq!(woke, Ok(true));
+}
+
+/// A cancel request is recorded for a running turn only, and only on a shared database
+/// (one process cancels in memory); the same for the orphan sweep's reads (ADR 0027).
+pub async fn cancel_requests_and_orphans_are_kept_for_running_turns_only<S: ReplicatedStore>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let shared = store.shared();
+    let (thread, turn) = running_turn(&*store).await;
+    let me = store.replica().clone();
+    assert_eq!(store.request_cancel(&turn).await.unwrap(), shared);
+    let requested = store.cancels_requested().await.unwrap();
+    assert_eq!(requested.contains(&turn), shared, "{requested:?}");
+    let running = store.running_turns_of(&me).await.unwrap();
+    assert_eq!(running.contains(&turn), shared, "{running:?}");
+    assert!(
+        store
+            .running_turns_of(&ReplicaId::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.interrupt_turn(&turn).await.unwrap(), shared);
+    if !shared {
+        store
+            .complete_turn(
+                &thread,
+                &turn,
+                StopReason::Cancelled,
+                serde_json::Value::Null,
+            )
+            .await
+            .unwrap();
+    }
+    let ended = store.turn(&turn).await.unwrap().unwrap();
+    assert_ne!(ended.status, TurnStatus::Running);
+    assert!(!store.request_cancel(&turn).await.unwrap(), "not running");
+    assert!(!store.interrupt_turn(&turn).await.unwrap(), "not running");
+    assert!(store.cancels_requested().await.unwrap().is_empty());
+    assert!(
+        !store
+            .request_cancel(&agentplane_core::TurnId::new())
+            .await
+            .unwrap()
+    );
 }

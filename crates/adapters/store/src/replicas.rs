@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use agentplane_core::{ReplicaId, TurnId};
-use agentplane_engine::ports::{Appended, ExecutionRecord, ReplicaStore, StoreError};
+use agentplane_engine::ports::{Announcement, ExecutionRecord, ReplicaStore, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use time::OffsetDateTime;
@@ -26,7 +26,9 @@ fn heartbeat(c: &Connection, replica: &str) -> Result<(), StoreError> {
 }
 
 /// Removes and returns one replica other than `me` whose last beat is before `before`.
-/// The writer runs one command at a time, so two callers never get the same one.
+/// The writer runs one command at a time, so two callers never get the same one; and
+/// the file is one process's, so a claimer that dies mid-recovery takes nothing with
+/// it: the next process recovers every running turn at start.
 fn claim_dead(c: &Connection, me: &str, before: &str) -> Result<Option<ReplicaId>, StoreError> {
     let dead: Option<String> = c
         .prepare_cached(
@@ -97,13 +99,37 @@ impl ReplicaStore for SqliteStore {
             .await
     }
 
+    async fn running_turns_of(&self, _replica: &ReplicaId) -> Result<Vec<TurnId>, StoreError> {
+        // One process, which is never swept for orphans: what it leaves running is
+        // interrupted at its next start.
+        Ok(Vec::new())
+    }
+
+    async fn interrupt_turn(&self, _turn: &TurnId) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
     async fn executions_of(&self, replica: &ReplicaId) -> Result<Vec<ExecutionRecord>, StoreError> {
         let replica = replica.as_str().to_owned();
         self.read(move |c| executions::running_of(c, &replica))
             .await
     }
 
-    fn appended(&self) -> Option<tokio::sync::mpsc::Receiver<Appended>> {
+    async fn recovered(&self, _replica: &ReplicaId) -> Result<(), StoreError> {
+        // Removed when claimed (`claim_dead`).
+        Ok(())
+    }
+
+    async fn request_cancel(&self, _turn: &TurnId) -> Result<bool, StoreError> {
+        // One process: a turn running here is in the hub's memory, and is cancelled there.
+        Ok(false)
+    }
+
+    async fn cancels_requested(&self) -> Result<Vec<TurnId>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    fn announcements(&self) -> Option<tokio::sync::mpsc::Receiver<Announcement>> {
         None
     }
 }

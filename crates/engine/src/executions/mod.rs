@@ -516,11 +516,20 @@ impl Executions {
         };
         let store = self.store.clone();
         let id = execution.id.clone();
+        let stop = cancel.clone();
         let recorder = tokio::spawn(async move {
-            if let Ok(turn) = turn.await
-                && let Err(e) = store.set_execution_turn(&id, &turn).await
-            {
+            let Ok(turn) = turn.await else {
+                return;
+            };
+            if let Err(e) = store.set_execution_turn(&id, &turn).await {
                 tracing::warn!(execution = %id, error = %e, "could not record the turn");
+                return;
+            }
+            // Recorded first, read second: a cancel on another replica that found no
+            // turn to stop (it read the record before this write) flagged the record
+            // before this read, and is honoured here (ADR 0027).
+            if matches!(store.execution(&id).await, Ok(Some(r)) if r.cancel_requested) {
+                stop.cancel();
             }
         });
         let outcome = self

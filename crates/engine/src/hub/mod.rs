@@ -259,6 +259,11 @@ pub struct Hub {
     /// Agents of kind `acp`, by name: their turns run on the external agent
     /// (`external.rs`) instead of the model-and-tools loop.
     external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
+    /// The database shared with other replicas, once `follow_replicas` is called.
+    replicas: std::sync::OnceLock<Arc<dyn crate::ports::ReplicaStore>>,
+    /// Cancels announced for turns not running here (yet): a turn registered soon
+    /// after (a resumed approval) is cancelled at once (`replicas.rs`).
+    early_cancels: Mutex<HashMap<TurnId, std::time::Instant>>,
 }
 
 impl Hub {
@@ -303,6 +308,8 @@ impl Hub {
             accepting: AtomicBool::new(true),
             stopping: CancellationToken::new(),
             external,
+            replicas: std::sync::OnceLock::new(),
+            early_cancels: Mutex::new(HashMap::new()),
         })
     }
 
@@ -536,7 +543,10 @@ impl Hub {
         let (begun, mut request, _copy) = self.prepare(client, thread, input, false, None).await?;
         request.permissions = None;
         let turn = begun.turn().clone();
+        // The turn stops on either the caller's token or the registered one (a cancel
+        // through the hub, from this replica or another: an execution's turn).
         let registered = self.register(&begun, client);
+        let stop = registered.clone();
         let forward = cancel.clone();
         let watcher = tokio::spawn(async move {
             forward.cancelled().await;
@@ -548,7 +558,7 @@ impl Hub {
             agent: &agent,
             inner: observer,
         };
-        let outcome = self.drive(begun, request, &observer, cancel).await;
+        let outcome = self.drive(begun, request, &observer, stop).await;
         watcher.abort();
         self.unregister(&turn);
         Ok(outcome?)
@@ -584,22 +594,23 @@ impl Hub {
             token.cancel();
             return Ok(());
         }
-        if self.cancel_suspended(client, turn).await? {
-            return Ok(());
+        match self.cancel_suspended(client, turn).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            // Decided and resumed meanwhile, here or elsewhere: it runs; cancel it below.
+            Err(HubError::Conflict(_)) => {}
+            Err(e) => return Err(e),
         }
         // Not running here: tell "finished" apart from "no such turn" for its owner only.
         let record = self.deps.store.turn(turn).await?;
         match record {
-            // Another replica on the same database runs it (ADR 0019): only that process
-            // can stop it. Refused at once rather than left to hang.
+            // Another replica on the same database runs it: the request reaches it
+            // through the store (ADR 0027), and the answer is the owner's.
             Some(record)
                 if record.status == TurnStatus::Running
                     && self.thread(client, &record.thread_id).await.is_ok() =>
             {
-                Err(HubError::Conflict(format!(
-                    "turn {turn} is running on another replica; only the replica that \
-                     started it can cancel it"
-                )))
+                self.cancel_elsewhere(turn).await
             }
             Some(record) if self.thread(client, &record.thread_id).await.is_ok() => {
                 Err(HubError::Conflict(format!("turn {turn} is not running")))
@@ -918,6 +929,9 @@ impl Hub {
                     cancel: cancel.clone(),
                 },
             );
+        }
+        if self.cancelled_early(begun.turn()) {
+            cancel.cancel();
         }
         cancel
     }

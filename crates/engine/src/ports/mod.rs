@@ -18,7 +18,7 @@ pub use executions::{
 pub use external::{Availability, ExternalAgent};
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
-pub use replicas::{Appended, ReplicaStore};
+pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
     EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,

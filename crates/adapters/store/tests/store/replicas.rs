@@ -44,7 +44,7 @@ async fn the_store_is_not_shared_and_appends_nothing_from_elsewhere() {
     let store = open_as(&path, &replica).await;
     assert_eq!(store.replica(), &replica);
     assert!(!store.shared());
-    assert!(store.appended().is_none());
+    assert!(store.announcements().is_none());
 }
 
 #[tokio::test]
