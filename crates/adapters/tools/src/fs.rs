@@ -384,7 +384,7 @@ fn inside_git_dir(path: &Path) -> bool {
 
 fn refuse_git_dir(shown: &str) -> ToolError {
     ToolError::violation(
-        ToolErrorKind::NotAllowed,
+        ToolErrorKind::SandboxViolation,
         confine::SANDBOX_VIOLATION,
         format!("{shown:?} is inside .git/: git's files are not writable by tools"),
     )

@@ -177,7 +177,7 @@ impl ShellEnsemble {
     ) -> Result<Vec<(String, String)>, ToolError> {
         if let Some(path) = paths::outside(&args.args, workspace, &self.sandbox) {
             return Err(ToolError::violation(
-                ToolErrorKind::NotAllowed,
+                ToolErrorKind::SandboxViolation,
                 SANDBOX_VIOLATION,
                 format!(
                     "argument {path:?} of {} names a path outside the workspace",
