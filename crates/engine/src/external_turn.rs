@@ -581,6 +581,7 @@ impl ExternalTurn<'_> {
                     .iter()
                     .map(|o| (*o).to_owned())
                     .collect(),
+                runs: None,
             })
             .await?;
         self.observer.on_event(&event);

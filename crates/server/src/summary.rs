@@ -123,7 +123,7 @@ mod tests {
             db: "/data/agentplane.db",
             auth_required: true,
             agents: &agents,
-            sandbox: &[],
+            sandbox: &[("engineering".into(), "landlock ABI 7: files".into())],
         });
         for needle in [
             "http://127.0.0.1:8686",

@@ -110,6 +110,10 @@ impl Ensemble for ShellEnsemble {
         }]
     }
 
+    fn preview(&self, tool: &str, args: &serde_json::Value, ctx: &ToolContext) -> Option<String> {
+        (tool == "run_command").then(|| ShellEnsemble::preview(self, args, &ctx.workspace))
+    }
+
     async fn call(
         &self,
         tool: &str,
