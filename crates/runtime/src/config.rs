@@ -1045,6 +1045,18 @@ mod tests {
                 "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.output_schema]\ntype = 5\n",
                 "agents.x.output_schema",
             ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.sandbox]\nread_only = [\"opt\"]\n",
+                "agents.x.sandbox",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.sandbox]\ncpu_secs = 0\n",
+                "agents.x.sandbox",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.sandbox]\nin_force = \"all\"\n",
+                "in_force",
+            ),
             ("[agents.x]\ndescription = \"no prompt\"\n", "system_prompt"),
             ("[store]\npath = \"\"\n", "store.path"),
             ("not toml at all [", "agentplane.toml"),

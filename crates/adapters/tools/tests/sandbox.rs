@@ -169,3 +169,21 @@ async fn a_required_sandbox_is_described_as_in_force() {
     assert!(described.contains("seccomp"), "{described}");
     assert!(described.contains("no_new_privs"), "{described}");
 }
+
+#[tokio::test]
+async fn an_opt_out_is_said_where_the_sandbox_is_described() {
+    let opted_out = Sandbox {
+        spec: SandboxSpec {
+            required: false,
+            ..SandboxSpec::default()
+        },
+        network: false,
+    };
+    let described = opted_out.in_force();
+    assert!(
+        described.contains("sandbox.required = false"),
+        "{described}"
+    );
+    // The kernel still confines what it can.
+    assert!(described.contains("landlock ABI"), "{described}");
+}

@@ -129,6 +129,11 @@ impl Sandbox {
             Some(missing) => parts.push(format!(
                 "OPTED OUT (sandbox.required = false), the kernel lacks {missing}"
             )),
+            None if !self.spec.required => parts.push(
+                "not required (sandbox.required = false: on a kernel without Landlock \
+                 it would run less confined)"
+                    .to_owned(),
+            ),
             None => {}
         }
         if kernel.landlock_abi >= 1 {
