@@ -45,6 +45,52 @@ pub struct NetworkAccess {
     pub allow_private: bool,
 }
 
+/// Kernel confinement of every process an agent's tools start (ADR 0023): which paths
+/// beyond the workspace it may read or write, the resource limits, and whether running
+/// unconfined on a kernel that lacks a feature is acceptable. Network reach follows
+/// [`NetworkAccess::allowed`]. The kernel enforces it; see `docs/security.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSpec {
+    /// Refuse to start a process when the kernel cannot confine it (Landlock ABI 4 or
+    /// later, seccomp). `false` is the operator's explicit opt-out: processes then run
+    /// with whatever the kernel offers, and a loud warning is logged at start.
+    pub required: bool,
+    /// Paths readable (and executable) besides the defaults: system directories and
+    /// the directories on `PATH`.
+    pub read_only: Vec<String>,
+    /// Paths writable besides the workspace.
+    pub read_write: Vec<String>,
+    /// CPU seconds per process (`RLIMIT_CPU`).
+    pub cpu_secs: u64,
+    /// Address space per process, in MiB (`RLIMIT_AS`).
+    pub address_space_mb: u64,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// Processes of the user the server runs as (`RLIMIT_NPROC`; the kernel does not
+    /// apply it to root).
+    pub processes: u64,
+    /// What the kernel enforces for this agent, in words: filled in by the runtime
+    /// once it has asked the kernel, shown by `GET /v1/agents` and `agentplane agents`.
+    #[serde(skip_deserializing)]
+    pub in_force: String,
+}
+
+impl Default for SandboxSpec {
+    fn default() -> Self {
+        Self {
+            required: true,
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            cpu_secs: 300,
+            address_space_mb: 16 * 1024,
+            open_files: 1024,
+            processes: 4096,
+            in_force: String::new(),
+        }
+    }
+}
+
 /// A named agent definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentSpec {
@@ -60,6 +106,9 @@ pub struct AgentSpec {
     /// Program names the `shell` ensemble may run for this agent.
     pub shell_allow: Vec<String>,
     pub network: NetworkAccess,
+    /// How the processes its tools start are confined by the kernel.
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
     /// Tools whose every call waits for a person's permission (fail-closed).
     pub requires_permission: Vec<String>,
     /// JSON Schema of `finish_task`'s arguments: the shape of the turn's result.

@@ -183,6 +183,10 @@ pub enum EventPayload {
         arguments: serde_json::Value,
         /// The answers the person may give (`approved`, `declined`).
         options: Vec<String>,
+        /// What will actually run if approved (the resolved program, arguments,
+        /// environment and confinement of a `run_command`), when the tool can say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runs: Option<String>,
     },
     /// The answer, or the reason none came (timeout, disconnect, restart).
     PermissionResolved {

@@ -592,6 +592,7 @@ impl ExternalTurn<'_> {
                     .iter()
                     .map(|o| (*o).to_owned())
                     .collect(),
+                runs: None,
             },
             declined_by,
             &|event| observer.on_event(event),

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess};
+use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec};
 use serde_json::{Value, json};
 
 use crate::config::{AgentConfig, Config};
@@ -11,11 +11,27 @@ use crate::config::{AgentConfig, Config};
 /// Ensembles an agent may name.
 pub const KNOWN_ENSEMBLES: &[&str] = &["fs", "shell", "web"];
 
-/// Programs the built-in `engineering` agent may run: build and inspection tools, no
-/// shells, no interpreters that would run arbitrary code from an argument.
+/// Programs the built-in `engineering` agent may always run: none of them runs code
+/// from an argument, from a file it is pointed at, or from a configuration file the
+/// model can write (docs/security.md, "What the allowlist still decides"):
+/// - `ls`, `cat`, `head`, `tail`, `wc`, `grep`, `diff`, `echo`: read and print; they
+///   have no option that starts a program or writes a named file.
+/// - `git`: hardened (the `shell` ensemble's git screen and environment: no `-c`, no
+///   config writes, no hooks, fsmonitor, pagers, editors or `ext::`, no
+///   `--upload-pack`/`--exec`, and `write_file` refuses `.git/`).
+///
+/// Left out on purpose: interpreters (`node`, `python`), `find` (`-exec`, `-fprint`),
+/// `sort` (`-o`, `--compress-program`), `env`, `xargs`, shells.
 const ENGINEERING_SHELL_ALLOW: &[&str] = &[
-    "cargo", "rustc", "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "make", "npm",
-    "node", "go", "pytest", "echo", "find", "sort",
+    "git", "ls", "cat", "head", "tail", "wc", "grep", "diff", "echo",
+];
+
+/// Programs added when the kernel sandbox is in force: each runs code the model can
+/// write (`build.rs`, a Makefile, `package.json` scripts, test files, `-exec`), which
+/// is acceptable only because the kernel confines whatever they run to the workspace
+/// with no network.
+const ENGINEERING_SANDBOXED_ALLOW: &[&str] = &[
+    "cargo", "rustc", "make", "npm", "node", "go", "pytest", "find", "sort",
 ];
 
 /// All agents by name.
@@ -27,7 +43,23 @@ pub fn catalogue(config: &Config) -> BTreeMap<String, AgentSpec> {
     for (name, agent) in &config.agents {
         agents.insert(name.clone(), from_config(name, agent));
     }
+    for agent in agents.values_mut() {
+        agent.sandbox.in_force = sandbox_of(agent).in_force();
+    }
     agents
+}
+
+/// The kernel confinement of the processes `agent`'s tools start.
+pub fn sandbox_of(agent: &AgentSpec) -> agentplane_tools::Sandbox {
+    agentplane_tools::Sandbox {
+        spec: agent.sandbox.clone(),
+        network: agent.network.allowed,
+    }
+}
+
+/// Whether the kernel enforces the default sandbox (what the built-in agents get).
+fn sandbox_in_force() -> bool {
+    agentplane_tools::sandbox::Kernel::get().missing().is_none()
 }
 
 fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
@@ -44,6 +76,7 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
             allowed: agent.network.allowed,
             allow_private: agent.network.allow_private,
         },
+        sandbox: agent.sandbox.clone(),
         requires_permission: agent.requires_permission.clone(),
         // Without tools and without a schema, the agent is a plain chat agent: its text
         // answer is the result and no tool is offered to the model at all.
@@ -92,9 +125,15 @@ fn engineering() -> AgentSpec {
         ensembles: vec!["fs".to_owned(), "shell".to_owned()],
         shell_allow: ENGINEERING_SHELL_ALLOW
             .iter()
+            .chain(if sandbox_in_force() {
+                ENGINEERING_SANDBOXED_ALLOW
+            } else {
+                &[]
+            })
             .map(|s| (*s).to_owned())
             .collect(),
         network: NetworkAccess::default(),
+        sandbox: SandboxSpec::default(),
         requires_permission: Vec::new(),
         output_schema: Some(json!({
             "type": "object",
@@ -126,6 +165,7 @@ fn research() -> AgentSpec {
         shell_allow: Vec::new(),
         // The web ensemble is attached but refuses until a configuration allows network.
         network: NetworkAccess::default(),
+        sandbox: SandboxSpec::default(),
         requires_permission: Vec::new(),
         output_schema: Some(json!({
             "type": "object",

@@ -229,6 +229,9 @@ pub struct AgentConfig {
     pub shell_allow: Vec<String>,
     #[serde(default)]
     pub network: NetworkConfig,
+    /// `[agents.NAME.sandbox]`: kernel confinement of the processes its tools start.
+    #[serde(default)]
+    pub sandbox: agentplane_core::SandboxSpec,
     /// Tools whose every call waits for a person's permission.
     #[serde(default)]
     pub requires_permission: Vec<String>,
@@ -780,6 +783,30 @@ fn check_agent(
             ));
         }
     }
+    for path in agent
+        .sandbox
+        .read_only
+        .iter()
+        .chain(&agent.sandbox.read_write)
+    {
+        if !std::path::Path::new(path).is_absolute() {
+            return Err(("sandbox", format!("`{path}` must be an absolute path")));
+        }
+    }
+    let limits = &agent.sandbox;
+    if [
+        limits.cpu_secs,
+        limits.address_space_mb,
+        limits.open_files,
+        limits.processes,
+    ]
+    .contains(&0)
+    {
+        return Err((
+            "sandbox",
+            "cpu_secs, address_space_mb, open_files and processes must be at least 1".into(),
+        ));
+    }
     if agent
         .requires_permission
         .iter()
@@ -1023,6 +1050,18 @@ mod tests {
             (
                 "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.output_schema]\ntype = 5\n",
                 "agents.x.output_schema",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.sandbox]\nread_only = [\"opt\"]\n",
+                "agents.x.sandbox",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.sandbox]\ncpu_secs = 0\n",
+                "agents.x.sandbox",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\n[agents.x.sandbox]\nin_force = \"all\"\n",
+                "in_force",
             ),
             ("[agents.x]\ndescription = \"no prompt\"\n", "system_prompt"),
             ("[store]\npath = \"\"\n", "store.path"),

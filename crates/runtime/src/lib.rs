@@ -155,6 +155,16 @@ impl Runtime {
         let (active_policies, policy_watcher) =
             policies::watch(&config.policies).map_err(RuntimeError::Policies)?;
         let catalogue = agents::catalogue(&config);
+        for agent in catalogue.values() {
+            if !agent.sandbox.required {
+                tracing::warn!(
+                    agent = %agent.name,
+                    in_force = %agent.sandbox.in_force,
+                    "SANDBOX OPT-OUT: sandbox.required = false; this agent's processes run \
+                     with only what the kernel offers"
+                );
+            }
+        }
         let governance = Governance {
             policies: active_policies,
             prices: config.prices.clone(),
@@ -439,7 +449,10 @@ pub fn ensembles_for(agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>> {
 fn builtin_ensemble(agent: &AgentSpec, name: &str) -> Option<Arc<dyn Ensemble>> {
     match name {
         "fs" => Some(Arc::new(FsEnsemble)),
-        "shell" => Some(Arc::new(ShellEnsemble::new(agent.shell_allow.clone()))),
+        "shell" => Some(Arc::new(ShellEnsemble::with_sandbox(
+            agent.shell_allow.clone(),
+            agents::sandbox_of(agent),
+        ))),
         "web" => Some(Arc::new(WebEnsemble::new(
             agent.network.clone(),
             WebLimits::default(),

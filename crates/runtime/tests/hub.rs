@@ -32,7 +32,9 @@ async fn setup(steps: Vec<Step>) -> Setup {
              [store]\npath = \"events.db\"\n\
              [agents.chat]\nsystem_prompt = \"Chat.\"\n\
              [agents.careful]\nsystem_prompt = \"Write carefully.\"\nensembles = [\"fs\"]\n\
-             requires_permission = [\"write_file\"]\n",
+             requires_permission = [\"write_file\"]\n\
+             [agents.gitter]\nsystem_prompt = \"Git.\"\nensembles = [\"shell\"]\n\
+             shell_allow = [\"git\"]\nrequires_permission = [\"run_command\"]\n",
             server.base_url()
         ),
     )
@@ -224,5 +226,65 @@ async fn threads_refuse_bad_working_directories_and_agents() {
             agentplane_core::ErrorCode::InvalidArgument,
             "{err}"
         );
+    }
+}
+
+/// The person asked to permit a harmless-looking `git status --short` sees what would
+/// really run: the resolved program, git's pinned configuration and the sandbox.
+#[tokio::test]
+async fn a_permission_shows_what_will_actually_run() {
+    let s = setup(vec![
+        Step::tool_call(
+            "run_command",
+            json!({"program": "git", "args": ["status", "--short"]}),
+        ),
+        Step::tool_call("finish_task", json!({"summary": "asked"})),
+    ])
+    .await;
+    let hub = s.runtime.hub();
+    let thread = hub
+        .create_thread(
+            "local",
+            CreateThread {
+                agent: "gitter".into(),
+                cwd: s.workspace.clone(),
+                title: None,
+            },
+        )
+        .await
+        .expect("thread");
+    let outcome = hub
+        .run_turn_here(
+            "local",
+            &thread.id,
+            "status".into(),
+            &NoObserver,
+            CancellationToken::new(),
+        )
+        .await
+        .expect("turn");
+    let events = s
+        .runtime
+        .store()
+        .turn_events(&outcome.turn)
+        .await
+        .expect("events");
+    let runs = events
+        .iter()
+        .find_map(|e| match &e.payload {
+            EventPayload::PermissionRequired { runs, .. } => runs.clone(),
+            _ => None,
+        })
+        .expect("a permission with what runs");
+    let git = agentplane_tools::process::find_program("git").expect("git on PATH");
+    for needle in [
+        git.display().to_string().as_str(),
+        "\"status\" \"--short\"",
+        "GIT_CONFIG_NOSYSTEM=\"1\"",
+        "core.fsmonitor",
+        "core.hooksPath",
+        "landlock ABI",
+    ] {
+        assert!(runs.contains(needle), "{needle:?} not in {runs}");
     }
 }

@@ -120,6 +120,22 @@ pub struct AgentView {
     pub traffic: std::collections::BTreeMap<String, u32>,
     /// The version that gets a shadow copy of production turns, if any.
     pub shadow: Option<String>,
+    /// How the processes its tools start are confined by the kernel (ADR 0023).
+    pub sandbox: SandboxView,
+}
+
+/// An agent's kernel confinement, as in force on this machine.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SandboxView {
+    /// False only where the operator opted out (`sandbox.required = false`).
+    pub required: bool,
+    /// What the kernel enforces, in words; says so loudly when the agent opted out
+    /// or processes are refused.
+    pub in_force: String,
+    /// Paths readable besides the defaults (`sandbox.read_only`).
+    pub read_only: Vec<String>,
+    /// Paths writable besides the workspace (`sandbox.read_write`).
+    pub read_write: Vec<String>,
 }
 
 /// A model provider and its health (circuit breaker over upstream failures).

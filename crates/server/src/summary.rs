@@ -22,6 +22,9 @@ pub struct StartupSummary<'a> {
     pub auth_required: bool,
     /// Every agent and its model, from [`crate::probe_models`].
     pub agents: &'a [AgentModel],
+    /// Per agent that runs programs: what confines them (ADR 0023), as
+    /// `(agent, in force)`.
+    pub sandbox: &'a [(String, String)],
 }
 
 /// The summary as lines of text, ending with a newline.
@@ -65,6 +68,10 @@ pub fn startup_summary(summary: &StartupSummary<'_>) -> String {
     }
     for problem in problems {
         let _ = writeln!(out, "  Model   {problem}");
+    }
+    for (index, (agent, in_force)) in summary.sandbox.iter().enumerate() {
+        let label = if index == 0 { "Sandbox" } else { "" };
+        let _ = writeln!(out, "  {label:<7} {agent}: {in_force}");
     }
     let _ = writeln!(out, "  Web     {url}/");
     let _ = writeln!(out, "  API     {url}/openapi.json");
@@ -116,6 +123,7 @@ mod tests {
             db: "/data/agentplane.db",
             auth_required: true,
             agents: &agents,
+            sandbox: &[("engineering".into(), "landlock ABI 7: files".into())],
         });
         for needle in [
             "http://127.0.0.1:8686",
@@ -123,6 +131,7 @@ mod tests {
             "engineering  qwen2.5:7b (ready)",
             "research     big (unavailable, see Model)",
             "Model   connection refused",
+            "Sandbox engineering: landlock ABI 7: files",
             "Web     http://127.0.0.1:8686/\n",
             "/openapi.json",
             "Authorization: Bearer $AGENTPLANE_AUTH_TOKEN",

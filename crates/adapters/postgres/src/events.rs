@@ -339,6 +339,7 @@ pub(crate) async fn create_permission(
         tool,
         arguments,
         options,
+        runs,
     } = permission;
     require_running(db, &thread_id, &turn_id).await?;
     let unencodable = |e: serde_json::Error| {
@@ -352,6 +353,7 @@ pub(crate) async fn create_permission(
         tool: tool.clone(),
         arguments: arguments.clone(),
         options: options.clone(),
+        runs,
     };
     let event = insert_event(db, &thread_id, &turn_id, payload).await?;
     let inserted = db

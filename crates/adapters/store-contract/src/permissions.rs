@@ -48,6 +48,7 @@ pub async fn a_permission_is_created_then_resolved_exactly_once<S: Store>(
             tool: wanted.tool.clone(),
             arguments: wanted.arguments.clone(),
             options: wanted.options.clone(),
+            runs: wanted.runs.clone(),
         }
     );
     assert_eq!(

@@ -640,6 +640,7 @@ fn create_permission(
         tool,
         arguments,
         options,
+        runs,
     } = permission;
     require_running(c, &thread_id, &turn_id)?;
     let unencodable = |e: serde_json::Error| {
@@ -653,6 +654,7 @@ fn create_permission(
         tool: tool.clone(),
         arguments: arguments.clone(),
         options: options.clone(),
+        runs,
     };
     let event = insert_event(c, thread_id.clone(), turn_id.clone(), payload)?;
     let inserted = c

@@ -372,7 +372,28 @@ fn take_lines(
     }
 }
 
+/// Whether a path has a `.git` component (any case): git's own files, where a
+/// configuration the model wrote would make git run programs (`core.fsmonitor`,
+/// aliases, hooks). Writing there is refused; git itself still writes them.
+fn inside_git_dir(path: &Path) -> bool {
+    path.components().any(|part| {
+        matches!(part, std::path::Component::Normal(name)
+            if name.to_string_lossy().eq_ignore_ascii_case(".git"))
+    })
+}
+
+fn refuse_git_dir(shown: &str) -> ToolError {
+    ToolError::violation(
+        ToolErrorKind::SandboxViolation,
+        confine::SANDBOX_VIOLATION,
+        format!("{shown:?} is inside .git/: git's files are not writable by tools"),
+    )
+}
+
 fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    if inside_git_dir(Path::new(&args.path)) {
+        return Err(refuse_git_dir(&args.path));
+    }
     if ctx.scope.is_some() {
         // `resolve_in_workspace` creates missing parent directories for a write, so the
         // path as written is checked first; the canonical one after.
@@ -392,6 +413,13 @@ fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
         check_path_scope(ctx, &lexical, &args.path)?;
     }
     let path = resolve_in_workspace(&ctx.workspace, &args.path, Access::Write)?;
+    // Also through a symbolic link that lands in `.git/`.
+    if inside_git_dir(
+        path.strip_prefix(canonical_workspace(ctx)?)
+            .unwrap_or(&path),
+    ) {
+        return Err(refuse_git_dir(&args.path));
+    }
     check_path_scope(ctx, &path, &args.path)?;
     let mut file = confine::create_regular_file(&ctx.workspace, &path, &args.path)?;
     file.write_all(args.content.as_bytes())

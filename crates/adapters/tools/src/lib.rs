@@ -2,7 +2,8 @@
 //! [`Ensemble`](agentplane_engine::ports::Ensemble) the engine calls.
 //!
 //! Each one is confined on its own terms: files to the workspace ([`confine`]), programs
-//! to an allowlist run without a shell ([`process`]), the network to public addresses
+//! to an allowlist run without a shell ([`process`]) and confined by the kernel
+//! ([`sandbox`]), the network to public addresses
 //! unless the agent allows more ([`web`]). A refused breach is a `ToolError` that carries
 //! a security violation, so the engine records a `security_event` besides the error.
 //!
@@ -14,6 +15,7 @@ pub mod confine;
 pub mod fs;
 pub mod mcp;
 pub mod process;
+pub mod sandbox;
 pub mod shell;
 mod text;
 pub mod web;
@@ -22,6 +24,7 @@ pub mod webhook;
 pub use confine::{Access, resolve_in_workspace};
 pub use fs::FsEnsemble;
 pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};
+pub use sandbox::Sandbox;
 pub use shell::ShellEnsemble;
 pub use web::{WebEnsemble, WebLimits};
 pub use webhook::{WebhookClient, WebhookSettings};

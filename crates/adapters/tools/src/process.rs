@@ -2,8 +2,11 @@
 //!
 //! A confined run: the program is executed directly with an argv (no shell ever
 //! interprets anything), in the workspace, with a scrubbed environment (only `PATH`,
-//! `HOME` = the workspace, `LANG=C.UTF-8`, `TERM=dumb`), stdin closed, in a process
-//! group of its own. stdout and stderr are read concurrently; each keeps at most the
+//! `HOME` = the workspace, `LANG=C.UTF-8`, `TERM=dumb`, and what the caller adds),
+//! stdin closed, in a process group of its own, and confined by the kernel
+//! ([`crate::sandbox`]: Landlock, seccomp, rlimits, `no_new_privs`, applied between
+//! fork and exec). When the sandbox is required and the kernel cannot enforce it, the
+//! program is not started. stdout and stderr are read concurrently; each keeps at most the
 //! output cap and is drained (and discarded) beyond it, so the program never blocks on
 //! a full pipe, until [`DRAIN_CEILING`], where the group is killed.
 //!
@@ -16,7 +19,8 @@
 //!
 //! Long-lived servers (MCP over stdio, [`start_server`]) are the other kind of process:
 //! the operator configured them, so they inherit the host's environment minus our own
-//! `AGENTPLANE_*` secrets, keep their pipes open, and are ended by
+//! `AGENTPLANE_*` secrets, run in a Landlock domain of their own (so they cannot read
+//! this process's `/proc` entries or signal it), keep their pipes open, and are ended by
 //! [`ServerProcess::terminate`]: SIGTERM to the group and to every descendant found
 //! through `/proc` (also those that left the group), a short grace, then SIGKILL.
 //! Dropping a [`ServerProcess`] kills the same tree at once.
@@ -32,6 +36,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::time::Instant;
+
+use crate::sandbox::{self, Sandbox};
 
 /// Bytes drained from one stream before the process group is killed: beyond this the
 /// output is useless to a model and only costs CPU.
@@ -60,6 +66,10 @@ pub struct Invocation<'a> {
     pub timeout: Duration,
     /// Bytes kept per stream.
     pub output_cap: usize,
+    /// Variables added to the scrubbed environment (e.g. git's hardening).
+    pub env: &'a [(String, String)],
+    /// The kernel confinement.
+    pub sandbox: &'a Sandbox,
 }
 
 /// One output stream: the first `output_cap` bytes and how many there were.
@@ -137,6 +147,7 @@ fn is_executable(path: &Path) -> bool {
 /// the program could not be started; every way it can end once started is an
 /// [`Outcome`].
 pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
+    let mut confinement = sandbox::prepare(invocation.sandbox, invocation.workspace)?;
     let mut command = Command::new(invocation.program);
     command
         .args(invocation.args)
@@ -146,6 +157,7 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
         .env("HOME", invocation.workspace)
         .env("LANG", "C.UTF-8")
         .env("TERM", "dumb")
+        .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -154,7 +166,14 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
     {
         command.arg0(invocation.name);
         command.process_group(0);
+        // SAFETY: `apply` makes system calls only (no allocation, no lock), which is
+        // what a forked child of a multithreaded process may do before exec.
+        unsafe {
+            command.pre_exec(move || confinement.apply());
+        }
     }
+    #[cfg(not(unix))]
+    let _ = &mut confinement;
 
     let mut child = command.spawn()?;
     let mut group = ProcessGroup::of(child.id());
@@ -363,7 +382,14 @@ pub fn start_server(command: &ServerCommand<'_>) -> std::io::Result<StartedServe
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
-    cmd.process_group(0);
+    {
+        cmd.process_group(0);
+        let mut confinement = sandbox::Prepared::for_server();
+        // SAFETY: as in `run`: system calls only between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || confinement.apply());
+        }
+    }
 
     let mut child = cmd.spawn()?;
     let missing = || std::io::Error::other("a piped stream of the child was not available");

@@ -38,6 +38,7 @@ pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
                     "name": agent.name,
                     "description": agent.description,
                     "ensembles": agent.ensembles,
+                    "sandbox": {"required": agent.sandbox.required, "in_force": agent.sandbox.in_force},
                     "model": {"status": state, "model": model, "detail": detail},
                     "providers": runtime
                         .hub()
@@ -74,6 +75,9 @@ pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
         );
         if let Some(detail) = detail {
             println!("{:<14} {detail}", "");
+        }
+        if agent.ensembles.iter().any(|e| e == "shell") {
+            println!("{:<14} sandbox: {}", "", agent.sandbox.in_force);
         }
     }
     exit::SUCCESS

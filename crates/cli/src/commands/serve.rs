@@ -114,6 +114,12 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             db: &runtime.config().store.describe(),
             auth_required: options.auth_token.is_some(),
             agents: &agents,
+            sandbox: &runtime
+                .agents()
+                .values()
+                .filter(|a| a.ensembles.iter().any(|e| e == "shell"))
+                .map(|a| (a.name.clone(), a.sandbox.in_force.clone()))
+                .collect::<Vec<_>>(),
         })
     );
     // No model server answers: the quick start's command that starts one where we look.

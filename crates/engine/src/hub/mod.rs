@@ -732,6 +732,7 @@ impl Hub {
             ensembles: Vec::new(),
             shell_allow: Vec::new(),
             network: NetworkAccess::default(),
+            sandbox: agent.sandbox.clone(),
             requires_permission: Vec::new(),
             output_schema: None,
             limits: AgentLimits {

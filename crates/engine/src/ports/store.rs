@@ -81,6 +81,8 @@ pub struct NewPermission {
     pub tool: String,
     pub arguments: serde_json::Value,
     pub options: Vec<String>,
+    /// What will actually run, when the ensemble can say ([`super::Ensemble::preview`]).
+    pub runs: Option<String>,
 }
 
 /// Where a permission stands.

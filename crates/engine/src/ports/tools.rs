@@ -114,4 +114,16 @@ pub trait Ensemble: Send + Sync {
 
     /// Releases what `open` took. Called even when `open` or the turn failed.
     async fn close(&self) {}
+
+    /// What a call would actually run, in words, for a person asked to permit it (the
+    /// resolved program, its arguments and environment, its confinement); `None` when
+    /// the call's arguments already say it all.
+    fn preview(
+        &self,
+        _tool: &str,
+        _args: &serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> Option<String> {
+        None
+    }
 }

@@ -14,6 +14,7 @@ impl ActiveTurn<'_> {
         &self,
         call: &ToolCall,
         args: &Value,
+        runs: Option<String>,
         request: &TurnRequest,
         cancel: &CancellationToken,
     ) -> Result<Result<(), ToolError>, Stop> {
@@ -31,6 +32,11 @@ impl ActiveTurn<'_> {
                     .iter()
                     .map(|o| (*o).to_owned())
                     .collect(),
+                // The preview repeats the arguments: only where they are retained.
+                runs: match self.deps.governance.retention {
+                    ArgsRetention::Full => runs,
+                    ArgsRetention::Hash => None,
+                },
             },
             None,
             &|event| self.observer.on_event(event),
@@ -150,7 +156,15 @@ impl ActiveTurn<'_> {
             )));
         }
         if request.agent.requires_permission.contains(&call.name)
-            && let Err(denied) = self.ask_permission(call, &args, request, cancel).await?
+            && let Err(denied) = self
+                .ask_permission(
+                    call,
+                    &args,
+                    ensemble.preview(&call.name, &args, ctx),
+                    request,
+                    cancel,
+                )
+                .await?
         {
             return done(Err(denied));
         }

@@ -131,6 +131,7 @@ mod tests {
             ensembles: Vec::new(),
             shell_allow: Vec::new(),
             network: Default::default(),
+            sandbox: Default::default(),
             requires_permission: Vec::new(),
             output_schema: None,
             limits: Default::default(),

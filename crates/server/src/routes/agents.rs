@@ -7,7 +7,7 @@ use axum::extract::State;
 use super::tags;
 use crate::AppState;
 use crate::auth::ClientId;
-use crate::body::{AgentList, AgentView, ModelView, ProviderView, VersionSummary};
+use crate::body::{AgentList, AgentView, ModelView, ProviderView, SandboxView, VersionSummary};
 use crate::error::ApiError;
 use crate::model_probe::probe_models;
 
@@ -47,6 +47,12 @@ pub(crate) async fn list(
                         .map(ProviderView::from)
                         .collect(),
                     shadow: versions.as_ref().and_then(|v| v.shadow.clone()),
+                    sandbox: SandboxView {
+                        required: agent.sandbox.required,
+                        in_force: agent.sandbox.in_force.clone(),
+                        read_only: agent.sandbox.read_only.clone(),
+                        read_write: agent.sandbox.read_write.clone(),
+                    },
                     traffic: versions
                         .as_ref()
                         .map(|v| v.traffic.0.clone())

@@ -70,5 +70,6 @@ fn new_permission(thread: &ThreadId, turn: &TurnId) -> NewPermission {
         tool: "write_file".into(),
         arguments: serde_json::json!({"path": "src/main.rs", "content": "fn main() {}"}),
         options: vec!["approved".into(), "declined".into()],
+        runs: None,
     }
 }

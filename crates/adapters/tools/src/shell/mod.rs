@@ -2,10 +2,15 @@
 //!
 //! "shell" names what the model asks for, not how it runs: the program is a bare name
 //! that must be on the agent's allowlist and on `PATH`, and its arguments go to it as
-//! an argv, so `;`, `|`, `$(…)` and backticks are literal text. `sh -c` works only when
-//! the allowlist names `sh`, and then the agent can run anything `sh` can: the
-//! allowlist is the confinement. A non-zero exit is a result the model reads, not an
-//! error.
+//! an argv, so `;`, `|`, `$(…)` and backticks are literal text. Whatever runs is
+//! confined by the kernel to the workspace ([`crate::sandbox`]); the allowlist decides
+//! *which* programs, the kernel *where* they reach. `sh -c` works only when the
+//! allowlist names `sh`, and then runs anything, but only inside the sandbox. A
+//! non-zero exit is a result the model reads, not an error.
+//!
+//! Before anything runs, arguments naming paths outside the workspace and the
+//! sandbox's roots are refused ([`paths`]), and git's arguments pass git's own screen
+//! and get a hardened environment ([`git`]).
 //!
 //! With a `data_scope` in force ([`ToolContext::scope`]) a program runs only when the
 //! workspace itself is in scope: a program can reach every file under its working
@@ -21,8 +26,14 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::confine::SANDBOX_VIOLATION;
 use crate::process::{self, Captured, Finished, Invocation, Outcome};
+use crate::sandbox::Sandbox;
 use crate::text;
+use crate::web::NETWORK_DENIED;
+
+mod git;
+mod paths;
 
 /// The event type of a refused program.
 pub const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
@@ -31,18 +42,30 @@ pub const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
 #[derive(Debug, Clone)]
 pub struct ShellEnsemble {
     allow: Vec<String>,
+    sandbox: Sandbox,
 }
 
 impl ShellEnsemble {
     /// An ensemble that runs only the programs named in `allow` (bare names such as
-    /// `git` or `cargo`, matched exactly; an entry with a path separator never matches).
+    /// `git` or `cargo`, matched exactly; an entry with a path separator never matches),
+    /// in the default sandbox: required, no network.
     pub fn new(allow: Vec<String>) -> Self {
-        Self { allow }
+        Self::with_sandbox(allow, Sandbox::default())
+    }
+
+    /// As [`ShellEnsemble::new`], confined by `sandbox`.
+    pub fn with_sandbox(allow: Vec<String>, sandbox: Sandbox) -> Self {
+        Self { allow, sandbox }
     }
 
     /// The allowlist, as given.
     pub fn allowed(&self) -> &[String] {
         &self.allow
+    }
+
+    /// The confinement its programs run under.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 }
 
@@ -87,6 +110,10 @@ impl Ensemble for ShellEnsemble {
         }]
     }
 
+    fn preview(&self, tool: &str, args: &serde_json::Value, ctx: &ToolContext) -> Option<String> {
+        (tool == "run_command").then(|| ShellEnsemble::preview(self, args, &ctx.workspace))
+    }
+
     async fn call(
         &self,
         tool: &str,
@@ -98,6 +125,7 @@ impl Ensemble for ShellEnsemble {
         }
         let args: RunArgs = crate::parse_args(tool, args)?;
         let program = self.admit(&args)?;
+        let env = self.screen(&args, &ctx.workspace)?;
         if ctx.scope.is_some() {
             let workspace = std::fs::canonicalize(&ctx.workspace).map_err(|e| {
                 ToolError::new(
@@ -114,6 +142,8 @@ impl Ensemble for ShellEnsemble {
             workspace: &ctx.workspace,
             timeout: ctx.timeout,
             output_cap: ctx.output_cap,
+            env: &env,
+            sandbox: &self.sandbox,
         })
         .await
         .map_err(|e| {
@@ -142,6 +172,70 @@ impl Ensemble for ShellEnsemble {
 }
 
 impl ShellEnsemble {
+    /// The argument screens (paths for every program, git's own for git). Returns the
+    /// variables the program gets besides the scrubbed environment.
+    fn screen(
+        &self,
+        args: &RunArgs,
+        workspace: &std::path::Path,
+    ) -> Result<Vec<(String, String)>, ToolError> {
+        if let Some(path) = paths::outside(&args.args, workspace, &self.sandbox) {
+            return Err(ToolError::violation(
+                ToolErrorKind::SandboxViolation,
+                SANDBOX_VIOLATION,
+                format!(
+                    "argument {path:?} of {} names a path outside the workspace",
+                    args.program
+                ),
+            ));
+        }
+        if args.program != "git" {
+            return Ok(Vec::new());
+        }
+        git::screen(&args.args, self.sandbox.network).map_err(|refusal| {
+            let event = if refusal.network {
+                NETWORK_DENIED
+            } else {
+                COMMAND_NOT_ALLOWED
+            };
+            ToolError::violation(ToolErrorKind::NotAllowed, event, refusal.message)
+        })?;
+        Ok(git::environment(self.sandbox.network))
+    }
+
+    /// What a call would actually run, for a person asked to permit it: the resolved
+    /// program, its arguments, the variables it gets and its confinement; or why it
+    /// would be refused.
+    pub fn preview(&self, args: &serde_json::Value, workspace: &std::path::Path) -> String {
+        let args: RunArgs = match serde_json::from_value(args.clone()) {
+            Ok(args) => args,
+            Err(e) => return format!("refused: invalid arguments: {e}"),
+        };
+        let outcome = self
+            .admit(&args)
+            .and_then(|program| Ok((program, self.screen(&args, workspace)?)));
+        match outcome {
+            Err(e) => format!("refused: {}", e.message),
+            Ok((program, env)) => {
+                let mut line = program.display().to_string();
+                for arg in &args.args {
+                    line.push(' ');
+                    line.push_str(&format!("{arg:?}"));
+                }
+                if !env.is_empty() {
+                    let vars: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+                    line.push_str(&format!("\nwith {}", vars.join(" ")));
+                }
+                line.push_str(&format!(
+                    "\nin {} under: {}",
+                    workspace.display(),
+                    self.sandbox.in_force()
+                ));
+                line
+            }
+        }
+    }
+
     /// Checks the program name against the rules and the allowlist and finds it.
     fn admit(&self, args: &RunArgs) -> Result<std::path::PathBuf, ToolError> {
         let name = args.program.as_str();

@@ -1,0 +1,377 @@
+//! Kernel confinement of the processes tools start (ADR 0023).
+//!
+//! A [`Sandbox`] is an agent's confinement: its [`SandboxSpec`] (extra paths, resource
+//! limits, whether the kernel's support is required) and whether it may use the
+//! network. [`prepare`] turns it into a [`Prepared`] confinement *before* the fork: the
+//! Landlock ruleset is built and its file descriptor held, the seccomp filter compiled.
+//! Between fork and exec the child only makes system calls ([`Prepared::apply`]):
+//! rlimits, `no_new_privs`, `landlock_restrict_self`, `seccomp`. Nothing there
+//! allocates or takes a lock, which is all a child of a multithreaded process may do.
+//!
+//! What the child gets:
+//! - Landlock files: read-write beneath the workspace and `sandbox.read_write`;
+//!   read and execute beneath the system directories a build needs, the directories on
+//!   `PATH` and `sandbox.read_only`; nothing else (not `/etc/shadow`, the data
+//!   directory, other workspaces, `/tmp`).
+//! - Landlock TCP: `bind` and `connect` refused unless the agent's `network.allowed`.
+//! - Landlock scopes (ABI 6): no signals to, no abstract UNIX sockets of, and — as for
+//!   every Landlock domain — no `ptrace` of processes outside the sandbox. `/proc`'s
+//!   process directories are not granted at all, which is what closes
+//!   `/proc/<server pid>/environ`.
+//! - seccomp: `ptrace`, `mount`, `kexec_*`, `bpf`, module loading, namespaces,
+//!   `io_uring` and the like fail with `EPERM`; without network also UDP and raw sockets.
+//! - rlimits (CPU seconds, address space, open files, processes), `no_new_privs`.
+//!
+//! Long-lived servers (MCP, ACP agents) are the operator's programs, not the model's;
+//! they get [`Prepared::for_server`]: a Landlock domain with no file rules, which keeps
+//! the server's secrets in `/proc` and its signals out of their reach and changes
+//! nothing else.
+//!
+//! What must not live here: which programs may run (the `shell` ensemble), spawning
+//! (`process`).
+
+use std::path::{Path, PathBuf};
+
+use agentplane_core::SandboxSpec;
+
+#[cfg(target_os = "linux")]
+mod rules;
+#[cfg(target_os = "linux")]
+mod seccomp;
+
+/// System paths every confined process may read and execute: what dynamic linking,
+/// locales, time zones, TLS roots and the compilers under `/usr` need. Of `/proc` only
+/// the machine-wide files: Landlock's ptrace rule turned out not to close
+/// `/proc/PID/environ` of a process outside the domain (it stays readable with
+/// `PTRACE_MODE_READ` on this kernel), so no process directory is granted — not even
+/// the program's own (`/proc/self` resolves to one); `readlink /proc/self/exe` works
+/// (Landlock does not govern readlink).
+pub const SYSTEM_READ_ONLY: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/version",
+    "/proc/loadavg",
+    "/proc/filesystems",
+    "/proc/sys/kernel",
+    "/proc/sys/vm",
+    "/sys/devices/system/cpu",
+    "/sys/fs/cgroup",
+    "/dev/urandom",
+    "/dev/random",
+    "/dev/zero",
+];
+
+/// Devices every confined process may write.
+pub const SYSTEM_READ_WRITE: &[&str] = &["/dev/null", "/dev/full"];
+
+/// The Landlock ABI that carries everything a required sandbox needs: files (1–3) and
+/// TCP (4). Scopes (6) are applied when the kernel has them.
+pub const REQUIRED_LANDLOCK_ABI: i32 = 4;
+
+/// One agent's confinement.
+#[derive(Debug, Clone, Default)]
+pub struct Sandbox {
+    /// Paths, limits, whether kernel support is required.
+    pub spec: SandboxSpec,
+    /// The agent's `network.allowed`: TCP and UDP sockets are refused without it.
+    pub network: bool,
+}
+
+impl Sandbox {
+    /// The read-only roots: system paths, `PATH`'s directories, `sandbox.read_only`.
+    pub fn read_only(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect();
+        paths.extend(std::env::split_paths(&crate::process::search_path()));
+        paths.extend(self.spec.read_only.iter().map(PathBuf::from));
+        paths
+    }
+
+    /// The read-write roots: the workspace, writable devices, `sandbox.read_write`.
+    pub fn read_write(&self, workspace: &Path) -> Vec<PathBuf> {
+        let mut paths = vec![workspace.to_path_buf()];
+        paths.extend(SYSTEM_READ_WRITE.iter().map(PathBuf::from));
+        paths.extend(self.spec.read_write.iter().map(PathBuf::from));
+        paths
+    }
+
+    /// What the kernel enforces for this sandbox, in words (startup summary,
+    /// `GET /v1/agents`, `agentplane agents`).
+    pub fn in_force(&self) -> String {
+        let kernel = Kernel::get();
+        let mut parts = Vec::new();
+        match kernel.missing() {
+            Some(missing) if self.spec.required => {
+                return format!(
+                    "REFUSING to run processes: the kernel lacks {missing} \
+                     (set sandbox.required = false to run them less confined)"
+                );
+            }
+            Some(missing) => parts.push(format!(
+                "OPTED OUT (sandbox.required = false), the kernel lacks {missing}"
+            )),
+            None if !self.spec.required => parts.push(
+                "not required (sandbox.required = false: on a kernel without Landlock \
+                 it would run less confined)"
+                    .to_owned(),
+            ),
+            None => {}
+        }
+        if kernel.landlock_abi >= 1 {
+            let mut landlock = format!("landlock ABI {}: files", kernel.landlock_abi);
+            if kernel.landlock_abi >= 4 && !self.network {
+                landlock.push_str(", TCP denied");
+            }
+            if kernel.landlock_abi >= 6 {
+                landlock.push_str(", signals and sockets scoped");
+            }
+            parts.push(landlock);
+        }
+        if kernel.seccomp {
+            parts.push(if self.network {
+                "seccomp".to_owned()
+            } else {
+                "seccomp (no UDP/raw sockets)".to_owned()
+            });
+        }
+        parts.push(format!(
+            "rlimits cpu {}s, memory {} MiB, files {}, processes {}",
+            self.spec.cpu_secs,
+            self.spec.address_space_mb,
+            self.spec.open_files,
+            self.spec.processes
+        ));
+        parts.push("no_new_privs".to_owned());
+        parts.join("; ")
+    }
+}
+
+/// What the running kernel offers, asked once per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel {
+    /// Landlock's ABI version; 0 when Landlock is not built in or not enabled.
+    pub landlock_abi: i32,
+    /// Whether seccomp filters can be installed.
+    pub seccomp: bool,
+}
+
+impl Kernel {
+    /// The running kernel (probed on first use).
+    pub fn get() -> Kernel {
+        static KERNEL: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
+        *KERNEL.get_or_init(Kernel::probe)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn probe() -> Kernel {
+        // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only
+        // returns the ABI version (or -1 with ENOSYS/EOPNOTSUPP); prctl(PR_GET_SECCOMP)
+        // reads the caller's mode (EINVAL without seccomp). Neither touches our memory.
+        let (abi, seccomp) = unsafe {
+            (
+                libc::syscall(
+                    libc::SYS_landlock_create_ruleset,
+                    std::ptr::null::<libc::c_void>(),
+                    0usize,
+                    1u32,
+                ),
+                libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0),
+            )
+        };
+        Kernel {
+            landlock_abi: i32::try_from(abi.max(0)).unwrap_or(0),
+            seccomp: seccomp >= 0,
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn probe() -> Kernel {
+        Kernel {
+            landlock_abi: 0,
+            seccomp: false,
+        }
+    }
+
+    /// What a required sandbox needs and this kernel lacks, in words; `None` when
+    /// everything is there.
+    pub fn missing(&self) -> Option<String> {
+        let mut missing = Vec::new();
+        if self.landlock_abi < REQUIRED_LANDLOCK_ABI {
+            missing.push(format!(
+                "Landlock ABI {REQUIRED_LANDLOCK_ABI} (it offers {})",
+                self.landlock_abi
+            ));
+        }
+        if !self.seccomp {
+            missing.push("seccomp".to_owned());
+        }
+        (!missing.is_empty()).then(|| missing.join(" and "))
+    }
+}
+
+/// Why a process was not started.
+#[derive(Debug)]
+pub enum SandboxError {
+    /// The sandbox is required and the kernel cannot enforce it.
+    Unsupported(String),
+    /// Building the confinement failed (a ruleset, a filter).
+    Setup(String),
+}
+
+impl std::fmt::Display for SandboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unsupported(missing) => write!(
+                f,
+                "the sandbox is required but the kernel lacks {missing}; no process is \
+                 started (an operator may opt out with sandbox.required = false)"
+            ),
+            Self::Setup(e) => write!(f, "the sandbox could not be set up: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SandboxError {}
+
+impl From<SandboxError> for std::io::Error {
+    fn from(e: SandboxError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string())
+    }
+}
+
+/// A confinement ready to be applied in a forked child: everything that allocates or
+/// opens paths is done.
+pub struct Prepared {
+    #[cfg(target_os = "linux")]
+    ruleset: Option<landlock::RulesetCreated>,
+    #[cfg(target_os = "linux")]
+    filter: Option<&'static seccompiler::BpfProgram>,
+    /// (resource, limit) pairs for setrlimit.
+    #[cfg(target_os = "linux")]
+    limits: Vec<(libc::__rlimit_resource_t, u64)>,
+    /// Landlock is required to be enforced (the child fails rather than run without).
+    required: bool,
+}
+
+/// Builds `sandbox`'s confinement for a process working in `workspace`. Refuses when
+/// the sandbox is required and the kernel lacks a feature.
+pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxError> {
+    let kernel = Kernel::get();
+    if sandbox.spec.required
+        && let Some(missing) = kernel.missing()
+    {
+        return Err(SandboxError::Unsupported(missing));
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let ruleset = if kernel.landlock_abi >= 1 {
+            Some(rules::confined(sandbox, workspace, kernel.landlock_abi)?)
+        } else {
+            None
+        };
+        let filter = kernel
+            .seccomp
+            .then(|| seccomp::filter(sandbox.network))
+            .transpose()?;
+        let mib = 1024 * 1024;
+        let spec = &sandbox.spec;
+        Ok(Prepared {
+            ruleset,
+            filter,
+            limits: vec![
+                (libc::RLIMIT_CPU, spec.cpu_secs),
+                (libc::RLIMIT_AS, spec.address_space_mb.saturating_mul(mib)),
+                (libc::RLIMIT_NOFILE, spec.open_files),
+                (libc::RLIMIT_NPROC, spec.processes),
+            ],
+            required: sandbox.spec.required,
+        })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = workspace;
+        Ok(Prepared {
+            required: sandbox.spec.required,
+        })
+    }
+}
+
+impl Prepared {
+    /// The confinement of a long-lived server the operator configured: a Landlock
+    /// domain of its own (best effort), so it can neither read our `/proc` entries nor
+    /// signal us, and `no_new_privs`. Its files, network and limits are untouched.
+    pub fn for_server() -> Prepared {
+        #[cfg(target_os = "linux")]
+        {
+            let kernel = Kernel::get();
+            Prepared {
+                ruleset: rules::domain_only(kernel.landlock_abi),
+                filter: None,
+                limits: Vec::new(),
+                required: false,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        Prepared { required: false }
+    }
+
+    /// Applies the confinement to the calling process. Meant for the child between
+    /// fork and exec: it makes system calls only (no allocation, no lock), and runs at
+    /// most once (the ruleset is taken).
+    pub fn apply(&mut self) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            for &(resource, value) in &self.limits {
+                let limit = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                // SAFETY: setrlimit reads the struct on our stack and nothing else.
+                if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // SAFETY: a prctl with integer arguments only.
+            if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(ruleset) = self.ruleset.take() {
+                match ruleset.restrict_self() {
+                    Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => {}
+                    Ok(_) if !self.required => {}
+                    // No message: formatting would allocate.
+                    Ok(_) | Err(_) => {
+                        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+                    }
+                }
+            }
+            if let Some(filter) = self.filter
+                && seccompiler::apply_filter(filter).is_err()
+            {
+                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = self.required;
+        Ok(())
+    }
+}
