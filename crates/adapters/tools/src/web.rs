@@ -469,9 +469,8 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("site-local")
     } else if (s[0] & 0xff00) == 0xff00 {
         Some("multicast")
-    } else if s[0] == 0x2001 && s[1] == 0x0db8 {
-        Some("documentation")
-    } else if s[0] == 0x3fff && (s[1] & 0xf000) == 0 {
+    } else if (s[0] == 0x2001 && s[1] == 0x0db8) || (s[0] == 0x3fff && (s[1] & 0xf000) == 0) {
+        // 2001:db8::/32 and 3fff::/20.
         Some("documentation")
     } else if s[0] == 0x2001 && s[1] == 0 {
         Some("Teredo")
