@@ -51,8 +51,30 @@ enum Command {
     Versions(commands::versions::VersionsArgs),
 }
 
+impl Command {
+    /// Whether the command runs agents on this machine (and so reads credentials from
+    /// the configuration): those keep their secrets to themselves. The HTTP clients
+    /// (`threads`, `history`, …) read only their own token and start no tools.
+    fn runs_agents(&self) -> bool {
+        !matches!(
+            self,
+            Command::Threads(_)
+                | Command::History(_)
+                | Command::Approvals(_)
+                | Command::Versions(_)
+                | Command::Policy(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.runs_agents() {
+        // SAFETY: nothing has started a thread yet (the async runtime is built below,
+        // and neither argument parsing nor anything before it starts one).
+        unsafe { agentplane_runtime::environment::seal(cli.config.as_deref()) };
+        agentplane_runtime::environment::forbid_dumps();
+    }
     tracing_subscriber::fmt()
         .with_writer(redacted_log::Redacted::new(std::io::stderr))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -222,6 +222,8 @@ impl From<&ModelStatus> for ModelView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ThreadList {
     pub threads: Vec<ThreadView>,
+    /// The `cursor` of the next page; `null` on the last one.
+    pub next_cursor: Option<String>,
 }
 
 /// A thread of the calling client.
