@@ -46,6 +46,10 @@ use tower::ServiceExt;
 
 /// Refusals of one kind are logged at most this often (with how many there were).
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
+/// How often the allocator is asked to give freed memory back, when connections closed.
+const TRIM_EVERY: Duration = Duration::from_secs(5);
+/// How many connections must have closed since the last time to ask.
+const TRIM_AFTER_CLOSED: u64 = 64;
 
 /// How many connections the server holds and for how long (`[server]` in the
 /// configuration; defaults in `docs/security.md`).
@@ -233,6 +237,8 @@ impl Open {
 struct Registry {
     limits: ConnectionLimits,
     open: Mutex<Open>,
+    /// Connections closed since the allocator last gave memory back.
+    closed: std::sync::atomic::AtomicU64,
 }
 
 /// A connection's place in the registry, given up when dropped.
@@ -244,6 +250,9 @@ struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.registry.lock().forget(&self.connection);
+        self.registry
+            .closed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -326,7 +335,7 @@ impl Registry {
 /// The canned answer to a refused connection: written if the socket takes it at once.
 const REFUSED: &[u8] = b"HTTP/1.1 429 Too Many Requests\r\n\
     content-type: application/json\r\nretry-after: 1\r\nconnection: close\r\n\
-    content-length: 98\r\n\r\n\
+    content-length: 99\r\n\r\n\
     {\"error\":{\"code\":\"RATE_LIMITED\",\"message\":\"too many connections\",\"details\":{\"retry_after_secs\":1}}}";
 
 /// Accepts and serves connections on `listener` until `stop` is cancelled, then lets
@@ -341,8 +350,10 @@ pub(crate) async fn serve(
     let registry = Arc::new(Registry {
         limits,
         open: Mutex::new(Open::default()),
+        closed: std::sync::atomic::AtomicU64::new(0),
     });
     let tracker = TaskTracker::new();
+    let trimming = tokio::spawn(give_memory_back(registry.clone()));
     let mut accept_errors = Quiet::default();
     loop {
         let (tcp, addr) = tokio::select! {
@@ -385,7 +396,36 @@ pub(crate) async fn serve(
     drop(listener);
     tracker.close();
     tracker.wait().await;
+    trimming.abort();
     Ok(())
+}
+
+/// After a burst of connections (or event streams) has closed, asks the allocator to
+/// return the freed memory to the system: glibc keeps freed heap in its arenas, so a
+/// flood would otherwise leave the process at its peak size for good (issue 17).
+async fn give_memory_back(registry: Arc<Registry>) {
+    let mut every = tokio::time::interval(TRIM_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let closed = registry.closed.load(std::sync::atomic::Ordering::Relaxed);
+        if closed < TRIM_AFTER_CLOSED {
+            continue;
+        }
+        registry
+            .closed
+            .fetch_sub(closed, std::sync::atomic::Ordering::Relaxed);
+        let _ = tokio::task::spawn_blocking(trim).await;
+    }
+}
+
+/// Returns free heap pages to the system (glibc); nothing elsewhere.
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; 0 keeps no pad.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Serves one connection until it closes, times out, is evicted or shuts down.
@@ -581,6 +621,7 @@ mod tests {
                 ..ConnectionLimits::default()
             },
             open: Mutex::new(Open::default()),
+            closed: std::sync::atomic::AtomicU64::new(0),
         })
     }
 

@@ -274,7 +274,11 @@ async fn event_stream_followers_are_capped_per_client_and_in_total() {
     let model = ScriptedServer::start(Scenario::new(vec![]))
         .await
         .expect("model");
-    let sb = sandbox("[server]\nmax_sse_followers = 300\nmax_sse_followers_per_client = 200\n");
+    // All from 127.0.0.1: the per-address connection cap (256) must not refuse first.
+    let sb = sandbox(
+        "[server]\nmax_sse_followers = 300\nmax_sse_followers_per_client = 200\n\
+         max_connections_per_address = 1000\n",
+    );
     let served = start(&sb, &model.base_url(), &[]).await;
     let pid = served.pid();
     let thread = create_thread(&served, &sb, "chat", "followed").await;
@@ -319,9 +323,15 @@ async fn event_stream_followers_are_capped_per_client_and_in_total() {
             .header("X-Client-ID", "other")
             .send()
     };
-    for _ in 0..100 {
-        let response = other_follow().await.expect("follow");
-        assert_eq!(response.status(), 200);
+    for i in 0..100 {
+        let response = other_follow()
+            .await
+            .unwrap_or_else(|e| panic!("follow {i}: {e:?}\n{}", served.stderr()));
+        let status = response.status();
+        if status != 200 {
+            let body = response.text().await.unwrap_or_default();
+            panic!("follow {i}: {status} {body}");
+        }
         open.push(response);
     }
     let total = other_follow().await.expect("follow");
