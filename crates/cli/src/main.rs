@@ -73,7 +73,6 @@ fn main() -> ExitCode {
         // SAFETY: nothing has started a thread yet (the async runtime is built below,
         // and neither argument parsing nor anything before it starts one).
         unsafe { agentplane_runtime::environment::seal(cli.config.as_deref()) };
-        agentplane_runtime::environment::forbid_dumps();
     }
     tracing_subscriber::fmt()
         .with_writer(redacted_log::Redacted::new(std::io::stderr))
@@ -87,6 +86,10 @@ fn main() -> ExitCode {
             }),
         )
         .init();
+    if cli.command.runs_agents() {
+        // After the log is set up, so a failure is reported.
+        agentplane_runtime::environment::forbid_dumps();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
