@@ -23,8 +23,14 @@ use tokio::net::{TcpSocket, TcpStream};
 
 const SLOW_CLIENTS: usize = 2_000;
 const IDLE_CONNECTIONS: usize = 20_000;
-/// Timeouts the server runs with here (the defaults are 10 s and 60 s).
-const LIMITS: &str = "[server]\nheader_read_timeout_secs = 2\nidle_timeout_secs = 4\n";
+/// Timeouts the server runs with here (the defaults are 10 s and 60 s), and a total
+/// cap (default 4096) the flood surely reaches while the 4 s idle timeout also reaps:
+/// on a loaded machine the flood opens connections slowly enough that the reaping
+/// alone would keep fewer than 4096 open.
+const LIMITS: &str =
+    "[server]\nheader_read_timeout_secs = 2\nidle_timeout_secs = 4\nmax_connections = 1000\n";
+/// `max_connections` above.
+const MAX_CONNECTIONS: usize = 1000;
 /// A bound that only catches a server that does not answer at all.
 const ANSWER_BOUND: Duration = Duration::from_secs(10);
 
@@ -208,7 +214,7 @@ async fn slow_and_idle_floods_do_not_starve_the_server() {
     );
 
     // 3. Idle connections: never a byte, from 100 addresses (under the per-address cap),
-    // far past max_connections (4096).
+    // far past max_connections.
     let idle_started = Instant::now();
     let mut idle = Vec::with_capacity(idle_target);
     let mut failed = 0;
@@ -239,9 +245,11 @@ async fn slow_and_idle_floods_do_not_starve_the_server() {
     let peak_rss = status_kb(pid, "VmRSS");
     let log = served.stderr();
     assert!(log.contains("server.max_connections reached"), "{log}");
+    // Evicted connections close when their task next runs, so on a busy machine a
+    // few hundred may still hold a descriptor for a moment: bounded, not exact.
     assert!(
-        peak_fds <= 4096 + idle_fds + 64,
-        "the server holds at most max_connections: {peak_fds} descriptors"
+        peak_fds <= 2 * MAX_CONNECTIONS + idle_fds + 64,
+        "the server holds about max_connections: {peak_fds} descriptors"
     );
 
     // 4. The idle ones are closed by the server itself (idle_timeout_secs), still held
@@ -250,7 +258,8 @@ async fn slow_and_idle_floods_do_not_starve_the_server() {
     let reaped_after = idle_started.elapsed();
     assert!(reaped, "{} descriptors still open", open_fds(pid));
     drop(idle);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The server gives freed memory back within one 5 s round after a burst of closes.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     let after_rss = status_kb(pid, "VmRSS");
     let hwm = status_kb(pid, "VmHWM");
     println!(
