@@ -52,8 +52,29 @@ enum Command {
     Versions(commands::versions::VersionsArgs),
 }
 
+impl Command {
+    /// Whether the command runs agents on this machine (and so reads credentials from
+    /// the configuration): those keep their secrets to themselves. The HTTP clients
+    /// (`threads`, `history`, …) read only their own token and start no tools.
+    fn runs_agents(&self) -> bool {
+        !matches!(
+            self,
+            Command::Threads(_)
+                | Command::History(_)
+                | Command::Approvals(_)
+                | Command::Versions(_)
+                | Command::Policy(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.runs_agents() {
+        // SAFETY: nothing has started a thread yet (the async runtime is built below,
+        // and neither argument parsing nor anything before it starts one).
+        unsafe { agentplane_runtime::environment::seal(cli.config.as_deref()) };
+    }
     tracing_subscriber::fmt()
         .with_writer(redacted_log::Redacted::new(std::io::stderr))
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -66,6 +87,10 @@ fn main() -> ExitCode {
             }),
         )
         .init();
+    if cli.command.runs_agents() {
+        // After the log is set up, so a failure is reported.
+        agentplane_runtime::environment::forbid_dumps();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

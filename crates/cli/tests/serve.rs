@@ -365,6 +365,14 @@ async fn threads_and_history_read_a_running_server_as_one_client() {
         let body: Value = response.json().await.expect("thread");
         body["id"].as_str().expect("id").to_owned()
     };
+    // A token on the command line works, and is warned about: `ps` shows it to all.
+    assert!(
+        served
+            .stderr()
+            .contains("--auth-token was given on the command line"),
+        "{}",
+        served.stderr()
+    );
     let response = reqwest::Client::new()
         .post(format!("{}/v1/threads/{thread}/turns", served.base))
         .header("X-Client-ID", "alice")

@@ -210,6 +210,13 @@ impl Redactor {
         safe
     }
 
+    /// How many bytes at the end of `text` a stream must hold back until the next piece
+    /// shows whether a secret follows: what [`Redactor::stream_safe_len`] does not let
+    /// through, so a secret split across two pieces is never sent in halves.
+    pub fn held_back(&self, text: &str) -> usize {
+        text.len() - self.stream_safe_len(text)
+    }
+
     /// Every occurrence of every needle, overlapping runs merged, in text order.
     fn matches(&self, text: &str) -> Vec<Span> {
         let mut found: Vec<(usize, usize, usize)> = Vec::new();
@@ -336,6 +343,33 @@ mod tests {
             "a [REDACTED:api_token] b [REDACTED:api_token][REDACTED:api_token]"
         );
         assert_eq!(r.redact("tok-12345"), "tok-12345");
+    }
+
+    #[test]
+    fn a_trailing_start_of_a_value_is_held_back() {
+        let r = redactor(&[("key", "sk-LIVE-99"), ("other", "pass word")]);
+        assert_eq!(r.held_back("the key is sk-LI"), "sk-LI".len());
+        assert_eq!(r.held_back("the key is s"), 1);
+        assert_eq!(r.held_back("nothing here"), 0);
+        // A whole value is not held: it is redacted where it stands.
+        assert_eq!(r.held_back("sk-LIVE-99"), 0);
+        // The percent-encoded form is a value too.
+        assert_eq!(r.held_back("url?q=pass%2"), "pass%2".len());
+        assert_eq!(r.held_back(""), 0);
+        // Pieces joined again at every cut: redacted once the value is whole.
+        let text = "before sk-LIVE-99 after";
+        for cut in 1..text.len() {
+            let (a, b) = text.split_at(cut);
+            let held = r.held_back(a);
+            let sent = &a[..a.len() - held];
+            let rest = format!("{}{b}", &a[a.len() - held..]);
+            let out = format!("{}{}", r.redact(sent), r.redact(&rest));
+            assert!(!out.contains("sk-LIVE-99"), "cut {cut}: {out}");
+            assert!(
+                !r.redact(sent).contains("sk-LIVE"),
+                "cut {cut}: sent {sent}"
+            );
+        }
     }
 
     #[test]

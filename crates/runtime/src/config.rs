@@ -28,6 +28,7 @@ use crate::settings::providers::{
 };
 use crate::settings::rate_limits::{self, FileRateLimits, RateLimitsConfig};
 use crate::settings::secrets::{self, FileSecret, SecretsConfig};
+use crate::settings::server_limits::{FileServerLimits, ServerLimits};
 use crate::settings::versions::{self as version_settings, FileVersions};
 
 /// The file name looked for in the current directory.
@@ -156,6 +157,8 @@ pub struct ServerConfig {
     pub permission_timeout: Duration,
     /// How long shutdown lets running turns finish before cancelling them.
     pub shutdown_grace: Duration,
+    /// Connection timeouts and caps, event stream caps.
+    pub limits: ServerLimits,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -169,6 +172,7 @@ impl fmt::Debug for ServerConfig {
             .field("allow_public", &self.allow_public)
             .field("permission_timeout", &self.permission_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -378,6 +382,12 @@ struct FileServer {
     allow_public: Option<bool>,
     permission_timeout_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
+    header_read_timeout_secs: Option<u64>,
+    idle_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
+    max_connections_per_address: Option<usize>,
+    max_sse_followers: Option<usize>,
+    max_sse_followers_per_client: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -427,7 +437,7 @@ impl Config {
     pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
         let cwd = std::env::current_dir()
             .map_err(|e| ConfigError::new("current directory", e.to_string()))?;
-        let env = |name: &str| std::env::var(name).ok();
+        let env = crate::environment::var;
         Self::load_from(&ConfigSource {
             explicit,
             cwd: &cwd,
@@ -535,6 +545,16 @@ impl Config {
                 "must be at least 1".into(),
             ));
         }
+        let limits = FileServerLimits {
+            header_read_timeout_secs: server.header_read_timeout_secs,
+            idle_timeout_secs: server.idle_timeout_secs,
+            max_connections: server.max_connections,
+            max_connections_per_address: server.max_connections_per_address,
+            max_sse_followers: server.max_sse_followers,
+            max_sse_followers_per_client: server.max_sse_followers_per_client,
+        }
+        .resolve()
+        .map_err(|(key, m)| in_file(&format!("server.{key}"), m))?;
         let defaults = ContextBudget::default();
         let context = ContextBudget {
             max_chars: parsed.context.max_chars.unwrap_or(defaults.max_chars),
@@ -625,6 +645,7 @@ impl Config {
                 allow_public: server.allow_public.unwrap_or(false),
                 permission_timeout: Duration::from_secs(permission_timeout_secs),
                 shutdown_grace: Duration::from_secs(server.shutdown_grace_secs.unwrap_or(30)),
+                limits,
             },
             context,
             default_agent,

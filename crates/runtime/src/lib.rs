@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod config;
+pub mod environment;
 pub mod policies;
 pub mod providers;
 pub mod redacting_store;

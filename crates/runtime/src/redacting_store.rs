@@ -8,8 +8,15 @@
 //! runlogs). The returned events are the stored, redacted ones, which is what observers
 //! stream. Reads pass through untouched: nothing unredacted was ever written. A payload
 //! that cannot be redacted is refused, never stored as it was (fail closed).
+//!
+//! Streamed text comes in pieces (`message_delta`), and a secret may be cut between
+//! two of them, each harmless alone. So the end of each piece that could be the start
+//! of a secret is held back (per turn) and put in front of the turn's next piece, where
+//! the whole value is redacted; any other event of the turn (and its end) first
+//! records what is still held as a `message_delta` of its own (issue 17).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use agentplane_core::secret::Redactor;
 use agentplane_core::{
@@ -27,12 +34,57 @@ use serde_json::Value;
 pub struct RedactingStore {
     inner: Arc<dyn EventStore>,
     redactor: Redactor,
+    /// Per turn, the end of the streamed text that could be the start of a secret.
+    held: Mutex<HashMap<TurnId, String>>,
 }
 
 impl RedactingStore {
     /// `inner`, with every write redacted by `redactor`.
     pub fn new(inner: Arc<dyn EventStore>, redactor: Redactor) -> Self {
-        Self { inner, redactor }
+        Self {
+            inner,
+            redactor,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<TurnId, String>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A streamed piece joined to what was held before it, redacted, minus a new end
+    /// that could begin a secret (held for the next piece).
+    fn streamed_piece(&self, turn: &TurnId, text: String) -> String {
+        let mut held = self.held();
+        let joined = match held.remove(turn) {
+            Some(mut before) => {
+                before.push_str(&text);
+                before
+            }
+            None => text,
+        };
+        let mut redacted = self.redactor.redact(&joined).into_owned();
+        let keep = self.redactor.held_back(&redacted);
+        if keep > 0 {
+            let tail = redacted.split_off(redacted.len() - keep);
+            held.insert(turn.clone(), tail);
+        }
+        redacted
+    }
+
+    /// Records what is still held for `turn` as a `message_delta` of its own, before
+    /// the turn's next event of another kind.
+    async fn release_held(&self, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
+        let Some(text) = self.held().remove(turn) else {
+            return Ok(());
+        };
+        self.inner
+            .append(thread, turn, EventPayload::MessageDelta { text })
+            .await
+            .map_err(|e| self.error(e))?;
+        Ok(())
     }
 
     fn text(&self, text: &str) -> String {
@@ -122,7 +174,17 @@ impl EventStore for RedactingStore {
         turn: &TurnId,
         payload: EventPayload,
     ) -> Result<Event, StoreError> {
-        let payload = self.payload(payload)?;
+        let payload = match payload {
+            EventPayload::MessageDelta { text } if !self.redactor.is_empty() => {
+                EventPayload::MessageDelta {
+                    text: self.streamed_piece(turn, text),
+                }
+            }
+            other => {
+                self.release_held(thread, turn).await?;
+                self.payload(other)?
+            }
+        };
         self.inner
             .append(thread, turn, payload)
             .await
@@ -136,6 +198,7 @@ impl EventStore for RedactingStore {
         stop_reason: StopReason,
         result: Value,
     ) -> Result<Event, StoreError> {
+        self.release_held(thread, turn).await?;
         self.inner
             .complete_turn(thread, turn, stop_reason, self.json(result))
             .await
@@ -348,6 +411,62 @@ mod tests {
         let bytes = database_bytes(dir.path());
         assert!(contains(&bytes, "[REDACTED:api_token]"));
         assert!(!contains(&bytes, "sk-leak-8f3Kq"));
+    }
+
+    #[tokio::test]
+    async fn a_secret_cut_between_streamed_pieces_is_redacted_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, sqlite) = store(dir.path()).await;
+        let thread = ThreadId::new();
+        store
+            .create_thread(NewThread {
+                id: thread.clone(),
+                client_id: "c".into(),
+                agent: "a".into(),
+                cwd: "/tmp".into(),
+                title: None,
+            })
+            .await
+            .expect("thread");
+        let turn = TurnId::new();
+        store
+            .begin_turn(&thread, &turn, "hi", false)
+            .await
+            .expect("turn");
+        let text = format!("the key is {VALUE} and, once more, {VALUE}");
+        // Every piece 3 bytes long (on char boundaries: the text is ASCII).
+        for piece in text.as_bytes().chunks(3) {
+            let piece = std::str::from_utf8(piece).expect("ascii").to_owned();
+            store
+                .append(&thread, &turn, EventPayload::MessageDelta { text: piece })
+                .await
+                .expect("delta");
+        }
+        store
+            .complete_turn(&thread, &turn, StopReason::Finished, json!({}))
+            .await
+            .expect("complete");
+        let events = sqlite.turn_events(&turn).await.expect("events");
+        let mut streamed = String::new();
+        for event in &events {
+            if let EventPayload::MessageDelta { text } = &event.payload {
+                for half in ["sk-leak", "8f3Kq", "leak-8"] {
+                    assert!(!text.contains(half), "a piece carried {half}: {text:?}");
+                }
+                streamed.push_str(text);
+            }
+        }
+        assert_eq!(
+            streamed,
+            "the key is [REDACTED:api_token] and, once more, [REDACTED:api_token]"
+        );
+        assert!(
+            matches!(
+                events.last().map(|e| &e.payload),
+                Some(EventPayload::TurnCompleted { .. })
+            ),
+            "held text is recorded before the turn ends"
+        );
     }
 
     #[tokio::test]

@@ -46,7 +46,7 @@ impl Secrets {
     /// (relative paths from the configuration file's directory). The redactor also
     /// covers the model API key and the server's auth token when set.
     pub fn load(config: &Config) -> Result<Self, ConfigError> {
-        let env = |name: &str| std::env::var(name).ok();
+        let env = crate::environment::var;
         let mut others = Vec::new();
         if let Some(key) = &config.llm.api_key {
             others.push(("llm.api_key", key.as_str()));

@@ -238,6 +238,10 @@ impl From<&ModelStatus> for ModelView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ThreadList {
     pub threads: Vec<ThreadView>,
+    /// The `cursor` of the next page; absent on the last one (so a listing that fits
+    /// one page keeps the shape it always had).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// A thread of the calling client.

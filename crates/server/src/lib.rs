@@ -44,8 +44,10 @@ mod access_log;
 mod acp;
 mod auth;
 mod body;
+mod connections;
 mod error;
 mod extract;
+mod followers;
 mod mcp;
 mod metrics_layer;
 mod model_probe;
@@ -55,7 +57,7 @@ mod sse;
 mod summary;
 
 use std::fmt;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -68,7 +70,6 @@ use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::{from_fn, from_fn_with_state};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
@@ -76,7 +77,9 @@ use utoipa_axum::routes;
 
 pub use acp::{AcpServeError, AcpServeOptions, serve_acp_stdio};
 pub use auth::ClientId;
+pub use connections::ConnectionLimits;
 pub use error::{ApiError, status_of};
+pub use followers::FollowerLimits;
 pub use mcp::{StdioError, StdioOptions, serve_stdio};
 pub use model_probe::{AgentModel, MODEL_PROBE_TIMEOUT, probe_models};
 pub use summary::{StartupSummary, startup_summary};
@@ -107,6 +110,8 @@ pub struct RouterOptions {
     pub metrics: Option<Arc<Metrics>>,
     /// The execution service behind `/v1/executions`; without it those routes are 404.
     pub executions: Option<Arc<Executions>>,
+    /// How many event streams may follow threads at once.
+    pub followers: FollowerLimits,
 }
 
 impl Default for RouterOptions {
@@ -117,6 +122,7 @@ impl Default for RouterOptions {
             body_limit: DEFAULT_BODY_LIMIT,
             metrics: None,
             executions: None,
+            followers: FollowerLimits::default(),
         }
     }
 }
@@ -132,6 +138,7 @@ impl fmt::Debug for RouterOptions {
             .field("body_limit", &self.body_limit)
             .field("metrics", &self.metrics.is_some())
             .field("executions", &self.executions.is_some())
+            .field("followers", &self.followers)
             .finish()
     }
 }
@@ -153,6 +160,10 @@ pub struct ServeOptions {
     pub metrics: Option<Arc<Metrics>>,
     /// The execution service (already started); shut down with the hub.
     pub executions: Option<Arc<Executions>>,
+    /// Connection caps and timeouts.
+    pub connections: ConnectionLimits,
+    /// How many event streams may follow threads at once.
+    pub followers: FollowerLimits,
 }
 
 impl fmt::Debug for ServeOptions {
@@ -168,6 +179,8 @@ impl fmt::Debug for ServeOptions {
             .field("heartbeat", &self.heartbeat)
             .field("metrics", &self.metrics.is_some())
             .field("executions", &self.executions.is_some())
+            .field("connections", &self.connections)
+            .field("followers", &self.followers)
             .finish()
     }
 }
@@ -231,6 +244,8 @@ pub(crate) struct AppState {
     pub(crate) openapi: Arc<OnceLock<Bytes>>,
     pub(crate) model_probe_timeout: Duration,
     pub(crate) executions: Option<Arc<Executions>>,
+    /// The event streams following threads, counted against their limits.
+    pub(crate) followers: Arc<followers::Followers>,
 }
 
 impl AppState {
@@ -275,6 +290,7 @@ fn build(
         openapi: Arc::new(OnceLock::new()),
         model_probe_timeout: MODEL_PROBE_TIMEOUT,
         executions: options.executions.clone(),
+        followers: Arc::new(followers::Followers::new(options.followers)),
     };
     let v1 = OpenApiRouter::<AppState>::new()
         .routes(routes!(agents::list))
@@ -400,22 +416,13 @@ pub async fn serve(
             body_limit: DEFAULT_BODY_LIMIT,
             metrics: options.metrics.clone(),
             executions: options.executions.clone(),
+            followers: options.followers,
         },
         streams_end.clone(),
         mcp_stop.clone(),
     );
     let stop_accepting = CancellationToken::new();
-    let stopped = stop_accepting.clone();
-    // Without TCP_NODELAY, small SSE frames on a reused connection wait ~40 ms for
-    // Nagle's algorithm (measured in docs/performance.md).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "could not set TCP_NODELAY");
-        }
-    });
-    let server = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stopped.cancelled().await })
-        .into_future();
+    let server = connections::serve(listener, app, options.connections, stop_accepting.clone());
     let mut serving = tokio::spawn(server);
     tokio::select! {
         result = &mut serving => {
@@ -480,6 +487,8 @@ mod tests {
             heartbeat: DEFAULT_HEARTBEAT,
             metrics: None,
             executions: None,
+            connections: ConnectionLimits::default(),
+            followers: FollowerLimits::default(),
         }
     }
 

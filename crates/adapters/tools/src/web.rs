@@ -389,7 +389,18 @@ fn is_textual(content_type: &str) -> bool {
 }
 
 /// `None` for an address that is reachable on the public internet, else its kind.
-/// Embedded IPv4 addresses (mapped, compatible, NAT64, 6to4) are judged as IPv4.
+/// Embedded IPv4 addresses (compatible, NAT64, 6to4) are judged as IPv4; IPv4-mapped
+/// ones (`::ffff:0:0/96`) are refused whatever they embed: a dual-stack socket turns
+/// them into IPv4 connections behind the screen's back, and no public host needs them.
+///
+/// Checked against the IANA special-purpose address registries
+/// (iana-ipv4-special-registry and iana-ipv6-special-registry, as of 2024-2025): every
+/// block there whose "Globally Reachable" is False or N/A is refused below; the blocks
+/// marked True pass (192.31.196.0/24 and 192.175.48.0/24 AS112, 192.52.193.0/24 AMT,
+/// 64:ff9b::/96 judged by the IPv4 it embeds, 2620:4f:8000::/48 AS112), except inside
+/// 192.0.0.0/24 and 2001::/23, refused whole (their few anycast services are no target
+/// for an agent's `fetch`). The test `the_screen_covers_the_iana_registries` lists each
+/// block with a sample address.
 pub(crate) fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => non_public_v4(v4),
@@ -419,6 +430,8 @@ fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
         Some("benchmarking")
     } else if a == 192 && b == 0 && c == 0 {
         Some("protocol-assignment")
+    } else if a == 192 && b == 88 && c == 99 {
+        Some("deprecated 6to4 relay")
     } else if a >= 240 {
         Some("reserved")
     } else {
@@ -437,13 +450,15 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("unspecified")
     } else if ip.is_loopback() {
         Some("loopback")
-    } else if let Some(v4) = ip.to_ipv4_mapped() {
-        non_public_v4(v4)
+    } else if s[..6] == [0, 0, 0, 0, 0, 0xffff] {
+        Some("IPv4-mapped")
     } else if s[..6] == [0; 6] {
         // Deprecated IPv4-compatible form (::a.b.c.d).
         non_public_v4(embedded_v4(s[6], s[7])).or(Some("IPv4-compatible"))
     } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         non_public_v4(embedded_v4(s[6], s[7]))
+    } else if s[..3] == [0x64, 0xff9b, 1] {
+        Some("local-use NAT64")
     } else if s[0] == 0x2002 {
         non_public_v4(embedded_v4(s[1], s[2]))
     } else if (s[0] & 0xfe00) == 0xfc00 {
@@ -454,10 +469,20 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         Some("site-local")
     } else if (s[0] & 0xff00) == 0xff00 {
         Some("multicast")
-    } else if s[0] == 0x2001 && s[1] == 0x0db8 {
+    } else if (s[0] == 0x2001 && s[1] == 0x0db8) || (s[0] == 0x3fff && (s[1] & 0xf000) == 0) {
+        // 2001:db8::/32 and 3fff::/20.
         Some("documentation")
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        Some("Teredo")
+    } else if s[0] == 0x2001 && s[1] < 0x200 {
+        // 2001::/23, IETF protocol assignments (benchmarking, ORCHID, AMT, ...).
+        Some("protocol-assignment")
     } else if s[..4] == [0x100, 0, 0, 0] {
         Some("discard-only")
+    } else if s[..4] == [0x100, 0, 0, 1] {
+        Some("dummy prefix")
+    } else if s[0] == 0x5f00 {
+        Some("SRv6 SID")
     } else {
         None
     }
@@ -513,6 +538,9 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "::127.0.0.1",
+            "::ffff:8.8.8.8",
+            "64:ff9b:1::808:808",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "64:ff9b::a00:1",
             "2002:c0a8:101::1",
             "fc00::1",
@@ -534,12 +562,90 @@ mod tests {
             "172.32.0.1",
             "192.169.0.1",
             "2606:4700::1111",
-            "::ffff:8.8.8.8",
             "64:ff9b::808:808",
+            "2002:808:808::1",
         ];
         for text in public {
             let ip: IpAddr = text.parse().unwrap();
             assert_eq!(non_public_kind(ip), None, "{text} should pass");
+        }
+    }
+
+    /// Every block of the IANA IPv4 and IPv6 special-purpose address registries, a
+    /// sample address in it, and whether the screen lets it through (only blocks the
+    /// registry marks globally reachable do).
+    #[test]
+    fn the_screen_covers_the_iana_registries() {
+        let registry: &[(&str, &str, bool)] = &[
+            // iana-ipv4-special-registry
+            ("0.0.0.0/8", "0.0.0.1", false),
+            ("0.0.0.0/32", "0.0.0.0", false),
+            ("10.0.0.0/8", "10.200.0.1", false),
+            ("100.64.0.0/10", "100.100.0.1", false),
+            ("127.0.0.0/8", "127.1.2.3", false),
+            ("169.254.0.0/16", "169.254.1.1", false),
+            ("172.16.0.0/12", "172.20.0.1", false),
+            ("192.0.0.0/24", "192.0.0.9", false),
+            ("192.0.0.0/29", "192.0.0.1", false),
+            ("192.0.0.8/32", "192.0.0.8", false),
+            ("192.0.0.170/32", "192.0.0.170", false),
+            ("192.0.2.0/24", "192.0.2.10", false),
+            ("192.31.196.0/24", "192.31.196.1", true),
+            ("192.52.193.0/24", "192.52.193.1", true),
+            ("192.88.99.0/24", "192.88.99.1", false),
+            ("192.168.0.0/16", "192.168.10.1", false),
+            ("192.175.48.0/24", "192.175.48.1", true),
+            ("198.18.0.0/15", "198.19.0.1", false),
+            ("198.51.100.0/24", "198.51.100.1", false),
+            ("203.0.113.0/24", "203.0.113.1", false),
+            ("240.0.0.0/4", "250.0.0.1", false),
+            ("255.255.255.255/32", "255.255.255.255", false),
+            // iana-ipv6-special-registry
+            ("::1/128", "::1", false),
+            ("::/128", "::", false),
+            ("::ffff:0:0/96", "::ffff:8.8.8.8", false),
+            ("64:ff9b::/96", "64:ff9b::1.1.1.1", true),
+            ("64:ff9b::/96 (private v4)", "64:ff9b::10.0.0.1", false),
+            ("64:ff9b:1::/48", "64:ff9b:1::8.8.8.8", false),
+            ("100::/64", "100::1", false),
+            ("100:0:0:1::/64", "100:0:0:1::1", false),
+            ("2001::/23", "2001:1::1", false),
+            (
+                "2001::/32 (Teredo)",
+                "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                false,
+            ),
+            ("2001:1::1/128", "2001:1::1", false),
+            ("2001:2::/48", "2001:2::1", false),
+            ("2001:3::/32", "2001:3::1", false),
+            ("2001:4:112::/48", "2001:4:112::1", false),
+            ("2001:10::/28", "2001:10::1", false),
+            ("2001:20::/28", "2001:20::1", false),
+            ("2001:30::/28", "2001:30::1", false),
+            ("2001:db8::/32", "2001:db8::1", false),
+            ("2002::/16 (private v4)", "2002:a00:1::1", false),
+            ("2002::/16 (public v4)", "2002:808:808::1", true),
+            ("2620:4f:8000::/48", "2620:4f:8000::1", true),
+            ("3fff::/20", "3fff:fff::1", false),
+            ("5f00::/16", "5f00::1", false),
+            ("fc00::/7", "fd00::1", false),
+            ("fe80::/10", "fe80::1", false),
+            // Not in the registries, refused all the same.
+            ("fec0::/10 (deprecated site-local)", "fec0::1", false),
+            ("ff00::/8 (multicast)", "ff0e::1", false),
+            ("224.0.0.0/4 (multicast)", "239.1.1.1", false),
+            // Ordinary unicast just outside the refused blocks.
+            ("2001:200::/23 neighbour", "2001:200::1", true),
+            ("3fff:1000::/20 neighbour", "3fff:1000::1", true),
+        ];
+        for (block, sample, public) in registry {
+            let ip: IpAddr = sample.parse().unwrap();
+            assert_eq!(
+                non_public_kind(ip).is_none(),
+                *public,
+                "{block}: {sample} got {:?}",
+                non_public_kind(ip)
+            );
         }
     }
 

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use agentplane_runtime::{Config, ModelStatus, Runtime};
 use agentplane_server::{
-    DEFAULT_HEARTBEAT, MODEL_PROBE_TIMEOUT, ServeOptions, StartupSummary, check_bind, probe_models,
-    serve, startup_summary,
+    ConnectionLimits, DEFAULT_HEARTBEAT, FollowerLimits, MODEL_PROBE_TIMEOUT, ServeOptions,
+    StartupSummary, check_bind, probe_models, serve, startup_summary,
 };
 use clap::Args;
 
@@ -30,8 +30,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH|URL")]
     db: Option<String>,
     /// The bearer token required on `/v1/*` (default: AGENTPLANE_AUTH_TOKEN, else
-    /// `[server] auth_token`). Prefer the variable: arguments are visible to every
-    /// user of the machine.
+    /// `[server] auth_token`). Never needed: prefer the variable or the file, as
+    /// arguments are visible to every user of the machine (a warning says so).
     #[arg(long, value_name = "TOKEN")]
     auth_token: Option<String>,
     /// Allow listening on a non-loopback address (an auth token is still required).
@@ -56,6 +56,11 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         if token.trim().is_empty() {
             return usage("--auth-token must not be empty");
         }
+        tracing::warn!(
+            "--auth-token was given on the command line, which every user of this machine \
+             can read (ps, /proc/<pid>/cmdline); set AGENTPLANE_AUTH_TOKEN or \
+             `[server] auth_token` instead"
+        );
         config.server.auth_token = Some(token);
     }
     config.server.allow_public |= args.allow_public;
@@ -76,7 +81,18 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         heartbeat: DEFAULT_HEARTBEAT,
         metrics: None,
         executions: None,
+        connections: ConnectionLimits {
+            header_read_timeout: config.server.limits.header_read_timeout,
+            idle_timeout: config.server.limits.idle_timeout,
+            max_connections: config.server.limits.max_connections,
+            max_connections_per_address: config.server.limits.max_connections_per_address,
+        },
+        followers: FollowerLimits {
+            max_total: config.server.limits.max_sse_followers,
+            max_per_client: config.server.limits.max_sse_followers_per_client,
+        },
     };
+    fit_connections_to_open_files(&mut options.connections);
     // Refuse a public bind before the store is opened or a port is taken.
     if let Err(e) = check_bind(&options) {
         return usage(&e.to_string());
@@ -163,6 +179,30 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             eprintln!("error [INTERNAL]: the server failed: {e}");
             exit::INTERNAL
         }
+    }
+}
+
+/// File descriptors kept for everything but connections: the store, tool processes'
+/// pipes, MCP servers, outgoing HTTP.
+const FILES_FOR_THE_REST: usize = 512;
+
+/// Raises the open-files limit to its hard maximum and lowers `max_connections` (with
+/// a warning) where the limit could not hold them and the rest of the process.
+fn fit_connections_to_open_files(limits: &mut ConnectionLimits) {
+    let Some(files) = agentplane_runtime::environment::raise_open_files_limit() else {
+        return;
+    };
+    let files = usize::try_from(files).unwrap_or(usize::MAX);
+    let fit = files.saturating_sub(FILES_FOR_THE_REST).max(64);
+    if limits.max_connections > fit {
+        tracing::warn!(
+            configured = limits.max_connections,
+            lowered_to = fit,
+            open_files_limit = files,
+            "server.max_connections lowered to fit the open-files limit (ulimit -n)"
+        );
+        limits.max_connections = fit;
+        limits.max_connections_per_address = limits.max_connections_per_address.min(fit);
     }
 }
 

@@ -1,4 +1,5 @@
-//! `agentplane threads`: a client's threads on a running server, newest first.
+//! `agentplane threads`: a client's threads on a running server, newest first (every
+//! page of the paginated listing).
 //!
 //! An HTTP client of `GET /v1/threads` (see `remote.rs`); it never opens the store, so
 //! it shows what the API shows to this client id and nothing more.
@@ -23,10 +24,25 @@ pub async fn run(args: ThreadsArgs) -> Exit {
         Ok(remote) => remote,
         Err(e) => return e.report(),
     };
-    let body = match remote.get("/v1/threads", &[]).await {
-        Ok(body) => body,
-        Err(e) => return e.report(),
-    };
+    // The API answers a page at a time; follow the cursors to the last page.
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = vec![("limit", "1000")];
+        if let Some(cursor) = &cursor {
+            query.push(("cursor", cursor.as_str()));
+        }
+        let page = match remote.get("/v1/threads", &query).await {
+            Ok(page) => page,
+            Err(e) => return e.report(),
+        };
+        all.extend(list(&page).iter().cloned());
+        match page.get("next_cursor").and_then(Value::as_str) {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    let body = serde_json::json!({ "threads": all, "next_cursor": null });
     if args.json {
         println!("{body}");
         return exit::SUCCESS;

@@ -15,6 +15,7 @@ mod external;
 mod models;
 mod replicas;
 mod stream;
+mod threads;
 mod versions;
 
 use std::collections::{BTreeMap, HashMap};
@@ -47,6 +48,7 @@ pub use approvals::ApprovalAnswer;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
+pub use threads::{MAX_THREAD_PAGE, ThreadPage};
 use versions::ShadowCopy;
 pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
 

@@ -12,6 +12,7 @@ pub mod prices;
 pub mod providers;
 pub mod rate_limits;
 pub mod secrets;
+pub mod server_limits;
 pub mod versions;
 
 /// A bad value: the key under the section, and what is wrong.

@@ -46,6 +46,8 @@ pub(crate) struct EventsQuery {
         (status = 200, description = "The thread's events as Server-Sent Events, as for a \
             turn, followed until the client disconnects or the server shuts down.",
             content_type = "text/event-stream", body = StreamedEvent),
+        (status = 429, description = "Too many event streams open (per client or in \
+            total): `RATE_LIMITED`, with `Retry-After`.", body = crate::error::ErrorEnvelope),
     )
 )]
 pub(crate) async fn follow(
@@ -68,6 +70,8 @@ pub(crate) async fn follow(
             .ok_or_else(|| ApiError::invalid("Last-Event-ID must be an event's seq"))?,
         None => after,
     };
+    // Counted before subscribing, so a refused stream costs the hub nothing.
+    let follower = state.followers.admit(client.as_str())?;
     let events = state.hub.subscribe(client.as_str(), &thread, after).await?;
-    Ok(sse::respond(events, (), state.stream_options()))
+    Ok(sse::respond(events, follower, state.stream_options()))
 }

@@ -4,7 +4,7 @@
 //! 404, exactly like one that does not exist.
 
 use agentplane_core::ThreadId;
-use agentplane_engine::hub::CreateThread;
+use agentplane_engine::hub::{CreateThread, MAX_THREAD_PAGE};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -49,21 +49,62 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(thread.into())))
 }
 
-/// The calling client's threads, newest first.
+/// Which page of threads.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ThreadsQuery {
+    /// The most threads in the answer: 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000, nullable = false)]
+    limit: Option<i64>,
+    /// `next_cursor` of the previous page; absent for the first.
+    #[param(nullable = false)]
+    cursor: Option<String>,
+}
+
+/// The default page size of `GET /v1/threads`.
+const DEFAULT_PAGE: usize = 100;
+
+/// The calling client's threads, newest first, a page at a time.
 #[utoipa::path(
     get,
     path = "/v1/threads",
     operation_id = "listThreads",
     tag = tags::THREADS,
-    responses((status = 200, description = "The client's threads.", body = ThreadList))
+    params(ThreadsQuery),
+    responses(
+        (status = 200, description = "A page of the client's threads; `next_cursor` \
+            fetches the next one.", body = ThreadList),
+        (status = 400, description = "A `limit` out of range or a bad `cursor`.", body = crate::error::ErrorEnvelope),
+    )
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     client: ClientId,
+    ApiQuery(query): ApiQuery<ThreadsQuery>,
 ) -> Result<Json<ThreadList>, ApiError> {
-    let threads = state.hub.list_threads(client.as_str()).await?;
+    let limit = match query.limit {
+        None => DEFAULT_PAGE,
+        Some(limit) => usize::try_from(limit)
+            .ok()
+            .filter(|l| (1..=MAX_THREAD_PAGE).contains(l))
+            .ok_or_else(|| ApiError::invalid(format!("`limit` must be 1 to {MAX_THREAD_PAGE}")))?,
+    };
+    let cursor = query
+        .cursor
+        .map(|c| {
+            ThreadId::parse(&c).map_err(|_| {
+                ApiError::invalid("`cursor` must be a `next_cursor` this API returned")
+            })
+        })
+        .transpose()?;
+    let page = state
+        .hub
+        .list_threads_page(client.as_str(), limit, cursor.as_ref())
+        .await?;
     Ok(Json(ThreadList {
-        threads: threads.into_iter().map(ThreadView::from).collect(),
+        threads: page.threads.into_iter().map(ThreadView::from).collect(),
+        next_cursor: page.next.map(|id| id.as_str().to_owned()),
     }))
 }
 

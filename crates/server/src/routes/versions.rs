@@ -551,5 +551,6 @@ pub(crate) async fn shadows(
     let threads = state.hub.shadow_threads(client.as_str(), &id).await?;
     Ok(Json(ThreadList {
         threads: threads.into_iter().map(ThreadView::from).collect(),
+        next_cursor: None,
     }))
 }

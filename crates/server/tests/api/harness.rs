@@ -179,6 +179,8 @@ impl Setup {
                 heartbeat: self.heartbeat,
                 metrics: None,
                 executions: Some(runtime.executions().clone()),
+                connections: agentplane_server::ConnectionLimits::default(),
+                followers: agentplane_server::FollowerLimits::default(),
             },
             async move {
                 let _ = stopped.await;

@@ -106,6 +106,8 @@ impl PolicyServer {
                 heartbeat: std::time::Duration::from_millis(100),
                 metrics: None,
                 executions: None,
+                connections: agentplane_server::ConnectionLimits::default(),
+                followers: agentplane_server::FollowerLimits::default(),
             },
             async move {
                 let _ = stopped.await;

@@ -225,3 +225,89 @@ async fn secrets_never_reach_events_logs_errors_or_the_model() {
     tally.case(true);
     tally.report("secrets");
 }
+
+/// A model that streams a secret cut into pieces, each piece its own `message_delta`
+/// (chunks 80 ms apart, past the engine's 50 ms coalescing): no delta, no SSE event and
+/// no stored event carries the value or a recognisable half of it, and the text the
+/// deltas add up to has it redacted whole (issue 17).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_streamed_in_pieces_never_reaches_a_delta_or_the_stream() {
+    let text = format!("The key is {ENV_SECRET}, and the other is {LLM_KEY}. Done.");
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::text(text.clone())
+            .with_split(24)
+            .with_chunk_delay_ms(80),
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox(CONFIG);
+    std::fs::write(sb.root.join("filekey.secret"), format!("{FILE_SECRET}\n")).expect("secret");
+    let served = start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[
+            ("AGENTPLANE_SECRET_API", ENV_SECRET),
+            ("AGENTPLANE_LLM_API_KEY", LLM_KEY),
+        ],
+    )
+    .await;
+    let thread = create_thread(&served, &sb, "chat", "split").await;
+    let mut reader = agentplane_suites::SseReader::open(&served, &thread, "tell me").await;
+    let streamed = reader.until("turn_completed").await;
+    let deltas: Vec<String> = streamed
+        .iter()
+        .filter(|e| e.event == "message_delta")
+        .map(|e| {
+            e.data["text"]
+                .as_str()
+                .expect("a delta has text")
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        deltas.len() >= 6,
+        "the text came in many pieces: {deltas:?}"
+    );
+    let halves = |secret: &str| {
+        let (a, b) = secret.split_at(secret.len() / 2);
+        [secret.to_owned(), a.to_owned(), b.to_owned()]
+    };
+    for delta in &deltas {
+        for part in halves(ENV_SECRET).iter().chain(halves(LLM_KEY).iter()) {
+            assert!(
+                !delta.contains(part.as_str()),
+                "a delta carried {part:?}: {deltas:?}"
+            );
+        }
+    }
+    let joined: String = deltas.concat();
+    assert!(joined.contains("[REDACTED:API]"), "{joined}");
+    assert!(joined.contains("[REDACTED:llm.api_key]"), "{joined}");
+    assert!(
+        joined.ends_with("Done."),
+        "nothing held back was lost: {joined}"
+    );
+    let all = history(&served, &thread).await.to_string();
+    let everything = format!("{all}{}", served.stderr());
+    for secret in [ENV_SECRET, LLM_KEY] {
+        assert!(!everything.contains(secret), "{secret} leaked");
+    }
+    // The environment the server was started with no longer shows the credentials,
+    // even to root (this test's user): overwritten in place, then unset.
+    let environ = std::fs::read(format!("/proc/{}/environ", served.pid())).unwrap_or_default();
+    for secret in [ENV_SECRET, LLM_KEY] {
+        assert!(
+            !environ
+                .windows(secret.len())
+                .any(|w| w == secret.as_bytes()),
+            "/proc/<pid>/environ still shows {secret}"
+        );
+    }
+    println!(
+        "attack-figures split-secret: {} deltas, none with a secret or half of one; environ \
+         readable by this user: {}",
+        deltas.len(),
+        !environ.is_empty()
+    );
+}

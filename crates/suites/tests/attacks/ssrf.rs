@@ -77,6 +77,16 @@ fn private_urls(port: u16) -> Vec<(&'static str, String)> {
         ("link-local-v6", "http://[fe80::1]/".to_owned()),
         ("unique-local-v6", "http://[fd00::1]/".to_owned()),
         ("broadcast", "http://255.255.255.255/".to_owned()),
+        // Refused whatever they embed or route to (issue 17).
+        ("ipv4-mapped-public", "http://[::ffff:8.8.8.8]/".to_owned()),
+        (
+            "local-use-nat64",
+            format!("http://[64:ff9b:1::7f00:1]:{port}/"),
+        ),
+        (
+            "teredo",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/".to_owned(),
+        ),
     ];
     if let Some(host) = own_hostname() {
         urls.push(("own-hostname", format!("http://{host}:{port}/")));
