@@ -8,6 +8,9 @@
 //! method, and map the result.
 
 mod admission;
+mod error;
+mod feeds;
+mod history;
 pub(crate) use admission::refused;
 mod approvals;
 mod costs;
@@ -46,6 +49,10 @@ use crate::turn::{
 
 pub use approvals::ApprovalAnswer;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
+pub use error::HubError;
+pub use feeds::DisconnectGuard;
+use feeds::*;
+pub use history::{Compaction, History, HistoryTurn};
 pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
 pub use threads::{MAX_THREAD_PAGE, ThreadPage};
@@ -98,96 +105,6 @@ impl Default for HubConfig {
     }
 }
 
-/// Why a hub call failed. Each variant maps to one user-facing code.
-#[derive(Debug, thiserror::Error)]
-pub enum HubError {
-    #[error("{0}")]
-    InvalidArgument(String),
-    #[error("{0} not found")]
-    NotFound(String),
-    #[error("{0}")]
-    Conflict(String),
-    #[error("agentplane is shutting down and accepts no new turns")]
-    ShuttingDown,
-    /// A policy forbids it (a `time_window`, a `tool_access`), or the caller may not
-    /// decide this approval.
-    #[error("{0}")]
-    Forbidden(String),
-    #[error("{message}")]
-    RateLimited {
-        message: String,
-        retry_after_secs: u64,
-    },
-    /// The shared rate-limit counters could not be reached: refused (fail-closed).
-    #[error("{0}")]
-    RateLimitsUnavailable(String),
-    #[error("{0}")]
-    BudgetExceeded(String),
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
-    Store(StoreError),
-}
-
-impl From<StoreError> for HubError {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound(what) => Self::NotFound(what),
-            StoreError::Conflict(what) => Self::Conflict(what),
-            other => Self::Store(other),
-        }
-    }
-}
-
-impl From<RateError> for HubError {
-    fn from(e: RateError) -> Self {
-        match e {
-            RateError::Limited(limited) => Self::RateLimited {
-                message: limited.message(),
-                retry_after_secs: limited.retry_after.as_secs().max(1),
-            },
-            unavailable @ RateError::Unavailable(_) => {
-                Self::RateLimitsUnavailable(unavailable.to_string())
-            }
-        }
-    }
-}
-
-impl From<EngineError> for HubError {
-    fn from(e: EngineError) -> Self {
-        match e {
-            EngineError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl HubError {
-    /// For `RateLimited`: how long to wait, in whole seconds (at least 1).
-    pub fn retry_after_secs(&self) -> Option<u64> {
-        match self {
-            Self::RateLimited {
-                retry_after_secs, ..
-            } => Some(*retry_after_secs),
-            _ => None,
-        }
-    }
-
-    /// The user-facing code of this failure.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            Self::InvalidArgument(_) => ErrorCode::InvalidArgument,
-            Self::NotFound(_) => ErrorCode::NotFound,
-            Self::Conflict(_) | Self::ShuttingDown => ErrorCode::Conflict,
-            Self::Forbidden(_) => ErrorCode::Forbidden,
-            Self::RateLimited { .. } => ErrorCode::RateLimited,
-            Self::RateLimitsUnavailable(_) => ErrorCode::UpstreamUnavailable,
-            Self::BudgetExceeded(_) => ErrorCode::BudgetExceeded,
-            Self::Model(e) => e.code(),
-            Self::Store(e) => e.code(),
-        }
-    }
-}
-
 /// A thread to create.
 #[derive(Debug, Clone)]
 pub struct CreateThread {
@@ -205,27 +122,6 @@ pub struct StartedTurn {
     /// Declines the turn's pending permissions if dropped before the turn ends: a
     /// client that goes away cannot approve anything (fail-closed).
     pub guard: DisconnectGuard,
-}
-
-/// What history returns.
-#[derive(Debug, Clone)]
-pub struct History {
-    pub thread: ThreadRecord,
-    pub turns: Vec<HistoryTurn>,
-}
-
-/// One turn in a history.
-#[derive(Debug, Clone)]
-pub struct HistoryTurn {
-    pub turn: TurnRecord,
-    pub events: Option<Vec<Event>>,
-}
-
-/// A finished compaction.
-#[derive(Debug, Clone)]
-pub struct Compaction {
-    pub turn: TurnId,
-    pub summary: String,
 }
 
 struct RunningTurn {
@@ -397,78 +293,6 @@ impl Hub {
                 self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
         })
-    }
-
-    // ----- threads -------------------------------------------------------------------
-
-    /// Creates a thread owned by `client`, pinned to a version of its agent drawn by
-    /// the traffic weights.
-    pub async fn create_thread(
-        &self,
-        client: &str,
-        request: CreateThread,
-    ) -> Result<ThreadRecord, HubError> {
-        self.create_thread_on(client, request, None).await
-    }
-
-    /// Creates a thread pinned to `version` (a staging or production version of its
-    /// agent), or, with `None`, to one drawn by the traffic weights.
-    pub async fn create_thread_on(
-        &self,
-        client: &str,
-        request: CreateThread,
-        version: Option<&str>,
-    ) -> Result<ThreadRecord, HubError> {
-        self.agent(&request.agent)?;
-        let cwd = canonical_cwd(&request.cwd)?;
-        if let Some(title) = &request.title
-            && title.chars().count() > MAX_TITLE_CHARS
-        {
-            return Err(HubError::InvalidArgument(format!(
-                "title is longer than {MAX_TITLE_CHARS} characters"
-            )));
-        }
-        let id = ThreadId::new();
-        let version = self
-            .version_for_new_thread(&request.agent, &id, version)
-            .await?;
-        let mut thread = self
-            .deps
-            .store
-            .create_thread(NewThread {
-                id,
-                client_id: client.to_owned(),
-                agent: request.agent,
-                cwd,
-                title: request.title,
-            })
-            .await?;
-        // Not in the same transaction as the thread: a thread left unpinned by a crash
-        // here is pinned at its first turn, by the same draw.
-        if let Some(store) = &self.versions.store {
-            thread.agent_version = Some(store.pin_thread(&thread.id, &version).await?);
-        }
-        Ok(thread)
-    }
-
-    /// A client's threads, newest first.
-    pub async fn list_threads(&self, client: &str) -> Result<Vec<ThreadRecord>, HubError> {
-        Ok(self.deps.store.list_threads(client).await?)
-    }
-
-    /// A thread of this client; another client's thread is `NotFound`.
-    pub async fn thread(&self, client: &str, id: &ThreadId) -> Result<ThreadRecord, HubError> {
-        match self.deps.store.thread(id).await? {
-            Some(thread) if thread.client_id == client => Ok(thread),
-            _ => Err(HubError::NotFound(format!("thread {id}"))),
-        }
-    }
-
-    /// Deletes a thread (kept for audit, gone for the client). `Conflict` while a turn runs.
-    pub async fn delete_thread(&self, client: &str, id: &ThreadId) -> Result<(), HubError> {
-        self.thread(client, id).await?;
-        self.deps.store.delete_thread(id).await?;
-        Ok(())
     }
 
     // ----- turns ---------------------------------------------------------------------
@@ -670,121 +494,6 @@ impl Hub {
         }
     }
 
-    /// A thread's turns, optionally with their events and internal turns.
-    pub async fn history(
-        &self,
-        client: &str,
-        thread: &ThreadId,
-        include_events: bool,
-        include_internal: bool,
-    ) -> Result<History, HubError> {
-        let record = self.thread(client, thread).await?;
-        let mut turns = Vec::new();
-        for turn in self.deps.store.list_turns(thread).await? {
-            if turn.internal && !include_internal {
-                continue;
-            }
-            let events = if include_events {
-                Some(self.deps.store.turn_events(&turn.id).await?)
-            } else {
-                None
-            };
-            turns.push(HistoryTurn { turn, events });
-        }
-        Ok(History {
-            thread: record,
-            turns,
-        })
-    }
-
-    /// Summarizes the thread's turns into its summary with an internal turn.
-    pub async fn compact(
-        self: &Arc<Self>,
-        client: &str,
-        thread: &ThreadId,
-    ) -> Result<Compaction, HubError> {
-        self.accepting()?;
-        let record = self.thread(client, thread).await?;
-        let past = self.past_turns(thread).await?;
-        let mut transcript = String::new();
-        if let Some(summary) = &record.summary {
-            transcript.push_str("Earlier summary:\n");
-            transcript.push_str(summary);
-            transcript.push_str("\n\n");
-        }
-        for turn in &past {
-            transcript.push_str(&format!(
-                "User: {}\nAssistant: {}\n\n",
-                turn.input, turn.answer
-            ));
-        }
-        let limit = self.config.summary_max_chars;
-        let input = format!(
-            "Summarize this conversation for the assistant's future reference in at most \
-             {limit} characters. Keep decisions, facts, names, files and open questions.\n\n\
-             {transcript}"
-        );
-        let agent = self.agent(&record.agent)?.clone();
-        let compactor = AgentSpec {
-            name: format!("{}:compact", agent.name),
-            tags: Vec::new(),
-            description: "Summarizes a thread.".to_owned(),
-            system_prompt: "You write faithful, compact summaries of conversations.".to_owned(),
-            model: agent.model.clone(),
-            ensembles: Vec::new(),
-            shell_allow: Vec::new(),
-            network: NetworkAccess::default(),
-            sandbox: agent.sandbox.clone(),
-            requires_permission: Vec::new(),
-            output_schema: None,
-            limits: AgentLimits {
-                max_steps: 1,
-                ..AgentLimits::default()
-            },
-        };
-        let size = TaskSize::of_chars(input.chars().count());
-        let model = self.resolve_model(&compactor, size).await?;
-        let begun = begin_turn(&self.deps, thread, &input, true).await?;
-        let turn = begun.turn().clone();
-        let cancel = self.register(&begun, client);
-        let request = TurnRequest {
-            size: Some(size),
-            agent: compactor,
-            client: client.to_owned(),
-            model,
-            input,
-            history: Vec::new(),
-            permissions: None,
-            workspace: record.cwd.clone().into(),
-            ensembles: Vec::new(),
-            agent_version: None,
-            shadow_of: None,
-        };
-        let agent = request.agent.name.clone();
-        let observer = FeedObserver {
-            hub: self,
-            agent: &agent,
-        };
-        let outcome = run_turn(&self.deps, begun, request, &observer, cancel).await;
-        self.unregister(&turn);
-        let outcome = outcome?;
-        if outcome.stop_reason != StopReason::TextAnswer {
-            let why = outcome
-                .error
-                .map(|e| e.message)
-                .unwrap_or_else(|| outcome.stop_reason.as_str().to_owned());
-            return Err(HubError::Conflict(format!(
-                "compaction did not finish: {why}"
-            )));
-        }
-        let mut summary = context::answer_text(&outcome.result);
-        if summary.chars().count() > limit {
-            summary = summary.chars().take(limit).collect();
-        }
-        self.deps.store.set_summary(thread, &summary).await?;
-        Ok(Compaction { turn, summary })
-    }
-
     /// Stops accepting turns, lets running ones finish within `grace`, then cancels the
     /// rest (recorded as `cancelled`) and waits for them to be written.
     pub async fn shutdown(&self, grace: Duration) {
@@ -958,60 +667,6 @@ impl Hub {
             .unwrap_or(false)
     }
 
-    /// A receiver of the thread's live feed, created on first use. Subscribing and
-    /// removing happen under one lock, so a receiver never hangs on a dropped feed.
-    fn subscribe_feed(
-        self: &Arc<Self>,
-        thread: &ThreadId,
-    ) -> (broadcast::Receiver<Event>, FeedLease) {
-        let receiver = match self.feeds.lock() {
-            Ok(mut feeds) => feeds
-                .entry(thread.clone())
-                .or_insert_with(Feed::new)
-                .sender
-                .subscribe(),
-            // A poisoned map only loses live delivery; streams still read the store.
-            Err(_) => broadcast::channel(1).1,
-        };
-        (
-            receiver,
-            FeedLease {
-                hub: Arc::downgrade(self),
-                thread: thread.clone(),
-            },
-        )
-    }
-
-    /// Drops a thread's feed once nobody listens and no turn runs on it.
-    fn release_feed(&self, thread: &ThreadId) {
-        let busy = self
-            .running
-            .lock()
-            .map(|r| r.values().any(|t| &t.thread == thread))
-            .unwrap_or(true);
-        if busy {
-            return;
-        }
-        if let Ok(mut feeds) = self.feeds.lock()
-            && feeds
-                .get(thread)
-                .is_some_and(|f| f.sender.receiver_count() == 0)
-        {
-            feeds.remove(thread);
-        }
-    }
-
-    /// Sends a stored event to the thread's live subscribers.
-    fn publish(&self, event: &Event) {
-        if let Ok(mut feeds) = self.feeds.lock()
-            && let Some(feed) = feeds.get_mut(&event.thread_id)
-        {
-            feed.last = feed.last.max(Some(event.seq));
-            // No receivers is fine: nobody is watching.
-            let _ = feed.sender.send(event.clone());
-        }
-    }
-
     /// Declines the pending permissions of a turn whose client went away.
     async fn client_gone(&self, turn: &TurnId) {
         for id in self.broker.pending_of(turn) {
@@ -1030,105 +685,4 @@ impl Hub {
             }
         }
     }
-}
-
-/// A thread's live feed in this process.
-struct Feed {
-    sender: broadcast::Sender<Event>,
-    /// The highest `seq` published on it; `None` before the first. Events committed by
-    /// other replicas below it need no reading (`replicas.rs`).
-    last: Option<u64>,
-}
-
-impl Feed {
-    fn new() -> Self {
-        Self {
-            sender: broadcast::channel(FEED_CAPACITY).0,
-            last: None,
-        }
-    }
-}
-
-/// Holds a thread's feed; releasing it may drop the feed.
-pub(crate) struct FeedLease {
-    hub: std::sync::Weak<Hub>,
-    thread: ThreadId,
-}
-
-impl Drop for FeedLease {
-    fn drop(&mut self) {
-        if let Some(hub) = self.hub.upgrade() {
-            hub.release_feed(&self.thread);
-        }
-    }
-}
-
-/// See [`StartedTurn::guard`].
-pub struct DisconnectGuard {
-    hub: Arc<Hub>,
-    turn: TurnId,
-}
-
-impl Drop for DisconnectGuard {
-    fn drop(&mut self) {
-        if !self.hub.is_running(&self.turn) || self.hub.broker.pending_of(&self.turn).is_empty() {
-            return;
-        }
-        let hub = self.hub.clone();
-        let turn = self.turn.clone();
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { hub.client_gone(&turn).await });
-        }
-    }
-}
-
-/// Publishes a turn's stored events to the thread's feed and the governance tap.
-struct FeedObserver<'a> {
-    hub: &'a Hub,
-    agent: &'a str,
-}
-
-impl TurnObserver for FeedObserver<'_> {
-    fn on_event(&self, event: &Event) {
-        self.hub.publish(event);
-        self.hub.deps.governance.tap(self.agent, event);
-    }
-}
-
-/// Publishes and also tells the caller's observer.
-struct TeeObserver<'a> {
-    hub: &'a Hub,
-    agent: &'a str,
-    inner: &'a dyn TurnObserver,
-}
-
-impl TurnObserver for TeeObserver<'_> {
-    fn on_event(&self, event: &Event) {
-        self.hub.publish(event);
-        self.hub.deps.governance.tap(self.agent, event);
-        self.inner.on_event(event);
-    }
-
-    fn on_text(&self, text: &str) {
-        self.inner.on_text(text);
-    }
-}
-
-/// An absolute, existing directory, canonicalized.
-fn canonical_cwd(cwd: &str) -> Result<String, HubError> {
-    let path = Path::new(cwd);
-    if cwd.is_empty() || !path.is_absolute() {
-        return Err(HubError::InvalidArgument(format!(
-            "cwd must be an absolute path, got {cwd:?}"
-        )));
-    }
-    let canonical = path
-        .canonicalize()
-        .map_err(|e| HubError::InvalidArgument(format!("cwd {cwd:?} cannot be used: {e}")))?;
-    if !canonical.is_dir() {
-        return Err(HubError::InvalidArgument(format!(
-            "cwd {cwd:?} is not a directory"
-        )));
-    }
-    Ok(canonical.display().to_string())
 }

@@ -7,7 +7,7 @@
 
 use agentplane_core::ThreadId;
 
-use super::{Hub, HubError};
+use super::*;
 use crate::ports::ThreadRecord;
 
 /// The most threads one page of [`Hub::list_threads_page`] holds.
@@ -67,4 +67,95 @@ impl Hub {
             next,
         })
     }
+}
+
+impl Hub {
+    /// Creates a thread owned by `client`, pinned to a version of its agent drawn by
+    /// the traffic weights.
+    pub async fn create_thread(
+        &self,
+        client: &str,
+        request: CreateThread,
+    ) -> Result<ThreadRecord, HubError> {
+        self.create_thread_on(client, request, None).await
+    }
+
+    /// Creates a thread pinned to `version` (a staging or production version of its
+    /// agent), or, with `None`, to one drawn by the traffic weights.
+    pub async fn create_thread_on(
+        &self,
+        client: &str,
+        request: CreateThread,
+        version: Option<&str>,
+    ) -> Result<ThreadRecord, HubError> {
+        self.agent(&request.agent)?;
+        let cwd = canonical_cwd(&request.cwd)?;
+        if let Some(title) = &request.title
+            && title.chars().count() > MAX_TITLE_CHARS
+        {
+            return Err(HubError::InvalidArgument(format!(
+                "title is longer than {MAX_TITLE_CHARS} characters"
+            )));
+        }
+        let id = ThreadId::new();
+        let version = self
+            .version_for_new_thread(&request.agent, &id, version)
+            .await?;
+        let mut thread = self
+            .deps
+            .store
+            .create_thread(NewThread {
+                id,
+                client_id: client.to_owned(),
+                agent: request.agent,
+                cwd,
+                title: request.title,
+            })
+            .await?;
+        // Not in the same transaction as the thread: a thread left unpinned by a crash
+        // here is pinned at its first turn, by the same draw.
+        if let Some(store) = &self.versions.store {
+            thread.agent_version = Some(store.pin_thread(&thread.id, &version).await?);
+        }
+        Ok(thread)
+    }
+
+    /// A client's threads, newest first.
+    pub async fn list_threads(&self, client: &str) -> Result<Vec<ThreadRecord>, HubError> {
+        Ok(self.deps.store.list_threads(client).await?)
+    }
+
+    /// A thread of this client; another client's thread is `NotFound`.
+    pub async fn thread(&self, client: &str, id: &ThreadId) -> Result<ThreadRecord, HubError> {
+        match self.deps.store.thread(id).await? {
+            Some(thread) if thread.client_id == client => Ok(thread),
+            _ => Err(HubError::NotFound(format!("thread {id}"))),
+        }
+    }
+
+    /// Deletes a thread (kept for audit, gone for the client). `Conflict` while a turn runs.
+    pub async fn delete_thread(&self, client: &str, id: &ThreadId) -> Result<(), HubError> {
+        self.thread(client, id).await?;
+        self.deps.store.delete_thread(id).await?;
+        Ok(())
+    }
+}
+
+/// An absolute, existing directory, canonicalized.
+pub(super) fn canonical_cwd(cwd: &str) -> Result<String, HubError> {
+    let path = Path::new(cwd);
+    if cwd.is_empty() || !path.is_absolute() {
+        return Err(HubError::InvalidArgument(format!(
+            "cwd must be an absolute path, got {cwd:?}"
+        )));
+    }
+    let canonical = path
+        .canonicalize()
+        .map_err(|e| HubError::InvalidArgument(format!("cwd {cwd:?} cannot be used: {e}")))?;
+    if !canonical.is_dir() {
+        return Err(HubError::InvalidArgument(format!(
+            "cwd {cwd:?} is not a directory"
+        )));
+    }
+    Ok(canonical.display().to_string())
 }
