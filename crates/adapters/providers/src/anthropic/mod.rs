@@ -33,7 +33,8 @@ pub struct AnthropicConfig {
     pub base_url: String,
     /// Sent as `x-api-key`; never shown.
     pub api_key: Option<String>,
-    /// The answer's token limit (`max_tokens`, which the API requires).
+    /// The answer's token limit (`max_tokens`, which the API requires): sent when the
+    /// request sets none, and the ceiling of what a request may set.
     pub max_tokens: u32,
     /// As `OpenAiConfig::request_timeout`: the whole answer, or each stream piece.
     pub request_timeout: Duration,

@@ -29,8 +29,9 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u32, stream: bool)
         .collect();
     let mut body = json!({
         "model": request.model,
-        // The caller's limit when it set one (a gateway request), else the provider's.
-        "max_tokens": request.max_tokens.unwrap_or(max_tokens),
+        // The caller's limit (every turn and gateway call sets one), at most the
+        // provider's: a lower cap keeps a budget's reserved worst case an upper bound.
+        "max_tokens": request.max_tokens.map_or(max_tokens, |asked| asked.min(max_tokens)),
         "messages": messages_json(&request.messages),
         "stream": stream,
     });
@@ -466,6 +467,17 @@ mod tests {
     fn a_callers_token_limit_and_tool_choice_are_sent_in_anthropics_terms() {
         let mut req = request();
         assert_eq!(request_body(&req, 1024, true)["max_tokens"], 1024);
+        // A request's cap is kept below the provider's, and never raised past it.
+        let asked = ChatRequest {
+            max_tokens: Some(300),
+            ..req.clone()
+        };
+        assert_eq!(request_body(&asked, 1024, true)["max_tokens"], 300);
+        let greedy = ChatRequest {
+            max_tokens: Some(9000),
+            ..req.clone()
+        };
+        assert_eq!(request_body(&greedy, 1024, true)["max_tokens"], 1024);
         assert!(request_body(&req, 1024, true).get("tool_choice").is_none());
         req.max_tokens = Some(64);
         req.tool_choice = Some(ToolChoice::Required);
