@@ -145,7 +145,8 @@ impl BudgetKeeper {
                 let mut opened = lock(&self.opened);
                 opened.extend(needs.into_iter().map(|need| need.account));
                 Ok(Reservation {
-                    hold: Some(hold),
+                    // A check of 0 holds nothing, so there is nothing to settle.
+                    hold: (amount > 0).then_some(hold),
                     amount,
                 })
             }
@@ -240,6 +241,9 @@ impl BudgetLedger for MemoryLedger {
             if let Err(exceeded) = need.admits(account.settled, account.reserved, amount) {
                 return Ok(Err(exceeded));
             }
+        }
+        if amount == 0 {
+            return Ok(Ok(()));
         }
         for need in needs {
             if let Some(account) = ledger.accounts.get_mut(&need.account) {
