@@ -14,6 +14,7 @@ mod costs;
 mod executions;
 mod migrations;
 mod model_calls;
+mod permissions;
 mod reader;
 mod replicas;
 mod store;

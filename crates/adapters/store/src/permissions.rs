@@ -1,0 +1,142 @@
+//! Permissions: a running turn's request for a person's decision, stored pending with
+//! its `permission_required` event, and resolved exactly once with its
+//! `permission_resolved` event. The write SQL, called by the writer thread inside its
+//! transaction.
+
+use agentplane_core::{Event, EventPayload, PermissionDecision, PermissionId};
+use agentplane_engine::ports::{NewPermission, PermissionRecord, PermissionStatus, StoreError};
+use rusqlite::{Connection, params};
+
+use crate::writer::{PRIMARY_KEY_VIOLATION, insert_event, require_running};
+use crate::{backend, reader};
+
+/// Stores a pending permission and its `permission_required` event; `created_at` is
+/// the event's `ts`.
+pub(crate) fn create_permission(
+    c: &Connection,
+    permission: NewPermission,
+) -> Result<(PermissionRecord, Event), StoreError> {
+    let NewPermission {
+        id,
+        thread_id,
+        turn_id,
+        call_id,
+        tool,
+        arguments,
+        options,
+        runs,
+    } = permission;
+    require_running(c, &thread_id, &turn_id)?;
+    let unencodable = |e: serde_json::Error| {
+        StoreError::Backend(format!("permission {id} cannot be encoded: {e}"))
+    };
+    let arguments_json = serde_json::to_string(&arguments).map_err(unencodable)?;
+    let options_json = serde_json::to_string(&options).map_err(unencodable)?;
+    let payload = EventPayload::PermissionRequired {
+        permission_id: id.to_string(),
+        call_id: call_id.clone(),
+        tool: tool.clone(),
+        arguments: arguments.clone(),
+        options: options.clone(),
+        runs,
+    };
+    let event = insert_event(c, thread_id.clone(), turn_id.clone(), payload)?;
+    let inserted = c
+        .prepare_cached(
+            "INSERT INTO permissions
+                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8)",
+        )
+        .and_then(|mut insert| {
+            insert.execute(params![
+                id.as_str(),
+                thread_id.as_str(),
+                turn_id.as_str(),
+                call_id,
+                tool,
+                arguments_json,
+                options_json,
+                event.ts,
+            ])
+        });
+    match inserted {
+        Ok(_) => {}
+        Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => {
+            return Err(StoreError::Conflict(format!(
+                "permission {id} already exists"
+            )));
+        }
+        Err(e) => return Err(backend(e)),
+    }
+    let record = PermissionRecord {
+        id,
+        thread_id,
+        turn_id,
+        call_id,
+        tool,
+        arguments,
+        options,
+        status: PermissionStatus::Pending,
+        reason: None,
+        created_at: event.ts.clone(),
+    };
+    Ok((record, event))
+}
+
+/// Answers a pending permission of a running turn and appends `permission_resolved`
+/// to that turn; `resolved_at` is the event's `ts`.
+pub(crate) fn resolve_permission(
+    c: &Connection,
+    id: &PermissionId,
+    decision: PermissionDecision,
+    reason: &str,
+) -> Result<(PermissionRecord, Event), StoreError> {
+    let Some(pending) = reader::permission(c, id)? else {
+        return Err(StoreError::NotFound(format!("permission {id}")));
+    };
+    if let PermissionStatus::Resolved(earlier) = pending.status {
+        return Err(StoreError::Conflict(format!(
+            "permission {id} was already {}",
+            earlier.as_str()
+        )));
+    }
+    // The answer must land inside its turn: after `turn_completed` it would be a
+    // decision nobody acted on.
+    require_running(c, &pending.thread_id, &pending.turn_id).map_err(|e| match e {
+        StoreError::Conflict(why) => {
+            StoreError::Conflict(format!("permission {id} can no longer be answered: {why}"))
+        }
+        other => other,
+    })?;
+    let payload = EventPayload::PermissionResolved {
+        permission_id: id.to_string(),
+        decision,
+        reason: reason.to_owned(),
+    };
+    let event = insert_event(
+        c,
+        pending.thread_id.clone(),
+        pending.turn_id.clone(),
+        payload,
+    )?;
+    let changed = c
+        .prepare_cached(
+            "UPDATE permissions SET status = ?2, reason = ?3, resolved_at = ?4
+             WHERE id = ?1 AND status = 'pending'",
+        )
+        .and_then(|mut update| {
+            update.execute(params![id.as_str(), decision.as_str(), reason, event.ts])
+        })
+        .map_err(backend)?;
+    if changed != 1 {
+        return Err(StoreError::Backend(format!(
+            "permission {id} was not pending when its answer was recorded"
+        )));
+    }
+    let record = PermissionRecord {
+        status: PermissionStatus::Resolved(decision),
+        reason: Some(reason.to_owned()),
+        ..pending
+    };
+    Ok((record, event))
+}
