@@ -185,6 +185,31 @@ async fn fifty_concurrent_turns_and_fifty_gateway_calls_never_pass_the_budget() 
     let sb = sandbox(PRICED);
     budget_policy(&sb, "gateway", "");
     let served = start(&sb, &model.base_url(), &[]).await;
+    // Hostile caps first: the largest `max_tokens` is a worst case no budget pays (402,
+    // never sent, nothing left held); a negative or textual one is not a request (400).
+    let gateway = |body: Value| {
+        as_client(
+            &served,
+            CLIENT,
+            reqwest::Method::POST,
+            "/openai/v1/chat/completions",
+        )
+        .json(&body)
+        .send()
+    };
+    let hi = json!([{"role": "user", "content": "hi"}]);
+    for (cap, status) in [
+        (json!(u32::MAX), 402),
+        (json!(-1), 400),
+        (json!("500"), 400),
+    ] {
+        let response =
+            gateway(json!({"model": "scripted-model", "max_tokens": cap, "messages": hi}))
+                .await
+                .expect("gateway call");
+        assert_eq!(response.status().as_u16(), status, "max_tokens {cap}");
+    }
+    // Had one been sent or left money held, the race below would not fit exactly ten.
     let calls = (0..50).map(|_| {
         as_client(
             &served,
@@ -233,7 +258,8 @@ async fn fifty_concurrent_turns_and_fifty_gateway_calls_never_pass_the_budget() 
                 && l.contains("kind=\"budget\"")
         })
         .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
-    assert_eq!(denied, Some(40.0), "{metrics}");
+    // The 40 refused in the race, and the hostile cap before it.
+    assert_eq!(denied, Some(41.0), "{metrics}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
