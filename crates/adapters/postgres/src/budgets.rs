@@ -92,11 +92,6 @@ impl BudgetLedger for PostgresLedger {
                 return Ok(Err(exceeded));
             }
         }
-        if amount == 0 {
-            // A check holds nothing; the accounts it opened are kept.
-            tx.commit().await.map_err(pg)?;
-            return Ok(Ok(()));
-        }
         for need in &sorted {
             let account = &need.account;
             let key = enc(&account.key);

@@ -145,8 +145,7 @@ impl BudgetKeeper {
                 let mut opened = lock(&self.opened);
                 opened.extend(needs.into_iter().map(|need| need.account));
                 Ok(Reservation {
-                    // A check of 0 holds nothing, so there is nothing to settle.
-                    hold: (amount > 0).then_some(hold),
+                    hold: Some(hold),
                     amount,
                 })
             }
@@ -241,9 +240,6 @@ impl BudgetLedger for MemoryLedger {
             if let Err(exceeded) = need.admits(account.settled, account.reserved, amount) {
                 return Ok(Err(exceeded));
             }
-        }
-        if amount == 0 {
-            return Ok(Ok(()));
         }
         for need in needs {
             if let Some(account) = ledger.accounts.get_mut(&need.account) {

@@ -77,8 +77,7 @@ impl Exceeded {
 pub trait BudgetLedger: Send + Sync {
     /// Holds `amount` micro-dollars on every account in `needs`, or on none: `Ok(Err)`
     /// names the first account whose cap it would pass. An account already at or over
-    /// its cap refuses even an amount of 0; an amount of 0 only checks (and opens the
-    /// accounts): it takes no hold.
+    /// its cap refuses even an amount of 0.
     async fn reserve(
         &self,
         hold: &HoldId,
