@@ -22,8 +22,8 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice};
 use tokio_util::task::TaskTracker;
 
+use crate::error::HubError;
 use crate::governance::{AdmissionError, Governance, Reservation, admission, worst_case_micros};
-use crate::hub::HubError;
 use crate::policy::RequestContext;
 use crate::ports::{ModelCallRecord, ModelError, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
@@ -197,7 +197,7 @@ pub(crate) async fn admit(
                 policy_type = refusal.policy_type(),
                 "a gateway call was refused by a policy"
             );
-            return Err(crate::hub::refused(&refusal, &what));
+            return Err(crate::error::refused(&refusal, &what));
         }
         Err(AdmissionError::RateLimitsUnavailable(e)) => return Err(e.into()),
         Err(AdmissionError::Store(e)) => return Err(e.into()),
@@ -287,9 +287,9 @@ async fn call_model(
     request: &ChatRequest,
     on_text: &mut TextSink<'_>,
 ) -> Result<(ChatResponse, String), ModelError> {
-    let size = crate::providers::TaskSize::estimate(&request.messages);
-    let key = crate::providers::RouteKey { agent, tags, size };
-    let mut on_failover = |failover: crate::providers::Failover<'_>| {
+    let size = crate::models::TaskSize::estimate(&request.messages);
+    let key = crate::models::RouteKey { agent, tags, size };
+    let mut on_failover = |failover: crate::models::Failover<'_>| {
         tracing::warn!(?failover, "a gateway call failed over to the next provider");
     };
     let routed = deps
@@ -304,10 +304,10 @@ pub(crate) async fn models(
     deps: &TurnDeps,
     config: &GatewayConfig,
 ) -> Result<Vec<ModelInfo>, HubError> {
-    let key = crate::providers::RouteKey {
+    let key = crate::models::RouteKey {
         agent: &config.agent,
         tags: &config.tags,
-        size: crate::providers::TaskSize::Small,
+        size: crate::models::TaskSize::Small,
     };
     Ok(deps.providers.list_models(&key).await?)
 }

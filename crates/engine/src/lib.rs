@@ -6,17 +6,17 @@
 //! the same engine functions, so they behave the same.
 
 pub mod context;
+pub mod error;
 pub mod executions;
 pub mod external_turn;
 pub mod gateway;
 pub mod governance;
 pub mod harmony;
 pub mod hub;
-pub mod model_choice;
+pub mod models;
 pub mod permissions;
 pub mod policy;
 pub mod ports;
-pub mod providers;
 pub mod schema;
 pub mod turn;
 

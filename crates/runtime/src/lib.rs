@@ -30,7 +30,7 @@ use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
 use agentplane_tools::{FsEnsemble, ShellEnsemble, WebEnsemble, WebLimits};
 use tokio_util::sync::CancellationToken;
 
-pub use agentplane_engine::hub::ModelStatus;
+pub use agentplane_engine::models::ModelStatus;
 pub use agentplane_tools::mcp::ServerReport as McpServerReport;
 pub use config::{Config, ConfigError};
 pub use replicas::Store;

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentplane_engine::models::{ProviderConfig, ProviderTap, Providers};
 use agentplane_engine::ports::ChatModel;
-use agentplane_engine::providers::{ProviderConfig, ProviderTap, Providers};
 use agentplane_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
 
 use crate::config::{Config, ConfigError};

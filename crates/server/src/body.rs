@@ -6,7 +6,8 @@
 //! (`"titel"`) is a 400, not a silently ignored value. Nothing here calls the hub.
 
 use agentplane_core::{Event, PermissionDecision, StopReason};
-use agentplane_engine::hub::{Compaction, History, HistoryTurn, ModelStatus};
+use agentplane_engine::hub::{Compaction, History, HistoryTurn};
+use agentplane_engine::models::ModelStatus;
 use agentplane_engine::ports::{
     PermissionRecord, PermissionStatus, ThreadRecord, TurnRecord, TurnStatus,
 };
@@ -59,7 +60,7 @@ pub enum TaskSizeName {
     Large,
 }
 
-impl From<TaskSizeName> for agentplane_engine::providers::TaskSize {
+impl From<TaskSizeName> for agentplane_engine::models::TaskSize {
     fn from(size: TaskSizeName) -> Self {
         match size {
             TaskSizeName::Small => Self::Small,
@@ -159,8 +160,8 @@ pub struct ProviderView {
     pub retry_in_secs: Option<u64>,
 }
 
-impl From<agentplane_engine::providers::ProviderReport> for ProviderView {
-    fn from(report: agentplane_engine::providers::ProviderReport) -> Self {
+impl From<agentplane_engine::models::ProviderReport> for ProviderView {
+    fn from(report: agentplane_engine::models::ProviderReport) -> Self {
         let health = report.health;
         Self {
             name: report.name,

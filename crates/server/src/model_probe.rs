@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use agentplane_engine::hub::{Hub, ModelStatus};
+use agentplane_engine::hub::Hub;
+use agentplane_engine::models::ModelStatus;
 
 /// How long one probe may take by default.
 pub const MODEL_PROBE_TIMEOUT: Duration = Duration::from_secs(3);

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use agentplane_engine::hub::ModelStatus;
+use agentplane_engine::models::ModelStatus;
 
 use crate::model_probe::AgentModel;
 

@@ -4,7 +4,7 @@
 //! made without a turn (the OpenAI-compatible gateway) counts too. Provider names come
 //! from configuration and pass the same label cap as every other provider label.
 
-use agentplane_engine::providers::{CallOutcome, ProviderTap};
+use agentplane_engine::models::{CallOutcome, ProviderTap};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

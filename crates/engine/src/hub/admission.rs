@@ -8,6 +8,7 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::{AgentSpec, EventPayload, StopReason, ThreadId, TurnId};
 
 use super::{Hub, HubError};
+use crate::error::refused;
 use crate::governance::{AdmissionError, Refusal, admission};
 use crate::policy::RequestContext;
 
@@ -95,17 +96,5 @@ impl Hub {
                 "a refused turn could not be recorded"
             );
         }
-    }
-}
-
-/// The hub's answer to a refusal by a policy.
-pub(crate) fn refused(refusal: &Refusal, what: &str) -> HubError {
-    match refusal {
-        Refusal::Denied { .. } => HubError::Forbidden(refusal.message(what)),
-        Refusal::RateLimited(limited) => HubError::RateLimited {
-            message: limited.message(),
-            retry_after_secs: limited.retry_after.as_secs().max(1),
-        },
-        Refusal::BudgetExceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
     }
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Hub, ModelStatus};
+use super::Hub;
 use crate::external_turn::run_external_turn;
+use crate::models::ModelStatus;
 use crate::ports::Availability;
 use crate::turn::{BegunTurn, EngineError, TurnObserver, TurnOutcome, TurnRequest, run_turn};
 

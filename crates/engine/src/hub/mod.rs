@@ -8,14 +8,11 @@
 //! method, and map the result.
 
 mod admission;
-mod error;
-mod feeds;
-mod history;
-pub(crate) use admission::refused;
 mod approvals;
 mod costs;
 mod external;
-mod models;
+mod feeds;
+mod history;
 mod replicas;
 mod stream;
 mod threads;
@@ -28,32 +25,29 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentplane_core::{
-    AgentLimits, AgentSpec, ErrorCode, Event, NetworkAccess, PermissionDecision, PermissionId,
-    StopReason, ThreadId, TurnId,
+    AgentLimits, AgentSpec, Event, NetworkAccess, PermissionDecision, PermissionId, StopReason,
+    ThreadId, TurnId,
 };
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::context::{self, ContextBudget, PastTurn};
+use crate::models::{ProviderReport, RouteKey, TaskSize};
 use crate::permissions::{self, PermissionBroker};
-use crate::ports::{
-    Ensemble, ModelError, NewThread, PermissionRecord, RateError, StoreError, ThreadRecord,
-    TurnRecord, TurnStatus,
-};
-use crate::providers::{ProviderReport, RouteKey, TaskSize};
+use crate::ports::{Ensemble, NewThread, PermissionRecord, ThreadRecord, TurnRecord, TurnStatus};
 use crate::turn::{
-    BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
-    begin_turn, run_turn,
+    BegunTurn, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest, begin_turn,
+    run_turn,
 };
 
+pub use crate::error::HubError;
+use crate::models::ModelStatus;
 pub use approvals::ApprovalAnswer;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
-pub use error::HubError;
 pub use feeds::DisconnectGuard;
 use feeds::*;
 pub use history::{Compaction, History, HistoryTurn};
-pub use models::{ModelResolver, ModelStatus};
 pub use stream::EventStream;
 pub use threads::{MAX_THREAD_PAGE, ThreadPage};
 use versions::ShadowCopy;

@@ -650,7 +650,7 @@ impl Hub {
         // Routed as the production turn would be: the same estimate from the same text.
         let mut messages = context.history.clone();
         messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
-        let size = crate::providers::TaskSize::estimate(&messages);
+        let size = crate::models::TaskSize::estimate(&messages);
         let model = self.resolve_model(&agent, size).await?;
         // A previous shadow run still going: this copy is skipped (`Conflict`).
         let begun = begin_turn(&self.deps, &thread.id, &input, false).await?;

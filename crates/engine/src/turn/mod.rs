@@ -28,13 +28,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::governance::{ArgsRetention, BudgetError, Governance, RateFacts};
 use crate::harmony;
+use crate::models::{Providers, RouteKey, TaskSize};
 use crate::permissions;
 use crate::policy::{self, Decision, RequestContext};
 use crate::ports::{
     ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
     ToolContext, ToolError,
 };
-use crate::providers::{Providers, RouteKey, TaskSize};
 
 mod approval;
 mod model_call;
@@ -128,21 +128,7 @@ pub struct TurnError {
     pub message: String,
 }
 
-/// Why a turn could not be run or recorded at all.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl EngineError {
-    /// The user-facing code of this failure.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            Self::Store(e) => e.code(),
-        }
-    }
-}
+pub use crate::error::EngineError;
 
 /// A turn the store has begun: proof that it is the thread's one running turn.
 /// Only `begin_turn` makes one, and `run_turn` consumes it, so a turn runs once.

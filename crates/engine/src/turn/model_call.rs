@@ -115,7 +115,7 @@ impl ActiveTurn<'_> {
         chat: &ChatRequest,
         request: &TurnRequest,
         cancel: &CancellationToken,
-    ) -> Result<crate::providers::Routed, Stop> {
+    ) -> Result<crate::models::Routed, Stop> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Streamed>();
         let providers = self.deps.providers.clone();
         let key = RouteKey {
@@ -131,7 +131,7 @@ impl ActiveTurn<'_> {
                 // The receiver lives until this future ends; a send can only fail after.
                 let _ = tx.send(Streamed::Text(text.to_owned()));
             };
-            let mut on_failover = move |failover: crate::providers::Failover<'_>| {
+            let mut on_failover = move |failover: crate::models::Failover<'_>| {
                 let _ = failovers.send(Streamed::Failover(Box::new(
                     EventPayload::ProviderFailover {
                         from: failover.from.to_owned(),

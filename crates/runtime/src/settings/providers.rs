@@ -26,7 +26,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agentplane_engine::providers::{CircuitSettings, RouteRule, Routing, RuleMatch, TaskSize};
+use agentplane_engine::models::{CircuitSettings, RouteRule, Routing, RuleMatch, TaskSize};
 use serde::Deserialize;
 
 use super::SettingError;

@@ -11,9 +11,14 @@
 //! (seed 000 ADR-008, ADR 0013). Providers whose circuit is open (`health.rs`) go to
 //! the end of the chain, so they are tried only when nothing else answered.
 //!
+//! Model choice lives here too: which model a server offers fits an agent (`choice.rs`)
+//! and the short-lived cache of those resolutions (`resolver.rs`).
+//!
 //! What must not live here: any wire format or HTTP (adapters), any storage.
 
+pub mod choice;
 mod health;
+mod resolver;
 mod routing;
 
 use std::sync::Arc;
@@ -21,11 +26,11 @@ use std::time::Instant;
 
 use agentplane_core::{ChatRequest, ChatResponse};
 
-use crate::hub::{ModelResolver, ModelStatus};
 use crate::ports::model::TextSink;
 use crate::ports::{ChatModel, ModelError, ModelInfo};
 
 pub use health::{CircuitSettings, HealthReport};
+pub use resolver::{ModelResolver, ModelStatus};
 pub use routing::{
     MEDIUM_MAX_CHARS, RouteKey, RouteRule, Routing, RuleMatch, SMALL_MAX_CHARS, TaskSize,
 };

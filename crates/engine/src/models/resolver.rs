@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::model_choice;
+use super::choice as model_choice;
 use crate::ports::{ChatModel, ModelError};
 
 /// How long a resolution is reused.

@@ -1,7 +1,27 @@
-//! The hub's one error type: what any hub method can fail with, each mapping to one
-//! `ErrorCode` of the envelope users see.
+//! The engine's error types: what a hub method (and the gateway) can fail with, and
+//! why a turn could not be run at all, each mapping to one `ErrorCode` of the envelope
+//! users see. They sit below the turn loop, so every room above it shares them.
 
-use super::*;
+use agentplane_core::ErrorCode;
+
+use crate::governance::Refusal;
+use crate::ports::{ModelError, RateError, StoreError};
+
+/// Why a turn could not be run or recorded at all.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl EngineError {
+    /// The user-facing code of this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Store(e) => e.code(),
+        }
+    }
+}
 
 /// Why a hub call failed. Each variant maps to one user-facing code.
 #[derive(Debug, thiserror::Error)]
@@ -90,5 +110,18 @@ impl HubError {
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),
         }
+    }
+}
+
+/// The error a refused admission answers with: a denial is `FORBIDDEN`, a rate limit
+/// `RATE_LIMITED` with its wait, a budget `BUDGET_EXCEEDED`.
+pub(crate) fn refused(refusal: &Refusal, what: &str) -> HubError {
+    match refusal {
+        Refusal::Denied { .. } => HubError::Forbidden(refusal.message(what)),
+        Refusal::RateLimited(limited) => HubError::RateLimited {
+            message: limited.message(),
+            retry_after_secs: limited.retry_after.as_secs().max(1),
+        },
+        Refusal::BudgetExceeded(exceeded) => HubError::BudgetExceeded(exceeded.message()),
     }
 }
