@@ -1,12 +1,15 @@
 //! `agentplane costs`: the real binary against a SQLite file prepared through
 //! `agentplane-store` (threads, turns and `cost` events appended as the turn loop
-//! does): the table, JSON, groupings, client scoping and refused arguments.
+//! does): the table, JSON, groupings, client scoping and refused arguments; and the
+//! same report from a PostgreSQL database, which the runtime opens for it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use agentplane_core::ReplicaId;
 use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId, usd_of_micros};
 use agentplane_engine::ports::{EventStore, NewThread};
+use agentplane_postgres::PostgresStore;
 use agentplane_store::SqliteStore;
 use serde_json::{Value, json};
 
@@ -20,13 +23,15 @@ struct Sandbox {
 
 impl Sandbox {
     fn new() -> Self {
+        Self::with_store("path = \"events.db\"")
+    }
+
+    /// A sandbox whose `[store]` section is `store`.
+    fn with_store(store: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = dir.path().to_path_buf();
-        std::fs::write(
-            root.join("agentplane.toml"),
-            "[store]\npath = \"events.db\"\n",
-        )
-        .expect("config");
+        std::fs::write(root.join("agentplane.toml"), format!("[store]\n{store}\n"))
+            .expect("config");
         Self { _dir: dir, root }
     }
 
@@ -55,7 +60,7 @@ impl Sandbox {
 /// A thread of `client` and a finished turn whose model calls cost these
 /// `(model, input tokens, output tokens, micro-dollars)`. Returns the ids.
 async fn spend(
-    store: &SqliteStore,
+    store: &dyn EventStore,
     client: &str,
     agent: &str,
     calls: &[(&str, u64, u64, u64)],
@@ -273,5 +278,36 @@ async fn an_empty_store_reports_zero() {
     assert_eq!(
         last.split_whitespace().collect::<Vec<_>>(),
         ["TOTAL", "0", "0", "0", "0.000000"]
+    );
+}
+
+#[tokio::test]
+async fn costs_are_reported_from_a_postgresql_store_too() {
+    let Some(url) = agentplane_suites::postgres::service("AGENTPLANE_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let (db, name) = agentplane_suites::postgres::fresh_database(&url).await;
+    {
+        let store = PostgresStore::connect(&db, ReplicaId::new())
+            .await
+            .expect("the PostgreSQL store");
+        spend(
+            &store,
+            "local",
+            "engineering",
+            &[("gpt-4o", 1_000, 100, 3_500)],
+        )
+        .await;
+        spend(&store, "alice", "engineering", &[("gpt-4o", 7, 7, 9)]).await;
+    }
+    let sandbox = Sandbox::with_store(&format!("url = \"{db}\""));
+    let out = sandbox.costs(&["--json"]).await;
+    agentplane_suites::postgres::drop_database(&url, &name).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = json_of(&out);
+    assert_eq!(report["total"]["usd_micros"], 3_500, "{report}");
+    assert_eq!(
+        report["total"]["calls"], 1,
+        "only the local client's: {report}"
     );
 }

@@ -11,6 +11,7 @@ pub mod redacting_store;
 pub mod replicas;
 pub mod secrets;
 pub mod settings;
+pub mod shutdown;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ pub use agentplane_engine::models::ModelStatus;
 pub use agentplane_tools::mcp::ServerReport as McpServerReport;
 pub use config::{Config, ConfigError};
 pub use replicas::Store;
+pub use shutdown::Shutdown;
 
 /// The owner recorded for threads started from the command line.
 pub const LOCAL_CLIENT: &str = "local";
@@ -80,12 +82,11 @@ pub struct Runtime {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     mcp: McpServers,
-    /// Keeps the active policies in step with their directory while the runtime lives.
-    policy_watcher: std::sync::Mutex<Option<policies::PolicyWatcher>>,
     metrics: Arc<Metrics>,
     executions: Arc<Executions>,
-    /// This replica's heartbeat, and the recovery of dead ones once serving.
-    watch: replicas::ReplicaWatch,
+    /// The one ordered shutdown; it also owns this replica's heartbeat (and the
+    /// recovery of dead ones once serving) and the policy directory's watcher.
+    shutdown: Arc<Shutdown>,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -242,15 +243,24 @@ impl Runtime {
             executions.clone(),
             config.cluster,
         );
+        let shutdown = Arc::new(Shutdown {
+            hub: hub.clone(),
+            executions: executions.clone(),
+            watch,
+            store: store.clone(),
+            policy_watcher: std::sync::Mutex::new(policy_watcher),
+            mcp: mcp.clone(),
+            grace: config.server.shutdown_grace,
+            done: tokio::sync::OnceCell::new(),
+        });
         Ok(Self {
             config,
             store,
             hub,
             mcp,
-            policy_watcher: std::sync::Mutex::new(policy_watcher),
             metrics,
             executions,
-            watch,
+            shutdown,
         })
     }
 
@@ -271,7 +281,7 @@ impl Runtime {
         )
         .await;
         self.executions.start_workers().await;
-        self.watch.recover_dead();
+        self.shutdown.watch.recover_dead();
         Ok(())
     }
 
@@ -280,18 +290,19 @@ impl Runtime {
         &self.mcp
     }
 
-    /// Ends what outlives turns: MCP connections kept for threads, and their processes.
-    /// Call it after the hub has shut down, before the process exits.
+    /// Stops everything this runtime started, in order ([`Shutdown`]): the hub and
+    /// the execution workers (running turns get `[server] shutdown_grace`), the replica
+    /// watch and membership, the policy watcher, the MCP servers. Every command calls it
+    /// before the process exits; it runs once.
     pub async fn shutdown(&self) {
-        self.watch.stop().await;
-        if let Err(e) = self.store.leave().await {
-            tracing::warn!(error = %e, "could not leave the replica registry");
-        }
-        let watcher = self.policy_watcher.lock().ok().and_then(|mut w| w.take());
-        if let Some(watcher) = watcher {
-            watcher.stop().await;
-        }
-        self.mcp.shutdown().await;
+        self.shutdown.run().await;
+    }
+
+    /// The same shutdown, for a server to run when it is asked to stop (before it
+    /// drains its connections); the command's own [`Runtime::shutdown`] then returns
+    /// at once.
+    pub fn shutdown_handle(&self) -> Arc<Shutdown> {
+        self.shutdown.clone()
     }
 
     /// The process's metrics (`/metrics`).

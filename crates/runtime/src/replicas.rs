@@ -48,6 +48,16 @@ pub async fn open_store(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreErr
     }
 }
 
+/// Opens the configured store to read reports from (`agentplane costs`), beside a
+/// running server: the SQLite file without taking its lock (a server holds it), a
+/// PostgreSQL database as a connection that never joins the replica registry.
+pub async fn open_for_reports(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    match &config.postgres {
+        None => Ok(Arc::new(SqliteStore::open_unlocked(&config.path).await?)),
+        Some(_) => open_store(config).await,
+    }
+}
+
 /// `e` with every copy of the URL replaced by its redacted form.
 fn scrub(e: StoreError, url: &str, redacted: &str) -> StoreError {
     let clean = |m: String| m.replace(url, redacted);

@@ -59,6 +59,7 @@ mod summary;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -143,6 +144,10 @@ impl fmt::Debug for RouterOptions {
     }
 }
 
+/// Stops the application behind a server (the runtime's one ordered shutdown); the
+/// server calls it once it accepts no more connections, then drains them.
+pub type StopHook = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
 /// How `serve` runs.
 #[derive(Clone)]
 pub struct ServeOptions {
@@ -160,6 +165,10 @@ pub struct ServeOptions {
     pub metrics: Option<Arc<Metrics>>,
     /// The execution service (already started); shut down with the hub.
     pub executions: Option<Arc<Executions>>,
+    /// What stops the application when the server is asked to stop, before it drains
+    /// its connections: the runtime's ordered shutdown. `None`: the hub and the
+    /// executions above are shut down within `shutdown_grace`.
+    pub stop: Option<StopHook>,
     /// Connection caps and timeouts.
     pub connections: ConnectionLimits,
     /// How many event streams may follow threads at once.
@@ -179,6 +188,7 @@ impl fmt::Debug for ServeOptions {
             .field("heartbeat", &self.heartbeat)
             .field("metrics", &self.metrics.is_some())
             .field("executions", &self.executions.is_some())
+            .field("stop", &self.stop.is_some())
             .field("connections", &self.connections)
             .field("followers", &self.followers)
             .finish()
@@ -427,7 +437,7 @@ pub async fn serve(
     tokio::select! {
         result = &mut serving => {
             // The server ended on its own: an accept loop failure.
-            shut_down(&hub, options.executions.as_deref(), options.shutdown_grace).await;
+            shut_down(&hub, &options).await;
             return match result {
                 Ok(result) => result.map_err(ServeError::Io),
                 Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
@@ -440,7 +450,7 @@ pub async fn serve(
         "shutting down: no new connections; running turns may finish within the grace period"
     );
     stop_accepting.cancel();
-    shut_down(&hub, options.executions.as_deref(), options.shutdown_grace).await;
+    shut_down(&hub, &options).await;
     // MCP calls have their results (their turns ended); idle MCP streams would only
     // hold the drain below open.
     mcp_stop.cancel();
@@ -464,9 +474,14 @@ pub async fn serve(
     }
 }
 
-/// Stops the hub and the execution workers together, each within `grace`.
-async fn shut_down(hub: &Hub, executions: Option<&Executions>, grace: Duration) {
-    match executions {
+/// Runs the stop hook; without one, stops the hub and the execution workers together,
+/// each within the grace period.
+async fn shut_down(hub: &Hub, options: &ServeOptions) {
+    if let Some(stop) = &options.stop {
+        return stop().await;
+    }
+    let grace = options.shutdown_grace;
+    match options.executions.as_deref() {
         Some(executions) => {
             tokio::join!(executions.shutdown(grace), hub.shutdown(grace));
         }
@@ -487,6 +502,7 @@ mod tests {
             heartbeat: DEFAULT_HEARTBEAT,
             metrics: None,
             executions: None,
+            stop: None,
             connections: ConnectionLimits::default(),
             followers: FollowerLimits::default(),
         }

@@ -25,12 +25,9 @@ pub struct AcpArgs {
 }
 
 pub async fn run(config: Option<&Path>, args: AcpArgs) -> Exit {
-    let runtime = match crate::commands::start(config).await {
+    let runtime = match crate::commands::started(config).await {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error [{}]: {e}", e.code());
-            return exit::of_error(&e);
-        }
+        Err(code) => return code,
     };
     let agent = args
         .agent
@@ -39,15 +36,9 @@ pub async fn run(config: Option<&Path>, args: AcpArgs) -> Exit {
         eprintln!("error [NOT_FOUND]: there is no agent `{agent}`");
         return exit::CONFIG;
     }
-    let workspace = match args.workspace {
-        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-        None => match std::env::current_dir() {
-            Ok(dir) => dir,
-            Err(e) => {
-                eprintln!("error [INVALID_ARGUMENT]: no current directory ({e}); pass --workspace");
-                return exit::CONFIG;
-            }
-        },
+    let workspace = match crate::commands::workspace_or_current(args.workspace) {
+        Ok(dir) => dir,
+        Err(code) => return code,
     };
     let served = serve_acp_stdio(
         runtime.hub().clone(),
@@ -58,12 +49,5 @@ pub async fn run(config: Option<&Path>, args: AcpArgs) -> Exit {
         },
     )
     .await;
-    runtime.shutdown().await;
-    match served {
-        Ok(()) => exit::SUCCESS,
-        Err(e) => {
-            eprintln!("error [INTERNAL]: {e}");
-            exit::INTERNAL
-        }
-    }
+    crate::commands::finish(&runtime, served).await
 }

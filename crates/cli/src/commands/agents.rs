@@ -17,12 +17,9 @@ pub struct AgentsArgs {
 }
 
 pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
-    let runtime = match super::start(config).await {
+    let runtime = match super::started(config).await {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error [{}]: {e}", e.code());
-            return exit::of_error(&e);
-        }
+        Err(code) => return code,
     };
     let mut rows = Vec::new();
     for agent in runtime.agents().values() {

@@ -14,8 +14,8 @@ use agentplane_core::{ErrorCode, ThreadId};
 use agentplane_engine::hub::{
     CostGroup, CostLine, CostReport, CostRequest, CostSum, HubError, report_costs,
 };
+use agentplane_runtime::replicas::open_for_reports;
 use agentplane_runtime::{Config, LOCAL_CLIENT};
-use agentplane_store::SqliteStore;
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -82,19 +82,11 @@ async fn report(
     };
     let client = (!args.all_clients).then_some(args.client.as_str());
     let config = Config::load(config).map_err(|e| (ErrorCode::InvalidArgument, e.to_string()))?;
-    if config.store.postgres.is_some() {
-        return Err((
-            ErrorCode::InvalidArgument,
-            "`agentplane costs` reads the SQLite file; on PostgreSQL ask a server \
-             (GET /v1/costs)"
-                .to_owned(),
-        ));
-    }
-    // Read beside a running server: the server holds the file's lock.
-    let store = SqliteStore::open_unlocked(&config.store.path)
+    // Read beside a running server, on either backend.
+    let store = open_for_reports(&config.store)
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
-    report_costs(&store, client, request)
+    report_costs(store.as_ref(), client, request)
         .await
         .map_err(hub_error)
 }

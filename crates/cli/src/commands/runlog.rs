@@ -22,12 +22,9 @@ pub async fn run(config: Option<&Path>, args: RunlogArgs) -> Exit {
             return exit::CONFIG;
         }
     };
-    let runtime = match super::start(config).await {
+    let runtime = match super::started(config).await {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error [{}]: {e}", e.code());
-            return exit::of_error(&e);
-        }
+        Err(code) => return code,
     };
     let store = runtime.store();
     match store.turn(&turn).await {

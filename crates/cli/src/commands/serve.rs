@@ -7,8 +7,9 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 
-use agentplane_runtime::{Config, ModelStatus, Runtime};
+use agentplane_runtime::{Config, ModelStatus};
 use agentplane_server::{
     ConnectionLimits, DEFAULT_HEARTBEAT, FollowerLimits, MODEL_PROBE_TIMEOUT, ServeOptions,
     StartupSummary, check_bind, probe_models, serve, startup_summary,
@@ -81,6 +82,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         heartbeat: DEFAULT_HEARTBEAT,
         metrics: None,
         executions: None,
+        stop: None,
         connections: ConnectionLimits {
             header_read_timeout: config.server.limits.header_read_timeout,
             idle_timeout: config.server.limits.idle_timeout,
@@ -98,12 +100,9 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         return usage(&e.to_string());
     }
 
-    let runtime = match Runtime::start(config).await {
+    let runtime = match super::started_with(config).await {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error [{}]: {e}", e.code());
-            return exit::of_error(&e);
-        }
+        Err(code) => return code,
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(listener) => listener,
@@ -122,6 +121,11 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         return exit::INTERNAL;
     }
     options.executions = Some(runtime.executions().clone());
+    let shutdown = runtime.shutdown_handle();
+    options.stop = Some(Arc::new(move || {
+        let shutdown = shutdown.clone();
+        Box::pin(async move { shutdown.run().await })
+    }));
     let agents = probe_models(&hub, MODEL_PROBE_TIMEOUT).await;
     eprint!(
         "{}",
@@ -168,18 +172,11 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         }
     };
     let served = serve(hub, listener, options, stopping).await;
-    // MCP servers kept for threads outlive turns; end them with the process.
-    runtime.shutdown().await;
-    match served {
-        Ok(()) => {
-            eprintln!("stopped");
-            exit::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error [INTERNAL]: the server failed: {e}");
-            exit::INTERNAL
-        }
+    let code = super::finish(&runtime, served).await;
+    if code == exit::SUCCESS {
+        eprintln!("stopped");
     }
+    code
 }
 
 /// File descriptors kept for everything but connections: the store, tool processes'

@@ -179,6 +179,7 @@ impl Setup {
                 heartbeat: self.heartbeat,
                 metrics: None,
                 executions: Some(runtime.executions().clone()),
+                stop: None,
                 connections: agentplane_server::ConnectionLimits::default(),
                 followers: agentplane_server::FollowerLimits::default(),
             },

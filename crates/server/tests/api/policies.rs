@@ -106,6 +106,7 @@ impl PolicyServer {
                 heartbeat: std::time::Duration::from_millis(100),
                 metrics: None,
                 executions: None,
+                stop: None,
                 connections: agentplane_server::ConnectionLimits::default(),
                 followers: agentplane_server::FollowerLimits::default(),
             },

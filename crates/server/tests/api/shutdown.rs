@@ -57,6 +57,7 @@ async fn serve_refuses_a_public_listener_without_permission_or_token() {
                     heartbeat: Duration::from_secs(1),
                     metrics: None,
                     executions: None,
+                    stop: None,
                     connections: agentplane_server::ConnectionLimits::default(),
                     followers: agentplane_server::FollowerLimits::default(),
                 },

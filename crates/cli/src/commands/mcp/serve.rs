@@ -13,7 +13,7 @@ use agentplane_runtime::LOCAL_CLIENT;
 use agentplane_server::{StdioOptions, serve_stdio};
 use clap::Args;
 
-use crate::exit::{self, Exit};
+use crate::exit::Exit;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -23,22 +23,13 @@ pub struct ServeArgs {
 }
 
 pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
-    let runtime = match crate::commands::start(config).await {
+    let runtime = match crate::commands::started(config).await {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error [{}]: {e}", e.code());
-            return exit::of_error(&e);
-        }
+        Err(code) => return code,
     };
-    let workspace = match args.workspace {
-        Some(dir) => std::path::absolute(&dir).unwrap_or(dir),
-        None => match std::env::current_dir() {
-            Ok(dir) => dir,
-            Err(e) => {
-                eprintln!("error [INVALID_ARGUMENT]: no current directory ({e}); pass --workspace");
-                return exit::CONFIG;
-            }
-        },
+    let workspace = match crate::commands::workspace_or_current(args.workspace) {
+        Ok(dir) => dir,
+        Err(code) => return code,
     };
     let options = StdioOptions {
         client: LOCAL_CLIENT.to_owned(),
@@ -51,12 +42,5 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         crate::commands::serve::stop_requested(),
     )
     .await;
-    runtime.shutdown().await;
-    match served {
-        Ok(()) => exit::SUCCESS,
-        Err(e) => {
-            eprintln!("error [INTERNAL]: {e}");
-            exit::INTERNAL
-        }
-    }
+    crate::commands::finish(&runtime, served).await
 }

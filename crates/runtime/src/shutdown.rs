@@ -1,0 +1,59 @@
+//! The one ordered shutdown of everything a runtime started, used by every command
+//! (`serve`, `acp`, `mcp serve`, `run`):
+//!
+//! 1. the hub and the execution workers together: no new turns; running ones get the
+//!    grace period to finish, then are cancelled and recorded as such;
+//! 2. the replica watch (heartbeat, recovery of dead replicas), then this replica
+//!    leaves the registry, so others do not wait for its heartbeat to lapse;
+//! 3. the policy directory's watcher;
+//! 4. the MCP servers kept for threads, and their processes.
+//!
+//! It runs once: a second call (a server's stop hook, then the command's own call)
+//! waits for the first to finish and does nothing more.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentplane_engine::executions::Executions;
+use agentplane_engine::hub::Hub;
+use agentplane_tools::mcp::McpServers;
+use tokio::sync::OnceCell;
+
+use crate::policies::PolicyWatcher;
+use crate::replicas::{ReplicaWatch, Store};
+
+/// Everything a runtime must stop, in the order it must stop them.
+pub struct Shutdown {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) executions: Arc<Executions>,
+    pub(crate) watch: ReplicaWatch,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) policy_watcher: Mutex<Option<PolicyWatcher>>,
+    pub(crate) mcp: McpServers,
+    /// How long running turns and executions may take to finish.
+    pub(crate) grace: Duration,
+    pub(crate) done: OnceCell<()>,
+}
+
+impl Shutdown {
+    /// Stops everything, in order; later calls wait for the first and return.
+    pub async fn run(&self) {
+        self.done.get_or_init(|| self.sequence()).await;
+    }
+
+    async fn sequence(&self) {
+        tokio::join!(
+            self.executions.shutdown(self.grace),
+            self.hub.shutdown(self.grace)
+        );
+        self.watch.stop().await;
+        if let Err(e) = self.store.leave().await {
+            tracing::warn!(error = %e, "could not leave the replica registry");
+        }
+        let watcher = self.policy_watcher.lock().ok().and_then(|mut w| w.take());
+        if let Some(watcher) = watcher {
+            watcher.stop().await;
+        }
+        self.mcp.shutdown().await;
+    }
+}
