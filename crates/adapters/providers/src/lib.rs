@@ -8,6 +8,7 @@
 //! no turn logic, no policy and no storage.
 
 mod anthropic;
+mod exchange;
 #[doc(hidden)]
 pub mod fuzzing;
 mod openai_compatible;

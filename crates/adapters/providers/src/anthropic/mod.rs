@@ -15,12 +15,9 @@ use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 
-use crate::openai_compatible::failure::{self, Failure};
-use crate::openai_compatible::{
-    MAX_ERROR_BODY_BYTES, MAX_RESPONSE_BYTES, MAX_RETRY_DELAY, cut_off, listing, read_body,
-    too_large,
-};
-use crate::sse::SseDecoder;
+use crate::exchange::{Exchange, MAX_RESPONSE_BYTES, read_body};
+use crate::openai_compatible::failure;
+use crate::openai_compatible::{MAX_RETRY_DELAY, listing};
 
 /// The API version sent as `anthropic-version`.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -147,12 +144,6 @@ impl Anthropic {
         }
     }
 
-    fn timeout_error(&self) -> ModelError {
-        ModelError::Timeout {
-            seconds: self.config.request_timeout.as_secs().max(1),
-        }
-    }
-
     fn retry_delay(&self, retry: u32) -> Duration {
         self.config
             .retry_base_delay
@@ -191,12 +182,23 @@ impl Anthropic {
                 .body(body.clone());
             let started = tokio::time::Instant::now();
             let attempt = match self
-                .send_once(self.authorized(builder), &request.model)
+                .exchange()
+                .send(self.authorized(builder), &request.model)
                 .await
             {
                 Ok(response) => {
                     let deadline = started + self.config.request_timeout;
-                    self.read_answer(response, &request.model, deadline, on_text, &mut delivered)
+                    let assembly = wire::StreamAssembly::new(&request.model);
+                    self.exchange()
+                        .read_answer(
+                            response,
+                            &request.model,
+                            deadline,
+                            wire::parse_message,
+                            assembly,
+                            on_text,
+                            &mut delivered,
+                        )
                         .await
                 }
                 Err(failure) => Err(failure),
@@ -216,109 +218,13 @@ impl Anthropic {
         }
     }
 
-    async fn send_once(
-        &self,
-        builder: reqwest::RequestBuilder,
-        model: &str,
-    ) -> Result<reqwest::Response, Failure> {
-        let sent = tokio::time::timeout(self.config.request_timeout, builder.send()).await;
-        let response = match sent {
-            Err(_) => return Err(Failure::fatal(self.timeout_error())),
-            Ok(Err(e)) => return Err(failure::from_send(e, &self.shown_url, self.api_key())),
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
+    fn exchange(&self) -> Exchange<'_> {
+        Exchange {
+            timeout: self.config.request_timeout,
+            stream: self.config.stream,
+            api_key: self.api_key(),
+            shown_url: &self.shown_url,
         }
-        let body = read_body(response, MAX_ERROR_BODY_BYTES, self.config.request_timeout)
-            .await
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_default();
-        Err(failure::from_status(status, &body, model, self.api_key()))
-    }
-
-    async fn read_answer<F: FnMut(&str) + Send + ?Sized>(
-        &self,
-        response: reqwest::Response,
-        model: &str,
-        deadline: tokio::time::Instant,
-        on_text: &mut F,
-        delivered: &mut bool,
-    ) -> Result<ChatResponse, Failure> {
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let is_stream = if content_type.contains("event-stream") {
-            true
-        } else if content_type.contains("json") {
-            false
-        } else {
-            self.config.stream
-        };
-        if is_stream {
-            return self.read_stream(response, model, on_text, delivered).await;
-        }
-        let body = match tokio::time::timeout_at(
-            deadline,
-            read_body(response, MAX_RESPONSE_BYTES, self.config.request_timeout),
-        )
-        .await
-        {
-            Err(_) => return Err(Failure::fatal(self.timeout_error())),
-            Ok(Err(failure)) => return Err(failure),
-            Ok(Ok(body)) => body,
-        };
-        let answer = wire::parse_message(&body, model)?;
-        if !answer.content.is_empty() {
-            *delivered = true;
-            on_text(&answer.content);
-        }
-        Ok(answer)
-    }
-
-    async fn read_stream<F: FnMut(&str) + Send + ?Sized>(
-        &self,
-        mut response: reqwest::Response,
-        model: &str,
-        on_text: &mut F,
-        delivered: &mut bool,
-    ) -> Result<ChatResponse, Failure> {
-        let mut decoder = SseDecoder::new(MAX_RESPONSE_BYTES);
-        let mut assembly = wire::StreamAssembly::new(model);
-        let mut total = 0usize;
-        loop {
-            let chunk =
-                match tokio::time::timeout(self.config.request_timeout, response.chunk()).await {
-                    Err(_) => return Err(Failure::fatal(self.timeout_error())),
-                    Ok(Err(e)) => return Err(cut_off(e, self.api_key())),
-                    Ok(Ok(None)) => break,
-                    Ok(Ok(Some(chunk))) => chunk,
-                };
-            total += chunk.len();
-            if total > MAX_RESPONSE_BYTES {
-                return Err(Failure::fatal(too_large()));
-            }
-            for event in decoder.feed(&chunk).map_err(ModelError::Protocol)? {
-                if let Some(text) = assembly.apply(&event)? {
-                    *delivered = true;
-                    on_text(&text);
-                }
-                if assembly.is_done() {
-                    return Ok(assembly.finish()?);
-                }
-            }
-        }
-        if let Some(event) = decoder.finish().map_err(ModelError::Protocol)?
-            && let Some(text) = assembly.apply(&event)?
-        {
-            *delivered = true;
-            on_text(&text);
-        }
-        Ok(assembly.finish()?)
     }
 }
 
@@ -334,7 +240,8 @@ impl ChatModel for Anthropic {
         let mut retry = 0;
         let response = loop {
             match self
-                .send_once(self.authorized(self.client.get(&url)), "")
+                .exchange()
+                .send(self.authorized(self.client.get(&url)), "")
                 .await
             {
                 Ok(response) => break response,

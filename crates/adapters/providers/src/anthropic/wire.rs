@@ -419,6 +419,20 @@ impl StreamAssembly {
     }
 }
 
+impl crate::exchange::Assembly for StreamAssembly {
+    fn apply(&mut self, data: &str) -> Result<Option<String>, ModelError> {
+        StreamAssembly::apply(self, data)
+    }
+
+    fn is_done(&self) -> bool {
+        StreamAssembly::is_done(self)
+    }
+
+    fn finish(self) -> Result<ChatResponse, ModelError> {
+        StreamAssembly::finish(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use agentplane_core::ToolSpec;

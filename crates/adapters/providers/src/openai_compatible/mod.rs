@@ -18,14 +18,8 @@ use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 
-use crate::sse::SseDecoder;
-use failure::Failure;
-
-/// The most of one response kept in memory: a longer answer is a `Protocol` error.
-pub(crate) const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-
-/// The most of an error body read: enough for any real message.
-pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+use crate::exchange::Exchange;
+pub(crate) use crate::exchange::{MAX_ERROR_BODY_BYTES, MAX_RESPONSE_BYTES, read_body};
 
 /// The longest pause between two retries, whatever the attempt number.
 pub(crate) const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
@@ -174,10 +168,20 @@ impl OpenAiCompatible {
         loop {
             let mut delivered = false;
             let started = tokio::time::Instant::now();
-            let attempt = match self.send_once(build(), &request.model).await {
+            let attempt = match self.exchange().send(build(), &request.model).await {
                 Ok(response) => {
                     let deadline = started + self.config.request_timeout;
-                    self.read_answer(response, &request.model, deadline, on_text, &mut delivered)
+                    let assembly = wire::StreamAssembly::new(&request.model);
+                    self.exchange()
+                        .read_answer(
+                            response,
+                            &request.model,
+                            deadline,
+                            wire::parse_completion,
+                            assembly,
+                            on_text,
+                            &mut delivered,
+                        )
                         .await
                 }
                 Err(failure) => Err(failure),
@@ -206,12 +210,6 @@ impl OpenAiCompatible {
         }
     }
 
-    fn timeout_error(&self) -> ModelError {
-        ModelError::Timeout {
-            seconds: self.config.request_timeout.as_secs().max(1),
-        }
-    }
-
     /// The pause before retry number `retry` (0-based): base × 2^retry, capped.
     fn retry_delay(&self, retry: u32) -> Duration {
         self.config
@@ -230,7 +228,7 @@ impl OpenAiCompatible {
     ) -> Result<reqwest::Response, ModelError> {
         let mut retry = 0;
         loop {
-            match self.send_once(build(), model).await {
+            match self.exchange().send(build(), model).await {
                 Ok(response) => return Ok(response),
                 Err(failure) if failure.retryable && retry < self.config.max_retries => {
                     self.pause_before_retry(retry, &failure.error).await;
@@ -252,155 +250,13 @@ impl OpenAiCompatible {
         tokio::time::sleep(delay).await;
     }
 
-    /// One request: its response if the status is a success, else the failure.
-    async fn send_once(
-        &self,
-        builder: reqwest::RequestBuilder,
-        model: &str,
-    ) -> Result<reqwest::Response, Failure> {
-        let sent = tokio::time::timeout(self.config.request_timeout, builder.send()).await;
-        let response = match sent {
-            Err(_) => return Err(Failure::fatal(self.timeout_error())),
-            Ok(Err(e)) => return Err(failure::from_send(e, &self.shown_url, self.api_key())),
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let body = read_body(response, MAX_ERROR_BODY_BYTES, self.config.request_timeout)
-            .await
-            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-            .unwrap_or_else(|_| String::new());
-        Err(failure::from_status(status, &body, model, self.api_key()))
-    }
-
-    /// One chat attempt after the headers: reads and assembles the answer. A whole
-    /// (non-streamed) answer must be complete by `deadline`. Sets `delivered` once any
-    /// text went to `on_text`.
-    async fn read_answer<F: FnMut(&str) + Send + ?Sized>(
-        &self,
-        response: reqwest::Response,
-        model: &str,
-        deadline: tokio::time::Instant,
-        on_text: &mut F,
-        delivered: &mut bool,
-    ) -> Result<ChatResponse, Failure> {
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let is_stream = if content_type.contains("event-stream") {
-            true
-        } else if content_type.contains("json") {
-            false
-        } else {
-            self.config.stream
-        };
-        if is_stream {
-            return self.read_stream(response, model, on_text, delivered).await;
-        }
-        let body = match tokio::time::timeout_at(
-            deadline,
-            read_body(response, MAX_RESPONSE_BYTES, self.config.request_timeout),
-        )
-        .await
-        {
-            Err(_) => return Err(Failure::fatal(self.timeout_error())),
-            Ok(Err(failure)) => return Err(failure),
-            Ok(Ok(body)) => body,
-        };
-        let answer = wire::parse_completion(&body, model)?;
-        if !answer.content.is_empty() {
-            *delivered = true;
-            on_text(&answer.content);
-        }
-        Ok(answer)
-    }
-
-    async fn read_stream<F: FnMut(&str) + Send + ?Sized>(
-        &self,
-        mut response: reqwest::Response,
-        model: &str,
-        on_text: &mut F,
-        delivered: &mut bool,
-    ) -> Result<ChatResponse, Failure> {
-        let mut decoder = SseDecoder::new(MAX_RESPONSE_BYTES);
-        let mut assembly = wire::StreamAssembly::new(model);
-        let mut total = 0usize;
-        loop {
-            let chunk =
-                match tokio::time::timeout(self.config.request_timeout, response.chunk()).await {
-                    Err(_) => return Err(Failure::fatal(self.timeout_error())),
-                    Ok(Err(e)) => return Err(cut_off(e, self.api_key())),
-                    Ok(Ok(None)) => break,
-                    Ok(Ok(Some(chunk))) => chunk,
-                };
-            total += chunk.len();
-            if total > MAX_RESPONSE_BYTES {
-                return Err(Failure::fatal(too_large()));
-            }
-            for event in decoder.feed(&chunk).map_err(ModelError::Protocol)? {
-                if let Some(text) = assembly.apply(&event)? {
-                    *delivered = true;
-                    on_text(&text);
-                }
-                if assembly.is_done() {
-                    return Ok(assembly.finish()?);
-                }
-            }
-        }
-        if let Some(event) = decoder.finish().map_err(ModelError::Protocol)?
-            && let Some(text) = assembly.apply(&event)?
-        {
-            *delivered = true;
-            on_text(&text);
-        }
-        Ok(assembly.finish()?)
-    }
-}
-
-pub(crate) fn too_large() -> ModelError {
-    ModelError::Protocol(format!(
-        "the answer is larger than {} MiB",
-        MAX_RESPONSE_BYTES / (1024 * 1024)
-    ))
-}
-
-/// A body that broke off mid-way: retryable as far as the transport goes; the retry
-/// loop still refuses once text was delivered.
-pub(crate) fn cut_off(error: reqwest::Error, api_key: Option<&str>) -> Failure {
-    Failure::transient(ModelError::Protocol(format!(
-        "the answer was cut off mid-way: {}",
-        failure::transport_detail(error, api_key)
-    )))
-}
-
-/// Reads a whole body, refusing more than `limit` bytes; each read waits at most
-/// `idle`.
-pub(crate) async fn read_body(
-    mut response: reqwest::Response,
-    limit: usize,
-    idle: Duration,
-) -> Result<Vec<u8>, Failure> {
-    let mut body = Vec::new();
-    loop {
-        match tokio::time::timeout(idle, response.chunk()).await {
-            Err(_) => {
-                return Err(Failure::fatal(ModelError::Timeout {
-                    seconds: idle.as_secs().max(1),
-                }));
-            }
-            Ok(Err(e)) => return Err(cut_off(e, None)),
-            Ok(Ok(None)) => return Ok(body),
-            Ok(Ok(Some(chunk))) => {
-                if body.len() + chunk.len() > limit {
-                    return Err(Failure::fatal(too_large()));
-                }
-                body.extend_from_slice(&chunk);
-            }
+    /// How this server is talked to: timeouts, streaming, the key kept out of messages.
+    pub(crate) fn exchange(&self) -> Exchange<'_> {
+        Exchange {
+            timeout: self.config.request_timeout,
+            stream: self.config.stream,
+            api_key: self.api_key(),
+            shown_url: &self.shown_url,
         }
     }
 }
