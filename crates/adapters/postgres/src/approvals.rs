@@ -6,6 +6,7 @@
 use agentplane_core::{
     ApprovalId, ApprovalOutcome, Event, EventPayload, ReplicaId, ThreadId, TurnId,
 };
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, NewApproval, StoreError,
 };
@@ -14,7 +15,7 @@ use tokio_postgres::Row;
 use crate::db::Db;
 use crate::events::{insert_event, opt_text, require_running, text};
 use crate::nul::{enc, enc_opt};
-use crate::{pg, timestamp, unique_violation};
+use crate::{pg, unique_violation};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -138,28 +139,8 @@ pub(crate) async fn decide(
         )));
     }
     running?;
-    let edited = match (decision.outcome, &decision.arguments) {
-        (ApprovalOutcome::Edited, Some(arguments)) => Some(arguments.clone()),
-        (ApprovalOutcome::Edited, None) => {
-            return Err(StoreError::Conflict(format!(
-                "approval {id}: an edit needs the edited arguments"
-            )));
-        }
-        _ => None,
-    };
-    let payload = EventPayload::ApprovalDecided {
-        approval_id: id.to_string(),
-        outcome: decision.outcome,
-        arguments: edited.as_ref().map(|a| {
-            if decision.arguments_in_event {
-                a.clone()
-            } else {
-                serde_json::Value::Null
-            }
-        }),
-        feedback: decision.feedback.clone(),
-        by: decision.by.clone(),
-    };
+    let edited = decision.edited(id)?;
+    let payload = decision.decided_event(id, edited.as_ref());
     let event = insert_event(db, &pending.thread_id, &pending.turn_id, payload).await?;
     let changed = db
         .execute(
@@ -216,7 +197,7 @@ pub(crate) async fn claim(
         .execute(
             "UPDATE approvals SET resumed_at = $2 WHERE id = $1 AND resumed_at IS NULL
                  AND status != 'pending'",
-            &[&id.as_str(), &timestamp::now()],
+            &[&id.as_str(), &stored_now()],
         )
         .await
         .map_err(pg)?;

@@ -10,41 +10,29 @@
 use std::collections::BTreeMap;
 
 use agentplane_core::{ThreadId, TurnId};
+use agentplane_engine::ports::records::{CostKey, add_cost_call, cost_bound, stored_now};
 use agentplane_engine::ports::{CostQuery, CostRow, ModelCallRecord, StoreError};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use tokio_postgres::types::ToSql;
 
 use crate::db::Db;
 use crate::events::text;
 use crate::nul::{enc, enc_opt};
-use crate::{pg, timestamp, unique_violation};
-
-/// The grouping key of a row, in the order rows are returned.
-type Key = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-);
+use crate::{pg, unique_violation};
 
 /// Sums the cost events and model calls that `query` selects.
 pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
     let since = query
         .since
         .as_deref()
-        .map(|s| bound("since", s))
+        .map(|s| cost_bound("since", s))
         .transpose()?;
     let until = query
         .until
         .as_deref()
-        .map(|u| bound("until", u))
+        .map(|u| cost_bound("until", u))
         .transpose()?;
     let thread = query.thread.as_ref().map(|t| t.as_str().to_owned());
-    let mut groups: BTreeMap<Key, CostRow> = BTreeMap::new();
+    let mut groups: BTreeMap<CostKey, CostRow> = BTreeMap::new();
 
     let (client, agent) = (
         enc_opt(query.client.as_deref()),
@@ -86,7 +74,7 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
                     ))
                 })
         };
-        let key: Key = (
+        let key: CostKey = (
             text(row, 0)?,
             text(row, 1)?,
             field("provider"),
@@ -95,7 +83,7 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
             query.by_turn.then(|| thread.clone()),
             query.by_turn.then(|| turn.clone()),
         );
-        add_call(
+        add_cost_call(
             &mut groups,
             key,
             number("input_tokens")?,
@@ -125,7 +113,7 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
                 let n: i64 = row.try_get(i).map_err(pg)?;
                 Ok(u64::try_from(n).unwrap_or(0))
             };
-            let key: Key = (
+            let key: CostKey = (
                 text(row, 0)?,
                 text(row, 1)?,
                 text(row, 2)?,
@@ -134,7 +122,7 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
                 None,
                 None,
             );
-            add_call(&mut groups, key, number(5)?, number(6)?, number(7)?);
+            add_cost_call(&mut groups, key, number(5)?, number(6)?, number(7)?);
         }
     }
     groups
@@ -160,7 +148,7 @@ pub(crate) async fn record_model_call(db: Db<'_>, call: ModelCallRecord) -> Resu
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
                 &call.id.as_str(),
-                &timestamp::now(),
+                &stored_now(),
                 &enc(&call.client),
                 &enc(&call.agent),
                 &enc(&call.provider),
@@ -184,48 +172,4 @@ pub(crate) async fn record_model_call(db: Db<'_>, call: ModelCallRecord) -> Resu
 /// The UTC day of a stored timestamp (`YYYY-MM-DD`, its first ten bytes).
 fn day(ts: &str) -> String {
     ts.get(..10).unwrap_or(ts).to_owned()
-}
-
-/// Counts one call into its group.
-fn add_call(
-    groups: &mut BTreeMap<Key, CostRow>,
-    key: Key,
-    input_tokens: u64,
-    output_tokens: u64,
-    usd_micros: u64,
-) {
-    let group = groups.entry(key).or_insert_with_key(|key| CostRow {
-        agent: key.0.clone(),
-        client: key.1.clone(),
-        provider: key.2.clone(),
-        model: key.3.clone(),
-        day: key.4.clone(),
-        ..CostRow::default()
-    });
-    group.calls = group.calls.saturating_add(1);
-    group.input_tokens = group.input_tokens.saturating_add(input_tokens);
-    group.output_tokens = group.output_tokens.saturating_add(output_tokens);
-    group.usd_micros = group.usd_micros.saturating_add(usd_micros);
-}
-
-/// An RFC 3339 bound in the form `ts` is stored in (UTC, milliseconds, rounded up), so
-/// that byte order is time order — the same rule as SQLite's.
-fn bound(name: &str, value: &str) -> Result<String, StoreError> {
-    let invalid = || StoreError::Backend(format!("costs: `{name}` is not an RFC 3339 time"));
-    let t = OffsetDateTime::parse(value, &Rfc3339)
-        .map_err(|_| invalid())?
-        .to_offset(time::UtcOffset::UTC);
-    let sub_milli = t.nanosecond() % 1_000_000;
-    let t = if sub_milli == 0 {
-        t
-    } else {
-        t.checked_add(time::Duration::nanoseconds(i64::from(
-            1_000_000 - sub_milli,
-        )))
-        .ok_or_else(invalid)?
-    };
-    if !(0..=9999).contains(&t.year()) {
-        return Err(invalid());
-    }
-    Ok(timestamp::format_rfc3339_millis(t))
 }

@@ -15,6 +15,7 @@
 use agentplane_core::{
     Event, EventPayload, PermissionDecision, PermissionId, ReplicaId, StopReason, ThreadId, TurnId,
 };
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
     TurnRecord, TurnStatus,
@@ -23,7 +24,7 @@ use tokio_postgres::Row;
 
 use crate::db::Db;
 use crate::nul::{dec, enc, enc_opt};
-use crate::{approvals, damaged, pg, timestamp, unique_violation};
+use crate::{approvals, damaged, pg, unique_violation};
 
 /// Why interrupting declines the permissions it finds pending (SQLite's words).
 const STOPPED_WHILE_PENDING: &str = "agentplane stopped while this permission was pending";
@@ -45,7 +46,7 @@ pub(crate) async fn create_thread(
     db: Db<'_>,
     thread: NewThread,
 ) -> Result<ThreadRecord, StoreError> {
-    let created_at = timestamp::now();
+    let created_at = stored_now();
     let inserted = db
         .execute(
             "INSERT INTO threads (id, client_id, agent, cwd, title, created_at)
@@ -99,7 +100,7 @@ pub(crate) async fn delete_thread(db: Db<'_>, thread: &ThreadId) -> Result<(), S
     }
     db.execute(
         "UPDATE threads SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-        &[&thread.as_str(), &timestamp::now()],
+        &[&thread.as_str(), &stored_now()],
     )
     .await
     .map_err(pg)?;
@@ -151,7 +152,7 @@ pub(crate) async fn begin_turn(
     replica: &ReplicaId,
 ) -> Result<TurnRecord, StoreError> {
     lock_live_thread(db, thread).await?;
-    let created_at = timestamp::now();
+    let created_at = stored_now();
     // The turn records the version its thread is pinned to (ADR 0016) and the replica
     // that runs it.
     let inserted = db
@@ -331,42 +332,26 @@ pub(crate) async fn create_permission(
     db: Db<'_>,
     permission: NewPermission,
 ) -> Result<(PermissionRecord, Event), StoreError> {
-    let NewPermission {
-        id,
-        thread_id,
-        turn_id,
-        call_id,
-        tool,
-        arguments,
-        options,
-        runs,
-    } = permission;
-    require_running(db, &thread_id, &turn_id).await?;
-    let unencodable = |e: serde_json::Error| {
-        StoreError::Backend(format!("permission {id} cannot be encoded: {e}"))
-    };
-    let arguments_json = serde_json::to_string(&arguments).map_err(unencodable)?;
-    let options_json = serde_json::to_string(&options).map_err(unencodable)?;
-    let payload = EventPayload::PermissionRequired {
-        permission_id: id.to_string(),
-        call_id: call_id.clone(),
-        tool: tool.clone(),
-        arguments: arguments.clone(),
-        options: options.clone(),
-        runs,
-    };
-    let event = insert_event(db, &thread_id, &turn_id, payload).await?;
+    require_running(db, &permission.thread_id, &permission.turn_id).await?;
+    let (arguments_json, options_json) = permission.encoded()?;
+    let event = insert_event(
+        db,
+        &permission.thread_id,
+        &permission.turn_id,
+        permission.required_event(),
+    )
+    .await?;
     let inserted = db
         .execute(
             "INSERT INTO permissions
                  (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8)",
             &[
-                &id.as_str(),
-                &thread_id.as_str(),
-                &turn_id.as_str(),
-                &enc(&call_id),
-                &enc(&tool),
+                &permission.id.as_str(),
+                &permission.thread_id.as_str(),
+                &permission.turn_id.as_str(),
+                &enc(&permission.call_id),
+                &enc(&permission.tool),
                 &arguments_json,
                 &options_json,
                 &event.ts,
@@ -377,24 +362,13 @@ pub(crate) async fn create_permission(
         Ok(_) => {}
         Err(e) if unique_violation(&e).is_some() => {
             return Err(StoreError::Conflict(format!(
-                "permission {id} already exists"
+                "permission {} already exists",
+                permission.id
             )));
         }
         Err(e) => return Err(pg(e)),
     }
-    let record = PermissionRecord {
-        id,
-        thread_id,
-        turn_id,
-        call_id,
-        tool,
-        arguments,
-        options,
-        status: PermissionStatus::Pending,
-        reason: None,
-        created_at: event.ts.clone(),
-    };
-    Ok((record, event))
+    Ok((permission.pending(event.ts.clone()), event))
 }
 
 /// Answers a pending permission of a running turn and appends `permission_resolved`
@@ -514,7 +488,7 @@ pub(crate) async fn insert_event(
             "an event of thread {thread} cannot be encoded: {e}"
         ))
     })?;
-    let ts = timestamp::now();
+    let ts = stored_now();
     let row = db
         .query_opt(
             "WITH next AS (

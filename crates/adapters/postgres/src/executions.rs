@@ -11,20 +11,20 @@
 use std::time::Duration;
 
 use agentplane_core::{DeliveryId, ErrorCode, ExecutionId, ReplicaId, ThreadId, TurnId};
+use agentplane_engine::ports::records::{stored_after, stored_now};
 use agentplane_engine::ports::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
     StoreError,
 };
 use async_trait::async_trait;
-use time::OffsetDateTime;
 use tokio_postgres::Row;
 
 use crate::db::Db;
 use crate::events::{opt_text, text};
 use crate::nul::{enc, enc_opt};
 use crate::store::{in_tx, on_conn};
-use crate::{PostgresStore, pg, timestamp, unique_violation};
+use crate::{PostgresStore, pg, unique_violation};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -40,13 +40,6 @@ const COLUMNS: &str = "id, client_id, agent, input, thread_id, turn_id, status, 
 const DELIVERY_COLUMNS: &str = "id, execution_id, url, status, attempts, next_attempt_at, \
     last_status, last_error, created_at, delivered_at";
 
-/// Now plus `delay`, in the stored form.
-fn after(delay: Duration) -> String {
-    let delay = time::Duration::try_from(delay).unwrap_or(time::Duration::MAX);
-    let now = OffsetDateTime::now_utc();
-    timestamp::format_rfc3339_millis(now.checked_add(delay).unwrap_or(now))
-}
-
 // ----- writes ---------------------------------------------------------------------------
 
 /// Inserts `new`, or returns the client's execution with the same idempotency key
@@ -57,7 +50,7 @@ async fn create(db: Db<'_>, new: NewExecution) -> Result<(ExecutionRecord, bool)
     {
         return Ok((existing, false));
     }
-    let now = timestamp::now();
+    let now = stored_now();
     let max_attempts = i64::from(new.max_attempts.max(1));
     let inserted = db
         .query_opt(
@@ -109,7 +102,7 @@ enum Claim {
 
 /// Claims the oldest due queued execution whose thread runs no other execution.
 async fn claim(db: Db<'_>, worker: &str, replica: &ReplicaId) -> Result<Claim, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let claimed = db
         .query_opt(
             "UPDATE executions SET status = 'running', attempts = attempts + 1,
@@ -144,7 +137,7 @@ async fn set_turn(db: Db<'_>, id: &ExecutionId, turn: &TurnId) -> Result<(), Sto
         .execute(
             "UPDATE executions SET turn_id = $2, updated_at = $3
              WHERE id = $1 AND status = 'running'",
-            &[&id.as_str(), &turn.as_str(), &timestamp::now()],
+            &[&id.as_str(), &turn.as_str(), &stored_now()],
         )
         .await
         .map_err(pg)?;
@@ -160,19 +153,8 @@ async fn finish(
     id: &ExecutionId,
     end: ExecutionEnd,
 ) -> Result<ExecutionRecord, StoreError> {
-    if !end.status.is_terminal() {
-        return Err(StoreError::Backend(format!(
-            "execution {id} cannot finish as {}",
-            end.status.as_str()
-        )));
-    }
-    let now = timestamp::now();
-    let output = end
-        .output
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::Backend(format!("execution {id}: output: {e}")))?;
+    let output = end.stored_output(id)?;
+    let now = stored_now();
     let changed = db
         .execute(
             "UPDATE executions SET status = $2, turn_id = COALESCE($3, turn_id), output = $4,
@@ -233,8 +215,8 @@ async fn retry(
                 &id.as_str(),
                 &error.code.as_str(),
                 &enc(&error.message),
-                &timestamp::now(),
-                &after(delay),
+                &stored_now(),
+                &stored_after(delay),
             ],
         )
         .await
@@ -251,7 +233,7 @@ async fn release(db: Db<'_>, id: &ExecutionId) -> Result<(), StoreError> {
             "UPDATE executions SET status = 'queued', attempts = GREATEST(attempts - 1, 0),
                  updated_at = $2, next_attempt_at = $2, claimed_by = NULL
              WHERE id = $1 AND status = 'running'",
-            &[&id.as_str(), &timestamp::now()],
+            &[&id.as_str(), &stored_now()],
         )
         .await
         .map_err(pg)?;
@@ -267,7 +249,7 @@ async fn cancel(
     delivery: &DeliveryId,
 ) -> Result<CancelOutcome, StoreError> {
     let record = lock(db, id).await?;
-    let now = timestamp::now();
+    let now = stored_now();
     match record.status {
         ExecutionStatus::Queued => {
             db.execute(
@@ -312,7 +294,7 @@ async fn recover(
     let retry = mode == RestartMode::Retry
         && record.attempts < record.max_attempts
         && !record.cancel_requested;
-    let now = timestamp::now();
+    let now = stored_now();
     if retry {
         db.execute(
             "UPDATE executions SET status = 'queued', error_code = 'INTERNAL',
@@ -348,7 +330,7 @@ async fn recover(
 }
 
 async fn claim_delivery(db: Db<'_>, lease: Duration) -> Result<Option<DeliveryRecord>, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let claimed = db
         .query_opt(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = $2
@@ -357,7 +339,7 @@ async fn claim_delivery(db: Db<'_>, lease: Duration) -> Result<Option<DeliveryRe
                          ORDER BY next_attempt_at, pos LIMIT 1
                          FOR UPDATE SKIP LOCKED)
              RETURNING id",
-            &[&now, &after(lease)],
+            &[&now, &stored_after(lease)],
         )
         .await
         .map_err(pg)?;
@@ -372,10 +354,10 @@ async fn record_delivery(
     id: &DeliveryId,
     attempt: DeliveryAttempt,
 ) -> Result<DeliveryRecord, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let (status, next, delivered_at) = match (attempt.delivered, attempt.retry_after) {
         (true, _) => (DeliveryStatus::Delivered, None, Some(now.clone())),
-        (false, Some(delay)) => (DeliveryStatus::Pending, Some(after(delay)), None),
+        (false, Some(delay)) => (DeliveryStatus::Pending, Some(stored_after(delay)), None),
         (false, None) => (DeliveryStatus::Failed, None, None),
     };
     let changed = db

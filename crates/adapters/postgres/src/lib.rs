@@ -23,7 +23,6 @@ mod nul;
 mod replicas;
 mod schema;
 mod store;
-mod timestamp;
 mod versions;
 
 pub use budgets::PostgresLedger;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use agentplane_core::version::TrafficAction;
 use agentplane_core::{Stage, ThreadId, TrafficSplit, VersionSpec};
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     NewThread, NewTraffic, NewVersion, StoreError, ThreadRecord, TrafficRecord, VersionRecord,
     VersionStore,
@@ -21,7 +22,7 @@ use crate::db::Db;
 use crate::events::{THREAD_COLUMNS, decode_thread, opt_text, text};
 use crate::nul::{enc, enc_opt};
 use crate::store::{in_tx, on_conn};
-use crate::{PostgresStore, pg, timestamp, unique_violation};
+use crate::{PostgresStore, pg, unique_violation};
 
 const VERSION_COLUMNS: &str =
     "agent, version, stage, spec, shadow, created_by, created_at, updated_at";
@@ -104,7 +105,7 @@ async fn all_versions(db: Db<'_>) -> Result<BTreeMap<String, Vec<VersionRecord>>
 }
 
 async fn create_version(db: Db<'_>, version: NewVersion) -> Result<VersionRecord, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let spec = encode_spec(&version.spec)?;
     let inserted = db
         .execute(
@@ -147,7 +148,7 @@ async fn edit_draft(
     db.execute(
         "UPDATE agent_versions SET spec = $3, updated_at = $4
          WHERE agent = $1 AND version = $2 AND stage = 'draft'",
-        &[&enc(agent), &enc(version), &spec, &timestamp::now()],
+        &[&enc(agent), &enc(version), &spec, &stored_now()],
     )
     .await
     .map_err(pg)?;
@@ -180,7 +181,7 @@ async fn set_stage(
     db.execute(
         "UPDATE agent_versions SET stage = $3, updated_at = $4
          WHERE agent = $1 AND version = $2",
-        &[&enc(agent), &enc(version), &to.as_str(), &timestamp::now()],
+        &[&enc(agent), &enc(version), &to.as_str(), &stored_now()],
     )
     .await
     .map_err(pg)?;
@@ -195,7 +196,7 @@ async fn set_shadow(db: Db<'_>, agent: &str, version: Option<&str>) -> Result<()
     )
     .await
     .map_err(pg)?;
-    let now = timestamp::now();
+    let now = stored_now();
     db.execute(
         "UPDATE agent_versions SET shadow = FALSE, updated_at = $2
          WHERE agent = $1 AND shadow",
@@ -240,7 +241,7 @@ async fn record_traffic(db: Db<'_>, change: NewTraffic) -> Result<TrafficRecord,
     let raw_seq = i64::try_from(seq).map_err(|_| full())?;
     let weights = serde_json::to_string(&change.split)
         .map_err(|e| StoreError::Backend(format!("traffic split cannot be encoded: {e}")))?;
-    let at = timestamp::now();
+    let at = stored_now();
     let inserted = db
         .execute(
             "INSERT INTO agent_traffic (agent, seq, action, weights, by, at)
@@ -308,7 +309,7 @@ async fn create_shadow_thread(
                 &enc(&thread.agent),
                 &enc(&thread.cwd),
                 &enc_opt(thread.title.as_deref()),
-                &timestamp::now(),
+                &stored_now(),
                 &enc(version),
                 &original.as_str(),
             ],

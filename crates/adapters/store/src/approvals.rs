@@ -8,12 +8,13 @@
 //! keeps its one active turn) but not run by any process, and a restart leaves it be.
 
 use agentplane_core::{ApprovalId, ApprovalOutcome, Event, EventPayload, ThreadId, TurnId};
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, NewApproval, StoreError,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{backend, timestamp, writer};
+use crate::{backend, writer};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -114,28 +115,8 @@ pub(crate) fn decide(
         )));
     }
     writer::require_running(c, &pending.thread_id, &pending.turn_id)?;
-    let edited = match (decision.outcome, &decision.arguments) {
-        (ApprovalOutcome::Edited, Some(arguments)) => Some(arguments.clone()),
-        (ApprovalOutcome::Edited, None) => {
-            return Err(StoreError::Conflict(format!(
-                "approval {id}: an edit needs the edited arguments"
-            )));
-        }
-        _ => None,
-    };
-    let payload = EventPayload::ApprovalDecided {
-        approval_id: id.to_string(),
-        outcome: decision.outcome,
-        arguments: edited.as_ref().map(|a| {
-            if decision.arguments_in_event {
-                a.clone()
-            } else {
-                serde_json::Value::Null
-            }
-        }),
-        feedback: decision.feedback.clone(),
-        by: decision.by.clone(),
-    };
+    let edited = decision.edited(id)?;
+    let payload = decision.decided_event(id, edited.as_ref());
     let event = writer::insert_event(
         c,
         pending.thread_id.clone(),
@@ -184,7 +165,7 @@ pub(crate) fn claim(c: &Connection, id: &ApprovalId) -> Result<ApprovalRecord, S
             "UPDATE approvals SET resumed_at = ?2 WHERE id = ?1 AND resumed_at IS NULL
                  AND status != 'pending'",
         )
-        .and_then(|mut update| update.execute(params![id.as_str(), timestamp::now()]))
+        .and_then(|mut update| update.execute(params![id.as_str(), stored_now()]))
         .map_err(backend)?;
     if changed != 1 {
         return Err(StoreError::Conflict(format!(

@@ -12,24 +12,12 @@
 use std::collections::BTreeMap;
 
 use agentplane_core::{ThreadId, TurnId};
+use agentplane_engine::ports::records::{CostKey, add_cost_call, cost_bound};
 use agentplane_engine::ports::{CostQuery, CostRow, StoreError};
 use rusqlite::Connection;
 use rusqlite::types::Value;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::backend;
-
-/// The grouping key of a row, in the order rows are returned.
-type Key = (
-    String,
-    String,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-);
 
 /// Sums the cost events that `query` selects.
 pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
@@ -56,13 +44,13 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
         filter(&mut sql, "e.thread_id =", thread.as_str().to_owned());
     }
     if let Some(since) = &query.since {
-        filter(&mut sql, "e.ts >=", bound("since", since)?);
+        filter(&mut sql, "e.ts >=", cost_bound("since", since)?);
     }
     if let Some(until) = &query.until {
-        filter(&mut sql, "e.ts <", bound("until", until)?);
+        filter(&mut sql, "e.ts <", cost_bound("until", until)?);
     }
 
-    let mut groups: BTreeMap<Key, CostRow> = BTreeMap::new();
+    let mut groups: BTreeMap<CostKey, CostRow> = BTreeMap::new();
     let mut select = c.prepare(&sql).map_err(backend)?;
     let mut rows = select
         .query(rusqlite::params_from_iter(params))
@@ -95,7 +83,7 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
             number(9, "output_tokens")?,
             number(10, "usd_micros")?,
         );
-        let key: Key = (
+        let key: CostKey = (
             text(0)?,
             text(1)?,
             text(2)?,
@@ -104,7 +92,7 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
             query.by_turn.then(|| thread.clone()),
             query.by_turn.then(|| turn.clone()),
         );
-        add_call(&mut groups, key, input_tokens, output_tokens, usd_micros);
+        add_cost_call(&mut groups, key, input_tokens, output_tokens, usd_micros);
     }
     drop(rows);
     if query.thread.is_none() {
@@ -122,34 +110,12 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
         .collect()
 }
 
-/// Counts one call into its group.
-fn add_call(
-    groups: &mut BTreeMap<Key, CostRow>,
-    key: Key,
-    input_tokens: u64,
-    output_tokens: u64,
-    usd_micros: u64,
-) {
-    let group = groups.entry(key).or_insert_with_key(|key| CostRow {
-        agent: key.0.clone(),
-        client: key.1.clone(),
-        provider: key.2.clone(),
-        model: key.3.clone(),
-        day: key.4.clone(),
-        ..CostRow::default()
-    });
-    group.calls = group.calls.saturating_add(1);
-    group.input_tokens = group.input_tokens.saturating_add(input_tokens);
-    group.output_tokens = group.output_tokens.saturating_add(output_tokens);
-    group.usd_micros = group.usd_micros.saturating_add(usd_micros);
-}
-
 /// Adds the model calls made outside turns (the gateway's, `model_calls.rs`) that the
 /// query selects. They have no thread or turn, so a thread filter excludes them.
 fn model_calls(
     c: &Connection,
     query: &CostQuery,
-    groups: &mut BTreeMap<Key, CostRow>,
+    groups: &mut BTreeMap<CostKey, CostRow>,
 ) -> Result<(), StoreError> {
     let mut sql = String::from(
         "SELECT agent, client_id, provider, model, substr(ts, 1, 10),
@@ -168,10 +134,10 @@ fn model_calls(
         filter(&mut sql, "agent =", agent.clone());
     }
     if let Some(since) = &query.since {
-        filter(&mut sql, "ts >=", bound("since", since)?);
+        filter(&mut sql, "ts >=", cost_bound("since", since)?);
     }
     if let Some(until) = &query.until {
-        filter(&mut sql, "ts <", bound("until", until)?);
+        filter(&mut sql, "ts <", cost_bound("until", until)?);
     }
     let mut select = c.prepare_cached(&sql).map_err(backend)?;
     let mut rows = select
@@ -184,65 +150,8 @@ fn model_calls(
             let n: i64 = row.get(i).map_err(backend)?;
             Ok(u64::try_from(n).unwrap_or(0))
         };
-        let key: Key = (text(0)?, text(1)?, text(2)?, text(3)?, text(4)?, None, None);
-        add_call(groups, key, number(5)?, number(6)?, number(7)?);
+        let key: CostKey = (text(0)?, text(1)?, text(2)?, text(3)?, text(4)?, None, None);
+        add_cost_call(groups, key, number(5)?, number(6)?, number(7)?);
     }
     Ok(())
-}
-
-/// An RFC 3339 bound in the form `ts` is stored in (UTC, milliseconds), so that text
-/// order is time order. Rounded up to the millisecond: every stored `ts` is a whole
-/// millisecond, so `ts >= since` and `ts < until` keep their meaning.
-fn bound(name: &str, value: &str) -> Result<String, StoreError> {
-    let invalid = || StoreError::Backend(format!("costs: `{name}` is not an RFC 3339 time"));
-    let t = OffsetDateTime::parse(value, &Rfc3339)
-        .map_err(|_| invalid())?
-        .to_offset(time::UtcOffset::UTC);
-    let sub_milli = t.nanosecond() % 1_000_000;
-    let t = if sub_milli == 0 {
-        t
-    } else {
-        t.checked_add(time::Duration::nanoseconds(i64::from(
-            1_000_000 - sub_milli,
-        )))
-        .ok_or_else(invalid)?
-    };
-    if !(0..=9999).contains(&t.year()) {
-        return Err(invalid());
-    }
-    Ok(crate::timestamp::format_rfc3339_millis(t))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bounds_become_stored_utc_milliseconds_rounded_up() {
-        assert_eq!(
-            bound("since", "2026-03-01T10:00:00Z").unwrap(),
-            "2026-03-01T10:00:00.000Z"
-        );
-        assert_eq!(
-            bound("since", "2026-03-01T10:00:00+02:00").unwrap(),
-            "2026-03-01T08:00:00.000Z"
-        );
-        assert_eq!(
-            bound("since", "2026-03-01T10:00:00.0001Z").unwrap(),
-            "2026-03-01T10:00:00.001Z"
-        );
-        assert_eq!(
-            bound("until", "2026-12-31T23:59:59.9999-00:30").unwrap(),
-            "2027-01-01T00:30:00.000Z"
-        );
-        for bad in [
-            "",
-            "yesterday",
-            "2026-03-01",
-            "2026-03-01T10:00:00",
-            "2026-13-01T00:00:00Z",
-        ] {
-            assert!(bound("since", bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -11,14 +11,14 @@
 use std::time::Duration;
 
 use agentplane_core::{DeliveryId, ErrorCode, ExecutionId, ThreadId, TurnId};
+use agentplane_engine::ports::records::{stored_after, stored_now};
 use agentplane_engine::ports::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, NewExecution, RestartMode, StoreError,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use time::OffsetDateTime;
 
-use crate::{backend, timestamp, writer};
+use crate::{backend, writer};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -30,13 +30,6 @@ const COLUMNS: &str = "id, client_id, agent, input, thread_id, turn_id, status, 
 
 const DELIVERY_COLUMNS: &str = "id, execution_id, url, status, attempts, next_attempt_at, \
     last_status, last_error, created_at, delivered_at";
-
-/// Now plus `delay`, in the stored form.
-fn after(delay: Duration) -> String {
-    let delay = time::Duration::try_from(delay).unwrap_or(time::Duration::MAX);
-    let now = OffsetDateTime::now_utc();
-    timestamp::format_rfc3339_millis(now.checked_add(delay).unwrap_or(now))
-}
 
 // ----- writes ---------------------------------------------------------------------------
 
@@ -50,7 +43,7 @@ pub(crate) fn create(
     {
         return Ok((existing, false));
     }
-    let now = timestamp::now();
+    let now = stored_now();
     c.prepare_cached(
         "INSERT INTO executions (id, client_id, agent, input, thread_id, status, max_attempts,
              webhook_url, idempotency_key, fingerprint, created_at, updated_at, next_attempt_at)
@@ -87,7 +80,7 @@ pub(crate) fn claim(
     worker: &str,
     replica: &str,
 ) -> Result<Option<ExecutionRecord>, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let id: Option<String> = c
         .prepare_cached(
             "UPDATE executions SET status = 'running', attempts = attempts + 1,
@@ -119,7 +112,7 @@ pub(crate) fn set_turn(c: &Connection, id: &ExecutionId, turn: &TurnId) -> Resul
             "UPDATE executions SET turn_id = ?2, updated_at = ?3
              WHERE id = ?1 AND status = 'running'",
         )
-        .and_then(|mut u| u.execute(params![id.as_str(), turn.as_str(), timestamp::now()]))
+        .and_then(|mut u| u.execute(params![id.as_str(), turn.as_str(), stored_now()]))
         .map_err(backend)?;
     if changed == 0 {
         return Err(not_running(c, id));
@@ -133,19 +126,8 @@ pub(crate) fn finish(
     id: &ExecutionId,
     end: ExecutionEnd,
 ) -> Result<ExecutionRecord, StoreError> {
-    if !end.status.is_terminal() {
-        return Err(StoreError::Backend(format!(
-            "execution {id} cannot finish as {}",
-            end.status.as_str()
-        )));
-    }
-    let now = timestamp::now();
-    let output = end
-        .output
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| StoreError::Backend(format!("execution {id}: output: {e}")))?;
+    let output = end.stored_output(id)?;
+    let now = stored_now();
     let changed = c
         .prepare_cached(
             "UPDATE executions SET status = ?2, turn_id = COALESCE(?3, turn_id), output = ?4,
@@ -208,8 +190,8 @@ pub(crate) fn retry(
                 id.as_str(),
                 error.code.as_str(),
                 error.message,
-                timestamp::now(),
-                after(delay),
+                stored_now(),
+                stored_after(delay),
             ])
         })
         .map_err(backend)?;
@@ -220,7 +202,7 @@ pub(crate) fn retry(
 }
 
 pub(crate) fn release(c: &Connection, id: &ExecutionId) -> Result<(), StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let changed = c
         .prepare_cached(
             "UPDATE executions SET status = 'queued', attempts = MAX(attempts - 1, 0),
@@ -241,7 +223,7 @@ pub(crate) fn cancel(
     delivery: &DeliveryId,
 ) -> Result<CancelOutcome, StoreError> {
     let record = require(c, id)?;
-    let now = timestamp::now();
+    let now = stored_now();
     match record.status {
         ExecutionStatus::Queued => {
             c.prepare_cached(
@@ -284,7 +266,7 @@ pub(crate) fn recover(
     let retry = mode == RestartMode::Retry
         && record.attempts < record.max_attempts
         && !record.cancel_requested;
-    let now = timestamp::now();
+    let now = stored_now();
     if retry {
         c.prepare_cached(
             "UPDATE executions SET status = 'queued', error_code = 'INTERNAL',
@@ -321,7 +303,7 @@ pub(crate) fn claim_delivery(
     c: &Connection,
     lease: Duration,
 ) -> Result<Option<DeliveryRecord>, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let id: Option<String> = c
         .prepare_cached(
             "UPDATE webhook_deliveries SET attempts = attempts + 1, next_attempt_at = ?2
@@ -331,7 +313,7 @@ pub(crate) fn claim_delivery(
              RETURNING id",
         )
         .and_then(|mut u| {
-            u.query_row(params![now, after(lease)], |r| r.get(0))
+            u.query_row(params![now, stored_after(lease)], |r| r.get(0))
                 .optional()
         })
         .map_err(backend)?;
@@ -346,10 +328,10 @@ pub(crate) fn record_delivery(
     id: &DeliveryId,
     attempt: DeliveryAttempt,
 ) -> Result<DeliveryRecord, StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     let (status, next, delivered_at) = match (attempt.delivered, attempt.retry_after) {
         (true, _) => (DeliveryStatus::Delivered, None, Some(now.clone())),
-        (false, Some(delay)) => (DeliveryStatus::Pending, Some(after(delay)), None),
+        (false, Some(delay)) => (DeliveryStatus::Pending, Some(stored_after(delay)), None),
         (false, None) => (DeliveryStatus::Failed, None, None),
     };
     let changed = c

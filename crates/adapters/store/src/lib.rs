@@ -18,7 +18,6 @@ mod permissions;
 mod reader;
 mod replicas;
 mod store;
-mod timestamp;
 mod versions;
 mod writer;
 

@@ -6,10 +6,11 @@
 //! above `i64::MAX` (9.2 × 10^18 tokens or micro-dollars) is stored as `i64::MAX`.
 //! Nothing here decides what a call cost; the engine priced it.
 
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{ModelCallRecord, StoreError};
 use rusqlite::{Connection, params};
 
-use crate::{backend, timestamp, writer};
+use crate::{backend, writer};
 
 /// Inserts one call, stamped with the store's clock. `Conflict` for a known id.
 pub(crate) fn record(c: &Connection, call: ModelCallRecord) -> Result<(), StoreError> {
@@ -23,7 +24,7 @@ pub(crate) fn record(c: &Connection, call: ModelCallRecord) -> Result<(), StoreE
         .and_then(|mut insert| {
             insert.execute(params![
                 call.id.as_str(),
-                timestamp::now(),
+                stored_now(),
                 call.client,
                 call.agent,
                 call.provider,

@@ -16,31 +16,14 @@ pub(crate) fn create_permission(
     c: &Connection,
     permission: NewPermission,
 ) -> Result<(PermissionRecord, Event), StoreError> {
-    let NewPermission {
-        id,
-        thread_id,
-        turn_id,
-        call_id,
-        tool,
-        arguments,
-        options,
-        runs,
-    } = permission;
-    require_running(c, &thread_id, &turn_id)?;
-    let unencodable = |e: serde_json::Error| {
-        StoreError::Backend(format!("permission {id} cannot be encoded: {e}"))
-    };
-    let arguments_json = serde_json::to_string(&arguments).map_err(unencodable)?;
-    let options_json = serde_json::to_string(&options).map_err(unencodable)?;
-    let payload = EventPayload::PermissionRequired {
-        permission_id: id.to_string(),
-        call_id: call_id.clone(),
-        tool: tool.clone(),
-        arguments: arguments.clone(),
-        options: options.clone(),
-        runs,
-    };
-    let event = insert_event(c, thread_id.clone(), turn_id.clone(), payload)?;
+    require_running(c, &permission.thread_id, &permission.turn_id)?;
+    let (arguments_json, options_json) = permission.encoded()?;
+    let event = insert_event(
+        c,
+        permission.thread_id.clone(),
+        permission.turn_id.clone(),
+        permission.required_event(),
+    )?;
     let inserted = c
         .prepare_cached(
             "INSERT INTO permissions
@@ -49,11 +32,11 @@ pub(crate) fn create_permission(
         )
         .and_then(|mut insert| {
             insert.execute(params![
-                id.as_str(),
-                thread_id.as_str(),
-                turn_id.as_str(),
-                call_id,
-                tool,
+                permission.id.as_str(),
+                permission.thread_id.as_str(),
+                permission.turn_id.as_str(),
+                permission.call_id,
+                permission.tool,
                 arguments_json,
                 options_json,
                 event.ts,
@@ -63,24 +46,13 @@ pub(crate) fn create_permission(
         Ok(_) => {}
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => {
             return Err(StoreError::Conflict(format!(
-                "permission {id} already exists"
+                "permission {} already exists",
+                permission.id
             )));
         }
         Err(e) => return Err(backend(e)),
     }
-    let record = PermissionRecord {
-        id,
-        thread_id,
-        turn_id,
-        call_id,
-        tool,
-        arguments,
-        options,
-        status: PermissionStatus::Pending,
-        reason: None,
-        created_at: event.ts.clone(),
-    };
-    Ok((record, event))
+    Ok((permission.pending(event.ts.clone()), event))
 }
 
 /// Answers a pending permission of a running turn and appends `permission_resolved`

@@ -6,16 +6,16 @@
 use std::time::Duration;
 
 use agentplane_core::{ReplicaId, TurnId};
+use agentplane_engine::ports::records::{stored_before, stored_now};
 use agentplane_engine::ports::{Announcement, ExecutionRecord, ReplicaStore, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use time::OffsetDateTime;
 
-use crate::{SqliteStore, backend, executions, timestamp, writer};
+use crate::{SqliteStore, backend, executions, writer};
 
 /// Records `replica` alive now, joining the registry on the first beat.
 fn heartbeat(c: &Connection, replica: &str) -> Result<(), StoreError> {
-    let now = timestamp::now();
+    let now = stored_now();
     c.prepare_cached(
         "INSERT INTO replicas (id, started_at, heartbeat_at) VALUES (?1, ?2, ?2)
          ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
@@ -54,13 +54,6 @@ fn leave(c: &Connection, replica: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Now minus `age`, in the stored form.
-fn ago(age: Duration) -> String {
-    let age = time::Duration::try_from(age).unwrap_or(time::Duration::MAX);
-    let now = OffsetDateTime::now_utc();
-    timestamp::format_rfc3339_millis(now.checked_sub(age).unwrap_or(now))
-}
-
 #[async_trait]
 impl ReplicaStore for SqliteStore {
     fn replica(&self) -> &ReplicaId {
@@ -82,7 +75,7 @@ impl ReplicaStore for SqliteStore {
         stale_after: Duration,
     ) -> Result<Option<ReplicaId>, StoreError> {
         let me = self.replica.as_str().to_owned();
-        let before = ago(stale_after);
+        let before = stored_before(stale_after);
         self.write(|reply| writer::job(move |c| claim_dead(c, &me, &before), reply))
             .await
     }

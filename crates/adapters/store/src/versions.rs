@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use agentplane_core::version::TrafficAction;
 use agentplane_core::{Stage, ThreadId, TrafficSplit, VersionSpec};
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     NewThread, NewTraffic, NewVersion, StoreError, ThreadRecord, TrafficRecord, VersionRecord,
     VersionStore,
@@ -20,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::reader::{RawThread, THREAD_COLUMNS};
 use crate::writer::{self, PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION};
-use crate::{SqliteStore, backend, timestamp};
+use crate::{SqliteStore, backend};
 
 const VERSION_COLUMNS: &str =
     "agent, version, stage, spec, shadow, created_by, created_at, updated_at";
@@ -62,7 +63,7 @@ impl VersionStore for SqliteStore {
 
     async fn create_version(&self, version: NewVersion) -> Result<VersionRecord, StoreError> {
         self.job(move |c| {
-            let now = timestamp::now();
+            let now = stored_now();
             let spec = encode_spec(&version.spec)?;
             let inserted = c
                 .prepare_cached(
@@ -113,7 +114,7 @@ impl VersionStore for SqliteStore {
                 "UPDATE agent_versions SET spec = ?3, updated_at = ?4
                  WHERE agent = ?1 AND version = ?2 AND stage = 'draft'",
             )
-            .and_then(|mut update| update.execute(params![agent, version, spec, timestamp::now()]))
+            .and_then(|mut update| update.execute(params![agent, version, spec, stored_now()]))
             .map_err(backend)?;
             one_version(c, &agent, &version)
         })
@@ -150,7 +151,7 @@ impl VersionStore for SqliteStore {
                  WHERE agent = ?1 AND version = ?2",
             )
             .and_then(|mut update| {
-                update.execute(params![agent, version, to.as_str(), timestamp::now()])
+                update.execute(params![agent, version, to.as_str(), stored_now()])
             })
             .map_err(backend)?;
             one_version(c, &agent, &version)
@@ -161,7 +162,7 @@ impl VersionStore for SqliteStore {
     async fn set_shadow(&self, agent: &str, version: Option<&str>) -> Result<(), StoreError> {
         let (agent, version) = (agent.to_owned(), version.map(str::to_owned));
         self.job(move |c| {
-            let now = timestamp::now();
+            let now = stored_now();
             c.prepare_cached(
                 "UPDATE agent_versions SET shadow = 0, updated_at = ?2
                  WHERE agent = ?1 AND shadow = 1",
@@ -218,7 +219,7 @@ impl VersionStore for SqliteStore {
             let weights = serde_json::to_string(&change.split).map_err(|e| {
                 StoreError::Backend(format!("traffic split cannot be encoded: {e}"))
             })?;
-            let at = timestamp::now();
+            let at = stored_now();
             let inserted = c
                 .prepare_cached(
                     "INSERT INTO agent_traffic (agent, seq, action, weights, by, at)
@@ -298,7 +299,7 @@ impl VersionStore for SqliteStore {
                         thread.agent,
                         thread.cwd,
                         thread.title,
-                        timestamp::now(),
+                        stored_now(),
                         version,
                         original.as_str(),
                     ])

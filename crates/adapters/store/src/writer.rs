@@ -12,6 +12,7 @@ use std::sync::mpsc::Receiver;
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
     StoreError, ThreadRecord, TurnRecord, TurnStatus,
@@ -20,7 +21,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use tokio::sync::oneshot;
 
 use crate::permissions::{create_permission, resolve_permission};
-use crate::{approvals, backend, reader, timestamp};
+use crate::{approvals, backend, reader};
 
 /// Where a command's answer goes. Nobody may be listening any more (the caller was
 /// cancelled); the write still stands, as it would if the answer had been lost.
@@ -383,7 +384,7 @@ pub(crate) const PRIMARY_KEY_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_P
 pub(crate) const UNIQUE_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE;
 
 fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, StoreError> {
-    let created_at = timestamp::now();
+    let created_at = stored_now();
     let inserted = c
         .prepare_cached(
             "INSERT INTO threads (id, client_id, agent, cwd, title, created_at)
@@ -432,7 +433,7 @@ fn delete_thread(c: &Connection, thread: &ThreadId) -> Result<(), StoreError> {
         )));
     }
     c.prepare_cached("UPDATE threads SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL")
-        .and_then(|mut update| update.execute(params![thread.as_str(), timestamp::now()]))
+        .and_then(|mut update| update.execute(params![thread.as_str(), stored_now()]))
         .map_err(backend)?;
     Ok(())
 }
@@ -470,7 +471,7 @@ fn begin_turn(
     replica: &str,
 ) -> Result<TurnRecord, StoreError> {
     require_live_thread(c, &thread)?;
-    let created_at = timestamp::now();
+    let created_at = stored_now();
     // The turn records the version its thread is pinned to (ADR 0016).
     let inserted = c
         .prepare_cached(
@@ -683,7 +684,7 @@ pub(crate) fn insert_event(
     let seq = u64::try_from(raw_seq).map_err(|_| {
         StoreError::Backend(format!("thread {thread} has a negative seq {raw_seq}"))
     })?;
-    let ts = timestamp::now();
+    let ts = stored_now();
     let json = serde_json::to_string(&payload).map_err(|e| {
         StoreError::Backend(format!(
             "event {seq} of thread {thread} cannot be encoded: {e}"

@@ -5,6 +5,7 @@ pub mod executions;
 pub mod external;
 pub mod model;
 pub mod rate;
+pub mod records;
 pub mod replicas;
 pub mod store;
 pub mod tools;

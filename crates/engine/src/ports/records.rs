@@ -1,0 +1,231 @@
+//! What every store builds the same way, whichever database it writes to: the stored
+//! form of a time, the bounds of a cost query, the records and events of permissions,
+//! approvals and finished executions, the sums of cost rows. The SQLite and PostgreSQL
+//! adapters call these, so the two cannot drift apart.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{ApprovalId, ApprovalOutcome, EventPayload, ExecutionId};
+use serde_json::Value;
+
+use super::{
+    ApprovalDecision, CostRow, ExecutionEnd, NewPermission, PermissionRecord, PermissionStatus,
+    StoreError,
+};
+
+/// `t` in the stored form: RFC 3339, UTC, exactly three fractional digits
+/// (`2026-01-02T03:04:05.678Z`), so stored times have one width and sort as text.
+pub fn stored_time(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Now, in the stored form.
+pub fn stored_now() -> String {
+    stored_time(Timestamp::now())
+}
+
+/// Now plus `delay`, in the stored form (the latest time there is, if it overflows).
+pub fn stored_after(delay: Duration) -> String {
+    let now = Timestamp::now();
+    stored_time(now.checked_add(delay).unwrap_or(Timestamp::MAX))
+}
+
+/// Now minus `age`, in the stored form (the earliest time there is, if it overflows).
+pub fn stored_before(age: Duration) -> String {
+    let now = Timestamp::now();
+    stored_time(now.checked_sub(age).unwrap_or(Timestamp::MIN))
+}
+
+/// A cost query's bound `value` (RFC 3339) in the stored form, so that text order is
+/// time order. Rounded up to the millisecond: every stored time is a whole millisecond,
+/// so `ts >= since` and `ts < until` keep their meaning.
+pub fn cost_bound(name: &str, value: &str) -> Result<String, StoreError> {
+    let invalid = || StoreError::Backend(format!("costs: `{name}` is not an RFC 3339 time"));
+    let t: Timestamp = value.parse().map_err(|_| invalid())?;
+    let sub_milli = t.subsec_nanosecond().rem_euclid(1_000_000);
+    let t = if sub_milli == 0 {
+        t
+    } else {
+        let up = Duration::from_nanos(u64::try_from(1_000_000 - sub_milli).unwrap_or(0));
+        t.checked_add(up).map_err(|_| invalid())?
+    };
+    // Year 0 to 9999: four digits, so the text sorts as the time.
+    let first = "0000-01-01T00:00:00Z"
+        .parse::<Timestamp>()
+        .map_err(|_| invalid())?;
+    if t < first {
+        return Err(invalid());
+    }
+    Ok(stored_time(t))
+}
+
+impl NewPermission {
+    /// Its arguments and options as the stored JSON texts.
+    pub fn encoded(&self) -> Result<(String, String), StoreError> {
+        let unencodable = |e: serde_json::Error| {
+            StoreError::Backend(format!("permission {} cannot be encoded: {e}", self.id))
+        };
+        Ok((
+            serde_json::to_string(&self.arguments).map_err(unencodable)?,
+            serde_json::to_string(&self.options).map_err(unencodable)?,
+        ))
+    }
+
+    /// The `permission_required` event this request appends.
+    pub fn required_event(&self) -> EventPayload {
+        EventPayload::PermissionRequired {
+            permission_id: self.id.to_string(),
+            call_id: self.call_id.clone(),
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            options: self.options.clone(),
+            runs: self.runs.clone(),
+        }
+    }
+
+    /// The record of this request, pending since `created_at` (its event's time).
+    pub fn pending(self, created_at: String) -> PermissionRecord {
+        PermissionRecord {
+            id: self.id,
+            thread_id: self.thread_id,
+            turn_id: self.turn_id,
+            call_id: self.call_id,
+            tool: self.tool,
+            arguments: self.arguments,
+            options: self.options,
+            status: PermissionStatus::Pending,
+            reason: None,
+            created_at,
+        }
+    }
+}
+
+impl ApprovalDecision {
+    /// The arguments an `Edited` decision runs instead; an edit without them is a
+    /// conflict, other outcomes have none.
+    pub fn edited(&self, id: &ApprovalId) -> Result<Option<Value>, StoreError> {
+        match (self.outcome, &self.arguments) {
+            (ApprovalOutcome::Edited, Some(arguments)) => Ok(Some(arguments.clone())),
+            (ApprovalOutcome::Edited, None) => Err(StoreError::Conflict(format!(
+                "approval {id}: an edit needs the edited arguments"
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The `approval_decided` event of this decision (edited arguments shown only when
+    /// retention allows it).
+    pub fn decided_event(&self, id: &ApprovalId, edited: Option<&Value>) -> EventPayload {
+        EventPayload::ApprovalDecided {
+            approval_id: id.to_string(),
+            outcome: self.outcome,
+            arguments: edited.map(|a| {
+                if self.arguments_in_event {
+                    a.clone()
+                } else {
+                    Value::Null
+                }
+            }),
+            feedback: self.feedback.clone(),
+            by: self.by.clone(),
+        }
+    }
+}
+
+impl ExecutionEnd {
+    /// Checks that the end is terminal, and gives its output as the stored JSON text.
+    pub fn stored_output(&self, id: &ExecutionId) -> Result<Option<String>, StoreError> {
+        if !self.status.is_terminal() {
+            return Err(StoreError::Backend(format!(
+                "execution {id} cannot finish as {}",
+                self.status.as_str()
+            )));
+        }
+        self.output
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Backend(format!("execution {id}: output: {e}")))
+    }
+}
+
+/// The grouping key of a cost row, in the order rows are returned: agent, client,
+/// provider, model, day, thread, turn.
+pub type CostKey = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+);
+
+/// Counts one model call into its group of `groups`.
+pub fn add_cost_call(
+    groups: &mut BTreeMap<CostKey, CostRow>,
+    key: CostKey,
+    input_tokens: u64,
+    output_tokens: u64,
+    usd_micros: u64,
+) {
+    let group = groups.entry(key).or_insert_with_key(|key| CostRow {
+        agent: key.0.clone(),
+        client: key.1.clone(),
+        provider: key.2.clone(),
+        model: key.3.clone(),
+        day: key.4.clone(),
+        ..CostRow::default()
+    });
+    group.calls = group.calls.saturating_add(1);
+    group.input_tokens = group.input_tokens.saturating_add(input_tokens);
+    group.output_tokens = group.output_tokens.saturating_add(output_tokens);
+    group.usd_micros = group.usd_micros.saturating_add(usd_micros);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_stored_in_utc_with_milliseconds() {
+        let t = Timestamp::from_nanosecond(1_767_323_045_078_900_000).expect("valid instant");
+        assert_eq!(stored_time(t), "2026-01-02T03:04:05.078Z");
+        assert_eq!(stored_now().len(), "2026-01-02T03:04:05.078Z".len());
+        assert!(stored_before(Duration::from_secs(60)) < stored_now());
+        assert!(stored_after(Duration::from_secs(60)) > stored_now());
+        assert_eq!(stored_after(Duration::MAX).len(), 24);
+    }
+
+    #[test]
+    fn cost_bounds_are_utc_rounded_up_to_the_millisecond() {
+        assert_eq!(
+            cost_bound("since", "2026-03-01T10:00:00Z").unwrap(),
+            "2026-03-01T10:00:00.000Z"
+        );
+        assert_eq!(
+            cost_bound("since", "2026-03-01T10:00:00+02:00").unwrap(),
+            "2026-03-01T08:00:00.000Z"
+        );
+        assert_eq!(
+            cost_bound("until", "2026-03-01T10:00:00.0001Z").unwrap(),
+            "2026-03-01T10:00:00.001Z"
+        );
+        assert_eq!(
+            cost_bound("until", "2026-12-31T23:59:59.9999-00:30").unwrap(),
+            "2027-01-01T00:30:00.000Z"
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2026-03-01",
+            "2026-03-01T10:00:00",
+            "2026-13-01T00:00:00Z",
+            "-0001-01-01T00:00:00Z",
+        ] {
+            assert!(cost_bound("since", bad).is_err(), "{bad}");
+        }
+    }
+}
