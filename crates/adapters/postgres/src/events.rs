@@ -62,17 +62,7 @@ pub(crate) async fn create_thread(
         )
         .await;
     match inserted {
-        Ok(_) => Ok(ThreadRecord {
-            id: thread.id,
-            client_id: thread.client_id,
-            agent: thread.agent,
-            cwd: thread.cwd,
-            title: thread.title,
-            created_at,
-            summary: None,
-            agent_version: None,
-            shadow_of: None,
-        }),
+        Ok(_) => Ok(thread.created(created_at)),
         Err(e) if unique_violation(&e).is_some() => Err(StoreError::Conflict(format!(
             "thread {} already exists",
             thread.id

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use agentplane_core::{DeliveryId, ErrorCode, ExecutionId, ReplicaId, ThreadId, TurnId};
-use agentplane_engine::ports::records::{stored_after, stored_now};
+use agentplane_engine::ports::records::{self, stored_after, stored_now};
 use agentplane_engine::ports::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
@@ -528,14 +528,7 @@ async fn require(db: Db<'_>, id: &ExecutionId) -> Result<ExecutionRecord, StoreE
 
 /// `NotFound` or `Conflict` for an execution a write expected to be running.
 async fn not_running(db: Db<'_>, id: &ExecutionId) -> StoreError {
-    match get(db, id).await {
-        Ok(Some(record)) => StoreError::Conflict(format!(
-            "execution {id} is not running ({})",
-            record.status.as_str()
-        )),
-        Ok(None) => StoreError::NotFound(format!("execution {id}")),
-        Err(e) => e,
-    }
+    records::execution_not_running(id, get(db, id).await)
 }
 
 fn parse_id(id: &str) -> Result<ExecutionId, StoreError> {

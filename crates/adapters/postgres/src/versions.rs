@@ -138,12 +138,7 @@ async fn edit_draft(
     spec: VersionSpec,
 ) -> Result<VersionRecord, StoreError> {
     let current = one_version(db, agent, version, true).await?;
-    if current.stage != Stage::Draft {
-        return Err(StoreError::Conflict(format!(
-            "version {version} of agent `{agent}` is {} and immutable",
-            current.stage.as_str()
-        )));
-    }
+    current.require_draft()?;
     let spec = encode_spec(&spec)?;
     db.execute(
         "UPDATE agent_versions SET spec = $3, updated_at = $4

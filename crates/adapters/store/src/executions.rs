@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use agentplane_core::{DeliveryId, ErrorCode, ExecutionId, ThreadId, TurnId};
-use agentplane_engine::ports::records::{stored_after, stored_now};
+use agentplane_engine::ports::records::{self, stored_after, stored_now};
 use agentplane_engine::ports::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
     ExecutionQuery, ExecutionRecord, ExecutionStatus, NewExecution, RestartMode, StoreError,
@@ -478,14 +478,7 @@ fn require(c: &Connection, id: &ExecutionId) -> Result<ExecutionRecord, StoreErr
 
 /// `NotFound` or `Conflict` for an execution a write expected to be running.
 fn not_running(c: &Connection, id: &ExecutionId) -> StoreError {
-    match get(c, id) {
-        Ok(Some(record)) => StoreError::Conflict(format!(
-            "execution {id} is not running ({})",
-            record.status.as_str()
-        )),
-        Ok(None) => StoreError::NotFound(format!("execution {id}")),
-        Err(e) => e,
-    }
+    records::execution_not_running(id, get(c, id))
 }
 
 fn parse_id(id: &str) -> Result<ExecutionId, StoreError> {

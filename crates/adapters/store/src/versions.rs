@@ -103,12 +103,7 @@ impl VersionStore for SqliteStore {
         let (agent, version) = (agent.to_owned(), version.to_owned());
         self.job(move |c| {
             let current = one_version(c, &agent, &version)?;
-            if current.stage != Stage::Draft {
-                return Err(StoreError::Conflict(format!(
-                    "version {version} of agent `{agent}` is {} and immutable",
-                    current.stage.as_str()
-                )));
-            }
+            current.require_draft()?;
             let spec = encode_spec(&spec)?;
             c.prepare_cached(
                 "UPDATE agent_versions SET spec = ?3, updated_at = ?4

@@ -401,17 +401,7 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
             ])
         });
     match inserted {
-        Ok(_) => Ok(ThreadRecord {
-            id: thread.id,
-            client_id: thread.client_id,
-            agent: thread.agent,
-            cwd: thread.cwd,
-            title: thread.title,
-            created_at,
-            summary: None,
-            agent_version: None,
-            shadow_of: None,
-        }),
+        Ok(_) => Ok(thread.created(created_at)),
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("thread {} already exists", thread.id)),
         ),

@@ -1,6 +1,6 @@
 //! What every store builds the same way, whichever database it writes to: the stored
-//! form of a time, the bounds of a cost query, the records and events of permissions,
-//! approvals and finished executions, the sums of cost rows. The SQLite and PostgreSQL
+//! form of a time, the bounds of a cost query, the records and events of threads,
+//! permissions, approvals, versions and finished executions, the sums of cost rows. The SQLite and PostgreSQL
 //! adapters call these, so the two cannot drift apart.
 
 use std::collections::BTreeMap;
@@ -10,9 +10,11 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::{ApprovalId, ApprovalOutcome, EventPayload, ExecutionId};
 use serde_json::Value;
 
+use agentplane_core::version::Stage;
+
 use super::{
-    ApprovalDecision, CostRow, ExecutionEnd, NewPermission, PermissionRecord, PermissionStatus,
-    StoreError,
+    ApprovalDecision, CostRow, ExecutionEnd, ExecutionRecord, NewPermission, NewThread,
+    PermissionRecord, PermissionStatus, StoreError, ThreadRecord, VersionRecord,
 };
 
 /// `t` in the stored form: RFC 3339, UTC, exactly three fractional digits
@@ -59,6 +61,55 @@ pub fn cost_bound(name: &str, value: &str) -> Result<String, StoreError> {
         return Err(invalid());
     }
     Ok(stored_time(t))
+}
+
+impl NewThread {
+    /// The record of this thread, created at `created_at`: no summary, version or
+    /// shadow yet.
+    pub fn created(self, created_at: String) -> ThreadRecord {
+        ThreadRecord {
+            id: self.id,
+            client_id: self.client_id,
+            agent: self.agent,
+            cwd: self.cwd,
+            title: self.title,
+            created_at,
+            summary: None,
+            agent_version: None,
+            shadow_of: None,
+        }
+    }
+}
+
+impl VersionRecord {
+    /// Only a draft may change; anything else is a conflict naming its stage.
+    pub fn require_draft(&self) -> Result<(), StoreError> {
+        if self.stage == Stage::Draft {
+            return Ok(());
+        }
+        Err(StoreError::Conflict(format!(
+            "version {} of agent `{}` is {} and immutable",
+            self.version,
+            self.agent,
+            self.stage.as_str()
+        )))
+    }
+}
+
+/// The error of a write that expected execution `id` to be running: a conflict naming
+/// what it is instead, or not found.
+pub fn execution_not_running(
+    id: &ExecutionId,
+    found: Result<Option<ExecutionRecord>, StoreError>,
+) -> StoreError {
+    match found {
+        Ok(Some(record)) => StoreError::Conflict(format!(
+            "execution {id} is not running ({})",
+            record.status.as_str()
+        )),
+        Ok(None) => StoreError::NotFound(format!("execution {id}")),
+        Err(e) => e,
+    }
 }
 
 impl NewPermission {
