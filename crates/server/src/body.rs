@@ -1,9 +1,11 @@
-//! The JSON bodies of the API: what requests carry and what responses return, with
-//! their OpenAPI schemas.
+//! The JSON bodies shared by several endpoint groups (threads, turns, events,
+//! permissions, agents, history), with their OpenAPI schemas. A body that only one
+//! group uses lives beside that group's handlers in `routes/` (approvals, costs,
+//! executions, versions, policies; `gateway_wire.rs` for OpenAI's format).
 //!
-//! Responses are built from the hub's records by plain `From` conversions; the wire
-//! names live here and nowhere else. Requests refuse unknown fields, so a typo
-//! (`"titel"`) is a 400, not a silently ignored value. Nothing here calls the hub.
+//! Responses are built from the hub's records by plain `From` conversions. Requests
+//! refuse unknown fields, so a typo (`"titel"`) is a 400, not a silently ignored value.
+//! Nothing here calls the hub.
 
 use agentplane_core::{Event, PermissionDecision, StopReason};
 use agentplane_engine::hub::{Compaction, History, HistoryTurn};
