@@ -1,14 +1,14 @@
 //! The client capabilities we serve to an agent: reading and writing text files. Each
 //! use is first put to the turn (the policy gate, under our tool names `read_file` and
-//! `write_file`), then confined to the workspace by `agentplane_tools::confine`, the
+//! `write_file`), then confined to the workspace by `agentplane_process::confine`, the
 //! same rules as our own `fs` tools. A refused breach is reported as a security event.
 
 use std::path::Path;
 
 use agentplane_engine::ports::ToolError;
 use agentplane_engine::ports::external::{CapabilityUse, ToTurn};
-use agentplane_tools::confine::{create_regular_file, open_regular_file};
-use agentplane_tools::{Access, resolve_in_workspace};
+use agentplane_process::confine::{create_regular_file, open_regular_file};
+use agentplane_process::{Access, resolve_in_workspace};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 

@@ -3,7 +3,7 @@
 //! (command, arguments, environment, authentication).
 //!
 //! `AcpAgent` implements the engine's `ExternalAgent` port. One agent process per
-//! prompt, started through `agentplane_tools::process` (the one place that starts
+//! prompt, started through `agentplane_process::process` (the one place that starts
 //! processes) and ended with its whole process tree. The protocol itself is the
 //! official SDK's (`agent-client-protocol`); no SDK type leaves this crate.
 //! What must not live here: event recording and policy decisions (the engine's driver
@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentplane_core::ThreadId;
+use agentplane_engine::ports::Ensemble;
 use agentplane_engine::ports::external::{
     Availability, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ToTurn,
 };
@@ -35,7 +36,7 @@ pub use profiles::{AcpProfile, builtin_profile, builtin_profiles};
 
 /// How an `acp` agent is started and spoken to: its profile, resolved against the
 /// configured secrets.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AcpAgentConfig {
     /// The profile's name (`codex`, `gemini`…), shown as `acp:<profile>`.
     pub profile: String,
@@ -51,13 +52,32 @@ pub struct AcpAgentConfig {
     pub auth_method: Option<String>,
     /// How long `initialize`, `authenticate` and `session/new` may each take.
     pub handshake_timeout: Duration,
-    /// Programs the agent may run through `terminal/*` (the agent's `shell_allow`);
-    /// empty: no terminal capability is offered.
-    pub shell_allow: Vec<String>,
+    /// What runs the agent's `terminal/*` commands: an ensemble offering `run_command`
+    /// (the runtime hands it our `shell` ensemble over the agent's `shell_allow`);
+    /// `None`: no terminal capability is offered.
+    pub terminal: Option<Arc<dyn Ensemble>>,
     /// Wall time of one terminal command.
     pub terminal_timeout: Duration,
     /// Bytes of a terminal's output kept.
     pub terminal_output_cap: usize,
+}
+
+impl std::fmt::Debug for AcpAgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `env` holds resolved secrets: only its names are shown.
+        f.debug_struct("AcpAgentConfig")
+            .field("profile", &self.profile)
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("missing_env", &self.missing_env)
+            .field("auth_method", &self.auth_method)
+            .field(
+                "terminal",
+                &self.terminal.as_ref().map(|e| e.name().to_owned()),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// An external agent spoken to over ACP.
@@ -91,7 +111,7 @@ pub fn locate_program(command: &str) -> Option<std::path::PathBuf> {
         let ok = std::fs::metadata(path).is_ok_and(|m| m.is_file());
         return ok.then(|| path.to_path_buf());
     }
-    agentplane_tools::process::find_program(command)
+    agentplane_process::process::find_program(command)
 }
 
 #[async_trait]

@@ -34,7 +34,7 @@ use agentplane_engine::ports::external::{
     ExternalEnd, ExternalError, ExternalPrompt, ExternalStop, ExternalToolStatus, ExternalUpdate,
     ExternalUsage, PermissionAsk, ToTurn,
 };
-use agentplane_tools::process::{ServerCommand, start_server};
+use agentplane_process::process::{ServerCommand, start_server};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
@@ -166,7 +166,7 @@ where
     let reads = (to_turn.clone(), workspace.clone());
     let writes = (to_turn.clone(), workspace.clone());
     let terminals = Arc::new(Terminals::new(
-        config.shell_allow.clone(),
+        config.terminal.clone(),
         workspace.clone(),
         config.terminal_timeout,
         config.terminal_output_cap,
@@ -334,7 +334,7 @@ async fn drive(
         .write_text_file(true);
     let capabilities = ClientCapabilities::new()
         .fs(files)
-        .terminal(!config.shell_allow.is_empty());
+        .terminal(config.terminal.is_some());
     let init = InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities);
     let initialized = bounded(config, "`initialize`", cx.send_request(init).block_task()).await?;
 

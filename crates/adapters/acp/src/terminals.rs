@@ -1,8 +1,8 @@
 //! The `terminal/*` client capability: a command the agent runs through us. Each one is
 //! put to the turn as our `run_command` tool (policies), then run by our own `shell`
-//! ensemble: the agent's `shell_allow` list, a bare program name, no shell, the
-//! workspace as cwd, a scrubbed environment, the tool timeout and output cap. Offered
-//! only when the agent has a `shell_allow` list.
+//! ensemble, handed to us by the runtime: the agent's `shell_allow` list, a bare program
+//! name, no shell, the workspace as cwd, a scrubbed environment, the kernel sandbox, the
+//! tool timeout and output cap. Offered only when the agent has a `shell_allow` list.
 //!
 //! A terminal runs to its end in the background; `terminal/output` shows its report
 //! once it ended (nothing is streamed while it runs), `terminal/wait_for_exit` waits for
@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use agentplane_engine::ports::external::ToTurn;
 use agentplane_engine::ports::{Ensemble, ToolContext};
-use agentplane_tools::ShellEnsemble;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -38,7 +37,7 @@ struct Terminal {
 
 /// The terminals of one prompt.
 pub struct Terminals {
-    shell: Arc<ShellEnsemble>,
+    shell: Option<Arc<dyn Ensemble>>,
     workspace: PathBuf,
     timeout: Duration,
     output_cap: usize,
@@ -47,15 +46,16 @@ pub struct Terminals {
 }
 
 impl Terminals {
-    /// Terminals running programs of `allow` in `workspace`.
+    /// Terminals running commands through `shell` (none: every create is refused) in
+    /// `workspace`.
     pub fn new(
-        allow: Vec<String>,
+        shell: Option<Arc<dyn Ensemble>>,
         workspace: PathBuf,
         timeout: Duration,
         output_cap: usize,
     ) -> Self {
         Self {
-            shell: Arc::new(ShellEnsemble::new(allow)),
+            shell,
             workspace,
             timeout,
             output_cap,
@@ -71,6 +71,9 @@ impl Terminals {
         command: String,
         args: Vec<String>,
     ) -> Result<String, String> {
+        let Some(shell) = self.shell.clone() else {
+            return Err("this client offers no terminals to this agent".to_owned());
+        };
         let arguments = json!({ "program": command, "args": args });
         crate::capabilities::gate(to_turn, "run_command", arguments.clone()).await?;
         let id = {
@@ -79,7 +82,6 @@ impl Terminals {
             format!("term-{next}")
         };
         let (done, ended) = watch::channel(None);
-        let shell = self.shell.clone();
         let ctx = ToolContext {
             workspace: self.workspace.clone(),
             timeout: self.timeout,

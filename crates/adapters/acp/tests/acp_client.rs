@@ -30,7 +30,9 @@ fn agent(program: (String, Vec<String>), env: &[(&str, &str)], auth: Option<&str
         missing_env: Vec::new(),
         auth_method: auth.map(str::to_owned),
         handshake_timeout: Duration::from_secs(10),
-        shell_allow: vec!["echo".into()],
+        terminal: Some(std::sync::Arc::new(agentplane_tools::ShellEnsemble::new(
+            vec!["echo".into()],
+        ))),
         terminal_timeout: Duration::from_secs(10),
         terminal_output_cap: 4096,
     })
@@ -411,7 +413,7 @@ async fn availability_says_what_is_missing_without_starting_anything() {
         missing_env: Vec::new(),
         auth_method: None,
         handshake_timeout: Duration::from_secs(1),
-        shell_allow: Vec::new(),
+        terminal: None,
         terminal_timeout: Duration::from_secs(1),
         terminal_output_cap: 1024,
     });
@@ -428,7 +430,7 @@ async fn availability_says_what_is_missing_without_starting_anything() {
         missing_env: vec!["ANTHROPIC_API_KEY (secret `ANTHROPIC_API_KEY` is not set)".into()],
         auth_method: None,
         handshake_timeout: Duration::from_secs(1),
-        shell_allow: Vec::new(),
+        terminal: None,
         terminal_timeout: Duration::from_secs(1),
         terminal_output_cap: 1024,
     });

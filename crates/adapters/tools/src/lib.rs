@@ -3,24 +3,24 @@
 //!
 //! Each one is confined on its own terms: files to the workspace ([`confine`]), programs
 //! to an allowlist run without a shell ([`process`]) and confined by the kernel
-//! ([`sandbox`]), the network to public addresses
+//! ([`sandbox`]) — those three from `agentplane-process` —, the network to public addresses
 //! unless the agent allows more ([`web`]). A refused breach is a `ToolError` that carries
 //! a security violation, so the engine records a `security_event` besides the error.
 //!
 //! This crate must never decide *who* gets which ensemble (that is the engine's policy
 //! and the runtime's wiring), never import another adapter, and never spawn a process
-//! outside [`process`].
+//! but through `agentplane-process`.
 
-pub mod confine;
 pub mod fs;
 pub mod mcp;
-pub mod process;
-pub mod sandbox;
 pub mod shell;
 mod text;
 pub mod web;
 pub mod webhook;
 
+// Spawning and confinement live in `agentplane-process`, shared with the ACP client;
+// re-exported under their old paths for the runtime's wiring.
+pub use agentplane_process::{confine, process, sandbox};
 pub use confine::{Access, resolve_in_workspace};
 pub use fs::FsEnsemble;
 pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};

@@ -7,6 +7,7 @@
 //! as unavailable with the reason. No secret value is kept here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_acp::{AcpAgentConfig, builtin_profile, builtin_profiles};
@@ -152,7 +153,11 @@ pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig>
         missing_env,
         auth_method,
         handshake_timeout: Duration::from_secs(overrides.handshake_timeout_secs.unwrap_or(30)),
-        shell_allow: agent.shell_allow.clone(),
+        terminal: (!agent.shell_allow.is_empty()).then(|| {
+            Arc::new(agentplane_tools::ShellEnsemble::new(
+                agent.shell_allow.clone(),
+            )) as Arc<dyn agentplane_engine::ports::Ensemble>
+        }),
         terminal_timeout: Duration::from_millis(
             agent.tool_timeout_ms.unwrap_or(limits.tool_timeout_ms),
         ),

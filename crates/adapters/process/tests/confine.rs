@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::ToolError;
-use agentplane_tools::{Access, resolve_in_workspace};
+use agentplane_process::{Access, resolve_in_workspace};
 
 struct Dirs {
     _ws: tempfile::TempDir,

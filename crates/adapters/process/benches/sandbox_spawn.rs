@@ -5,14 +5,14 @@
 //! interleaved in rounds so both see the same machine. Prints p50/p99 wall time, the
 //! CPU time (this process and its children) per start, and the ratios.
 //!
-//! Run: `cargo bench -p agentplane-tools --bench sandbox_spawn` (`SPAWN_BENCH_RUNS`
+//! Run: `cargo bench -p agentplane-process --bench sandbox_spawn` (`SPAWN_BENCH_RUNS`
 //! sets N, default 2000).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use agentplane_tools::Sandbox;
-use agentplane_tools::process::{self, Invocation};
+use agentplane_process::Sandbox;
+use agentplane_process::process::{self, Invocation};
 use tokio::io::AsyncReadExt;
 
 const ROUNDS: usize = 20;
