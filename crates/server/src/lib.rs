@@ -41,7 +41,7 @@
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].
 
 mod access_log;
-mod acp;
+mod acp_agent;
 mod auth;
 mod body;
 mod connections;
@@ -76,7 +76,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use acp::{AcpServeError, AcpServeOptions, serve_acp_stdio};
+pub use acp_agent::{AcpServeError, AcpServeOptions, serve_acp_stdio};
 pub use auth::ClientId;
 pub use connections::ConnectionLimits;
 pub use error::{ApiError, status_of};
