@@ -13,6 +13,9 @@ pub struct AcpProfile {
     pub required_env: &'static [&'static str],
     /// The `authenticate` method to call, if the agent needs one.
     pub auth_method: Option<&'static str>,
+    /// Arguments for installed versions that predate `args`: used when the program's
+    /// `--help` does not mention the first of `args` (gemini before `--acp`).
+    pub legacy_args: Option<&'static [&'static str]>,
 }
 
 const PROFILES: [AcpProfile; 4] = [
@@ -22,13 +25,16 @@ const PROFILES: [AcpProfile; 4] = [
         args: &[],
         required_env: &["OPENAI_API_KEY"],
         auth_method: Some("openai-api-key"),
+        legacy_args: None,
     },
     AcpProfile {
         name: "gemini",
         command: "gemini",
-        args: &["--experimental-acp"],
+        // `--acp` since gemini-cli replaced `--experimental-acp` (0.61.0 has both).
+        args: &["--acp"],
         required_env: &["GEMINI_API_KEY"],
         auth_method: Some("gemini-api-key"),
+        legacy_args: Some(&["--experimental-acp"]),
     },
     AcpProfile {
         name: "opencode",
@@ -36,6 +42,7 @@ const PROFILES: [AcpProfile; 4] = [
         args: &["acp"],
         required_env: &[],
         auth_method: None,
+        legacy_args: None,
     },
     AcpProfile {
         // npm: @zed-industries/claude-agent-acp (formerly claude-code-acp).
@@ -44,6 +51,7 @@ const PROFILES: [AcpProfile; 4] = [
         args: &[],
         required_env: &["ANTHROPIC_API_KEY"],
         auth_method: None,
+        legacy_args: None,
     },
 ];
 

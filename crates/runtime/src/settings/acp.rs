@@ -146,6 +146,12 @@ pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig>
         command: overrides
             .command
             .unwrap_or_else(|| profile.command.to_owned()),
+        legacy_args: match overrides.args {
+            Some(_) => None,
+            None => profile
+                .legacy_args
+                .map(|args| args.iter().map(|a| (*a).to_owned()).collect()),
+        },
         args: overrides
             .args
             .unwrap_or_else(|| profile.args.iter().map(|a| (*a).to_owned()).collect()),

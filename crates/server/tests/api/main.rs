@@ -5,6 +5,7 @@ mod harness;
 
 mod access_log;
 mod acp;
+mod acp_agents;
 mod approvals;
 mod auth;
 mod costs;

@@ -1,0 +1,175 @@
+//! External agents held to the same rules (issue 23), through the HTTP API with the SDK
+//! peer behaving as real agents did: a loaded session's replay stays out of the new
+//! turn, arguments sent late replace the planned ones, usage from `usage_update` and
+//! gemini's `_meta.quota` is priced, a policy over our tool names refuses what the
+//! agent asks without asking anyone.
+
+use serde_json::json;
+
+use crate::harness::{Api, Setup, SseFrame};
+
+fn peer_agent() -> String {
+    let (node, args) = agentplane_testkit::peers::acp_sdk_agent();
+    let args = args
+        .iter()
+        .map(|a| format!("{a:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "\n[agents.peer]\nkind = \"acp\"\nprofile = \"opencode\"\n\
+         [agents.peer.acp]\ncommand = {node:?}\nargs = [{args}]\n\
+         [prices.\"acp:opencode\"]\ninput_per_mtok = 10.0\noutput_per_mtok = 20.0\n"
+    )
+}
+
+async fn start(policy: Option<&str>) -> Api {
+    let mut setup = Setup::new(Vec::new()).extra_config(&peer_agent());
+    if let Some(yaml) = policy {
+        setup = setup.policy("acp.yaml", yaml);
+    }
+    setup.start().await
+}
+
+async fn turn(api: &Api, thread: &str, input: &str) -> Vec<SseFrame> {
+    let mut stream = api.start_turn("alice", thread, input).await;
+    stream.until_completed().await
+}
+
+fn of(frames: &[SseFrame], kind: &str) -> Vec<serde_json::Value> {
+    frames
+        .iter()
+        .filter(|f| f.is(kind))
+        .map(SseFrame::json)
+        .collect()
+}
+
+fn result_text(frames: &[SseFrame]) -> String {
+    let done = frames.last().expect("last").json();
+    assert_eq!(done["kind"], "turn_completed");
+    done["result"]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_second_turn_records_only_its_own_work_and_sends_no_context_twice() {
+    let api = start(None).await;
+    let thread = api.create_thread("alice", "peer").await;
+    let first = turn(&api, &thread, "hello").await;
+    assert!(result_text(&first).starts_with("Hello from the SDK peer."));
+
+    let second = turn(&api, &thread, "hello again").await;
+    let text = result_text(&second);
+    // The agent resumed its session (session/load), and what it replayed then — the
+    // earlier answer, the earlier tool call — is not this turn's.
+    assert!(text.contains("[resumed peer-session-1]"), "{text}");
+    assert!(text.starts_with("Hello from the SDK peer."), "{text}");
+    assert!(!text.contains("earlier answer"), "{text}");
+    assert!(!text.contains("[loaded"), "{text}");
+    assert!(
+        !text.contains("[context sent]"),
+        "the history went to a session that has it: {text}"
+    );
+    let planned = of(&second, "tool_call_planned");
+    assert!(
+        planned.iter().all(|p| p["call_id"] != "call-0"),
+        "a phantom call from the replay: {planned:?}"
+    );
+    assert_eq!(of(&second, "tool_call_result").len(), planned.len());
+}
+
+#[tokio::test]
+async fn arguments_sent_in_an_update_replace_the_planned_ones_before_the_result() {
+    let api = start(None).await;
+    let thread = api.create_thread("alice", "peer").await;
+    let frames = turn(&api, &thread, "rawinput").await;
+    let kinds: Vec<String> = frames
+        .iter()
+        .map(|f| f.json()["kind"].as_str().unwrap_or("").to_owned())
+        .collect();
+    let at = |kind: &str| {
+        frames
+            .iter()
+            .position(|f| f.is(kind) && f.json()["call_id"] == "call-3")
+            .unwrap_or_else(|| panic!("no {kind} for call-3 in {kinds:?}"))
+    };
+    let (planned, arguments, result) = (
+        frames[at("tool_call_planned")].json(),
+        frames[at("tool_call_arguments")].json(),
+        frames[at("tool_call_result")].json(),
+    );
+    assert!(at("tool_call_planned") < at("tool_call_arguments"));
+    assert!(at("tool_call_arguments") < at("tool_call_result"));
+    assert_eq!(planned["tool"], "write_file", "kind edit is write_file");
+    assert_eq!(
+        planned["title"], "edit a.txt",
+        "the agent's title beside it"
+    );
+    assert_eq!(planned["arguments"], json!({}));
+    assert_eq!(
+        arguments["arguments"],
+        json!({"filePath": "a.txt", "newString": "x"})
+    );
+    assert_ne!(arguments["args_preview_hash"], planned["args_preview_hash"]);
+    assert_eq!(result["args_preview_hash"], arguments["args_preview_hash"]);
+}
+
+#[tokio::test]
+async fn usage_updates_and_gemini_quota_are_priced_so_budgets_see_them() {
+    let api = start(None).await;
+    let thread = api.create_thread("alice", "peer").await;
+    let frames = turn(&api, &thread, "usage").await;
+    let usage = &of(&frames, "usage")[0];
+    assert_eq!(usage["reported"], true, "{usage}");
+    assert_eq!(usage["input_tokens"], 1500);
+    // 1500 tokens × $10/M = $0.015, but the agent says the session cost $0.35: the
+    // larger is what budgets are charged.
+    assert_eq!(of(&frames, "cost")[0]["usd_micros"], 350_000);
+
+    let thread = api.create_thread("alice", "peer").await;
+    let frames = turn(&api, &thread, "quota").await;
+    let usage = &of(&frames, "usage")[0];
+    assert_eq!(
+        (
+            usage["reported"].clone(),
+            usage["input_tokens"].clone(),
+            usage["output_tokens"].clone()
+        ),
+        (json!(true), json!(90), json!(12))
+    );
+    // 90 × $10/M + 12 × $20/M.
+    assert_eq!(of(&frames, "cost")[0]["usd_micros"], 1_140);
+}
+
+#[tokio::test]
+async fn a_policy_denying_write_file_rejects_the_agents_edit_without_asking_anyone() {
+    let api = start(Some(
+        "- name: no-writes\n  type: tool_access\n  targets: {agents: [peer]}\n  rules: {deny: [write_file]}\n",
+    ))
+    .await;
+    let thread = api.create_thread("alice", "peer").await;
+    // Nobody answers: a turn waiting for a person would hang until the timeout.
+    let frames = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        turn(&api, &thread, "permission"),
+    )
+    .await
+    .expect("the denied ask was not put to a person");
+    let text = result_text(&frames);
+    assert!(text.contains("[permission: reject]"), "{text}");
+    let denied = &of(&frames, "policy_denied")[0];
+    assert_eq!(denied["policy"], "no-writes");
+    assert_eq!(denied["tool"], "write_file");
+    let security = &of(&frames, "security_event")[0];
+    assert_eq!(security["event_type"], "policy_denied");
+    assert!(
+        security["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("edit main.rs"),
+        "{security}"
+    );
+    let resolved = &of(&frames, "permission_resolved")[0];
+    assert_eq!(resolved["decision"], "declined");
+}
