@@ -10,6 +10,7 @@
 //! does both; we only ask it through the port's channel).
 
 mod capabilities;
+mod confinement;
 #[doc(hidden)]
 pub mod fuzzing;
 mod lines;
@@ -65,6 +66,13 @@ pub struct AcpAgentConfig {
     pub terminal_timeout: Duration,
     /// Bytes of a terminal's output kept.
     pub terminal_output_cap: usize,
+    /// The kernel sandbox of the agent's process tree (the agent's `[sandbox]`:
+    /// required, extra paths, limits); `None`: unconfined but for a Landlock domain
+    /// of its own (`sandbox.enabled = false` under `[agents.NAME.acp]`).
+    pub sandbox: Option<agentplane_process::Sandbox>,
+    /// The agent's own state and cache directories, relative to `$HOME`, writable
+    /// in its sandbox (the profile's, plus `[agents.NAME.acp] state_dirs`).
+    pub state_dirs: Vec<String>,
 }
 
 impl std::fmt::Debug for AcpAgentConfig {

@@ -16,6 +16,9 @@ pub struct AcpProfile {
     /// Arguments for installed versions that predate `args`: used when the program's
     /// `--help` does not mention the first of `args` (gemini before `--acp`).
     pub legacy_args: Option<&'static [&'static str]>,
+    /// Where the agent keeps its state, sessions and caches, relative to `$HOME`:
+    /// writable in its kernel sandbox (nothing else of `$HOME` is).
+    pub state_dirs: &'static [&'static str],
 }
 
 const PROFILES: [AcpProfile; 4] = [
@@ -26,6 +29,8 @@ const PROFILES: [AcpProfile; 4] = [
         required_env: &["OPENAI_API_KEY"],
         auth_method: Some("openai-api-key"),
         legacy_args: None,
+        // CODEX_HOME: config, sessions, logs.
+        state_dirs: &[".codex"],
     },
     AcpProfile {
         name: "gemini",
@@ -35,6 +40,8 @@ const PROFILES: [AcpProfile; 4] = [
         required_env: &["GEMINI_API_KEY"],
         auth_method: Some("gemini-api-key"),
         legacy_args: Some(&["--experimental-acp"]),
+        // Settings, chats (`.gemini/tmp`), and the npm cache of its extensions.
+        state_dirs: &[".gemini", ".cache/gemini-cli"],
     },
     AcpProfile {
         name: "opencode",
@@ -43,6 +50,13 @@ const PROFILES: [AcpProfile; 4] = [
         required_env: &[],
         auth_method: None,
         legacy_args: None,
+        // XDG data (sessions, its database), state, cache (models.dev, plugins), config.
+        state_dirs: &[
+            ".local/share/opencode",
+            ".local/state/opencode",
+            ".cache/opencode",
+            ".config/opencode",
+        ],
     },
     AcpProfile {
         // npm: @zed-industries/claude-agent-acp (formerly claude-code-acp).
@@ -52,6 +66,9 @@ const PROFILES: [AcpProfile; 4] = [
         required_env: &["ANTHROPIC_API_KEY"],
         auth_method: None,
         legacy_args: None,
+        // Settings, sessions and todos (`~/.claude.json` is not reachable: set
+        // CLAUDE_CONFIG_DIR under `[agents.NAME.acp.env]` to keep it in `.claude`).
+        state_dirs: &[".claude"],
     },
 ];
 

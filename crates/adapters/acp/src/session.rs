@@ -37,13 +37,14 @@ use agentplane_core::ThreadId;
 use agentplane_engine::ports::external::{
     ExternalEnd, ExternalError, ExternalPrompt, ExternalStop, ToTurn,
 };
-use agentplane_process::process::{ServerCommand, start_server};
+use agentplane_process::process::{ServerCommand, start_confined_server, start_server};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::AcpAgentConfig;
 use crate::capabilities::{self, Refused};
+use crate::confinement::{Confinement, confinement_for};
 use crate::lines::{MAX_LINE_BYTES, bounded_lines, line_sink};
 use crate::terminals::{Ended, Terminals};
 use crate::updates::{map_update, outcome_for, permission_ask};
@@ -64,13 +65,29 @@ pub async fn run(
     to_turn: mpsc::Sender<ToTurn>,
     cancel: CancellationToken,
 ) -> Result<ExternalEnd, ExternalError> {
-    let started = start_server(&ServerCommand {
+    let confinement = confinement_for(config, &prompt.workspace)?;
+    let mut env = config.env.clone();
+    if let Some(confinement) = &confinement {
+        env.insert(
+            "TMPDIR".to_owned(),
+            confinement.tmp.path().display().to_string(),
+        );
+    }
+    let command = ServerCommand {
         program: &config.command,
         args: &config.args,
-        env: &config.env,
+        env: &env,
         cwd: Some(&prompt.workspace),
-    })
-    .map_err(|e| ExternalError::Unavailable(format!("cannot start `{}`: {e}", config.command)))?;
+    };
+    let (started, _tmp) = match confinement {
+        Some(Confinement { prepared, tmp }) => {
+            (start_confined_server(&command, prepared), Some(tmp))
+        }
+        None => (start_server(&command), None),
+    };
+    let started = started.map_err(|e| {
+        ExternalError::Unavailable(format!("cannot start `{}`: {e}", config.command))
+    })?;
     let mut process = started.process;
     let stderr_tail = Arc::new(Mutex::new(String::new()));
     let stderr_task = tokio::spawn(keep_tail(started.stderr, stderr_tail.clone()));

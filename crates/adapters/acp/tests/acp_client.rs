@@ -24,6 +24,8 @@ fn agent(program: (String, Vec<String>), env: &[(&str, &str)], auth: Option<&str
         command: program.0,
         args: program.1,
         legacy_args: None,
+        sandbox: None,
+        state_dirs: Vec::new(),
         env: env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -418,6 +420,8 @@ async fn an_agent_that_never_answers_the_prompt_ends_on_cancel() {
 async fn availability_says_what_is_missing_without_starting_anything() {
     let missing_program = AcpAgent::new(AcpAgentConfig {
         legacy_args: None,
+        sandbox: None,
+        state_dirs: Vec::new(),
         profile: "codex".into(),
         command: "codex-acp-surely-not-installed".into(),
         args: Vec::new(),
@@ -436,6 +440,8 @@ async fn availability_says_what_is_missing_without_starting_anything() {
     let claude = peers::claude_acp_adapter();
     let no_key = AcpAgent::new(AcpAgentConfig {
         legacy_args: None,
+        sandbox: None,
+        state_dirs: Vec::new(),
         profile: "claude".into(),
         command: claude.0,
         args: claude.1,

@@ -173,3 +173,31 @@ async fn a_policy_denying_write_file_rejects_the_agents_edit_without_asking_anyo
     let resolved = &of(&frames, "permission_resolved")[0];
     assert_eq!(resolved["decision"], "declined");
 }
+
+#[tokio::test]
+async fn the_kernel_refuses_an_agent_writing_outside_its_workspace_or_reading_the_data_dir() {
+    let api = start(None).await;
+    let data_dir = api._dir.path().to_path_buf();
+    let outside = data_dir.join("escaped.txt");
+    let secret = data_dir.join("events.db");
+    assert!(secret.exists(), "the server's store is in its data dir");
+    let thread = api.create_thread("alice", "peer").await;
+    // The agent itself writes and reads with node's fs, not through our fs/* methods:
+    // only its process's confinement can stop that.
+    let frames = turn(
+        &api,
+        &thread,
+        &format!(
+            "rogue outside={} secret={}",
+            outside.display(),
+            secret.display()
+        ),
+    )
+    .await;
+    let text = result_text(&frames);
+    assert!(text.contains("write-inside: done"), "{text}");
+    assert!(text.contains("write-outside: EACCES"), "{text}");
+    assert!(text.contains("read-secret: EACCES"), "{text}");
+    assert!(!outside.exists(), "the agent wrote outside its workspace");
+    assert!(api.workspace.join("rogue-inside.txt").exists());
+}
