@@ -118,6 +118,7 @@ pub async fn run_external_turn(
         input: request.input.clone(),
         context: context_text(&request),
     };
+    let before = deps.scan_workspace(&request.workspace).await;
     let (to_turn, mut from_agent) = mpsc::channel::<ToTurn>(64);
     let agent_cancel = cancel.child_token();
     let run = agent.prompt(prompt, to_turn, agent_cancel.clone());
@@ -199,6 +200,13 @@ pub async fn run_external_turn(
             (StopReason::Error, Value::Null, Some(error))
         }
     };
+    // What the agent changed, also what it did on its own, never through us.
+    if let Some(changed) = deps
+        .workspace_changes(&request.workspace, before.as_ref())
+        .await
+    {
+        turn.record(changed).await?;
+    }
     let event = deps
         .store
         .complete_turn(

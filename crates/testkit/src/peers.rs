@@ -113,6 +113,12 @@ pub fn claude_acp_adapter() -> (String, Vec<String>) {
     (announced("AGENTPLANE_TEST_NODE"), vec![script])
 }
 
+/// npm's `opencode-ai` (pinned in `scripts/test-peers.sh`), installed into a cache:
+/// the `opencode` program.
+pub fn opencode() -> String {
+    announced("AGENTPLANE_TEST_OPENCODE")
+}
+
 /// node, and `peers/acp_client.mjs`: an ACP client built on npm's official
 /// `@agentclientprotocol/sdk` that starts its agent as a child and prints one JSON
 /// document of what it saw.

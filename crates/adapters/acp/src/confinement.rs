@@ -67,7 +67,13 @@ pub(crate) fn confinement_for(
     };
     let rw = &mut sandbox.spec.read_write;
     rw.push(tmp.path().display().to_string());
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+    // The agent's own `HOME` when its configuration sets one, else ours.
+    let home = config
+        .env
+        .get("HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(PathBuf::from));
+    if let Some(home) = home {
         for dir in &config.state_dirs {
             let dir = home.join(dir);
             // Created now: Landlock grants rights beneath paths that exist.

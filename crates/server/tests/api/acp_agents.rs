@@ -200,4 +200,58 @@ async fn the_kernel_refuses_an_agent_writing_outside_its_workspace_or_reading_th
     assert!(text.contains("read-secret: EACCES"), "{text}");
     assert!(!outside.exists(), "the agent wrote outside its workspace");
     assert!(api.workspace.join("rogue-inside.txt").exists());
+    // What it wrote on its own, never through us, is in the audit trail.
+    let changed = &of(&frames, "workspace_changed")[0];
+    assert_eq!(
+        changed["created"][0]["path"], "rogue-inside.txt",
+        "{changed}"
+    );
+    assert_eq!(changed["created"][0]["size"], 1);
+    assert_eq!(changed["complete"], true);
+}
+
+#[tokio::test]
+async fn a_native_turn_records_the_files_it_changed_by_hash_never_content() {
+    use agentplane_testkit::Step;
+    let api = Setup::new(vec![
+        Step::tool_call(
+            "write_file",
+            json!({"path": "notes/a.txt", "content": "hello"}),
+        ),
+        Step::tool_call("finish_task", json!({"summary": "done"})),
+        Step::text("nothing to do"),
+    ])
+    .extra_config("\n[agents.maker]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\n")
+    .start()
+    .await;
+    std::fs::write(api.workspace.join("old.txt"), "old").expect("old");
+    let thread = api.create_thread("alice", "maker").await;
+    let frames = turn(&api, &thread, "write notes/a.txt").await;
+    let changed = of(&frames, "workspace_changed");
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(
+        changed[0]["created"],
+        json!([{
+            "path": "notes/a.txt",
+            "size": 5,
+            "sha256": "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        }])
+    );
+    assert_eq!(changed[0]["modified"], json!([]));
+    assert!(
+        !changed[0].to_string().contains("hello\""),
+        "content leaked"
+    );
+    let kinds: Vec<String> = frames
+        .iter()
+        .map(|f| f.json()["kind"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 2],
+        "workspace_changed",
+        "right before turn_completed: {kinds:?}"
+    );
+    // A turn that changes nothing records no such event.
+    let frames = turn(&api, &thread, "anything else?").await;
+    assert!(of(&frames, "workspace_changed").is_empty());
 }
