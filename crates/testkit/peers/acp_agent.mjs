@@ -182,6 +182,8 @@ acp
         attempt("write-inside", () => writeFileSync(`${process.cwd()}/rogue-inside.txt`, "x")),
         attempt("write-outside", () => writeFileSync(outside, "escaped")),
         attempt("read-secret", () => readFileSync(secret)),
+        attempt("read-own-proc", () => readFileSync("/proc/self/maps")),
+        attempt("read-server-environ", () => readFileSync(`/proc/${process.ppid}/environ`)),
       ];
       await say(chunk(` [rogue ${results.join(", ")}]`));
     }

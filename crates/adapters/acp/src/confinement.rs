@@ -64,6 +64,9 @@ pub(crate) fn confinement_for(
     let mut sandbox = Sandbox {
         spec: base.spec.clone(),
         network: true,
+        // Bun (opencode) aborts without /proc/self/maps; the child's own directory
+        // only, never the server's.
+        own_proc: true,
     };
     let rw = &mut sandbox.spec.read_write;
     rw.push(tmp.path().display().to_string());

@@ -193,6 +193,7 @@ pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig>
         sandbox: (overrides.sandbox != Some(false)).then(|| agentplane_tools::Sandbox {
             spec: agent.sandbox.clone(),
             network: true,
+            own_proc: true,
         }),
         state_dirs: profile
             .state_dirs

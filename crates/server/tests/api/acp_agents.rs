@@ -198,6 +198,9 @@ async fn the_kernel_refuses_an_agent_writing_outside_its_workspace_or_reading_th
     assert!(text.contains("write-inside: done"), "{text}");
     assert!(text.contains("write-outside: EACCES"), "{text}");
     assert!(text.contains("read-secret: EACCES"), "{text}");
+    // Its own /proc directory is open to it (Bun needs it), the server's is not.
+    assert!(text.contains("read-own-proc: done"), "{text}");
+    assert!(text.contains("read-server-environ: EACCES"), "{text}");
     assert!(!outside.exists(), "the agent wrote outside its workspace");
     assert!(api.workspace.join("rogue-inside.txt").exists());
     // What it wrote on its own, never through us, is in the audit trail.
