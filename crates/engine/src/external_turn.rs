@@ -249,6 +249,11 @@ fn context_text(request: &TurnRequest) -> Option<String> {
     Some(text)
 }
 
+/// `null` or `{}`: arguments not sent yet.
+fn is_empty(arguments: &Value) -> bool {
+    arguments.is_null() || arguments.as_object().is_some_and(|o| o.is_empty())
+}
+
 /// A tool call the agent announced and has not finished.
 struct OpenCall {
     tool: String,
@@ -410,8 +415,7 @@ impl ExternalTurn<'_> {
         let Some(call) = self.calls.get_mut(call_id) else {
             return Ok(());
         };
-        let empty = arguments.is_null() || arguments.as_object().is_some_and(|o| o.is_empty());
-        if empty || call.arguments == arguments {
+        if is_empty(&arguments) || call.arguments == arguments {
             return Ok(());
         }
         call.hash = args_preview_hash(&arguments);
@@ -545,7 +549,15 @@ impl ExternalTurn<'_> {
         ask: PermissionAsk,
         cancel: &CancellationToken,
     ) -> Result<bool, StoreError> {
-        if let Some(input) = ask.input.clone() {
+        // The ask's input fills a call planned without arguments; it never replaces
+        // arguments the agent already sent (an ask may show the call differently).
+        let unknown = self
+            .calls
+            .get(&ask.call_id)
+            .is_some_and(|c| is_empty(&c.arguments));
+        if let Some(input) = ask.input.clone()
+            && unknown
+        {
             self.late_arguments(&ask.call_id, input).await?;
         }
         let policies = self.deps.governance.policies.current();

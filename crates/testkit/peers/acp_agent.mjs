@@ -11,6 +11,8 @@
 //                after starting a child process that would outlive a careless kill
 //   "rawinput"   announces call-3 (kind edit) with `rawInput: {}` and sends its real
 //                arguments in the next tool_call_update, as opencode does
+//   "askinput"   announces call-4 (kind execute) with no arguments, then asks
+//                permission for it with its arguments (`rawInput`) in the ask
 //   "usage"      reports a usage_update (1500 tokens in context, $0.35 cumulative)
 //   "quota"      answers with gemini's `_meta.quota.token_count` (90 in, 12 out)
 //   "missing"    reads missing.txt through the client and says the error's code
@@ -160,6 +162,20 @@ acp
       await say({ sessionUpdate: "tool_call", toolCallId: "call-3", title: "edit a.txt", kind: "edit", status: "pending", rawInput: {} });
       await say({ sessionUpdate: "tool_call_update", toolCallId: "call-3", rawInput: { filePath: "a.txt", newString: "x" } });
       await say({ sessionUpdate: "tool_call_update", toolCallId: "call-3", status: "completed" });
+    }
+    if (text.includes("askinput")) {
+      await say({ sessionUpdate: "tool_call", toolCallId: "call-4", title: "cargo test", kind: "execute", status: "pending" });
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: "call-4", title: "cargo test", kind: "execute", rawInput: { command: "cargo test" } },
+        options: [
+          { optionId: "allow", name: "Allow once", kind: "allow_once" },
+          { optionId: "reject", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const picked = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
+      await say({ sessionUpdate: "tool_call_update", toolCallId: "call-4", status: picked === "allow" ? "completed" : "failed" });
+      await say(chunk(` [askinput: ${picked}]`));
     }
     if (text.includes("usage")) {
       await say({ sessionUpdate: "usage_update", used: 1500, size: 200000, cost: { amount: 0.35, currency: "USD" } });

@@ -258,3 +258,38 @@ async fn a_native_turn_records_the_files_it_changed_by_hash_never_content() {
     let frames = turn(&api, &thread, "anything else?").await;
     assert!(of(&frames, "workspace_changed").is_empty());
 }
+
+#[tokio::test]
+async fn arguments_in_a_permission_ask_fill_a_call_planned_without_them_before_the_ask() {
+    let api = start(None).await;
+    let thread = api.create_thread("alice", "peer").await;
+    let mut stream = api.start_turn("alice", &thread, "askinput").await;
+    let mut frames = stream.until("permission_required").await;
+    let required = frames.last().expect("ask").json();
+    assert_eq!(
+        required["tool"], "run_command",
+        "kind execute is run_command"
+    );
+    let arguments = frames
+        .iter()
+        .find(|f| f.is("tool_call_arguments"))
+        .expect("the ask's arguments recorded before the ask")
+        .json();
+    assert_eq!(arguments["call_id"], "call-4");
+    assert_eq!(arguments["arguments"], json!({"command": "cargo test"}));
+    let id = required["permission_id"].as_str().expect("id").to_owned();
+    let answer = api
+        .post(
+            &format!("/v1/permissions/{id}"),
+            "alice",
+            json!({"decision": "approved"}),
+        )
+        .await;
+    assert_eq!(answer.status, reqwest::StatusCode::OK);
+    frames.extend(stream.until_completed().await);
+    let result = &of(&frames, "tool_call_result")
+        .into_iter()
+        .find(|r| r["call_id"] == "call-4")
+        .expect("result");
+    assert_eq!(result["args_preview_hash"], arguments["args_preview_hash"]);
+}
