@@ -22,7 +22,7 @@ pub const MAX_FILES: usize = 20_000;
 /// Largest file whose content is hashed.
 pub const MAX_HASHED_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Bytes hashed per scan, over all files.
-pub const MAX_HASHED_BYTES: u64 = 256 * 1024 * 1024;
+pub const MAX_HASHED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Scans workspaces on the local file system.
 #[derive(Debug, Clone, Copy, Default)]
