@@ -6,6 +6,8 @@
 #   AGENTPLANE_TEST_NODE_PEERS      crates/testkit/peers (node_modules inside, loopback.mjs)
 #   AGENTPLANE_TEST_PYTHON          a venv's python with PyPI's `mcp` (its client) and
 #                                   `openai` (the official client, for the gateway)
+#   AGENTPLANE_TEST_OPENCODE        opencode (npm `opencode-ai`, pinned; its binary comes
+#                                   from the optional dependency `opencode-linux-x64`)
 #
 # npm packages come from crates/testkit/peers/package-lock.json (`npm ci`); the Python
 # venv lives in .local-model/peers (gitignored). Both are reused when already current.
@@ -13,9 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mcp_version="2.3.0"
+opencode_version="1.18.33"
 openai_version="3.54.0"
 peers="$PWD/crates/testkit/peers"
 venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
+opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
 
 node="$(command -v node || true)"
 if [[ -z "$node" ]] || ! command -v npm >/dev/null; then
@@ -39,6 +43,16 @@ if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.vers
     "mcp==$mcp_version" "openai==$openai_version" >&2
 fi
 
+# opencode from npm into a cache of its own, reinstalled only when the pin changes.
+opencode="$opencode_dir/node_modules/.bin/opencode"
+if [[ "$("$opencode" --version 2>/dev/null)" != "$opencode_version" ]]; then
+  echo "test-peers: installing opencode-ai $opencode_version into $opencode_dir" >&2
+  mkdir -p "$opencode_dir"
+  (cd "$opencode_dir" && npm install --no-audit --no-fund --loglevel=error --prefix . \
+    "opencode-ai@$opencode_version" >&2)
+fi
+
 echo "export AGENTPLANE_TEST_NODE='$node'"
 echo "export AGENTPLANE_TEST_NODE_PEERS='$peers'"
 echo "export AGENTPLANE_TEST_PYTHON='$venv/bin/python'"
+echo "export AGENTPLANE_TEST_OPENCODE='$opencode'"

@@ -133,6 +133,17 @@ impl StopReason {
     }
 }
 
+/// One file in a `workspace_changed` event: its path relative to the workspace, its
+/// size and the SHA-256 of its content (for a deleted file: as it was before the turn).
+/// `sha256` is absent for a file over the hashing limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
 /// What happened. Serialized with its `kind` beside the event's other fields, so a
 /// runlog line reads `{"thread_id":…,"seq":3,"ts":…,"kind":"tool_call_planned",…}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,6 +170,18 @@ pub enum EventPayload {
         call_id: String,
         tool: String,
         /// The parsed arguments; `null` when the model sent text that is not JSON.
+        arguments: serde_json::Value,
+        args_preview_hash: String,
+        /// An external agent's own title for the call, kept beside our tool name
+        /// (`tool` is what policies see: `write_file`, `run_command`…).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+    /// An external agent sent a planned call's arguments later (`rawInput` in a
+    /// `tool_call_update`): from here on they, and their hash, are the call's.
+    ToolCallArguments {
+        call_id: String,
+        tool: String,
         arguments: serde_json::Value,
         args_preview_hash: String,
     },
@@ -285,6 +308,17 @@ pub enum EventPayload {
         code: ErrorCode,
         message: String,
     },
+    /// What changed in the workspace during a turn (files created, modified and
+    /// deleted; never their content), found by comparing scans before and after it.
+    /// `complete` is false when the scan stopped at its limits (`limit` says which).
+    WorkspaceChanged {
+        created: Vec<FileChange>,
+        modified: Vec<FileChange>,
+        deleted: Vec<FileChange>,
+        complete: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<String>,
+    },
     TurnCompleted {
         stop_reason: StopReason,
         /// The `finish_task` arguments, `{"text": …}` for a text answer, `null` otherwise.
@@ -299,6 +333,7 @@ impl EventPayload {
             Self::TurnStarted { .. } => "turn_started",
             Self::MessageDelta { .. } => "message_delta",
             Self::ToolCallPlanned { .. } => "tool_call_planned",
+            Self::ToolCallArguments { .. } => "tool_call_arguments",
             Self::ToolCallResult { .. } => "tool_call_result",
             Self::PermissionRequired { .. } => "permission_required",
             Self::PermissionResolved { .. } => "permission_resolved",
@@ -312,6 +347,7 @@ impl EventPayload {
             Self::ProviderFailover { .. } => "provider_failover",
             Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",
+            Self::WorkspaceChanged { .. } => "workspace_changed",
             Self::TurnCompleted { .. } => "turn_completed",
         }
     }

@@ -18,7 +18,8 @@ pub use agent::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec};
 pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
 pub use error::ErrorCode;
 pub use event::{
-    ApprovalOutcome, Event, EventPayload, PermissionDecision, StopReason, ToolStatus, usd_of_micros,
+    ApprovalOutcome, Event, EventPayload, FileChange, PermissionDecision, StopReason, ToolStatus,
+    usd_of_micros,
 };
 pub use ids::{
     ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, PermissionId, ReplicaId, ThreadId,

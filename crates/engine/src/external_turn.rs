@@ -115,8 +115,10 @@ pub async fn run_external_turn(
     let prompt = ExternalPrompt {
         thread: turn.begun.thread().clone(),
         workspace: request.workspace.clone(),
-        input: prompt_text(&request),
+        input: request.input.clone(),
+        context: context_text(&request),
     };
+    let before = deps.scan_workspace(&request.workspace).await;
     let (to_turn, mut from_agent) = mpsc::channel::<ToTurn>(64);
     let agent_cancel = cancel.child_token();
     let run = agent.prompt(prompt, to_turn, agent_cancel.clone());
@@ -198,6 +200,13 @@ pub async fn run_external_turn(
             (StopReason::Error, Value::Null, Some(error))
         }
     };
+    // What the agent changed, also what it did on its own, never through us.
+    if let Some(changed) = deps
+        .workspace_changes(&request.workspace, before.as_ref())
+        .await
+    {
+        turn.record(changed).await?;
+    }
     let event = deps
         .store
         .complete_turn(
@@ -219,10 +228,11 @@ pub async fn run_external_turn(
     })
 }
 
-/// The thread's context and the input as one prompt: an external agent gets text.
-fn prompt_text(request: &TurnRequest) -> String {
+/// The thread's earlier conversation as text, for an agent that cannot resume its own
+/// session (the adapter sends it before the input only then).
+fn context_text(request: &TurnRequest) -> Option<String> {
     if request.history.is_empty() {
-        return request.input.clone();
+        return None;
     }
     let mut text = String::from("[Earlier in this conversation]\n");
     for message in &request.history {
@@ -236,14 +246,19 @@ fn prompt_text(request: &TurnRequest) -> String {
         }
     }
     text.push_str("\n[Current request]\n");
-    text.push_str(&request.input);
-    text
+    Some(text)
+}
+
+/// `null` or `{}`: arguments not sent yet.
+fn is_empty(arguments: &Value) -> bool {
+    arguments.is_null() || arguments.as_object().is_some_and(|o| o.is_empty())
 }
 
 /// A tool call the agent announced and has not finished.
 struct OpenCall {
     tool: String,
     hash: String,
+    arguments: Value,
     started: Instant,
 }
 
@@ -330,6 +345,7 @@ impl ExternalTurn<'_> {
             ExternalUpdate::ToolCall {
                 call_id,
                 tool,
+                title,
                 arguments,
             } => {
                 if self.calls.contains_key(&call_id) {
@@ -341,6 +357,7 @@ impl ExternalTurn<'_> {
                     OpenCall {
                         tool: tool.clone(),
                         hash: hash.clone(),
+                        arguments: arguments.clone(),
                         started: Instant::now(),
                     },
                 );
@@ -349,6 +366,7 @@ impl ExternalTurn<'_> {
                     tool,
                     arguments,
                     args_preview_hash: hash,
+                    title,
                 })
                 .await
             }
@@ -356,7 +374,11 @@ impl ExternalTurn<'_> {
                 call_id,
                 status,
                 output,
+                arguments,
             } => {
+                if let Some(arguments) = arguments {
+                    self.late_arguments(&call_id, arguments).await?;
+                }
                 let status = match status {
                     Some(ExternalToolStatus::Completed) => ToolStatus::Ok,
                     Some(ExternalToolStatus::Failed) => ToolStatus::Error,
@@ -385,6 +407,28 @@ impl ExternalTurn<'_> {
         }
     }
 
+    /// Arguments an agent sends after announcing the call (opencode: `rawInput: {}` in
+    /// the `tool_call`, the real ones in the next update) replace the planned ones,
+    /// with an event that says so, before the call's result or any permission
+    /// decision. Unchanged or empty arguments, or a call never announced, change nothing.
+    async fn late_arguments(&mut self, call_id: &str, arguments: Value) -> Result<(), StoreError> {
+        let Some(call) = self.calls.get_mut(call_id) else {
+            return Ok(());
+        };
+        if is_empty(&arguments) || call.arguments == arguments {
+            return Ok(());
+        }
+        call.hash = args_preview_hash(&arguments);
+        call.arguments = arguments.clone();
+        let event = EventPayload::ToolCallArguments {
+            call_id: call_id.to_owned(),
+            tool: call.tool.clone(),
+            arguments,
+            args_preview_hash: call.hash.clone(),
+        };
+        self.record(event).await
+    }
+
     /// Calls still open when the prompt ended get a result, so every planned call has one.
     async fn settle_open_calls(&mut self, cancelled: bool) -> Result<(), StoreError> {
         let mut open: Vec<(String, OpenCall)> = self.calls.drain().collect();
@@ -410,8 +454,12 @@ impl ExternalTurn<'_> {
         Ok(())
     }
 
-    /// Tokens the agent reported become `usage` and `cost` events; none reported is
-    /// recorded as `usage` with `reported: false`, so the gap is visible.
+    /// Tokens the agent reported (in the prompt's answer, gemini's `_meta.quota` or
+    /// `usage_update` notifications: the adapter picks) become `usage` and `cost`
+    /// events, priced under `acp:PROFILE`; when the agent also reports what the prompt
+    /// cost in dollars, the larger of the two is the cost, so a budget never sees less
+    /// than the agent says it spent. None reported is recorded as `usage` with
+    /// `reported: false`, so the gap is visible.
     async fn record_usage(
         &mut self,
         usage: Option<crate::ports::external::ExternalUsage>,
@@ -428,11 +476,12 @@ impl ExternalTurn<'_> {
         .await?;
         let mut micros = 0;
         if reported {
-            micros = self.deps.governance.prices.cost_micros(
-                &self.label,
-                usage.input_tokens,
-                usage.output_tokens,
-            );
+            micros = self
+                .deps
+                .governance
+                .prices
+                .cost_micros(&self.label, usage.input_tokens, usage.output_tokens)
+                .max(usage.cost_usd_micros.unwrap_or(0));
             self.record(EventPayload::Cost {
                 provider: "acp".to_owned(),
                 model: self.label.clone(),
@@ -489,25 +538,88 @@ impl ExternalTurn<'_> {
         }
     }
 
-    /// The agent asks before one of its own tool calls. A denying policy declines at
-    /// once; otherwise a person decides through the permission flow (fail-closed).
+    /// The agent asks before one of its own tool calls, named by our tool name (its
+    /// kind mapped by the adapter), so policies apply as to our own tools: a denial
+    /// (`tool_access`, `time_window`) or a full rate limit declines at once, without
+    /// asking anyone, with `policy_denied` and a `security_event`; otherwise a person
+    /// decides through the permission flow (fail-closed). The ask counts against the
+    /// rate limits before the person is asked (a declined ask was still one attempt).
     async fn permission(
         &mut self,
         ask: PermissionAsk,
         cancel: &CancellationToken,
     ) -> Result<bool, StoreError> {
+        // The ask's input fills a call planned without arguments; it never replaces
+        // arguments the agent already sent (an ask may show the call differently).
+        let unknown = self
+            .calls
+            .get(&ask.call_id)
+            .is_some_and(|c| is_empty(&c.arguments));
+        if let Some(input) = ask.input.clone()
+            && unknown
+        {
+            self.late_arguments(&ask.call_id, input).await?;
+        }
         let policies = self.deps.governance.policies.current();
-        let denial = match policy::gate(&policies, &self.policy_ctx(&ask.tool)).decision {
-            Decision::Deny { policy, reason } => {
-                let refusal = Refusal::denied(&policies, policy, &reason);
-                self.record(refusal.event("it", Some(&ask.tool), Some(&ask.call_id)))
+        let gate = policy::gate(&policies, &self.policy_ctx(&ask.tool));
+        let what = format!("`{}`", ask.tool);
+        let refusal = match gate.decision {
+            Decision::Deny { policy, reason } => Some(Refusal::denied(&policies, policy, &reason)),
+            _ => match self
+                .deps
+                .governance
+                .limiter
+                .admit(&gate.rate_limits, self.rate_facts(&ask.tool))
+                .await
+            {
+                Err(RateError::Limited(limited)) => Some(Refusal::RateLimited(limited)),
+                // The limiter could not decide (Redis down, fail-closed): no.
+                Err(other) => {
+                    let _ = self
+                        .ask_person(
+                            &ask.call_id,
+                            &ask.tool,
+                            ask.arguments,
+                            Some(other.to_string()),
+                            cancel,
+                        )
+                        .await?;
+                    return Ok(false);
+                }
+                Ok(()) => None,
+            },
+        };
+        let denial = match refusal {
+            Some(refusal) => {
+                self.record(refusal.event(&what, Some(&ask.tool), Some(&ask.call_id)))
                     .await?;
-                Some(refusal.message("it"))
+                self.record(EventPayload::SecurityEvent {
+                    event_type: "policy_denied".to_owned(),
+                    tool: Some(ask.tool.clone()),
+                    detail: format!(
+                        "the external agent asked to run {what}{}; {}",
+                        ask.title
+                            .as_deref()
+                            .map(|t| format!(" ({t})"))
+                            .unwrap_or_default(),
+                        refusal.message(&what)
+                    ),
+                })
+                .await?;
+                Some(refusal.message(&what))
             }
-            _ => None,
+            None => None,
         };
         self.ask_person(&ask.call_id, &ask.tool, ask.arguments, denial, cancel)
             .await
+    }
+
+    fn rate_facts<'r>(&'r self, tool: &'r str) -> RateFacts<'r> {
+        RateFacts {
+            agent: &self.request.agent.name,
+            tool: Some(tool),
+            client: &self.request.client,
+        }
     }
 
     /// A client capability the agent uses on our side, gated like our own tool of
@@ -545,14 +657,7 @@ impl ExternalTurn<'_> {
             .deps
             .governance
             .limiter
-            .admit(
-                &gate.rate_limits,
-                RateFacts {
-                    agent: &self.request.agent.name,
-                    tool: Some(&use_.tool),
-                    client: &self.request.client,
-                },
-            )
+            .admit(&gate.rate_limits, self.rate_facts(&use_.tool))
             .await
         {
             if let RateError::Limited(limited) = &refused {

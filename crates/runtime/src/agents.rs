@@ -54,6 +54,7 @@ pub fn sandbox_of(agent: &AgentSpec) -> agentplane_tools::Sandbox {
     agentplane_tools::Sandbox {
         spec: agent.sandbox.clone(),
         network: agent.network.allowed,
+        own_proc: false,
     }
 }
 

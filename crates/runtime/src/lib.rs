@@ -214,6 +214,7 @@ impl Runtime {
                 )),
                 providers,
                 governance: Arc::new(governance),
+                workspace: Some(Arc::new(agentplane_tools::WorkspaceFiles)),
             },
             catalogue,
             Arc::new(AgentToolbox {

@@ -223,6 +223,8 @@ async fn a_task_writes_a_file_and_finishes() {
             "cost",
             "tool_call_planned",
             "tool_call_result",
+            // The file it wrote (path, size, hash).
+            "workspace_changed",
             "turn_completed"
         ]
     );
@@ -230,7 +232,7 @@ async fn a_task_writes_a_file_and_finishes() {
     assert_eq!(r[0].0, "write_file");
     assert_eq!(r[0].1, ToolStatus::Ok);
     assert!(matches!(
-        &events[9].payload,
+        &events[10].payload,
         EventPayload::TurnCompleted { stop_reason: StopReason::Finished, result } if result["summary"] == "wrote the file"
     ));
     assert!(outcome.usage.input_tokens >= 40);

@@ -417,6 +417,8 @@ pub enum EventKind {
     TurnStarted,
     MessageDelta,
     ToolCallPlanned,
+    /// An external agent sent a planned call's arguments after planning it.
+    ToolCallArguments,
     ToolCallResult,
     PermissionRequired,
     PermissionResolved,
@@ -432,6 +434,8 @@ pub enum EventKind {
     /// An external (ACP) agent's plan.
     Plan,
     Error,
+    /// Files created, modified and deleted in the workspace during a turn.
+    WorkspaceChanged,
     TurnCompleted,
 }
 
@@ -526,6 +530,8 @@ mod event_kind_tests {
             EventPayload::TurnStarted { .. } => EventKind::TurnStarted,
             EventPayload::MessageDelta { .. } => EventKind::MessageDelta,
             EventPayload::ToolCallPlanned { .. } => EventKind::ToolCallPlanned,
+            EventPayload::ToolCallArguments { .. } => EventKind::ToolCallArguments,
+            EventPayload::WorkspaceChanged { .. } => EventKind::WorkspaceChanged,
             EventPayload::ToolCallResult { .. } => EventKind::ToolCallResult,
             EventPayload::PermissionRequired { .. } => EventKind::PermissionRequired,
             EventPayload::PermissionResolved { .. } => EventKind::PermissionResolved,

@@ -9,10 +9,22 @@
 //   "wait"       waits until session/cancel, then answers `cancelled`
 //   "stubborn"   ignores session/cancel and never answers (the client must kill it),
 //                after starting a child process that would outlive a careless kill
+//   "rawinput"   announces call-3 (kind edit) with `rawInput: {}` and sends its real
+//                arguments in the next tool_call_update, as opencode does
+//   "askinput"   announces call-4 (kind execute) with no arguments, then asks
+//                permission for it with its arguments (`rawInput`) in the ask
+//   "usage"      reports a usage_update (1500 tokens in context, $0.35 cumulative)
+//   "quota"      answers with gemini's `_meta.quota.token_count` (90 in, 12 out)
+//   "missing"    reads missing.txt through the client and says the error's code
+//   "rogue"      writes and reads the paths after `outside=` and `secret=` itself,
+//                with node's fs (not through the client): only the kernel stops that
+//   (context)    says " [context sent]" when the prompt carries our thread context
+// session/load replays the session like opencode and codex do: a chunk, the earlier
+// turn's tool call and its end, and a usage_update ($0.25 cumulative).
 // Env: ACP_PEER_AUTH=1 offers an auth method "test-key" and refuses session/new until
 // it is used. ACP_PEER_PIDFILE: where "stubborn" writes its child's pid.
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -20,6 +32,7 @@ const requireAuth = process.env.ACP_PEER_AUTH === "1";
 let authenticated = false;
 let sessions = 0;
 const cancelled = new Map();
+const loaded = new Set();
 
 const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
 
@@ -45,10 +58,17 @@ acp
     return { sessionId: `peer-session-${sessions}` };
   })
   .onRequest(acp.methods.agent.session.load, async ({ params, client }) => {
+    loaded.add(params.sessionId);
     await client.notify(acp.methods.client.session.update, {
       sessionId: params.sessionId,
       update: chunk(`[loaded ${params.sessionId}] `),
     });
+    const replay = (update) =>
+      client.notify(acp.methods.client.session.update, { sessionId: params.sessionId, update });
+    await replay({ sessionUpdate: "tool_call", toolCallId: "call-0", title: "earlier call", kind: "read", status: "pending", rawInput: { earlier: true } });
+    await replay({ sessionUpdate: "tool_call_update", toolCallId: "call-0", status: "completed" });
+    await replay({ sessionUpdate: "usage_update", used: 900, size: 200000, cost: { amount: 0.25, currency: "USD" } });
+    await replay(chunk("the earlier answer. "));
     return {};
   })
   .onNotification(acp.methods.agent.session.cancel, async ({ params }) => {
@@ -62,6 +82,8 @@ acp
 
     await say(chunk("Hello "));
     await say(chunk("from the SDK peer."));
+    if (loaded.has(sessionId)) await say(chunk(` [resumed ${sessionId}]`));
+    if (text.includes("[Earlier in this conversation]")) await say(chunk(" [context sent]"));
     await say({
       sessionUpdate: "plan",
       entries: [{ content: "answer the prompt", priority: "high", status: "in_progress" }],
@@ -135,6 +157,57 @@ acp
       });
       const picked = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
       await say(chunk(` [permission: ${picked}]`));
+    }
+    if (text.includes("rawinput")) {
+      await say({ sessionUpdate: "tool_call", toolCallId: "call-3", title: "edit a.txt", kind: "edit", status: "pending", rawInput: {} });
+      await say({ sessionUpdate: "tool_call_update", toolCallId: "call-3", rawInput: { filePath: "a.txt", newString: "x" } });
+      await say({ sessionUpdate: "tool_call_update", toolCallId: "call-3", status: "completed" });
+    }
+    if (text.includes("askinput")) {
+      await say({ sessionUpdate: "tool_call", toolCallId: "call-4", title: "cargo test", kind: "execute", status: "pending" });
+      const answer = await client.request(acp.methods.client.session.requestPermission, {
+        sessionId,
+        toolCall: { toolCallId: "call-4", title: "cargo test", kind: "execute", rawInput: { command: "cargo test" } },
+        options: [
+          { optionId: "allow", name: "Allow once", kind: "allow_once" },
+          { optionId: "reject", name: "Reject", kind: "reject_once" },
+        ],
+      });
+      const picked = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
+      await say({ sessionUpdate: "tool_call_update", toolCallId: "call-4", status: picked === "allow" ? "completed" : "failed" });
+      await say(chunk(` [askinput: ${picked}]`));
+    }
+    if (text.includes("usage")) {
+      await say({ sessionUpdate: "usage_update", used: 1500, size: 200000, cost: { amount: 0.35, currency: "USD" } });
+    }
+    if (text.includes("missing")) {
+      try {
+        await client.request(acp.methods.client.fs.readTextFile, { sessionId, path: `${process.cwd()}/missing.txt` });
+        await say(chunk(" [missing: READ IT]"));
+      } catch (e) {
+        await say(chunk(` [missing: ${e.code} ${e.message}]`));
+      }
+    }
+    if (text.includes("rogue")) {
+      const outside = /outside=(\S+)/.exec(text)?.[1];
+      const secret = /secret=(\S+)/.exec(text)?.[1];
+      const attempt = (name, f) => {
+        try { f(); return `${name}: done`; } catch (e) { return `${name}: ${e.code}`; }
+      };
+      const results = [
+        attempt("write-inside", () => writeFileSync(`${process.cwd()}/rogue-inside.txt`, "x")),
+        attempt("write-outside", () => writeFileSync(outside, "escaped")),
+        attempt("read-secret", () => readFileSync(secret)),
+        attempt("read-own-proc", () => readFileSync("/proc/self/maps")),
+        attempt("read-server-environ", () => readFileSync(`/proc/${process.ppid}/environ`)),
+      ];
+      await say(chunk(` [rogue ${results.join(", ")}]`));
+    }
+    if (text.includes("quota")) {
+      return {
+        stopReason: "end_turn",
+        _meta: { quota: { token_count: { input_tokens: 90, output_tokens: 12 }, model_usage: [] } },
+      };
     }
     if (text.includes("stubborn")) {
       const child = spawn("sleep", ["300"], { stdio: "ignore" });

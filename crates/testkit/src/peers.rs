@@ -71,13 +71,26 @@ pub fn acp_sdk_agent() -> (String, Vec<String>) {
 
 /// `peers/acp_hostile.py`: an ACP agent that misbehaves as told by its argument
 /// (`garbage`, `oversized`, `wrong-ids`, `exit-mid-turn`, `silent`, `silent-prompt`,
-/// `flood`), run by python3.
+/// `flood`), run by python3's real interpreter (not a version manager's shim, which
+/// would run programs outside an agent's kernel sandbox).
 pub fn acp_hostile_agent(mode: &str) -> (String, Vec<String>) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/acp_hostile.py");
     (
-        "python3".to_owned(),
+        real_python3(),
         vec![script.display().to_string(), mode.to_owned()],
     )
+}
+
+/// `sys.executable` of the `python3` on `PATH`.
+fn real_python3() -> String {
+    std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .map(|path| path.trim().to_owned())
+        .filter(|path| !path.is_empty())
+        .unwrap_or_else(|| "python3".to_owned())
 }
 
 /// `peers/mcp_hostile.py`: an MCP server on stdio with one tool, `echo`, whose call
@@ -98,6 +111,12 @@ pub fn claude_acp_adapter() -> (String, Vec<String>) {
         announced("AGENTPLANE_TEST_NODE_PEERS")
     );
     (announced("AGENTPLANE_TEST_NODE"), vec![script])
+}
+
+/// npm's `opencode-ai` (pinned in `scripts/test-peers.sh`), installed into a cache:
+/// the `opencode` program.
+pub fn opencode() -> String {
+    announced("AGENTPLANE_TEST_OPENCODE")
 }
 
 /// node, and `peers/acp_client.mjs`: an ACP client built on npm's official

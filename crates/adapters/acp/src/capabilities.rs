@@ -2,11 +2,17 @@
 //! use is first put to the turn (the policy gate, under our tool names `read_file` and
 //! `write_file`), then confined to the workspace by `agentplane_process::confine`, the
 //! same rules as our own `fs` tools. A refused breach is reported as a security event.
+//!
+//! Every error we answer carries a spec code and its reason in the message
+//! ([`Refused`]): a missing file is `-32002` (resource not found; gemini decides from it
+//! that a file is new), a path or argument we refuse `-32602`, a refusal by policy or
+//! by a person `-32603` with the reason, a turn that is over `-32800`.
 
 use std::path::Path;
 
 use agentplane_engine::ports::ToolError;
 use agentplane_engine::ports::external::{CapabilityUse, ToTurn};
+use agentplane_process::confine::is_not_found;
 use agentplane_process::confine::{create_regular_file, open_regular_file};
 use agentplane_process::{Access, resolve_in_workspace};
 use serde_json::json;
@@ -15,12 +21,46 @@ use tokio::sync::{mpsc, oneshot};
 /// The largest file an agent may read or write through us.
 const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Why a request of the agent's was not done, as the error we answer it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The file (or terminal) does not exist: `-32002`.
+    NotFound { what: String, message: String },
+    /// Arguments we do not accept (a path outside the workspace, `env` for a
+    /// terminal, a file too large or not text): `-32602`.
+    InvalidParams(String),
+    /// This client does not offer that (no terminals for this agent): `-32601`.
+    NotOffered(String),
+    /// A policy or a person said no, or the work failed: `-32603`, with the reason
+    /// as the message (never only in `data`).
+    Failed(String),
+    /// The turn is over (cancelled, ended): `-32800`.
+    Cancelled(String),
+}
+
+impl Refused {
+    /// The JSON-RPC error answering the agent.
+    pub(crate) fn into_error(self) -> agent_client_protocol::Error {
+        use agent_client_protocol::Error;
+        match self {
+            Self::NotFound { what, message } => {
+                Error::new(-32002, format!("Resource not found: {message}"))
+                    .data(json!({ "uri": what }))
+            }
+            Self::InvalidParams(message) => Error::new(-32602, message),
+            Self::NotOffered(message) => Error::new(-32601, message),
+            Self::Failed(message) => Error::new(-32603, message),
+            Self::Cancelled(message) => Error::new(-32800, message),
+        }
+    }
+}
+
 /// Asks the turn whether `tool` may be used with `arguments`.
 pub(crate) async fn gate(
     to_turn: &mpsc::Sender<ToTurn>,
     tool: &str,
     arguments: serde_json::Value,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let (answer, verdict) = oneshot::channel();
     let request = CapabilityUse {
         tool: tool.to_owned(),
@@ -31,11 +71,13 @@ pub(crate) async fn gate(
         .await
         .is_err()
     {
-        return Err("the turn is over".to_owned());
+        return Err(Refused::Cancelled("the turn is over".to_owned()));
     }
-    verdict
-        .await
-        .unwrap_or_else(|_| Err("the turn did not answer".to_owned()))
+    match verdict.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(why)) => Err(Refused::Failed(why)),
+        Err(_) => Err(Refused::Cancelled("the turn did not answer".to_owned())),
+    }
 }
 
 /// The path as the confinement rules want it: relative to the workspace. ACP sends
@@ -54,20 +96,27 @@ async fn confine(
     workspace: &Path,
     path: &Path,
     access: Access,
-) -> Result<std::path::PathBuf, String> {
+) -> Result<std::path::PathBuf, Refused> {
     let requested = relative_to(workspace, path);
-    resolve_in_workspace(workspace, &requested, access).map_err(|e| report(to_turn, e))
+    resolve_in_workspace(workspace, &requested, access).map_err(|e| report(to_turn, path, e))
 }
 
-/// The message of a refusal, after reporting a breach as a security event.
-fn report(to_turn: &mpsc::Sender<ToTurn>, e: ToolError) -> String {
+/// The refusal of a confinement error, after reporting a breach as a security event.
+fn report(to_turn: &mpsc::Sender<ToTurn>, path: &Path, e: ToolError) -> Refused {
     if let Some(violation) = &e.security {
         let _ = to_turn.try_send(ToTurn::Security {
             event_type: violation.event_type.clone(),
             detail: format!("ACP agent: {}", violation.detail),
         });
+        return Refused::InvalidParams(e.message);
     }
-    e.message
+    if is_not_found(&e) {
+        return Refused::NotFound {
+            what: path.display().to_string(),
+            message: e.message,
+        };
+    }
+    Refused::Failed(e.message)
 }
 
 /// `fs/read_text_file`: the file's text, from 1-based `line`, at most `limit` lines.
@@ -77,7 +126,7 @@ pub async fn read_text_file(
     path: &Path,
     line: Option<u32>,
     limit: Option<u32>,
-) -> Result<String, String> {
+) -> Result<String, Refused> {
     let shown = relative_to(workspace, path);
     gate(to_turn, "read_file", json!({ "path": shown })).await?;
     let resolved = confine(to_turn, workspace, path, Access::Read).await?;
@@ -93,20 +142,22 @@ pub async fn read_text_file(
             .read_to_end(&mut bytes)
             .map_err(|e| FileFailure::Io(format!("cannot read {name}: {e}")))?;
         if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(FileFailure::Io(format!(
+            return Err(FileFailure::TooLarge(format!(
                 "{name} is larger than {MAX_FILE_BYTES} bytes"
             )));
         }
         Ok(bytes)
     })
     .await
-    .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    .map_err(|e| Refused::Failed(format!("cannot read {shown}: {e}")))?;
     let bytes = match read {
         Ok(bytes) => bytes,
-        Err(FileFailure::Confined(e)) => return Err(report(to_turn, e)),
-        Err(FileFailure::Io(message)) => return Err(message),
+        Err(FileFailure::Confined(e)) => return Err(report(to_turn, path, e)),
+        Err(FileFailure::Io(message)) => return Err(Refused::Failed(message)),
+        Err(FileFailure::TooLarge(message)) => return Err(Refused::InvalidParams(message)),
     };
-    let text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not UTF-8 text"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Refused::InvalidParams(format!("{shown} is not UTF-8 text")))?;
     if line.is_none() && limit.is_none() {
         return Ok(text);
     }
@@ -125,12 +176,12 @@ pub async fn write_text_file(
     workspace: &Path,
     path: &Path,
     content: &str,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let shown = relative_to(workspace, path);
     if content.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!(
+        return Err(Refused::InvalidParams(format!(
             "refusing to write more than {MAX_FILE_BYTES} bytes"
-        ));
+        )));
     }
     gate(
         to_turn,
@@ -142,7 +193,7 @@ pub async fn write_text_file(
     if let Some(parent) = resolved.parent() {
         tokio::fs::create_dir_all(parent)
             .await
-            .map_err(|e| format!("cannot create the folder of {shown}: {e}"))?;
+            .map_err(|e| Refused::Failed(format!("cannot create the folder of {shown}: {e}")))?;
     }
     let root = workspace.to_path_buf();
     let name = shown.clone();
@@ -156,11 +207,12 @@ pub async fn write_text_file(
             .map_err(|e| FileFailure::Io(format!("cannot write {name}: {e}")))
     })
     .await
-    .map_err(|e| format!("cannot write {shown}: {e}"))?;
+    .map_err(|e| Refused::Failed(format!("cannot write {shown}: {e}")))?;
     match written {
         Ok(()) => Ok(()),
-        Err(FileFailure::Confined(e)) => Err(report(to_turn, e)),
-        Err(FileFailure::Io(message)) => Err(message),
+        Err(FileFailure::Confined(e)) => Err(report(to_turn, path, e)),
+        Err(FileFailure::Io(message)) => Err(Refused::Failed(message)),
+        Err(FileFailure::TooLarge(message)) => Err(Refused::InvalidParams(message)),
     }
 }
 
@@ -169,4 +221,5 @@ pub async fn write_text_file(
 enum FileFailure {
     Confined(ToolError),
     Io(String),
+    TooLarge(String),
 }

@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use crate::lines::bounded_lines;
-use crate::session;
+use crate::updates;
 
 /// Reads `output` as lines of at most `max_line` bytes and decodes each one as the
 /// client side does (and as the agent side does, for `agentplane acp`).
@@ -56,15 +56,15 @@ fn message(line: &str) {
         && let Ok(AgentNotification::SessionNotification(note)) =
             AgentNotification::parse_message(method, &params)
     {
-        let _ = session::map_update(note.update);
+        let _ = updates::map_update(note.update);
     }
     if AgentRequest::matches_method(method)
         && let Ok(AgentRequest::RequestPermissionRequest(request)) =
             AgentRequest::parse_message(method, &params)
     {
-        let _ = session::permission_ask(&request);
-        let _ = session::outcome_for(&request, true);
-        let _ = session::outcome_for(&request, false);
+        let _ = updates::permission_ask(&request);
+        let _ = updates::outcome_for(&request, true);
+        let _ = updates::outcome_for(&request, false);
     }
     if ClientRequest::matches_method(method) {
         let _ = ClientRequest::parse_message(method, &params);

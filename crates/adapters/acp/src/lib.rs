@@ -10,12 +10,15 @@
 //! does both; we only ask it through the port's channel).
 
 mod capabilities;
+mod confinement;
 #[doc(hidden)]
 pub mod fuzzing;
 mod lines;
 pub mod profiles;
 mod session;
 mod terminals;
+mod updates;
+mod usage;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -43,6 +46,9 @@ pub struct AcpAgentConfig {
     /// The program: a bare name looked up on `PATH`, or a path.
     pub command: String,
     pub args: Vec<String>,
+    /// The profile's arguments for installed versions that predate `args` (see
+    /// [`AcpProfile::legacy_args`]); `None` when `args` were configured.
+    pub legacy_args: Option<Vec<String>>,
     /// Variables set for the agent: literal values and resolved secrets.
     pub env: BTreeMap<String, String>,
     /// Variables the agent needs that could not be resolved, with where they were
@@ -60,6 +66,13 @@ pub struct AcpAgentConfig {
     pub terminal_timeout: Duration,
     /// Bytes of a terminal's output kept.
     pub terminal_output_cap: usize,
+    /// The kernel sandbox of the agent's process tree (the agent's `[sandbox]`:
+    /// required, extra paths, limits); `None`: unconfined but for a Landlock domain
+    /// of its own (`sandbox.enabled = false` under `[agents.NAME.acp]`).
+    pub sandbox: Option<agentplane_process::Sandbox>,
+    /// The agent's own state and cache directories, relative to `$HOME`, writable
+    /// in its sandbox (the profile's, plus `[agents.NAME.acp] state_dirs`).
+    pub state_dirs: Vec<String>,
 }
 
 impl std::fmt::Debug for AcpAgentConfig {
@@ -83,6 +96,8 @@ impl std::fmt::Debug for AcpAgentConfig {
 /// An external agent spoken to over ACP.
 pub struct AcpAgent {
     config: AcpAgentConfig,
+    /// The arguments the installed program understands, found at its first prompt.
+    args: tokio::sync::OnceCell<Vec<String>>,
     /// The agent's session of each thread, to resume it with `session/load` when the
     /// agent supports that (kept while agentplane runs).
     sessions: Arc<Mutex<HashMap<ThreadId, String>>>,
@@ -93,6 +108,7 @@ impl AcpAgent {
     pub fn new(config: AcpAgentConfig) -> Self {
         Self {
             config,
+            args: tokio::sync::OnceCell::new(),
             sessions: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -112,6 +128,55 @@ pub fn locate_program(command: &str) -> Option<std::path::PathBuf> {
         return ok.then(|| path.to_path_buf());
     }
     agentplane_process::process::find_program(command)
+}
+
+/// The profile's arguments when the installed program's `--help` mentions the first
+/// of them, else its legacy ones (gemini: `--acp`, or `--experimental-acp` before
+/// it existed). Configured arguments are used as they are.
+async fn understood_args(config: &AcpAgentConfig) -> Vec<String> {
+    let (Some(legacy), Some(flag)) = (&config.legacy_args, config.args.first()) else {
+        return config.args.clone();
+    };
+    match help_text(&config.command, &config.env).await {
+        Some(help)
+            if help
+                .replace("--experimental-acp", "")
+                .contains(flag.as_str()) =>
+        {
+            config.args.clone()
+        }
+        Some(_) => legacy.clone(),
+        // It could not say: the current arguments, and the agent's error if wrong.
+        None => config.args.clone(),
+    }
+}
+
+/// What `command --help` prints (stdout and stderr, at most 256 KiB), within 15 s.
+async fn help_text(command: &str, env: &BTreeMap<String, String>) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let help = ["--help".to_owned()];
+    let started =
+        agentplane_process::process::start_server(&agentplane_process::process::ServerCommand {
+            program: command,
+            args: &help,
+            env,
+            cwd: None,
+        })
+        .ok()?;
+    let mut process = started.process;
+    let read = async {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let limit = 256 * 1024;
+        let (mut stdout, mut stderr) = (started.stdout.take(limit), started.stderr.take(limit));
+        let _ = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+        out.extend(err);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let text = tokio::time::timeout(Duration::from_secs(15), read)
+        .await
+        .ok();
+    process.terminate(Duration::from_millis(200)).await;
+    text
 }
 
 #[async_trait]
@@ -148,6 +213,14 @@ impl ExternalAgent for AcpAgent {
                 self.config.profile
             )));
         }
-        session::run(&self.config, &self.sessions, prompt, to_turn, cancel).await
+        let args = self
+            .args
+            .get_or_init(|| understood_args(&self.config))
+            .await;
+        let config = AcpAgentConfig {
+            args: args.clone(),
+            ..self.config.clone()
+        };
+        session::run(&config, &self.sessions, prompt, to_turn, cancel).await
     }
 }

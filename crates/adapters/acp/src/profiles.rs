@@ -13,6 +13,12 @@ pub struct AcpProfile {
     pub required_env: &'static [&'static str],
     /// The `authenticate` method to call, if the agent needs one.
     pub auth_method: Option<&'static str>,
+    /// Arguments for installed versions that predate `args`: used when the program's
+    /// `--help` does not mention the first of `args` (gemini before `--acp`).
+    pub legacy_args: Option<&'static [&'static str]>,
+    /// Where the agent keeps its state, sessions and caches, relative to `$HOME`:
+    /// writable in its kernel sandbox (nothing else of `$HOME` is).
+    pub state_dirs: &'static [&'static str],
 }
 
 const PROFILES: [AcpProfile; 4] = [
@@ -22,13 +28,20 @@ const PROFILES: [AcpProfile; 4] = [
         args: &[],
         required_env: &["OPENAI_API_KEY"],
         auth_method: Some("openai-api-key"),
+        legacy_args: None,
+        // CODEX_HOME: config, sessions, logs.
+        state_dirs: &[".codex"],
     },
     AcpProfile {
         name: "gemini",
         command: "gemini",
-        args: &["--experimental-acp"],
+        // `--acp` since gemini-cli replaced `--experimental-acp` (0.61.0 has both).
+        args: &["--acp"],
         required_env: &["GEMINI_API_KEY"],
         auth_method: Some("gemini-api-key"),
+        legacy_args: Some(&["--experimental-acp"]),
+        // Settings, chats (`.gemini/tmp`), and the npm cache of its extensions.
+        state_dirs: &[".gemini", ".cache/gemini-cli"],
     },
     AcpProfile {
         name: "opencode",
@@ -36,6 +49,14 @@ const PROFILES: [AcpProfile; 4] = [
         args: &["acp"],
         required_env: &[],
         auth_method: None,
+        legacy_args: None,
+        // XDG data (sessions, its database), state, cache (models.dev, plugins), config.
+        state_dirs: &[
+            ".local/share/opencode",
+            ".local/state/opencode",
+            ".cache/opencode",
+            ".config/opencode",
+        ],
     },
     AcpProfile {
         // npm: @zed-industries/claude-agent-acp (formerly claude-code-acp).
@@ -44,6 +65,10 @@ const PROFILES: [AcpProfile; 4] = [
         args: &[],
         required_env: &["ANTHROPIC_API_KEY"],
         auth_method: None,
+        legacy_args: None,
+        // Settings, sessions and todos (`~/.claude.json` is not reachable: set
+        // CLAUDE_CONFIG_DIR under `[agents.NAME.acp.env]` to keep it in `.claude`).
+        state_dirs: &[".claude"],
     },
 ];
 

@@ -5,12 +5,18 @@
 //! `session/cancel`, a short wait for the agent's answer, then the process tree ends —
 //! all within 2 s.
 //!
+//! While `session/load` is pending the agent replays the session's history as
+//! `session/update`s: those are earlier turns', not this one's, so they are kept out
+//! of the turn (only a replayed `usage_update` is read, as the cost baseline). After a
+//! successful load the prompt is the input alone; the thread's context is sent only
+//! to a new session, which has no history of its own.
+//!
 //! Everything the agent sends is untrusted: unknown methods are refused by the SDK,
 //! malformed and oversized lines are dropped, and a missing answer is bounded by the
 //! handshake timeout or the turn's cancellation.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,30 +26,29 @@ use agent_client_protocol::v1::schema::{
     AuthenticateRequest, CancelNotification, ClientCapabilities, ContentBlock,
     CreateTerminalRequest, CreateTerminalResponse, FileSystemCapabilities, InitializeRequest,
     KillTerminalRequest, KillTerminalResponse, LoadSessionRequest, NewSessionRequest,
-    PermissionOptionKind, PromptRequest, ReadTextFileRequest, ReadTextFileResponse,
-    ReleaseTerminalRequest, ReleaseTerminalResponse, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionRequest, RequestPermissionResponse,
     SessionNotification, SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest,
-    TerminalOutputResponse, TextContent, ToolCallContent, ToolCallStatus,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
-    WriteTextFileResponse,
+    TerminalOutputResponse, TextContent, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use agentplane_core::ThreadId;
 use agentplane_engine::ports::external::{
-    ExternalEnd, ExternalError, ExternalPrompt, ExternalStop, ExternalToolStatus, ExternalUpdate,
-    ExternalUsage, PermissionAsk, ToTurn,
+    ExternalEnd, ExternalError, ExternalPrompt, ExternalStop, ToTurn,
 };
-use agentplane_process::process::{ServerCommand, start_server};
-use serde_json::{Value, json};
+use agentplane_process::process::{ServerCommand, start_confined_server, start_server};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::AcpAgentConfig;
-use crate::capabilities;
+use crate::capabilities::{self, Refused};
+use crate::confinement::{Confinement, confinement_for};
 use crate::lines::{MAX_LINE_BYTES, bounded_lines, line_sink};
 use crate::terminals::{Ended, Terminals};
+use crate::updates::{map_update, outcome_for, permission_ask};
+use crate::usage::UsageSeen;
 
 /// After `session/cancel`, how long the agent gets to answer its prompt…
 const CANCEL_ANSWER: Duration = Duration::from_millis(1_000);
@@ -60,13 +65,29 @@ pub async fn run(
     to_turn: mpsc::Sender<ToTurn>,
     cancel: CancellationToken,
 ) -> Result<ExternalEnd, ExternalError> {
-    let started = start_server(&ServerCommand {
+    let confinement = confinement_for(config, &prompt.workspace)?;
+    let mut env = config.env.clone();
+    if let Some(confinement) = &confinement {
+        env.insert(
+            "TMPDIR".to_owned(),
+            confinement.tmp.path().display().to_string(),
+        );
+    }
+    let command = ServerCommand {
         program: &config.command,
         args: &config.args,
-        env: &config.env,
+        env: &env,
         cwd: Some(&prompt.workspace),
-    })
-    .map_err(|e| ExternalError::Unavailable(format!("cannot start `{}`: {e}", config.command)))?;
+    };
+    let (started, _tmp) = match confinement {
+        Some(Confinement { prepared, tmp }) => {
+            (start_confined_server(&command, prepared), Some(tmp))
+        }
+        None => (start_server(&command), None),
+    };
+    let started = started.map_err(|e| {
+        ExternalError::Unavailable(format!("cannot start `{}`: {e}", config.command))
+    })?;
     let mut process = started.process;
     let stderr_tail = Arc::new(Mutex::new(String::new()));
     let stderr_task = tokio::spawn(keep_tail(started.stderr, stderr_tail.clone()));
@@ -162,6 +183,10 @@ where
 {
     let workspace = prompt.workspace.clone();
     let updates = to_turn.clone();
+    // Set while `session/load` is pending: the updates that come then are a replay.
+    let replaying = Arc::new(AtomicBool::new(false));
+    let usage = Arc::new(Mutex::new(UsageSeen::default()));
+    let (replay_flag, usage_seen) = (replaying.clone(), usage.clone());
     let asks = to_turn.clone();
     let reads = (to_turn.clone(), workspace.clone());
     let writes = (to_turn.clone(), workspace.clone());
@@ -181,6 +206,15 @@ where
         .name("agentplane")
         .on_receive_notification(
             async move |notification: SessionNotification, _cx| {
+                let replay = replay_flag.load(Ordering::SeqCst);
+                if let SessionUpdate::UsageUpdate(update) = &notification.update
+                    && let Ok(mut seen) = usage_seen.lock()
+                {
+                    seen.note(update, replay);
+                }
+                if replay {
+                    return Ok(());
+                }
                 for update in map_update(notification.update) {
                     // A turn that is gone no longer listens; nothing else to do.
                     let _ = updates.send(ToTurn::Update(update)).await;
@@ -218,7 +252,7 @@ where
                     .await
                     {
                         Ok(text) => responder.respond(ReadTextFileResponse::new(text)),
-                        Err(why) => responder.respond_with_internal_error(why),
+                        Err(why) => responder.respond_with_error(why.into_error()),
                     }
                 })
             },
@@ -237,7 +271,7 @@ where
                     .await
                     {
                         Ok(()) => responder.respond(WriteTextFileResponse::new()),
-                        Err(why) => responder.respond_with_internal_error(why),
+                        Err(why) => responder.respond_with_error(why.into_error()),
                     }
                 })
             },
@@ -248,9 +282,13 @@ where
                 let (to_turn, terminals) = creates.clone();
                 cx.spawn(async move {
                     if !request.env.is_empty() || request.cwd.is_some() {
-                        return responder.respond_with_internal_error(
-                            "terminals run in the workspace with agentplane's environment; \
-                             `env` and `cwd` are not accepted",
+                        return responder.respond_with_error(
+                            Refused::InvalidParams(
+                                "terminals run in the workspace with agentplane's environment; \
+                                 `env` and `cwd` are not accepted"
+                                    .to_owned(),
+                            )
+                            .into_error(),
                         );
                     }
                     match terminals
@@ -258,7 +296,7 @@ where
                         .await
                     {
                         Ok(id) => responder.respond(CreateTerminalResponse::new(id)),
-                        Err(why) => responder.respond_with_internal_error(why),
+                        Err(why) => responder.respond_with_error(why.into_error()),
                     }
                 })
             },
@@ -272,7 +310,7 @@ where
                             .exit_status(exit_status(&ended)),
                     ),
                     Ok(None) => responder.respond(TerminalOutputResponse::new("", false)),
-                    Err(why) => responder.respond_with_internal_error(why),
+                    Err(why) => responder.respond_with_error(why.into_error()),
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -285,7 +323,7 @@ where
                         Ok(ended) => {
                             responder.respond(WaitForTerminalExitResponse::new(exit_status(&ended)))
                         }
-                        Err(why) => responder.respond_with_internal_error(why),
+                        Err(why) => responder.respond_with_error(why.into_error()),
                     }
                 })
             },
@@ -295,7 +333,7 @@ where
             async move |request: KillTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
                 match kills.stop(&request.terminal_id.0, false) {
                     Ok(()) => responder.respond(KillTerminalResponse::new()),
-                    Err(why) => responder.respond_with_internal_error(why),
+                    Err(why) => responder.respond_with_error(why.into_error()),
                 }
             },
             agent_client_protocol::on_receive_request!(),
@@ -304,13 +342,13 @@ where
             async move |request: ReleaseTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
                 match releases.stop(&request.terminal_id.0, true) {
                     Ok(()) => responder.respond(ReleaseTerminalResponse::new()),
-                    Err(why) => responder.respond_with_internal_error(why),
+                    Err(why) => responder.respond_with_error(why.into_error()),
                 }
             },
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            Ok(drive(config, sessions, prompt, cancel, &cx).await)
+            Ok(drive(config, sessions, prompt, cancel, &replaying, &usage, &cx).await)
         })
         .await;
     match result {
@@ -327,6 +365,8 @@ async fn drive(
     sessions: &Arc<Mutex<HashMap<ThreadId, String>>>,
     prompt: ExternalPrompt,
     cancel: CancellationToken,
+    replaying: &AtomicBool,
+    usage: &Mutex<UsageSeen>,
     cx: &ConnectionTo<Agent>,
 ) -> Result<ExternalEnd, ExternalError> {
     let files = FileSystemCapabilities::new()
@@ -366,14 +406,18 @@ async fn drive(
         && initialized.agent_capabilities.load_session
     {
         let load = LoadSessionRequest::new(id.clone(), prompt.workspace.clone());
+        // The updates the agent sends until it answers are its replay of the session.
+        // Notifications are handled in the order they arrive, before this answer is
+        // seen, so clearing the flag here lets none of the replay through.
+        replaying.store(true, Ordering::SeqCst);
+        let loaded = bounded(config, "`session/load`", cx.send_request(load).block_task()).await;
+        replaying.store(false, Ordering::SeqCst);
         // A session the agent no longer has is not an error: start a new one.
-        if bounded(config, "`session/load`", cx.send_request(load).block_task())
-            .await
-            .is_ok()
-        {
+        if loaded.is_ok() {
             session_id = Some(id);
         }
     }
+    let resumed = session_id.is_some();
     let session_id = match session_id {
         Some(id) => id,
         None => {
@@ -391,9 +435,14 @@ async fn drive(
         sessions.insert(prompt.thread.clone(), session_id.clone());
     }
 
+    // A resumed session holds the conversation already; a new one gets ours.
+    let text = match &prompt.context {
+        Some(context) if !resumed => format!("{context}{}", prompt.input),
+        _ => prompt.input.clone(),
+    };
     let request = PromptRequest::new(
         session_id.clone(),
-        vec![ContentBlock::Text(TextContent::new(prompt.input.clone()))],
+        vec![ContentBlock::Text(TextContent::new(text))],
     );
     let answer = cx.send_request(request).block_task();
     tokio::pin!(answer);
@@ -408,10 +457,7 @@ async fn drive(
         }
     };
     let response = response.map_err(protocol("`session/prompt`"))?;
-    let usage = response.usage.as_ref().map(|u| ExternalUsage {
-        input_tokens: u.input_tokens,
-        output_tokens: u.output_tokens,
-    });
+    let usage = usage.lock().ok().and_then(|seen| seen.of_prompt(&response));
     let stop = match response.stop_reason {
         StopReason::EndTurn => ExternalStop::EndTurn,
         StopReason::Cancelled => ExternalStop::Cancelled,
@@ -421,146 +467,6 @@ async fn drive(
         other => ExternalStop::Limit(format!("{other:?}")),
     };
     Ok(ExternalEnd { stop, usage })
-}
-
-/// Our view of a `session/update`; kinds we do not record map to nothing.
-pub(crate) fn map_update(update: SessionUpdate) -> Vec<ExternalUpdate> {
-    match update {
-        SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
-            ContentBlock::Text(text) => vec![ExternalUpdate::Text(text.text)],
-            _ => Vec::new(),
-        },
-        SessionUpdate::ToolCall(call) => {
-            let id = call.tool_call_id.0.to_string();
-            let tool = tool_name(
-                call.name.as_deref(),
-                &call.title,
-                &format!("{:?}", call.kind),
-            );
-            let mut out = vec![ExternalUpdate::ToolCall {
-                call_id: id.clone(),
-                tool,
-                arguments: call.raw_input.clone().unwrap_or(Value::Null),
-            }];
-            if let Some(status) = tool_status(call.status) {
-                out.push(ExternalUpdate::ToolCallUpdate {
-                    call_id: id,
-                    status: Some(status),
-                    output: content_text(&call.content, call.raw_output.as_ref()),
-                });
-            }
-            out
-        }
-        SessionUpdate::ToolCallUpdate(update) => {
-            let fields = update.fields;
-            vec![ExternalUpdate::ToolCallUpdate {
-                call_id: update.tool_call_id.0.to_string(),
-                status: fields.status.and_then(tool_status),
-                output: content_text(
-                    fields.content.as_deref().unwrap_or_default(),
-                    fields.raw_output.as_ref(),
-                ),
-            }]
-        }
-        SessionUpdate::Plan(plan) => {
-            vec![ExternalUpdate::Plan(
-                serde_json::to_value(&plan.entries).unwrap_or(Value::Null),
-            )]
-        }
-        _ => Vec::new(),
-    }
-}
-
-fn tool_name(name: Option<&str>, title: &str, kind: &str) -> String {
-    match name {
-        Some(name) if !name.is_empty() => name.to_owned(),
-        _ if !title.is_empty() => title.to_owned(),
-        _ => kind.to_lowercase(),
-    }
-}
-
-fn tool_status(status: ToolCallStatus) -> Option<ExternalToolStatus> {
-    match status {
-        ToolCallStatus::Completed => Some(ExternalToolStatus::Completed),
-        ToolCallStatus::Failed => Some(ExternalToolStatus::Failed),
-        ToolCallStatus::InProgress => Some(ExternalToolStatus::Running),
-        _ => None,
-    }
-}
-
-fn content_text(content: &[ToolCallContent], raw: Option<&Value>) -> Option<String> {
-    let mut text = String::new();
-    for item in content {
-        match item {
-            ToolCallContent::Content(c) => {
-                if let ContentBlock::Text(t) = &c.content {
-                    text.push_str(&t.text);
-                }
-            }
-            ToolCallContent::Diff(diff) => {
-                text.push_str(&format!("[diff of {}]\n", diff.path.display()));
-            }
-            _ => {}
-        }
-    }
-    if text.is_empty()
-        && let Some(raw) = raw
-    {
-        text = match raw {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-    }
-    (!text.is_empty()).then_some(text)
-}
-
-pub(crate) fn permission_ask(request: &RequestPermissionRequest) -> PermissionAsk {
-    let fields = &request.tool_call.fields;
-    let kind = fields.kind.map(|k| format!("{k:?}")).unwrap_or_default();
-    let tool = tool_name(
-        fields.name.as_deref(),
-        fields.title.as_deref().unwrap_or_default(),
-        if kind.is_empty() { "tool" } else { &kind },
-    );
-    let options: Vec<Value> = request
-        .options
-        .iter()
-        .map(|o| json!({"id": o.option_id.0.as_ref(), "name": o.name, "kind": format!("{:?}", o.kind)}))
-        .collect();
-    PermissionAsk {
-        call_id: request.tool_call.tool_call_id.0.to_string(),
-        tool,
-        arguments: json!({
-            "input": fields.raw_input.clone().unwrap_or(Value::Null),
-            "agent_options": options,
-        }),
-    }
-}
-
-/// The option answering a decision: the narrowest allow for an approval, the
-/// narrowest reject otherwise; without such an option, `cancelled` (never an allow).
-pub(crate) fn outcome_for(
-    request: &RequestPermissionRequest,
-    approved: bool,
-) -> RequestPermissionOutcome {
-    let wanted: &[PermissionOptionKind] = if approved {
-        &[
-            PermissionOptionKind::AllowOnce,
-            PermissionOptionKind::AllowAlways,
-        ]
-    } else {
-        &[
-            PermissionOptionKind::RejectOnce,
-            PermissionOptionKind::RejectAlways,
-        ]
-    };
-    wanted
-        .iter()
-        .find_map(|kind| request.options.iter().find(|o| o.kind == *kind))
-        .map(|o| {
-            RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(o.option_id.clone()))
-        })
-        .unwrap_or(RequestPermissionOutcome::Cancelled)
 }
 
 fn exit_status(ended: &Ended) -> TerminalExitStatus {

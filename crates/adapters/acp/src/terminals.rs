@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentplane_engine::ports::external::ToTurn;
+
+use crate::capabilities::Refused;
 use agentplane_engine::ports::{Ensemble, ToolContext};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
@@ -70,14 +72,16 @@ impl Terminals {
         to_turn: &mpsc::Sender<ToTurn>,
         command: String,
         args: Vec<String>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Refused> {
         let Some(shell) = self.shell.clone() else {
-            return Err("this client offers no terminals to this agent".to_owned());
+            return Err(Refused::NotOffered(
+                "this client offers no terminals to this agent".to_owned(),
+            ));
         };
         let arguments = json!({ "program": command, "args": args });
         crate::capabilities::gate(to_turn, "run_command", arguments.clone()).await?;
         let id = {
-            let mut next = self.next.lock().map_err(|_| "terminal table poisoned")?;
+            let mut next = self.next.lock().map_err(|_| poisoned())?;
             *next += 1;
             format!("term-{next}")
         };
@@ -121,37 +125,37 @@ impl Terminals {
         Ok(id)
     }
 
-    fn watch_of(&self, id: &str) -> Result<watch::Receiver<Option<Ended>>, String> {
+    fn watch_of(&self, id: &str) -> Result<watch::Receiver<Option<Ended>>, Refused> {
         self.open
             .lock()
             .ok()
             .and_then(|open| open.get(id).map(|t| t.ended.clone()))
-            .ok_or_else(|| format!("there is no terminal `{id}`"))
+            .ok_or_else(|| no_terminal(id))
     }
 
     /// `terminal/output`: the report once it ended, else nothing yet.
-    pub fn output(&self, id: &str) -> Result<Option<Ended>, String> {
+    pub fn output(&self, id: &str) -> Result<Option<Ended>, Refused> {
         Ok(self.watch_of(id)?.borrow().clone())
     }
 
     /// `terminal/wait_for_exit`.
-    pub async fn wait(&self, id: &str) -> Result<Ended, String> {
+    pub async fn wait(&self, id: &str) -> Result<Ended, Refused> {
         let mut ended = self.watch_of(id)?;
         loop {
             if let Some(end) = ended.borrow().clone() {
                 return Ok(end);
             }
             if ended.changed().await.is_err() {
-                return Err(format!("terminal `{id}` was killed"));
+                return Err(Refused::Cancelled(format!("terminal `{id}` was killed")));
             }
         }
     }
 
     /// `terminal/kill` (`release: false`) and `terminal/release` (`release: true`).
-    pub fn stop(&self, id: &str, release: bool) -> Result<(), String> {
-        let mut open = self.open.lock().map_err(|_| "terminal table poisoned")?;
+    pub fn stop(&self, id: &str, release: bool) -> Result<(), Refused> {
+        let mut open = self.open.lock().map_err(|_| poisoned())?;
         let Some(terminal) = open.get(id) else {
-            return Err(format!("there is no terminal `{id}`"));
+            return Err(no_terminal(id));
         };
         // Aborting drops the run, and with it the process group (killed on drop).
         terminal.task.abort();
@@ -170,6 +174,17 @@ impl Drop for Terminals {
             }
         }
     }
+}
+
+fn no_terminal(id: &str) -> Refused {
+    Refused::NotFound {
+        what: id.to_owned(),
+        message: format!("there is no terminal `{id}`"),
+    }
+}
+
+fn poisoned() -> Refused {
+    Refused::Failed("the terminal table is unusable after a panic".to_owned())
 }
 
 /// `exit code: N` on the report's first line.

@@ -23,6 +23,9 @@ fn agent(program: (String, Vec<String>), env: &[(&str, &str)], auth: Option<&str
         profile: "test".into(),
         command: program.0,
         args: program.1,
+        legacy_args: None,
+        sandbox: None,
+        state_dirs: Vec::new(),
         env: env
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -77,6 +80,7 @@ async fn prompt(
             thread: thread.clone(),
             workspace: workspace.to_path_buf(),
             input: input.to_owned(),
+            context: None,
         },
         tx,
         cancel.clone(),
@@ -157,9 +161,9 @@ async fn sdk_peer_streams_chunks_a_plan_and_a_tool_call_and_reads_through_confin
             |u| matches!(u, ExternalUpdate::Plan(p) if p[0]["content"] == "answer the prompt")
         )
     );
-    assert!(seen.updates.iter().any(|u| matches!(u, ExternalUpdate::ToolCall { call_id, tool, .. } if call_id == "call-1" && tool == "look around")));
+    assert!(seen.updates.iter().any(|u| matches!(u, ExternalUpdate::ToolCall { call_id, tool, .. } if call_id == "call-1" && tool == "read_file")));
     assert!(seen.updates.iter().any(|u| matches!(u,
-        ExternalUpdate::ToolCallUpdate { call_id, status: Some(ExternalToolStatus::Completed), output: Some(out) }
+        ExternalUpdate::ToolCallUpdate { call_id, status: Some(ExternalToolStatus::Completed), output: Some(out), .. }
             if call_id == "call-1" && out == "notes: remember the milk")));
     assert_eq!(seen.capabilities, vec!["read_file", "write_file"]);
     assert_eq!(
@@ -211,7 +215,11 @@ async fn permission_requests_get_the_option_of_the_decision() {
         "{}",
         allowed.text()
     );
-    assert_eq!(allowed.permissions, vec!["edit main.rs"]);
+    assert_eq!(
+        allowed.permissions,
+        vec!["write_file"],
+        "kind `edit` is our write_file"
+    );
     let declined = prompt(
         &agent,
         &ThreadId::new(),
@@ -267,11 +275,13 @@ async fn a_thread_resumes_its_session_with_session_load() {
     let first = prompt(&agent, &thread, &root, "hi", true, true, None).await;
     assert!(!first.text().contains("[loaded"));
     let second = prompt(&agent, &thread, &root, "again", true, true, None).await;
+    // Resumed with session/load; what the agent replayed then is not this turn's.
     assert!(
-        second.text().starts_with("[loaded peer-session-1] "),
+        second.text().contains("[resumed peer-session-1]"),
         "{}",
         second.text()
     );
+    assert!(!second.text().contains("[loaded"), "{}", second.text());
 }
 
 #[tokio::test]
@@ -339,7 +349,9 @@ async fn hostile_garbage_wrong_ids_and_oversized_lines_do_not_break_the_turn() {
             end.usage,
             Some(agentplane_engine::ports::external::ExternalUsage {
                 input_tokens: 1200,
-                output_tokens: 300
+                output_tokens: 300,
+                cost_usd_micros: None,
+                source: "prompt",
             }),
             "{mode}: the usage the agent reported"
         );
@@ -392,6 +404,7 @@ async fn an_agent_that_never_answers_the_prompt_ends_on_cancel() {
             thread: ThreadId::new(),
             workspace: root,
             input: "hi".into(),
+            context: None,
         },
         tx,
         cancel.clone(),
@@ -406,6 +419,9 @@ async fn an_agent_that_never_answers_the_prompt_ends_on_cancel() {
 #[tokio::test]
 async fn availability_says_what_is_missing_without_starting_anything() {
     let missing_program = AcpAgent::new(AcpAgentConfig {
+        legacy_args: None,
+        sandbox: None,
+        state_dirs: Vec::new(),
         profile: "codex".into(),
         command: "codex-acp-surely-not-installed".into(),
         args: Vec::new(),
@@ -423,6 +439,9 @@ async fn availability_says_what_is_missing_without_starting_anything() {
     }
     let claude = peers::claude_acp_adapter();
     let no_key = AcpAgent::new(AcpAgentConfig {
+        legacy_args: None,
+        sandbox: None,
+        state_dirs: Vec::new(),
         profile: "claude".into(),
         command: claude.0,
         args: claude.1,
@@ -450,6 +469,7 @@ async fn availability_says_what_is_missing_without_starting_anything() {
                 thread: ThreadId::new(),
                 workspace: std::env::temp_dir(),
                 input: "hi".into(),
+                context: None,
             },
             tx,
             CancellationToken::new(),
@@ -483,4 +503,179 @@ async fn terminals_run_allowed_programs_through_our_shell_and_refuse_others() {
     assert!(text.contains("[sh refused:"), "{text}");
     assert_eq!(seen.capabilities, vec!["run_command", "run_command"]);
     assert_eq!(seen.security, vec!["command_not_allowed"]);
+}
+
+/// Runs one prompt with our thread context, as the engine sends it.
+async fn prompt_with_context(
+    agent: &AcpAgent,
+    thread: &ThreadId,
+    root: &Path,
+    input: &str,
+) -> Seen {
+    let (tx, mut rx) = mpsc::channel(64);
+    let run = agent.prompt(
+        ExternalPrompt {
+            thread: thread.clone(),
+            workspace: root.to_path_buf(),
+            input: input.to_owned(),
+            context: Some(
+                "[Earlier in this conversation]\nuser: hi\nassistant: hello\n\n[Current request]\n"
+                    .to_owned(),
+            ),
+        },
+        tx,
+        CancellationToken::new(),
+    );
+    tokio::pin!(run);
+    let mut seen = Seen {
+        updates: Vec::new(),
+        permissions: Vec::new(),
+        capabilities: Vec::new(),
+        security: Vec::new(),
+        end: Err(ExternalError::Protocol("not ended".into())),
+    };
+    loop {
+        tokio::select! {
+            message = rx.recv() => match message {
+                Some(ToTurn::Update(update)) => seen.updates.push(update),
+                Some(ToTurn::Capability { request, answer }) => {
+                    seen.capabilities.push(request.tool.clone());
+                    let _ = answer.send(Ok(()));
+                }
+                Some(ToTurn::Permission { answer, .. }) => { let _ = answer.send(false); }
+                Some(ToTurn::Security { event_type, .. }) => seen.security.push(event_type),
+                None => {}
+            },
+            end = &mut run => { seen.end = end; break; }
+        }
+    }
+    while let Ok(message) = rx.try_recv() {
+        if let ToTurn::Update(update) = message {
+            seen.updates.push(update);
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_loaded_sessions_replay_stays_out_of_the_turn_and_no_context_is_sent_again() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).expect("canonical");
+    let agent = agent(peers::acp_sdk_agent(), &[], None);
+    let thread = ThreadId::new();
+    let first = prompt_with_context(&agent, &thread, &root, "hello").await;
+    assert!(first.end.is_ok(), "{:?}", first.end);
+    assert!(
+        first.text().contains("[context sent]"),
+        "a new session gets our context: {}",
+        first.text()
+    );
+
+    let second = prompt_with_context(&agent, &thread, &root, "usage").await;
+    let end = second.end.as_ref().expect("the second prompt ends");
+    let text = second.text();
+    assert!(text.starts_with("Hello from the SDK peer."), "{text}");
+    assert!(!text.contains("[loaded"), "the replay leaked: {text}");
+    assert!(
+        !text.contains("earlier answer"),
+        "the replay leaked: {text}"
+    );
+    assert!(
+        !text.contains("[context sent]"),
+        "context sent twice: {text}"
+    );
+    assert!(
+        !second.updates.iter().any(
+            |u| matches!(u, ExternalUpdate::ToolCall { call_id, .. } | ExternalUpdate::ToolCallUpdate { call_id, .. } if call_id == "call-0")
+        ),
+        "the earlier turn's tool call was replayed into this one"
+    );
+    // usage_update: tokens in context, and the cost since the replayed baseline.
+    let usage = end.usage.expect("usage from usage_update");
+    assert_eq!(usage.input_tokens, 1500);
+    assert_eq!(usage.source, "usage_update");
+    assert_eq!(usage.cost_usd_micros, Some(100_000), "$0.35 - $0.25");
+}
+
+#[tokio::test]
+async fn arguments_sent_late_quota_usage_and_a_missing_file_reach_the_turn() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).expect("canonical");
+    let agent = agent(peers::acp_sdk_agent(), &[], None);
+    let seen = prompt(
+        &agent,
+        &ThreadId::new(),
+        &root,
+        "rawinput quota missing",
+        true,
+        true,
+        None,
+    )
+    .await;
+    let end = seen.end.as_ref().expect("the prompt ends");
+    assert!(seen.updates.iter().any(|u| matches!(u,
+        ExternalUpdate::ToolCall { call_id, tool, title: Some(title), arguments }
+            if call_id == "call-3" && tool == "write_file" && title == "edit a.txt" && arguments == &serde_json::json!({}))));
+    assert!(seen.updates.iter().any(|u| matches!(u,
+        ExternalUpdate::ToolCallUpdate { call_id, arguments: Some(args), .. }
+            if call_id == "call-3" && args["filePath"] == "a.txt")));
+    let usage = end.usage.expect("usage from _meta.quota");
+    assert_eq!(
+        (usage.input_tokens, usage.output_tokens, usage.source),
+        (90, 12, "quota")
+    );
+    let text = seen.text();
+    assert!(
+        text.contains("[missing: -32002 Resource not found: "),
+        "a missing file is resource-not-found: {text}"
+    );
+    assert!(seen.security.is_empty(), "a missing file is no breach");
+}
+
+/// A stand-in for an installed gemini: its `--help` lists `help`, it records the
+/// arguments it was started with in `args.txt`, then runs the SDK peer.
+fn fake_gemini(dir: &Path, help: &str) -> String {
+    let (node, peer) = peers::acp_sdk_agent();
+    let script = dir.join(format!("gemini-{}", help.len()));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --help ]; then echo '{help}'; exit 0; fi\n\
+             echo \"$@\" > {}/args.txt\nexec {node} {}\n",
+            dir.display(),
+            peer.join(" ")
+        ),
+    )
+    .expect("script");
+    let mut perms = std::fs::metadata(&script).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&script, perms).expect("chmod");
+    script.display().to_string()
+}
+
+#[tokio::test]
+async fn the_gemini_profile_uses_acp_when_the_installed_version_has_it() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).expect("canonical");
+    let bin = tempfile::tempdir().expect("bin");
+    for (help, expected) in [
+        (
+            "  --acp  Starts the agent in ACP mode\n  --experimental-acp  deprecated",
+            "--acp",
+        ),
+        (
+            "  --experimental-acp  Starts the agent in ACP mode",
+            "--experimental-acp",
+        ),
+    ] {
+        let program = fake_gemini(bin.path(), help);
+        let mut gemini = agent((program, vec!["--acp".into()]), &[], None);
+        let mut config = gemini.config().clone();
+        config.legacy_args = Some(vec!["--experimental-acp".into()]);
+        gemini = AcpAgent::new(config);
+        let seen = prompt(&gemini, &ThreadId::new(), &root, "hi", true, true, None).await;
+        assert!(seen.end.is_ok(), "{help}: {:?}", seen.end);
+        let args = std::fs::read_to_string(bin.path().join("args.txt")).expect("args");
+        assert_eq!(args.trim(), expected, "help: {help}");
+    }
 }

@@ -65,6 +65,15 @@ pub enum Access {
 /// The event type of every refusal from this module.
 pub const SANDBOX_VIOLATION: &str = "sandbox_violation";
 
+/// How the message of a missing path begins.
+const NO_SUCH_FILE: &str = "no such file or directory: ";
+
+/// Whether `error` (from this module) says the path does not exist, as opposed to a
+/// refusal or another failure: ACP answers that one with its own code.
+pub fn is_not_found(error: &ToolError) -> bool {
+    error.kind == ToolErrorKind::ExecutionFailed && error.message.starts_with(NO_SUCH_FILE)
+}
+
 /// Resolves `requested` (relative to `workspace`) to a path inside the canonical
 /// workspace, or refuses it.
 ///
@@ -108,7 +117,7 @@ pub fn resolve_in_workspace(
     match intent {
         Access::Read | Access::List if !missing.is_empty() => Err(ToolError::new(
             ToolErrorKind::ExecutionFailed,
-            format!("no such file or directory: {requested}"),
+            format!("{NO_SUCH_FILE}{requested}"),
         )),
         Access::Write if !missing.is_empty() => {
             if let Some(parent) = resolved.parent() {
@@ -290,6 +299,13 @@ fn open_failure(requested: &str, error: &io::Error) -> ToolError {
 }
 
 fn io_failure(requested: &str, error: &io::Error) -> ToolError {
+    if error.kind() == io::ErrorKind::NotFound {
+        // Gone between the check and the open: still a missing file.
+        return ToolError::new(
+            ToolErrorKind::ExecutionFailed,
+            format!("{NO_SUCH_FILE}{requested}"),
+        );
+    }
     ToolError::new(
         ToolErrorKind::ExecutionFailed,
         format!("{requested}: {error}"),

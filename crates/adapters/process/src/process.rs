@@ -357,8 +357,25 @@ pub struct StartedServer {
     pub process: ServerProcess,
 }
 
-/// Starts `command` in a process group of its own with all three streams piped.
+/// Starts `command` in a process group of its own with all three streams piped, in a
+/// Landlock domain of its own ([`sandbox::Prepared::for_server`]).
 pub fn start_server(command: &ServerCommand<'_>) -> std::io::Result<StartedServer> {
+    spawn_server(command, sandbox::Prepared::for_server())
+}
+
+/// As [`start_server`], confined by `confinement` (from [`sandbox::prepare`]): an
+/// external agent's whole process tree under the kernel sandbox, like a tool's.
+pub fn start_confined_server(
+    command: &ServerCommand<'_>,
+    confinement: sandbox::Prepared,
+) -> std::io::Result<StartedServer> {
+    spawn_server(command, confinement)
+}
+
+fn spawn_server(
+    command: &ServerCommand<'_>,
+    confinement: sandbox::Prepared,
+) -> std::io::Result<StartedServer> {
     let mut cmd = Command::new(command.program);
     cmd.args(command.args);
     for (name, _) in std::env::vars_os() {
@@ -384,7 +401,7 @@ pub fn start_server(command: &ServerCommand<'_>) -> std::io::Result<StartedServe
     #[cfg(unix)]
     {
         cmd.process_group(0);
-        let mut confinement = sandbox::Prepared::for_server();
+        let mut confinement = confinement;
         // SAFETY: as in `run`: system calls only between fork and exec.
         unsafe {
             cmd.pre_exec(move || confinement.apply());

@@ -11,6 +11,7 @@
 //! and the runtime's wiring), never import another adapter, and never spawn a process
 //! but through `agentplane-process`.
 
+pub mod changes;
 pub mod fs;
 pub mod mcp;
 pub mod shell;
@@ -21,6 +22,7 @@ pub mod webhook;
 // Spawning and confinement live in `agentplane-process`, shared with the ACP client;
 // re-exported under their old paths for the runtime's wiring.
 pub use agentplane_process::{confine, process, sandbox};
+pub use changes::WorkspaceFiles;
 pub use confine::{Access, resolve_in_workspace};
 pub use fs::FsEnsemble;
 pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};

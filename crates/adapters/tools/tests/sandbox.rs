@@ -75,6 +75,7 @@ async fn run_probe(network: bool) -> Run {
         Sandbox {
             spec: SandboxSpec::default(),
             network,
+            own_proc: false,
         },
     );
     let ctx = ToolContext {
@@ -178,6 +179,7 @@ async fn an_opt_out_is_said_where_the_sandbox_is_described() {
             ..SandboxSpec::default()
         },
         network: false,
+        own_proc: false,
     };
     let described = opted_out.in_force();
     assert!(

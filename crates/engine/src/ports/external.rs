@@ -30,8 +30,12 @@ pub struct ExternalPrompt {
     pub thread: ThreadId,
     /// The canonical workspace the agent works in (its working directory).
     pub workspace: PathBuf,
-    /// What the user asked, with the thread's context prepended.
+    /// What the user asked.
     pub input: String,
+    /// The thread's earlier conversation as text, for an agent that starts a new
+    /// session: the adapter sends it before `input` unless the agent resumed its own
+    /// session (which already holds that history). `None` on a thread's first turn.
+    pub context: Option<String>,
 }
 
 /// Status of a tool call the agent reports.
@@ -50,15 +54,20 @@ pub enum ExternalUpdate {
     /// The agent started (or announced) a tool call of its own.
     ToolCall {
         call_id: String,
-        /// What the agent calls it (`title`, else its kind).
+        /// Our tool name for it, from the agent's tool kind (`read_file`,
+        /// `write_file`, `run_command`…): what policies name.
         tool: String,
+        /// The agent's own title for it, when it gave one.
+        title: Option<String>,
         arguments: Value,
     },
-    /// Progress or end of a tool call; `output` is its text content, if any.
+    /// Progress or end of a tool call; `output` is its text content, if any;
+    /// `arguments` are its arguments when the agent sent them late (`rawInput`).
     ToolCallUpdate {
         call_id: String,
         status: Option<ExternalToolStatus>,
         output: Option<String>,
+        arguments: Option<Value>,
     },
     /// The agent's plan, as the agent sent it.
     Plan(Value),
@@ -77,7 +86,13 @@ pub struct CapabilityUse {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PermissionAsk {
     pub call_id: String,
+    /// Our tool name for the call (see [`ExternalUpdate::ToolCall`]).
     pub tool: String,
+    /// The agent's own title for it.
+    pub title: Option<String>,
+    /// The call's own arguments (`rawInput`), when the ask carries them.
+    pub input: Option<Value>,
+    /// What the person is shown: the input, the agent's title and its options.
     pub arguments: Value,
 }
 
@@ -119,6 +134,12 @@ pub enum ExternalStop {
 pub struct ExternalUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// What the agent itself says this prompt cost, in USD micros (from a cumulative
+    /// session cost it reports), when it says so in dollars.
+    pub cost_usd_micros: Option<u64>,
+    /// Where the numbers come from: `prompt` (the prompt's answer), `quota` (gemini's
+    /// `_meta.quota`), `usage_update` (tokens in the agent's context).
+    pub source: &'static str,
 }
 
 /// The end of one prompt.

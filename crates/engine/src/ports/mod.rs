@@ -10,6 +10,7 @@ pub mod replicas;
 pub mod store;
 pub mod tools;
 pub mod versions;
+pub mod workspace;
 
 pub use budgets::{AccountNeed, BudgetAccount, BudgetLedger, Exceeded, HoldId};
 pub use executions::{
@@ -27,3 +28,4 @@ pub use store::{
 };
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
 pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};
+pub use workspace::{FileState, WorkspaceScanner, WorkspaceSnapshot};

@@ -58,6 +58,33 @@ pub struct TurnDeps {
     /// [`Providers::chat`]. One model server: [`Providers::single`].
     pub providers: Arc<Providers>,
     pub governance: Arc<Governance>,
+    /// Scans the workspace before and after each turn for its `workspace_changed`
+    /// event; `None`: no such event.
+    pub workspace: Option<Arc<dyn crate::ports::WorkspaceScanner>>,
+}
+
+impl TurnDeps {
+    /// The workspace's files now, when a scanner is wired in.
+    pub(crate) async fn scan_workspace(
+        &self,
+        workspace: &std::path::Path,
+    ) -> Option<crate::ports::WorkspaceSnapshot> {
+        match &self.workspace {
+            Some(scanner) => Some(scanner.scan(workspace).await),
+            None => None,
+        }
+    }
+
+    /// The `workspace_changed` event since `before`, if anything changed.
+    pub(crate) async fn workspace_changes(
+        &self,
+        workspace: &std::path::Path,
+        before: Option<&crate::ports::WorkspaceSnapshot>,
+    ) -> Option<EventPayload> {
+        let before = before?;
+        let after = self.scan_workspace(workspace).await?;
+        crate::ports::workspace::changes(before, &after)
+    }
 }
 
 pub use crate::permissions::PermissionSettings;
@@ -240,6 +267,7 @@ async fn run(
     }
 
     let ensembles = request.ensembles.clone();
+    let before = deps.scan_workspace(&request.workspace).await;
     let ended = turn.drive(&request, approval, &cancel).await;
     // Close every ensemble whatever happened; a close never fails the turn.
     for ensemble in &ensembles {
@@ -278,6 +306,12 @@ async fn run(
             }
         }
     };
+    if let Some(changed) = deps
+        .workspace_changes(&request.workspace, before.as_ref())
+        .await
+    {
+        turn.record(changed).await?;
+    }
     turn.audit(&request).await?;
     let event = deps
         .store

@@ -50,6 +50,7 @@ impl ActiveTurn<'_> {
             tool: call.name.clone(),
             arguments: self.retained(arguments),
             args_preview_hash: hash,
+            title: None,
         })
         .await?;
 

@@ -34,6 +34,13 @@ pub struct AcpOverrides {
     /// The `authenticate` method; `""` turns the profile's off.
     pub auth_method: Option<String>,
     pub handshake_timeout_secs: Option<u64>,
+    /// More state directories under `$HOME` the agent may write (besides its
+    /// profile's), e.g. `.config/myagent`.
+    #[serde(default)]
+    pub state_dirs: Vec<String>,
+    /// `false` runs the agent without the kernel sandbox (only a Landlock domain of
+    /// its own); the default confines its process tree like a tool's (ADR 0034).
+    pub sandbox: Option<bool>,
 }
 
 /// Whether the agent is an external ACP one.
@@ -88,6 +95,19 @@ pub fn check(agent: &AgentConfig) -> Result<(), (&'static str, String)> {
         }
         for (name, value) in &acp.env {
             references(value).map_err(|m| ("acp.env", format!("`{name}`: {m}")))?;
+        }
+        for dir in &acp.state_dirs {
+            let path = std::path::Path::new(dir);
+            let inside_home = path.is_relative()
+                && path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside_home {
+                return Err((
+                    "acp.state_dirs",
+                    format!("`{dir}` must be a path relative to $HOME, without `..`"),
+                ));
+            }
         }
     }
     Ok(())
@@ -146,6 +166,12 @@ pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig>
         command: overrides
             .command
             .unwrap_or_else(|| profile.command.to_owned()),
+        legacy_args: match overrides.args {
+            Some(_) => None,
+            None => profile
+                .legacy_args
+                .map(|args| args.iter().map(|a| (*a).to_owned()).collect()),
+        },
         args: overrides
             .args
             .unwrap_or_else(|| profile.args.iter().map(|a| (*a).to_owned()).collect()),
@@ -164,5 +190,16 @@ pub fn resolve(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig>
         terminal_output_cap: agent
             .tool_output_cap_bytes
             .unwrap_or(limits.tool_output_cap_bytes),
+        sandbox: (overrides.sandbox != Some(false)).then(|| agentplane_tools::Sandbox {
+            spec: agent.sandbox.clone(),
+            network: true,
+            own_proc: true,
+        }),
+        state_dirs: profile
+            .state_dirs
+            .iter()
+            .map(|d| (*d).to_owned())
+            .chain(overrides.state_dirs.iter().cloned())
+            .collect(),
     })
 }

@@ -54,6 +54,20 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         }
         EventPayload::MessageDelta { .. } | EventPayload::TurnCompleted { .. } => return None,
         EventPayload::ToolCallPlanned { tool, .. } => format!("calling {}", short(tool)),
+        EventPayload::ToolCallArguments { tool, .. } => {
+            format!("{}: arguments sent", short(tool))
+        }
+        EventPayload::WorkspaceChanged {
+            created,
+            modified,
+            deleted,
+            ..
+        } => format!(
+            "workspace: {} created, {} modified, {} deleted",
+            created.len(),
+            modified.len(),
+            deleted.len()
+        ),
         EventPayload::ToolCallResult {
             tool,
             status,
@@ -140,6 +154,7 @@ mod tests {
             tool: "write_file".into(),
             arguments: json!({"path": "secret.txt", "content": "hunter2"}),
             args_preview_hash: "ab".into(),
+            title: None,
         };
         let line = line_of(&planned).expect("a step");
         assert_eq!(line, "calling write_file");

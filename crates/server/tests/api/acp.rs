@@ -58,7 +58,11 @@ async fn an_acp_turn_streams_its_work_as_events_and_asks_us_for_permission() {
         .await;
     let mut frames = stream.until("permission_required").await;
     let required = frames.last().expect("frame").json();
-    assert_eq!(required["tool"], "edit main.rs");
+    assert_eq!(
+        required["tool"], "write_file",
+        "kind `edit` is our write_file"
+    );
+    assert_eq!(required["arguments"]["agent_title"], "edit main.rs");
     assert_eq!(required["arguments"]["input"], json!({"path": "main.rs"}));
     let id = required["permission_id"].as_str().expect("id").to_owned();
     let answer = api

@@ -5,6 +5,8 @@ mod harness;
 
 mod access_log;
 mod acp;
+mod acp_agents;
+mod acp_opencode;
 mod approvals;
 mod auth;
 mod costs;

@@ -91,6 +91,7 @@ async fn start(steps: Vec<Step>, token: Option<&str>, with_metrics: bool) -> Met
             store,
             providers: deps.providers.clone(),
             governance: Arc::new(governance),
+            workspace: None,
         },
         runtime.agents().clone(),
         Arc::new(Builtins),

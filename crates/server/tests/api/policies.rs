@@ -85,6 +85,7 @@ impl PolicyServer {
                     policies,
                     ..Governance::default()
                 }),
+                workspace: deps.workspace.clone(),
             },
             api.runtime.hub().agents().clone(),
             Arc::new(NoTools),

@@ -95,6 +95,10 @@ pub struct Sandbox {
     pub spec: SandboxSpec,
     /// The agent's `network.allowed`: TCP and UDP sockets are refused without it.
     pub network: bool,
+    /// Let the started program read its own `/proc/<pid>` directory (`/proc/self`):
+    /// granted in the child, after the fork, so it is the child's directory, never
+    /// ours. Runtimes like Bun abort without `/proc/self/maps` (external agents).
+    pub own_proc: bool,
 }
 
 impl Sandbox {
@@ -270,6 +274,10 @@ pub struct Prepared {
     limits: Vec<(libc::__rlimit_resource_t, u64)>,
     /// Landlock is required to be enforced (the child fails rather than run without).
     required: bool,
+    /// A second descriptor of the ruleset, to add the child's own `/proc/self` to it
+    /// between fork and exec ([`Sandbox::own_proc`]).
+    #[cfg(target_os = "linux")]
+    own_proc: Option<std::os::fd::OwnedFd>,
 }
 
 /// Builds `sandbox`'s confinement for a process working in `workspace`. Refuses when
@@ -288,6 +296,15 @@ pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxE
         } else {
             None
         };
+        let own_proc = match &ruleset {
+            Some(ruleset) if sandbox.own_proc => {
+                let copy = ruleset
+                    .try_clone()
+                    .map_err(|e| SandboxError::Setup(e.to_string()))?;
+                Option::<std::os::fd::OwnedFd>::from(copy)
+            }
+            _ => None,
+        };
         let filter = kernel
             .seccomp
             .then(|| seccomp::filter(sandbox.network))
@@ -304,6 +321,7 @@ pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxE
                 (libc::RLIMIT_NPROC, spec.processes),
             ],
             required: sandbox.spec.required,
+            own_proc,
         })
     }
     #[cfg(not(target_os = "linux"))]
@@ -328,6 +346,7 @@ impl Prepared {
                 filter: None,
                 limits: Vec::new(),
                 required: false,
+                own_proc: None,
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -354,6 +373,9 @@ impl Prepared {
             if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(ruleset) = &self.own_proc {
+                grant_own_proc(ruleset);
+            }
             if let Some(ruleset) = self.ruleset.take() {
                 match ruleset.restrict_self() {
                     Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => {}
@@ -373,5 +395,42 @@ impl Prepared {
         #[cfg(not(target_os = "linux"))]
         let _ = self.required;
         Ok(())
+    }
+}
+
+/// Adds the calling process's own `/proc/self` directory (read files and list) to the
+/// ruleset behind `ruleset`. Called in the child between fork and exec: system calls
+/// only, on a static path; a failure leaves `/proc/self` closed, as for tools.
+#[cfg(target_os = "linux")]
+fn grant_own_proc(ruleset: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    /// `struct landlock_path_beneath_attr` (packed in the kernel's UAPI).
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
+    const READ_FILE: u64 = 1 << 2;
+    const READ_DIR: u64 = 1 << 3;
+    // SAFETY: open on a static NUL-terminated path, landlock_add_rule with a pointer to
+    // a struct on our stack, close of the descriptor we opened: no allocation, no lock.
+    unsafe {
+        let dir = libc::open(c"/proc/self".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        if dir < 0 {
+            return;
+        }
+        let attr = PathBeneath {
+            allowed_access: READ_FILE | READ_DIR,
+            parent_fd: dir,
+        };
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset.as_raw_fd(),
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneath,
+            0u32,
+        );
+        libc::close(dir);
     }
 }
