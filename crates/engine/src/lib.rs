@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod governance;
 pub mod harmony;
 pub mod hub;
+pub mod identity;
 pub mod model_choice;
 pub mod permissions;
 pub mod policy;

@@ -229,6 +229,7 @@ impl Runtime {
             versions,
             external,
         );
+        hub.use_keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>);
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         if let Some(feed) = store.announcements() {
             hub.follow_replicas(

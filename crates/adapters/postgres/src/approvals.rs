@@ -159,6 +159,7 @@ pub(crate) async fn decide(
         }),
         feedback: decision.feedback.clone(),
         by: decision.by.clone(),
+        decider: decision.decider.clone(),
     };
     let event = insert_event(db, &pending.thread_id, &pending.turn_id, payload).await?;
     let changed = db

@@ -135,6 +135,7 @@ pub(crate) fn decide(
         }),
         feedback: decision.feedback.clone(),
         by: decision.by.clone(),
+        decider: decision.decider.clone(),
     };
     let event = writer::insert_event(
         c,
