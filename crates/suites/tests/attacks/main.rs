@@ -9,6 +9,7 @@
 mod auth;
 mod escapes;
 mod fs;
+mod identity;
 mod limits;
 mod secrets;
 mod shell;
