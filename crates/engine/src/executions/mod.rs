@@ -270,6 +270,9 @@ impl Executions {
             return Err(HubError::ShuttingDown);
         }
         self.check(&request)?;
+        if let Some(cwd) = &request.cwd {
+            self.hub.check_cwd(&caller, cwd)?;
+        }
         let fingerprint = serde_json::json!({
             "thread": request.thread,
             "cwd": request.cwd,

@@ -21,6 +21,7 @@ mod replicas;
 mod stream;
 mod threads;
 mod versions;
+mod workspaces;
 
 use crate::identity::{Access, AsCaller};
 use std::collections::{BTreeMap, HashMap};
@@ -61,6 +62,7 @@ pub use stream::EventStream;
 pub use threads::{MAX_THREAD_PAGE, ThreadPage};
 use versions::ShadowCopy;
 pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
+pub use workspaces::WorkspaceRoots;
 
 /// Longest accepted turn input, in characters (what the API documents).
 pub const MAX_INPUT_CHARS: usize = 65_536;
@@ -169,6 +171,8 @@ pub struct Hub {
     keys: std::sync::OnceLock<Arc<dyn crate::ports::KeyStore>>,
     /// Set once a key is known to exist: keys are never deleted, so it stays set.
     keys_seen: AtomicBool,
+    /// Where outside callers' workspaces may be, once `serve` says (`workspaces.rs`).
+    workspace_roots: std::sync::OnceLock<WorkspaceRoots>,
 }
 
 impl Hub {
@@ -217,6 +221,7 @@ impl Hub {
             early_cancels: Mutex::new(HashMap::new()),
             keys: std::sync::OnceLock::new(),
             keys_seen: AtomicBool::new(false),
+            workspace_roots: std::sync::OnceLock::new(),
         })
     }
 

@@ -96,7 +96,7 @@ impl Hub {
         let caller = self.require(caller, Access::Operate, "creating a thread")?;
         let client = caller.client();
         self.agent(&request.agent)?;
-        let cwd = canonical_cwd(&request.cwd)?;
+        let cwd = self.check_cwd(&caller, &request.cwd)?;
         if let Some(title) = &request.title
             && title.chars().count() > MAX_TITLE_CHARS
         {

@@ -164,6 +164,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Connection timeouts and caps, event stream caps.
     pub limits: ServerLimits,
+    /// Absolute directories that outside callers' workspaces must lie in (ADR 0031);
+    /// `None`: `serve` on loopback uses the directory it started in.
+    pub workspace_roots: Option<Vec<PathBuf>>,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -178,6 +181,7 @@ impl fmt::Debug for ServerConfig {
             .field("permission_timeout", &self.permission_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("limits", &self.limits)
+            .field("workspace_roots", &self.workspace_roots)
             .finish()
     }
 }
@@ -283,6 +287,7 @@ struct FileServer {
     max_connections_per_address: Option<usize>,
     max_sse_followers: Option<usize>,
     max_sse_followers_per_client: Option<usize>,
+    workspace_roots: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -433,6 +438,20 @@ impl Config {
                 format!("must be an address such as 127.0.0.1:8686, got {listen:?}"),
             ));
         }
+        let workspace_roots = server.workspace_roots.clone();
+        if let Some(root) = workspace_roots
+            .iter()
+            .flatten()
+            .find(|root| !root.is_absolute())
+        {
+            return Err(in_file(
+                "server.workspace_roots",
+                format!(
+                    "every root must be an absolute directory, got {}",
+                    root.display()
+                ),
+            ));
+        }
         let permission_timeout_secs = server.permission_timeout_secs.unwrap_or(300);
         if permission_timeout_secs == 0 {
             return Err(in_file(
@@ -541,6 +560,7 @@ impl Config {
                 permission_timeout: Duration::from_secs(permission_timeout_secs),
                 shutdown_grace: Duration::from_secs(server.shutdown_grace_secs.unwrap_or(30)),
                 limits,
+                workspace_roots,
             },
             context,
             default_agent,
