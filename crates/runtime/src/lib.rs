@@ -230,6 +230,11 @@ impl Runtime {
             external,
         );
         hub.use_keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>);
+        if let Some(oidc) = &config.oidc {
+            let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())
+                .map_err(|m| RuntimeError::Config(config::ConfigError::new("auth.oidc", m)))?;
+            hub.use_token_verifier(Arc::new(verifier));
+        }
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         if let Some(feed) = store.announcements() {
             hub.follow_replicas(

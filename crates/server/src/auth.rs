@@ -123,6 +123,16 @@ impl Gate {
             let client = claimed_client(parts, fallback)?;
             return Ok(Caller::token(client.as_str()));
         }
+        if let Some(jwt) = presented
+            && self.hub.verifies_tokens()
+            && looks_like_jwt(jwt)
+        {
+            let caller = self.hub.authenticate_token(jwt, None).await?;
+            let claimed = optional_client(parts)?;
+            return Ok(self
+                .hub
+                .act_as(caller, claimed.as_ref().map(ClientId::as_str))?);
+        }
         let keys = self.hub.keys_required().await?;
         if let Some(secret) = presented
             && (keys || looks_like_key(secret))
@@ -176,6 +186,16 @@ fn optional_client(parts: &Parts) -> Result<Option<ClientId>, ApiError> {
     ClientId::parse(raw).map(Some).map_err(ApiError::invalid)
 }
 
+/// Whether a bearer credential has a JWT's shape: three base64url parts.
+fn looks_like_jwt(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    parts.len() == 3
+        && parts[..2].iter().all(|p| !p.is_empty())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
 /// The token of `Bearer <token>`; the scheme is case-insensitive.
 fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
@@ -214,6 +234,16 @@ mod tests {
         for bad in ["", " ", "a b", "../x", "a/b", "é", "a\nb", &"x".repeat(129)] {
             assert!(ClientId::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn jwts_are_told_from_keys_and_tokens() {
+        assert!(looks_like_jwt("eyJh.eyJz.c2ln"));
+        assert!(looks_like_jwt("eyJh.eyJz."));
+        assert!(!looks_like_jwt("ap_0123"));
+        assert!(!looks_like_jwt("a.b"));
+        assert!(!looks_like_jwt("a.b.c.d"));
+        assert!(!looks_like_jwt("a b.c.d"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use agentplane_core::{KeyId, RoleSet};
 
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller, Principal};
-use crate::ports::{KeyRecord, KeyStore, NewKey};
+use crate::ports::{KeyRecord, KeyStore, NewKey, TokenVerifier};
 
 /// Longest key description, in characters.
 pub const MAX_KEY_DESCRIPTION_CHARS: usize = 500;
@@ -62,9 +62,52 @@ impl Hub {
         )))
     }
 
-    /// Whether callers must present a key: once any key was created in the store.
+    /// Verifies OIDC bearer tokens with `verifier`; from then on credentials are
+    /// required, as with keys.
+    pub fn use_token_verifier(&self, verifier: Arc<dyn TokenVerifier>) {
+        let _ = self.tokens.set(verifier);
+    }
+
+    /// Whether OIDC bearer tokens are accepted.
+    pub fn verifies_tokens(&self) -> bool {
+        self.tokens.get().is_some()
+    }
+
+    /// The caller a bearer token from the identity provider proves, acting as
+    /// `claimed` when given (admins only, like keys). `Unauthorized` when it proves
+    /// nothing: a bad signature, algorithm, issuer, audience or time, an unknown key.
+    pub async fn authenticate_token(
+        &self,
+        token: &str,
+        claimed: Option<&str>,
+    ) -> Result<Caller, HubError> {
+        let verifier = self
+            .tokens
+            .get()
+            .ok_or_else(|| HubError::Unauthorized("bearer tokens are not accepted".into()))?;
+        let verified = verifier.verify(token).await.map_err(|why| {
+            tracing::info!(target: "agentplane::security", reason = %why, "bearer token refused");
+            HubError::Unauthorized(format!("the bearer token is not valid: {why}"))
+        })?;
+        check_client_id(&verified.client).map_err(|e| {
+            HubError::Unauthorized(format!("the token's client claim is not a client id: {e}"))
+        })?;
+        let roles = RoleSet::from_names(verified.roles.iter().map(String::as_str))
+            .map_err(|e| HubError::Unauthorized(format!("the token's roles: {e}")))?;
+        let own = Caller::with(
+            verified.client,
+            roles,
+            Principal::Oidc {
+                subject: verified.subject,
+            },
+        );
+        self.act_as(own, claimed)
+    }
+
+    /// Whether callers must present a credential: once any key was created in the
+    /// store, or when OIDC tokens are accepted.
     pub async fn keys_required(&self) -> Result<bool, HubError> {
-        if self.keys_seen.load(Ordering::Relaxed) {
+        if self.keys_seen.load(Ordering::Relaxed) || self.verifies_tokens() {
             return Ok(true);
         }
         let Some(store) = self.keys.get() else {

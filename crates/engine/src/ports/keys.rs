@@ -60,3 +60,22 @@ pub trait KeyStore: Send + Sync {
     /// Whether any key was ever created (revoked ones count).
     async fn any_keys(&self) -> Result<bool, StoreError>;
 }
+
+/// What a verified bearer token (an OIDC ID or access token) says about its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken {
+    /// The token's subject (`sub`), recorded as the decider of approvals.
+    pub subject: String,
+    /// The client it acts as (`client_claim`, default `sub`).
+    pub client: String,
+    /// Role names (`roles_claim`, default `roles`).
+    pub roles: Vec<String>,
+}
+
+/// Verifies bearer tokens signed by an identity provider (`[auth.oidc]`). Implemented
+/// outside the engine, which opens no socket: the runtime fetches the provider's keys.
+#[async_trait]
+pub trait TokenVerifier: Send + Sync {
+    /// The identity `token` proves; `Err` says why it proves none (never the token).
+    async fn verify(&self, token: &str) -> Result<VerifiedToken, String>;
+}

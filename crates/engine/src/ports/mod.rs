@@ -17,7 +17,7 @@ pub use executions::{
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
 };
 pub use external::{Availability, ExternalAgent};
-pub use keys::{KeyRecord, KeyStore, NewKey};
+pub use keys::{KeyRecord, KeyStore, NewKey, TokenVerifier, VerifiedToken};
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};

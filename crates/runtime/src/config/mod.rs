@@ -95,6 +95,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[cluster]`: heartbeats and the timeout after which a replica is dead.
     pub cluster: ClusterConfig,
+    /// `[auth.oidc]`: bearer tokens from an identity provider, when set.
+    pub oidc: Option<crate::settings::auth::OidcConfig>,
     /// `[rate_limits]`: in memory, or shared in Redis.
     pub rate_limits: RateLimitsConfig,
 }
@@ -119,6 +121,7 @@ impl fmt::Debug for Config {
             .field("version_admins", &self.version_admins)
             .field("gateway", &self.gateway)
             .field("cluster", &self.cluster)
+            .field("oidc", &self.oidc)
             .field("rate_limits", &self.rate_limits)
             .finish()
     }
@@ -264,6 +267,8 @@ struct FileConfig {
     cluster: FileCluster,
     #[serde(default)]
     rate_limits: FileRateLimits,
+    #[serde(default)]
+    auth: crate::settings::auth::FileAuth,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -427,6 +432,8 @@ impl Config {
         }
         let cluster = settings::cluster::resolve(parsed.cluster)
             .map_err(|(key, m)| in_file(&format!("cluster.{key}"), m))?;
+        let oidc = settings::auth::resolve(parsed.auth)
+            .map_err(|(key, m)| in_file(&format!("auth.{key}"), m))?;
 
         let server = &parsed.server;
         let listen = env("AGENTPLANE_LISTEN")
@@ -577,6 +584,7 @@ impl Config {
             gateway,
             cluster,
             rate_limits,
+            oidc,
         })
     }
 }
