@@ -5,10 +5,11 @@
 //! (target `agentplane::security`) with the caller's client and principal — never a
 //! secret. Key lookups go to the store on every request (no cache), so a revocation
 //! holds at once on every replica sharing the database. Whether keys are required is
-//! cached only once true: keys are never deleted, so it never becomes false again.
+//! cached for good once true (keys are never deleted), and "not yet" for a second.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use agentplane_core::identity::{KeySecret, check_client_id, key_digest, looks_like_key};
 use agentplane_core::policy::Timestamp;
@@ -17,6 +18,10 @@ use agentplane_core::{KeyId, RoleSet};
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller, Principal};
 use crate::ports::{KeyRecord, KeyStore, NewKey, TokenVerifier};
+
+/// How long "no key exists" is believed before the store is asked again (a key
+/// created through another replica is required after at most this long).
+const NO_KEYS_TTL: Duration = Duration::from_secs(1);
 
 /// Longest key description, in characters.
 pub const MAX_KEY_DESCRIPTION_CHARS: usize = 500;
@@ -113,9 +118,17 @@ impl Hub {
         let Some(store) = self.keys.get() else {
             return Ok(false);
         };
+        // "None yet" is believed for a second, so an open server does not read the
+        // store on every request; a key created through this hub counts at once.
+        let fresh = |at: &Option<Instant>| at.is_some_and(|at| at.elapsed() < NO_KEYS_TTL);
+        if self.no_keys_at.lock().map(|at| fresh(&at)).unwrap_or(false) {
+            return Ok(false);
+        }
         let any = store.any_keys().await?;
         if any {
             self.keys_seen.store(true, Ordering::Relaxed);
+        } else if let Ok(mut at) = self.no_keys_at.lock() {
+            *at = Some(Instant::now());
         }
         Ok(any)
     }

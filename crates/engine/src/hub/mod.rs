@@ -171,6 +171,8 @@ pub struct Hub {
     keys: std::sync::OnceLock<Arc<dyn crate::ports::KeyStore>>,
     /// Set once a key is known to exist: keys are never deleted, so it stays set.
     keys_seen: AtomicBool,
+    /// When the store last said no key exists (`identity.rs`).
+    no_keys_at: Mutex<Option<std::time::Instant>>,
     /// Verifies OIDC bearer tokens, when `[auth.oidc]` is configured.
     tokens: std::sync::OnceLock<Arc<dyn crate::ports::TokenVerifier>>,
     /// Where outside callers' workspaces may be, once `serve` says (`workspaces.rs`).
@@ -223,6 +225,7 @@ impl Hub {
             early_cancels: Mutex::new(HashMap::new()),
             keys: std::sync::OnceLock::new(),
             keys_seen: AtomicBool::new(false),
+            no_keys_at: Mutex::new(None),
             tokens: std::sync::OnceLock::new(),
             workspace_roots: std::sync::OnceLock::new(),
         })
