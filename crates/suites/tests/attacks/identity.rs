@@ -1,8 +1,9 @@
-//! Identity (docs/identity.md): with API keys configured, every way of calling without
-//! a valid key is `401`, a key acts only as its own client, each role is held to its
-//! table by the hub (`403 FORBIDDEN` naming the missing role, and a `security_event`
-//! log line), approvals go to the roles they name, four eyes hold, and no secret
-//! shows in an answer (but its creation's), the log or the database file.
+//! Identity (docs/identity.md; OIDC in `oidc.rs`, workspace roots in `roots.rs`): with
+//! API keys configured, every way of calling without a valid key is `401`, a key acts
+//! only as its own client, each role is held to its table by the hub (`403 FORBIDDEN`
+//! naming the missing role, and a `security_event` log line), approvals go to the
+//! roles they name, four eyes hold, and no secret shows in an answer (but its
+//! creation's), the log or the database file.
 
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ const FOUR_EYES: &str = "name: four-eyes\ntype: approval_required\n\
     rules: {tools: [write_file], approvers: [alice, \"role:security\"], separate_approver: true}\n";
 
 /// A request with an optional key and client id.
-fn call(
+pub(crate) fn call(
     served: &Served,
     method: Method,
     path: &str,
@@ -47,7 +48,7 @@ fn call(
 }
 
 /// Status and body of a request.
-async fn send(request: reqwest::RequestBuilder) -> (u16, String) {
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> (u16, String) {
     let response = request.send().await.expect("request");
     let status = response.status().as_u16();
     (status, response.text().await.unwrap_or_default())
@@ -120,7 +121,14 @@ async fn held_call(served: &Served, thread: &str, key: &str) -> (SseReader, Stri
     (stream, id.to_owned())
 }
 
-fn refused(tally: &mut Tally, status: u16, text: &str, want: u16, code: &str, what: &str) {
+pub(crate) fn refused(
+    tally: &mut Tally,
+    status: u16,
+    text: &str,
+    want: u16,
+    code: &str,
+    what: &str,
+) {
     assert_eq!(status, want, "{what}: {text}");
     assert_envelope(text, code);
     tally.case(true);
@@ -755,318 +763,4 @@ async fn keys_roles_and_approvers_hold_through_the_real_binary() {
     tally.case(true);
     tally.report("identity");
     assert!(tally.cases >= 30, "{} cases", tally.cases);
-}
-
-/// Workspace roots (ADR 0031): `serve` on loopback confines outside callers'
-/// workspaces to the directory it started in (here, with no keys: as before, plus the
-/// roots); the data and configuration directories, and any directory holding them,
-/// are never a workspace; symlinks are judged by where they lead.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn workspaces_stay_inside_the_roots() {
-    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
-        .await
-        .expect("model");
-    let sb = sandbox("");
-    let outside = tempfile::tempdir().expect("outside");
-    let inside_link = sb.workspace.join("escape");
-    std::os::unix::fs::symlink(outside.path(), &inside_link).expect("symlink");
-    let data_link = sb.workspace.join("data");
-    std::os::unix::fs::symlink(&sb.root, &data_link).expect("symlink");
-    let served = start(&sb, &model.base_url(), &[]).await;
-    let mut tally = Tally::default();
-    let create = |cwd: String| {
-        call(&served, Method::POST, "/v1/threads", None, Some("tester"))
-            .json(&json!({"agent": "chat", "cwd": cwd}))
-    };
-    let (status, text) = send(create(sb.workspace.display().to_string())).await;
-    assert_eq!(status, 201, "a workspace inside the root: {text}");
-    let hidden = outside.path().display().to_string();
-    for (name, cwd) in [
-        ("root of the filesystem", "/".to_owned()),
-        ("/etc", "/etc".to_owned()),
-        ("/tmp", "/tmp".to_owned()),
-        ("another temp dir", hidden.clone()),
-        (
-            "a symlink inside pointing outside",
-            inside_link.display().to_string(),
-        ),
-        (
-            "the data and config directory",
-            sb.root.display().to_string(),
-        ),
-        (
-            "a symlink to the data directory",
-            data_link.display().to_string(),
-        ),
-        (
-            "dot-dot out of the root",
-            format!("{}/../..", sb.workspace.display()),
-        ),
-        (
-            "the root's parent",
-            sb.root.parent().expect("parent").display().to_string(),
-        ),
-    ] {
-        let (status, text) = send(create(cwd.clone())).await;
-        refused(&mut tally, status, &text, 400, "INVALID_ARGUMENT", name);
-        assert!(
-            !text.contains(&hidden) && !text.contains("/tmp/"),
-            "{name}: {text}"
-        );
-        let (status, text) = send(
-            call(
-                &served,
-                Method::POST,
-                "/v1/executions",
-                None,
-                Some("tester"),
-            )
-            .json(&json!({"agent": "chat", "input": "hi", "cwd": cwd})),
-        )
-        .await;
-        refused(
-            &mut tally,
-            status,
-            &text,
-            400,
-            "INVALID_ARGUMENT",
-            &format!("execution: {name}"),
-        );
-    }
-    let (status, text) = send(create(sb.workspace.display().to_string())).await;
-    assert_eq!(status, 201, "{text}");
-    tally.report("workspace-roots");
-}
-
-/// A JWKS endpoint on 127.0.0.1 whose key set can be swapped (a rotation), counting
-/// the fetches.
-struct Jwks {
-    url: String,
-    body: std::sync::Arc<std::sync::Mutex<String>>,
-    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Jwks {
-    async fn serve(body: String) -> Jwks {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let url = format!("http://{}/jwks.json", listener.local_addr().expect("addr"));
-        let body = std::sync::Arc::new(std::sync::Mutex::new(body));
-        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (served, counted) = (body.clone(), hits.clone());
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let text = served.lock().expect("body").clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 4096];
-                    let _ = socket.read(&mut buf).await;
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{text}",
-                        text.len()
-                    );
-                    let _ = socket.write_all(answer.as_bytes()).await;
-                });
-            }
-        });
-        Jwks { url, body, hits }
-    }
-
-    fn hits(&self) -> usize {
-        self.hits.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-/// OIDC sign-in (`[auth.oidc]`): tokens minted by PyJWT against a JWKS served on
-/// 127.0.0.1. A valid RS256 or ES256 token acts as its `sub`, with its roles; a wrong
-/// audience or issuer, an expired or not-yet-valid token, `alg: none`, HS256 signed
-/// with the public key, a tampered payload, another key's signature and an
-/// algorithm that does not match the key are 401; a key rotated in is fetched on its
-/// first token, and a flood of unknown `kid`s fetches the set at most once a second.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oidc_tokens_from_a_third_party_library_are_verified() {
-    let issuer = "https://id.example.test";
-    let audience = "agentplane-tests";
-    let minted = std::process::Command::new(agentplane_testkit::peers::python())
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mint_jwts.py"))
-        .args([issuer, audience])
-        .output()
-        .expect("python");
-    assert!(
-        minted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&minted.stderr)
-    );
-    let minted: Value = serde_json::from_slice(&minted.stdout).expect("minted JSON");
-    let jwks = Jwks::serve(minted["jwks_before"].to_string()).await;
-    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
-        .await
-        .expect("model");
-    let sb = sandbox(&format!(
-        "[auth.oidc]\nissuer = \"{issuer}\"\naudience = \"{audience}\"\njwks_url = \"{}\"\n",
-        jwks.url
-    ));
-    let served = start(&sb, &model.base_url(), &[]).await;
-    let mut tally = Tally::default();
-    let token = |name: &str| minted[name].as_str().expect(name).to_owned();
-
-    let (status, text) = send(call(
-        &served,
-        Method::GET,
-        "/v1/threads",
-        None,
-        Some("alice"),
-    ))
-    .await;
-    refused(
-        &mut tally,
-        status,
-        &text,
-        401,
-        "UNAUTHORIZED",
-        "no token, OIDC configured",
-    );
-    let valid = token("valid");
-    let (status, text) = send(
-        call(&served, Method::POST, "/v1/threads", Some(&valid), None)
-            .json(&json!({"agent": "chat", "cwd": sb.workspace})),
-    )
-    .await;
-    assert_eq!(status, 201, "a valid RS256 token: {text}");
-    let thread: Value = serde_json::from_str(&text).expect("json");
-    let (status, text) = send(call(
-        &served,
-        Method::GET,
-        &format!("/v1/threads/{}", thread["id"].as_str().expect("id")),
-        Some(&valid),
-        Some("alice"),
-    ))
-    .await;
-    assert_eq!(status, 200, "the token acts as its subject: {text}");
-    let (status, text) = send(call(
-        &served,
-        Method::GET,
-        "/v1/threads",
-        Some(&valid),
-        Some("bob"),
-    ))
-    .await;
-    refused(
-        &mut tally,
-        status,
-        &text,
-        403,
-        "FORBIDDEN",
-        "a token naming another client",
-    );
-    let es = token("valid_es256");
-    let (status, text) = send(call(&served, Method::GET, "/v1/approvals", Some(&es), None)).await;
-    assert_eq!(
-        status, 200,
-        "a valid ES256 token with the approver role: {text}"
-    );
-    let (status, text) = send(call(&served, Method::GET, "/v1/threads", Some(&es), None)).await;
-    refused(
-        &mut tally,
-        status,
-        &text,
-        403,
-        "FORBIDDEN",
-        "an approver token reading threads",
-    );
-
-    for (name, bad) in minted["bad"].as_object().expect("bad tokens") {
-        let bad = bad.as_str().expect("token");
-        let (status, text) = send(call(&served, Method::GET, "/v1/threads", Some(bad), None)).await;
-        refused(&mut tally, status, &text, 401, "UNAUTHORIZED", name);
-        assert!(!text.contains(bad), "{name}: the answer echoes the token");
-    }
-
-    // A rotation: the new key's token is refused until the provider publishes it, then
-    // fetched on its first use.
-    let rotated = token("rotated");
-    let (status, text) = send(call(
-        &served,
-        Method::GET,
-        "/v1/threads",
-        Some(&rotated),
-        None,
-    ))
-    .await;
-    refused(
-        &mut tally,
-        status,
-        &text,
-        401,
-        "UNAUTHORIZED",
-        "a key not yet published",
-    );
-    *jwks.body.lock().expect("body") = minted["jwks_after"].to_string();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let before = jwks.hits();
-    let (status, text) = send(call(
-        &served,
-        Method::GET,
-        "/v1/threads",
-        Some(&rotated),
-        None,
-    ))
-    .await;
-    assert_eq!(
-        status, 200,
-        "the rotated key is fetched and accepted: {text}"
-    );
-    assert_eq!(jwks.hits(), before + 1, "one fetch for the new kid");
-    let (status, text) = send(call(
-        &served,
-        Method::GET,
-        "/v1/threads",
-        Some(&valid),
-        None,
-    ))
-    .await;
-    refused(
-        &mut tally,
-        status,
-        &text,
-        401,
-        "UNAUTHORIZED",
-        "a token of the retired key",
-    );
-
-    // A flood of made-up kids: refused, and the provider asked at most once a second.
-    let started = std::time::Instant::now();
-    let before = jwks.hits();
-    for kid_token in minted["unknown_kids"].as_array().expect("kids") {
-        let (status, text) = send(call(
-            &served,
-            Method::GET,
-            "/v1/threads",
-            kid_token.as_str(),
-            None,
-        ))
-        .await;
-        assert_eq!(status, 401, "{text}");
-    }
-    let fetched = jwks.hits() - before;
-    let allowed = 1 + started.elapsed().as_secs() as usize;
-    assert!(
-        fetched <= allowed,
-        "{fetched} fetches in {:?}",
-        started.elapsed()
-    );
-    tally.case(true);
-    println!(
-        "identity-figures oidc: 20 unknown kids in {:?} fetched the key set {fetched} time(s)",
-        started.elapsed()
-    );
-    let log = served.stderr();
-    for secret in [&valid, &es, &rotated] {
-        let signature = secret.rsplit('.').next().expect("signature");
-        assert!(!log.contains(signature), "the log holds a token");
-    }
-    tally.report("oidc");
 }

@@ -11,6 +11,8 @@ mod escapes;
 mod fs;
 mod identity;
 mod limits;
+mod oidc;
+mod roots;
 mod secrets;
 mod shell;
 mod ssrf;
