@@ -4,8 +4,9 @@
 #
 #   AGENTPLANE_TEST_NODE            node, to run the npm peers
 #   AGENTPLANE_TEST_NODE_PEERS      crates/testkit/peers (node_modules inside, loopback.mjs)
-#   AGENTPLANE_TEST_PYTHON          a venv's python with PyPI's `mcp` (its client) and
-#                                   `openai` (the official client, for the gateway)
+#   AGENTPLANE_TEST_PYTHON          a venv's python with PyPI's `mcp` (its client),
+#                                   `openai` (the official client, for the gateway) and
+#                                   `PyJWT` with `cryptography` (tokens for the OIDC tests)
 #   AGENTPLANE_TEST_OPENCODE        opencode (npm `opencode-ai`, pinned; its binary comes
 #                                   from the optional dependency `opencode-linux-x64`)
 #
@@ -17,6 +18,8 @@ cd "$(dirname "$0")/.."
 mcp_version="2.3.0"
 opencode_version="1.18.33"
 openai_version="3.54.0"
+pyjwt_version="2.15.1"
+cryptography_version="50.0.2"
 peers="$PWD/crates/testkit/peers"
 venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
 opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
@@ -35,12 +38,13 @@ if ! cmp -s "$peers/package-lock.json" "$stamp" 2>/dev/null; then
   cp "$peers/package-lock.json" "$stamp"
 fi
 
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version')" 2>/dev/null; then
-  echo "test-peers: installing mcp $mcp_version and openai $openai_version into $venv" >&2
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version')" 2>/dev/null; then
+  echo "test-peers: installing mcp $mcp_version, openai $openai_version, PyJWT $pyjwt_version into $venv" >&2
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "mcp==$mcp_version" "openai==$openai_version" >&2
+    "mcp==$mcp_version" "openai==$openai_version" \
+    "PyJWT==$pyjwt_version" "cryptography==$cryptography_version" >&2
 fi
 
 # opencode from npm into a cache of its own, reinstalled only when the pin changes.

@@ -344,6 +344,26 @@ async function main() {
   await page.keyboard.press("Tab");
   check((await page.evaluate(() => document.activeElement?.dataset?.page)) === "threads", "then the navigation");
 
+  step("sign in with an API key: it acts as its client; kept for the session only");
+  const made = await fetch(`${url}/v1/keys`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${TOKEN}`, "X-Client-ID": CLIENT, "Content-Type": "application/json" },
+    body: JSON.stringify({ client: CLIENT, roles: ["operator"] }),
+  });
+  check(made.status === 201, `POST /v1/keys answered ${made.status}`);
+  const { secret } = await made.json();
+  await page.click("#who");
+  await page.locator("dialog#settings").waitFor({ state: "visible" });
+  await page.fill("#client-id", "");
+  await page.fill("#token", secret);
+  await page.press("#token", "Enter");
+  await page.locator("dialog#settings").waitFor({ state: "hidden" });
+  check((await page.textContent("#who")).includes("key's client"), "the header says the key names the client");
+  await page.reload();
+  await page.locator(`.thread-list a[data-thread='${threadId}']`).waitFor();
+  const kept = await page.evaluate(() => JSON.stringify({ ...localStorage }));
+  check(!kept.includes(secret.slice(3)), "the key is not in localStorage");
+
   check(problems.length === 0, `the page logged problems:\n${problems.join("\n")}`);
   step(`passed; screenshots in ${shots}`);
 }

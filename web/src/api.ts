@@ -1,7 +1,9 @@
-// The API client: settings (client id and token, kept in localStorage), JSON calls
-// with the standard error envelope turned into `ApiError`, and streamed calls whose
-// SSE body the caller reads. Every /v1 request carries `X-Client-ID` and, when a
-// token is set, `Authorization: Bearer`. Nothing else in the UI calls fetch().
+// The API client: settings (the client id, kept in localStorage; the API key or token,
+// kept in sessionStorage only, so it leaves with the browser session), JSON calls with
+// the standard error envelope turned into `ApiError`, and streamed calls whose SSE
+// body the caller reads. Every /v1 request carries `X-Client-ID` (unless it is empty:
+// an API key acts as its own client) and, when a credential is set,
+// `Authorization: Bearer`. Nothing else in the UI calls fetch().
 
 const CLIENT_KEY = "agentplane.clientId";
 const TOKEN_KEY = "agentplane.token";
@@ -17,19 +19,27 @@ export interface Settings {
 /** The saved settings (client id `web` until the user picks one). */
 export function loadSettings(): Settings {
   return {
-    clientId: localStorage.getItem(CLIENT_KEY) || "web",
-    token: localStorage.getItem(TOKEN_KEY) || "",
+    clientId: localStorage.getItem(CLIENT_KEY) ?? "web",
+    token: sessionStorage.getItem(TOKEN_KEY) || "",
   };
+}
+
+/** Whether a client id is acceptable: the server's shape, or empty with a credential
+ * (an API key acts as its own client). */
+export function validClientId(clientId: string, token: string): boolean {
+  return CLIENT_ID_PATTERN.test(clientId) || (clientId === "" && token !== "");
 }
 
 /** Saves the settings; refuses a client id the server would refuse. */
 export function saveSettings(settings: Settings): void {
-  if (!CLIENT_ID_PATTERN.test(settings.clientId)) {
+  if (!validClientId(settings.clientId, settings.token)) {
     throw new Error("The client id may use 1 to 128 letters, digits and . _ : @ -");
   }
   localStorage.setItem(CLIENT_KEY, settings.clientId);
-  if (settings.token) localStorage.setItem(TOKEN_KEY, settings.token);
-  else localStorage.removeItem(TOKEN_KEY);
+  // A credential never outlives the browser session (and an old saved one goes).
+  localStorage.removeItem(TOKEN_KEY);
+  if (settings.token) sessionStorage.setItem(TOKEN_KEY, settings.token);
+  else sessionStorage.removeItem(TOKEN_KEY);
 }
 
 /** A failed call: the envelope's code and message, or a network failure (`status` 0). */
@@ -51,7 +61,8 @@ export class ApiError extends Error {
 
 function headers(json: boolean): Headers {
   const { clientId, token } = loadSettings();
-  const out = new Headers({ "X-Client-ID": clientId });
+  const out = new Headers();
+  if (clientId) out.set("X-Client-ID", clientId);
   if (token) out.set("Authorization", `Bearer ${token}`);
   if (json) out.set("Content-Type", "application/json");
   return out;

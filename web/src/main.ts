@@ -1,9 +1,9 @@
 // The UI's entry: the hash router (`#/threads/ID`, `#/approvals`, `#/costs`,
-// `#/agents`, `#/policies`), the navigation, and the settings dialog (client id and
-// token, kept in localStorage). Hash routes keep the server to two paths: `/` and
+// `#/agents`, `#/policies`), the navigation, and the settings dialog (client id, kept
+// in localStorage; API key or token, kept for the browser session only). Hash routes keep the server to two paths: `/` and
 // `/assets/…`.
 
-import { CLIENT_ID_PATTERN, loadSettings, saveSettings } from "./api";
+import { loadSettings, saveSettings, validClientId } from "./api";
 import { h, replace } from "./dom";
 import { clearError, initUi, showError, type View } from "./ui";
 import { agentsView } from "./views/agents";
@@ -55,7 +55,7 @@ function route(): void {
 
 function showWho(): void {
   const { clientId, token } = loadSettings();
-  who.textContent = `${clientId}${token ? " · token set" : ""}`;
+  who.textContent = `${clientId || "the key's client"}${token ? " · signed in" : ""}`;
 }
 
 function openSettings(): void {
@@ -72,7 +72,7 @@ who.addEventListener("click", openSettings);
 document.getElementById("settings-cancel")!.addEventListener("click", () => dialog.close());
 settingsForm.addEventListener("submit", (e) => {
   e.preventDefault();
-  if (!CLIENT_ID_PATTERN.test(clientInput.value)) {
+  if (!validClientId(clientInput.value, tokenInput.value.trim())) {
     clientInput.setCustomValidity("1 to 128 letters, digits and . _ : @ -");
     clientInput.reportValidity();
     return;

@@ -13,6 +13,7 @@ const store = new Map<string, string>();
   setItem: (k: string, v: string) => store.set(k, v),
   removeItem: (k: string) => store.delete(k),
 };
+(globalThis as any).sessionStorage = (globalThis as any).localStorage;
 
 function sse(seqs: number[]): string {
   return seqs

@@ -50,6 +50,8 @@ enum Command {
     Costs(commands::costs::CostsArgs),
     /// Agent versions on a running server: list, create, edit, promote, traffic, rollback, shadow.
     Versions(commands::versions::VersionsArgs),
+    /// API keys in the configured store: create (secret printed once), list, revoke.
+    Keys(commands::keys::KeysArgs),
 }
 
 impl Command {
@@ -115,6 +117,7 @@ fn main() -> ExitCode {
             Command::Policy(args) => commands::policy::run(args),
             Command::Costs(args) => commands::costs::run(cli.config.as_deref(), args).await,
             Command::Versions(args) => commands::versions::run(args).await,
+            Command::Keys(args) => commands::keys::run(cli.config.as_deref(), args).await,
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

@@ -207,7 +207,7 @@ fn every_error_of_a_file_is_printed_with_its_line() {
         [
             format!(
                 "{path}:5: [0].rules.window: unknown field `window` for approval_required \
-                 policies, expected one of `tools`, `approvers`"
+                 policies, expected one of `tools`, `approvers`, `separate_approver`"
             ),
             format!("{path}:9: [1].rules.window: `10x` is not a window like 30s, 5m, 1h or 1d"),
             format!("{path}:10: [1].rules.max: must be at least 1"),

@@ -323,6 +323,55 @@ async fn a_secret_never_appears_in_the_database_the_logs_or_any_response() {
         .await;
     assert!(status >= 400, "{body}");
 
+    // An API key (ADR 0030): its creation's answer is the one place it shows; used,
+    // refused, listed and revoked, it is in no other answer, no log line (at debug)
+    // and not in the database in clear.
+    let created: Value = http
+        .post(format!("{}/v1/keys", served.base))
+        .header("X-Client-ID", "admin")
+        .json(&json!({"client": "keyholder", "roles": ["operator"]}))
+        .send()
+        .await
+        .expect("create key")
+        .json()
+        .await
+        .expect("key JSON");
+    let key = created["secret"].as_str().expect("secret").to_owned();
+    let key_id = created["key"]["id"].as_str().expect("key id").to_owned();
+    for (method, path, want) in [
+        (reqwest::Method::GET, "/v1/threads".to_owned(), 200),
+        (reqwest::Method::GET, "/v1/keys".to_owned(), 403),
+        (
+            reqwest::Method::GET,
+            format!("/v1/threads/{keeper}/history"),
+            404,
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/v1/keys/{key_id}/revoke"),
+            403,
+        ),
+    ] {
+        let response = http
+            .request(method, format!("{}{path}", served.base))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("request with the key");
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        assert_eq!(status, want, "{path}: {body}");
+        r.0.push(body);
+    }
+    let (status, body) = r
+        .send(http.get(format!("{}/v1/threads", served.base)))
+        .await;
+    assert_eq!(
+        status, 401,
+        "once a key exists, a request without one is refused: {body}"
+    );
+    let key_core = key[3..].to_owned();
+
     // Let the writer settle, then read everything the server left behind.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut database = Vec::new();
@@ -344,10 +393,19 @@ async fn a_secret_never_appears_in_the_database_the_logs_or_any_response() {
         "the database holds the redacted turn"
     );
     assert!(!contains(&database, CORE), "the database holds the secret");
+    assert!(
+        !contains(&database, &key_core),
+        "the database holds an API key"
+    );
+    assert!(!logs.contains(&key_core), "the logs hold an API key");
     assert!(!logs.contains(CORE), "the logs hold the secret:\n{logs}");
     assert!(!logs.is_empty(), "the server logged something");
     for body in &r.0 {
         assert!(!body.contains(CORE), "a response holds the secret: {body}");
+        assert!(
+            !body.contains(&key_core),
+            "a response holds an API key: {body}"
+        );
     }
     // Tool output is redacted before the model sees it, too (the input and the model's
     // own calls are what the user and the model wrote, and go back as they were).

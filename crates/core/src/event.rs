@@ -266,6 +266,10 @@ pub enum EventPayload {
         feedback: Option<String>,
         /// Who decided: a client id, or `expiry`.
         by: String,
+        /// How the decider proved it: `key:key_…`, `oidc:SUBJECT`, `token`, or
+        /// `claimed` (a server without keys). Absent for an expiry.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        decider: Option<String>,
     },
     /// Something the turn did that policy does not allow, found by the audit after it.
     PolicyViolation {

@@ -75,6 +75,7 @@ prefixed_id!(DeliveryId, "dlv_", "webhook delivery");
 prefixed_id!(CompletionId, "chatcmpl-", "gateway completion");
 prefixed_id!(ReplicaId, "rep_", "replica");
 prefixed_id!(HoldId, "hold_", "budget hold");
+prefixed_id!(KeyId, "key_", "API key");
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod chat;
 pub mod error;
 pub mod event;
+pub mod identity;
 pub mod ids;
 pub mod policy;
 pub mod secret;
@@ -21,9 +22,10 @@ pub use event::{
     ApprovalOutcome, Event, EventPayload, FileChange, PermissionDecision, StopReason, ToolStatus,
     usd_of_micros,
 };
+pub use identity::{AccessRole, KeySecret, RoleSet};
 pub use ids::{
-    ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, PermissionId, ReplicaId, ThreadId,
-    TurnId,
+    ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, KeyId, PermissionId, ReplicaId,
+    ThreadId, TurnId,
 };
 pub use tool::{FINISH_TASK, ToolErrorKind, ToolSpec, args_preview_hash};
 pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

@@ -158,7 +158,7 @@ fn every_error_of_a_file_is_reported_at_its_line() {
         shown,
         [
             "many.yaml:5: [0].rules.window: unknown field `window` for approval_required \
-             policies, expected one of `tools`, `approvers`",
+             policies, expected one of `tools`, `approvers`, `separate_approver`",
             "many.yaml:6: [1].name: `bad name` is not a policy name (letters, digits, `_`, \
              `-`, `.`; at most 128)",
             "many.yaml:8: [1].targets.agent: unknown field `agent`, expected one of \
@@ -178,7 +178,7 @@ fn an_unknown_rule_field_lists_only_the_fields_of_its_type() {
     assert_eq!(
         e,
         "a.yaml:5: rules.window: unknown field `window` for approval_required policies, \
-         expected one of `tools`, `approvers`"
+         expected one of `tools`, `approvers`, `separate_approver`"
     );
     let e = one_error(
         "b.yaml",

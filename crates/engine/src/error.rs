@@ -38,6 +38,9 @@ pub enum HubError {
     /// decide this approval.
     #[error("{0}")]
     Forbidden(String),
+    /// No valid credential: a key unknown, revoked or expired.
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("{message}")]
     RateLimited {
         message: String,
@@ -104,6 +107,7 @@ impl HubError {
             Self::NotFound(_) => ErrorCode::NotFound,
             Self::Conflict(_) | Self::ShuttingDown => ErrorCode::Conflict,
             Self::Forbidden(_) => ErrorCode::Forbidden,
+            Self::Unauthorized(_) => ErrorCode::Unauthorized,
             Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::RateLimitsUnavailable(_) => ErrorCode::UpstreamUnavailable,
             Self::BudgetExceeded(_) => ErrorCode::BudgetExceeded,

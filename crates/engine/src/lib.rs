@@ -13,6 +13,7 @@ pub mod gateway;
 pub mod governance;
 pub mod harmony;
 pub mod hub;
+pub mod identity;
 pub mod models;
 pub mod permissions;
 pub mod policy;

@@ -14,7 +14,7 @@ pub mod settings;
 pub mod shutdown;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -231,6 +231,12 @@ impl Runtime {
             versions,
             external,
         );
+        hub.use_keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>);
+        if let Some(oidc) = &config.oidc {
+            let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())
+                .map_err(|m| RuntimeError::Config(config::ConfigError::new("auth.oidc", m)))?;
+            hub.use_token_verifier(Arc::new(verifier));
+        }
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
         if let Some(feed) = store.announcements() {
             hub.follow_replicas(
@@ -304,6 +310,58 @@ impl Runtime {
     /// at once.
     pub fn shutdown_handle(&self) -> Arc<Shutdown> {
         self.shutdown.clone()
+    }
+
+    /// Confines the workspaces of callers from outside the process (ADR 0031): inside
+    /// `[server] workspace_roots`, else inside `default_root` (`serve` on loopback: the
+    /// directory it started in), and never the data or configuration directory or one
+    /// that contains them. Returns how many roots are in force (0: none).
+    pub fn confine_workspaces(&self, default_root: Option<&Path>) -> Result<usize, RuntimeError> {
+        let configured = self.config.server.workspace_roots.clone();
+        let roots = match (configured, default_root) {
+            (Some(roots), _) => Some(roots),
+            (None, Some(root)) => Some(vec![root.to_path_buf()]),
+            (None, None) => None,
+        };
+        let roots = roots
+            .map(|roots| {
+                roots
+                    .iter()
+                    .map(|root| {
+                        std::fs::canonicalize(root).map_err(|e| {
+                            RuntimeError::Config(config::ConfigError::new(
+                                "server.workspace_roots",
+                                format!("{} is not a directory: {e}", root.display()),
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?;
+        // Where the database is (or, on PostgreSQL, executions' directories are), and
+        // where the configuration came from.
+        let forbidden = [
+            self.config.store.path.parent().map(Path::to_path_buf),
+            self.config
+                .file
+                .as_ref()
+                .and_then(|file| file.parent().map(Path::to_path_buf)),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|dir| {
+            if dir.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                dir
+            }
+        })
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .collect();
+        let count = roots.as_ref().map_or(0, Vec::len);
+        self.hub
+            .confine_workspaces(agentplane_engine::hub::WorkspaceRoots { roots, forbidden });
+        Ok(count)
     }
 
     /// The process's metrics (`/metrics`).

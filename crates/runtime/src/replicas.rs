@@ -17,7 +17,7 @@ use agentplane_core::{ReplicaId, TurnId};
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::ports::{
-    EventStore, ExecutionStore, ReplicaStore, StoreError, VersionStore,
+    EventStore, ExecutionStore, KeyStore, ReplicaStore, StoreError, VersionStore,
 };
 use agentplane_postgres::PostgresStore;
 use agentplane_store::SqliteStore;
@@ -28,9 +28,12 @@ use crate::config::StoreConfig;
 use crate::settings::cluster::ClusterConfig;
 
 /// Every store port in one object: what the runtime holds, SQLite or PostgreSQL.
-pub trait Store: EventStore + ExecutionStore + VersionStore + ReplicaStore {}
+pub trait Store: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore {}
 
-impl<T> Store for T where T: EventStore + ExecutionStore + VersionStore + ReplicaStore + ?Sized {}
+impl<T> Store for T where
+    T: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + ?Sized
+{
+}
 
 /// Opens the configured store as a new replica. The URL of a PostgreSQL database never
 /// appears in a message with its password.

@@ -1,12 +1,15 @@
-//! Who is calling `/v1/*`: the bearer token (when one is configured), then the
-//! client's identity from `X-Client-ID`.
+//! Who is calling `/v1/*`, `/mcp`, `/openai/v1` and `/metrics`: the credential first
+//! (the single `--auth-token`, or an API key the hub checks), then the client it acts
+//! as (ADR 0030).
 //!
-//! The token is checked first, so an unauthenticated caller learns nothing else. The
-//! comparison hashes both sides and compares the digests without early exit, so its
-//! time depends on neither the token's content nor its length. The client id is the
-//! tenancy key (a thread belongs to one client; another client's thread is 404), so it
-//! is validated strictly and handed to handlers as [`ClientId`]. This file never
-//! logs or echoes the `Authorization` header.
+//! The credential is checked first, so an unauthenticated caller learns nothing else.
+//! A key acts as its own client: an `X-Client-ID` naming another is 403 (unless the
+//! key is an admin's), an absent one takes the key's. The token is an admin that names
+//! its client with `X-Client-ID`. With neither a token nor any key, the client is
+//! whoever `X-Client-ID` claims, as before keys existed. The token comparison hashes
+//! both sides and compares the digests without early exit. The result is an
+//! [`Identity`] in the request's extensions: the hub's [`Caller`], which every hub
+//! method checks for its roles. This file never logs or echoes `Authorization`.
 
 use std::sync::Arc;
 
@@ -17,6 +20,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
 
+use agentplane_core::identity::looks_like_key;
+use agentplane_engine::hub::Hub;
+use agentplane_engine::identity::Caller;
+
 use crate::error::ApiError;
 
 /// The header that names the calling client.
@@ -26,9 +33,7 @@ pub const MAX_CLIENT_ID_CHARS: usize = 128;
 /// The client id's shape as a regular expression (for the OpenAPI document).
 pub const CLIENT_ID_PATTERN: &str = "^[A-Za-z0-9._:@-]{1,128}$";
 
-/// The calling client, validated: 1 to 128 characters of `[A-Za-z0-9._:@-]`.
-/// Only the auth middleware creates one, so a handler that takes it runs for a
-/// validated caller.
+/// A client id, validated: 1 to 128 characters of `[A-Za-z0-9._:@-]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientId(String);
 
@@ -57,31 +62,39 @@ impl ClientId {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientId {
+/// A caller the middleware authenticated, for handlers to pass to the hub. Only the
+/// middleware creates one.
+#[derive(Debug, Clone)]
+pub struct Identity(pub Caller);
+
+impl<S: Send + Sync> FromRequestParts<S> for Identity {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        match parts.extensions.get::<ClientId>() {
-            Some(client) => Ok(client.clone()),
-            // Only reachable if a route was mounted without the middleware.
-            None => client_from_header(parts),
-        }
+        parts
+            .extensions
+            .get::<Identity>()
+            .cloned()
+            // Only reachable if a route were mounted without the middleware.
+            .ok_or_else(|| ApiError::unauthorized("this route was mounted without auth"))
     }
 }
 
-/// The token `/v1/*` requires, if any.
+/// The credentials the routes require: the token, if any, and the hub's keys.
 #[derive(Clone)]
 pub(crate) struct Gate {
     token: Option<Arc<[u8; 32]>>,
+    hub: Arc<Hub>,
 }
 
 impl Gate {
-    /// A gate for `token`; `None` or an empty token lets every caller through.
-    pub(crate) fn new(token: Option<&str>) -> Self {
+    /// A gate for `token` (`None` or empty: no token) and the hub's keys.
+    pub(crate) fn new(token: Option<&str>, hub: Arc<Hub>) -> Self {
         Self {
             token: token
                 .filter(|t| !t.is_empty())
                 .map(|t| Arc::new(digest(t.as_bytes()))),
+            hub,
         }
     }
 
@@ -90,46 +103,97 @@ impl Gate {
         self.token.is_some()
     }
 
-    fn admits(&self, parts: &Parts) -> Result<(), ApiError> {
-        let Some(expected) = &self.token else {
-            return Ok(());
-        };
+    /// The caller of a request; `fallback` is the client of a token or claimed caller
+    /// that names none (the metrics scraper), else `X-Client-ID` is required for them.
+    pub(crate) async fn caller(
+        &self,
+        parts: &Parts,
+        fallback: Option<&str>,
+    ) -> Result<Caller, ApiError> {
         let presented = parts
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(bearer_token)
-            .ok_or_else(|| ApiError::unauthorized("a bearer token is required"))?;
-        if same_digest(&digest(presented.as_bytes()), expected) {
-            Ok(())
-        } else {
-            Err(ApiError::unauthorized("the bearer token is not valid"))
+            .and_then(bearer_token);
+        let token_matches = match (&self.token, presented) {
+            (Some(expected), Some(t)) => same_digest(&digest(t.as_bytes()), expected),
+            _ => false,
+        };
+        if token_matches {
+            let client = claimed_client(parts, fallback)?;
+            return Ok(Caller::token(client.as_str()));
         }
+        if let Some(jwt) = presented
+            && self.hub.verifies_tokens()
+            && looks_like_jwt(jwt)
+        {
+            let caller = self.hub.authenticate_token(jwt, None).await?;
+            let claimed = optional_client(parts)?;
+            return Ok(self
+                .hub
+                .act_as(caller, claimed.as_ref().map(ClientId::as_str))?);
+        }
+        let keys = self.hub.keys_required().await?;
+        if let Some(secret) = presented
+            && (keys || looks_like_key(secret))
+        {
+            let caller = self.hub.authenticate_key(secret, None).await?;
+            let claimed = optional_client(parts)?;
+            return Ok(self
+                .hub
+                .act_as(caller, claimed.as_ref().map(ClientId::as_str))?);
+        }
+        if self.token.is_some() || keys {
+            return Err(match presented {
+                None => ApiError::unauthorized("a bearer token or API key is required"),
+                Some(_) => ApiError::unauthorized("the bearer token is not valid"),
+            });
+        }
+        let client = claimed_client(parts, fallback)?;
+        Ok(Caller::claimed(client.as_str()))
     }
 }
 
-/// The middleware in front of `/v1/*`.
+/// The middleware in front of `/v1/*`, `/mcp` and `/openai/v1`.
 pub(crate) async fn authenticate(
     State(gate): State<Gate>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let (mut parts, body) = request.into_parts();
-    gate.admits(&parts)?;
-    let client = client_from_header(&parts)?;
-    parts.extensions.insert(client);
+    let caller = gate.caller(&parts, None).await?;
+    parts.extensions.insert(Identity(caller));
     Ok(next.run(Request::from_parts(parts, body)).await)
 }
 
-fn client_from_header(parts: &Parts) -> Result<ClientId, ApiError> {
-    let raw = parts
-        .headers
-        .get(CLIENT_ID_HEADER)
-        .ok_or_else(|| ApiError::invalid("the X-Client-ID header is required"))?;
+/// The client `X-Client-ID` names (validated), or `fallback`; one is required.
+fn claimed_client(parts: &Parts, fallback: Option<&str>) -> Result<ClientId, ApiError> {
+    match (optional_client(parts)?, fallback) {
+        (Some(client), _) => Ok(client),
+        (None, Some(fallback)) => ClientId::parse(fallback).map_err(ApiError::invalid),
+        (None, None) => Err(ApiError::invalid("the X-Client-ID header is required")),
+    }
+}
+
+/// The client `X-Client-ID` names, validated, if it is present.
+fn optional_client(parts: &Parts) -> Result<Option<ClientId>, ApiError> {
+    let Some(raw) = parts.headers.get(CLIENT_ID_HEADER) else {
+        return Ok(None);
+    };
     let raw = raw
         .to_str()
         .map_err(|_| ApiError::invalid("X-Client-ID must be printable ASCII"))?;
-    ClientId::parse(raw).map_err(ApiError::invalid)
+    ClientId::parse(raw).map(Some).map_err(ApiError::invalid)
+}
+
+/// Whether a bearer credential has a JWT's shape: three base64url parts.
+fn looks_like_jwt(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    parts.len() == 3
+        && parts[..2].iter().all(|p| !p.is_empty())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The token of `Bearer <token>`; the scheme is case-insensitive.
@@ -173,6 +237,16 @@ mod tests {
     }
 
     #[test]
+    fn jwts_are_told_from_keys_and_tokens() {
+        assert!(looks_like_jwt("eyJh.eyJz.c2ln"));
+        assert!(looks_like_jwt("eyJh.eyJz."));
+        assert!(!looks_like_jwt("ap_0123"));
+        assert!(!looks_like_jwt("a.b"));
+        assert!(!looks_like_jwt("a.b.c.d"));
+        assert!(!looks_like_jwt("a b.c.d"));
+    }
+
+    #[test]
     fn bearer_tokens_are_read_strictly() {
         assert_eq!(bearer_token("Bearer abc"), Some("abc"));
         assert_eq!(bearer_token("bearer  abc "), Some("abc"));
@@ -186,6 +260,5 @@ mod tests {
         assert!(same_digest(&digest(b"secret"), &digest(b"secret")));
         assert!(!same_digest(&digest(b"secret"), &digest(b"secreT")));
         assert!(!same_digest(&digest(b"secret"), &digest(b"secret-longer")));
-        assert!(!Gate::new(Some("")).required());
     }
 }

@@ -31,6 +31,9 @@
 //! GET    /v1/executions                    the client's executions (filters)
 //! GET    /v1/executions/{id}               poll one: status and output
 //! POST   /v1/executions/{id}/cancel        cancel a queued or running one (202)
+//! POST   /v1/keys                          create an API key (admins; 201, secret once)
+//! GET    /v1/keys                          the API keys, never a secret (admins)
+//! POST   /v1/keys/{id}/revoke              revoke a key, at once on every replica
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
@@ -77,7 +80,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use acp_agent::{AcpServeError, AcpServeOptions, serve_acp_stdio};
-pub use auth::ClientId;
+pub use auth::{ClientId, Identity};
 pub use connections::ConnectionLimits;
 pub use error::{ApiError, status_of};
 pub use followers::FollowerLimits;
@@ -292,7 +295,7 @@ fn build(
     streams_end: CancellationToken,
     mcp_stop: CancellationToken,
 ) -> Router {
-    let gate = auth::Gate::new(options.auth_token.as_deref());
+    let gate = auth::Gate::new(options.auth_token.as_deref(), hub.clone());
     let state = AppState {
         hub,
         heartbeat: options.heartbeat.max(MIN_HEARTBEAT),
@@ -338,6 +341,11 @@ fn build(
         .routes(routes!(crate::routes::versions::rollback))
         .routes(routes!(crate::routes::versions::shadow))
         .routes(routes!(crate::routes::versions::shadows))
+        .routes(routes!(
+            crate::routes::keys::create,
+            crate::routes::keys::list
+        ))
+        .routes(routes!(crate::routes::keys::revoke))
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
     let (router, mut doc) = OpenApiRouter::with_openapi(openapi::base())
         .routes(routes!(health::healthz))

@@ -49,6 +49,7 @@ const BEARER: &str = "bearer";
         (name = tags::COSTS, description = "What model calls cost, grouped."),
         (name = tags::EXECUTIONS, description = "Turns run asynchronously: queue, poll, cancel, webhooks."),
         (name = tags::VERSIONS, description = "Agent versions: promotion, traffic splits, rollback, shadow runs."),
+        (name = tags::KEYS, description = "API keys, each bound to a client and roles (admins only)."),
     )
 )]
 struct ApiDoc;

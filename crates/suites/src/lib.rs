@@ -92,6 +92,7 @@ pub fn command(sb: &Sandbox, model_url: &str) -> Command {
         .env_remove("AGENTPLANE_AUTH_TOKEN")
         .env_remove("AGENTPLANE_SERVER")
         .env_remove("AGENTPLANE_CLIENT_ID")
+        .env_remove("AGENTPLANE_KEY")
         .env_remove("AGENTPLANE_LLM_API_KEY")
         .env("AGENTPLANE_LLM_BASE_URL", model_url)
         .env("AGENTPLANE_LLM_MODEL", "scripted-model")

@@ -518,3 +518,74 @@ async fn a_replica_whose_listen_connection_was_away_streams_the_gap_at_once() {
     drop((a, b));
     drop_database(&postgres, &name).await;
 }
+
+/// API keys on a shared database (ADR 0030): a key made by `agentplane keys create`
+/// beside running replicas works on both; revoked through one, it is refused by the
+/// other on its next request (no cache), well within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_revoked_on_one_replica_is_refused_by_the_other_at_once() {
+    let Some(postgres) = service("AGENTPLANE_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let (db, name) = fresh_database(&postgres).await;
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox("");
+    let token = "tok-replicas-keys-7d1e";
+    let a = start(
+        &sb,
+        &model.base_url(),
+        &["--db", &db, "--auth-token", token],
+    )
+    .await;
+    let b = start(
+        &sb,
+        &model.base_url(),
+        &["--db", &db, "--auth-token", token],
+    )
+    .await;
+    let out = agentplane_suites::command(&sb, &model.base_url())
+        .env("AGENTPLANE_DB", &db)
+        .args(["keys", "create", "--client", "alice", "--role", "viewer"])
+        .output()
+        .expect("keys create");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let key = stdout.lines().last().expect("the key").to_owned();
+    let id = stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("key_"))
+        .expect("key id")
+        .to_owned();
+    let http = reqwest::Client::new();
+    let threads = |served: &Served| {
+        http.get(format!("{}/v1/threads", served.base))
+            .bearer_auth(&key)
+            .send()
+    };
+    assert_eq!(threads(&a).await.expect("A").status(), 200);
+    assert_eq!(threads(&b).await.expect("B").status(), 200);
+    let revoked = http
+        .post(format!("{}/v1/keys/{id}/revoke", a.base))
+        .bearer_auth(token)
+        .header("X-Client-ID", "admin")
+        .send()
+        .await
+        .expect("revoke");
+    assert_eq!(revoked.status(), 200);
+    let at = Instant::now();
+    let status = threads(&b).await.expect("B").status();
+    let took = at.elapsed();
+    assert_eq!(status, 401, "B still accepts the revoked key");
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    println!(
+        "identity-figures revocation: refused by the other replica on its first request, {took:?} after the revoke"
+    );
+    drop((a, b));
+    drop_database(&postgres, &name).await;
+}

@@ -196,7 +196,9 @@ export function chatView(thread: Thread): View {
         break;
       }
       case "approval_decided": {
-        turn.approvals.get(event.approval_id)?.decided(event.outcome, event.by, event.feedback, event.arguments);
+        // The decider's proof (`key:key_…`, `oidc:SUBJECT`, `token`) beside the client.
+        const by = event.decider && event.decider !== "claimed" ? `${event.by} (${event.decider})` : event.by;
+        turn.approvals.get(event.approval_id)?.decided(event.outcome, by, event.feedback, event.arguments);
         break;
       }
       case "cost": {

@@ -107,6 +107,7 @@ fn approval_decided(turn: &TurnId) -> Event {
             arguments: None,
             feedback: None,
             by: "alice".into(),
+            decider: None,
         },
     )
 }

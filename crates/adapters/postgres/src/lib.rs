@@ -18,6 +18,7 @@ mod costs;
 mod db;
 mod events;
 mod executions;
+mod keys;
 mod listener;
 mod nul;
 mod replicas;

@@ -323,6 +323,30 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX budget_holds_by_replica ON budget_holds (replica);
     "#,
+    // 4: API keys (ADR 0030), as in SQLite's migration 8: the digest of the secret
+    // only; never changed but revoked once, never deleted.
+    r#"
+    CREATE TABLE api_keys (
+        id          TEXT PRIMARY KEY,
+        digest      TEXT NOT NULL UNIQUE,
+        client_id   TEXT NOT NULL,
+        roles       TEXT NOT NULL,
+        description TEXT,
+        created_by  TEXT NOT NULL,
+        created_at  TEXT COLLATE "C" NOT NULL,
+        expires_at  TEXT COLLATE "C",
+        revoked_at  TEXT COLLATE "C",
+        pos         BIGINT GENERATED ALWAYS AS IDENTITY
+    );
+    CREATE TRIGGER api_keys_fixed BEFORE UPDATE OF id, digest, client_id, roles, created_at,
+        expires_at ON api_keys
+        FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('a key never changes, it is revoked');
+    CREATE TRIGGER api_keys_revoked_once BEFORE UPDATE OF revoked_at ON api_keys
+        FOR EACH ROW WHEN (OLD.revoked_at IS NOT NULL)
+        EXECUTE FUNCTION agentplane_refuse('a revoked key stays revoked');
+    CREATE TRIGGER api_keys_never_delete BEFORE DELETE ON api_keys
+        FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('keys are kept for audit');
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -34,6 +34,7 @@ fn decision(outcome: ApprovalOutcome) -> ApprovalDecision {
         arguments: None,
         feedback: None,
         by: "client-a".into(),
+        decider: Some("key:key_0".into()),
         arguments_in_event: true,
     }
 }

@@ -12,6 +12,7 @@ mod approvals;
 mod connection;
 mod costs;
 mod executions;
+mod keys;
 mod migrations;
 mod model_calls;
 mod permissions;

@@ -301,6 +301,31 @@ const MIGRATIONS: &[&str] = &[
         heartbeat_at TEXT NOT NULL
     ) STRICT;
     "#,
+    // 8: API keys (ADR 0030): each bound to a client and roles, stored as the digest of
+    // its secret only; never deleted, revoked once.
+    r#"
+    CREATE TABLE api_keys (
+        id          TEXT PRIMARY KEY NOT NULL,
+        -- SHA-256 of the secret, hex. The secret itself is never stored.
+        digest      TEXT NOT NULL UNIQUE,
+        client_id   TEXT NOT NULL,
+        -- JSON: an array of role names.
+        roles       TEXT NOT NULL,
+        description TEXT,
+        created_by  TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        expires_at  TEXT,
+        revoked_at  TEXT
+    ) STRICT;
+    CREATE TRIGGER api_keys_fixed BEFORE UPDATE OF id, digest, client_id, roles, created_at,
+        expires_at ON api_keys
+        BEGIN SELECT RAISE(ABORT, 'a key never changes, it is revoked'); END;
+    CREATE TRIGGER api_keys_revoked_once BEFORE UPDATE OF revoked_at ON api_keys
+        WHEN OLD.revoked_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a revoked key stays revoked'); END;
+    CREATE TRIGGER api_keys_never_delete BEFORE DELETE ON api_keys
+        BEGIN SELECT RAISE(ABORT, 'keys are kept for audit'); END;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -28,7 +28,7 @@ const VERSION_COLUMNS: &str =
 
 impl SqliteStore {
     /// Runs `write` on the writer thread as one isolated command.
-    async fn job<T, F>(&self, write: F) -> Result<T, StoreError>
+    pub(crate) async fn job<T, F>(&self, write: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,

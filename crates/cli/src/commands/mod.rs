@@ -5,6 +5,7 @@ pub mod agents;
 pub mod approvals;
 pub mod costs;
 pub mod history;
+pub mod keys;
 pub mod mcp;
 pub mod policy;
 pub mod remote;

@@ -31,10 +31,19 @@ pub struct ServerArgs {
     /// The running server's URL.
     #[arg(long, env = "AGENTPLANE_SERVER", default_value = DEFAULT_SERVER, value_name = "URL")]
     server: String,
-    /// Whose threads to see: the `X-Client-ID` sent. `agentplane run` records its
-    /// threads as `local`.
-    #[arg(long, env = "AGENTPLANE_CLIENT_ID", default_value = LOCAL_CLIENT, value_name = "ID")]
-    client_id: String,
+    /// Whose threads to see: the `X-Client-ID` sent (default `local`, the client
+    /// `agentplane run` records). With a key, the key's client unless named here.
+    #[arg(long, env = "AGENTPLANE_CLIENT_ID", value_name = "ID")]
+    client_id: Option<String>,
+    /// An API key (`ap_…`) to send instead of `AGENTPLANE_AUTH_TOKEN`; it acts as its
+    /// own client.
+    #[arg(
+        long,
+        env = "AGENTPLANE_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    key: Option<String>,
 }
 
 /// Why a request to the server did not give an answer to print. Each variant says
@@ -104,7 +113,9 @@ impl std::fmt::Display for RemoteError {
 pub struct Remote {
     http: reqwest::Client,
     base: String,
-    client_id: String,
+    /// The `X-Client-ID` sent; `None` with a key that names none (the key's own).
+    client_id: Option<String>,
+    /// The bearer credential: the key, else the token.
     token: Option<String>,
 }
 
@@ -121,20 +132,31 @@ impl Remote {
                 args.server
             )));
         }
-        if args.client_id.is_empty()
-            || reqwest::header::HeaderValue::from_str(&args.client_id).is_err()
+        let key = args.key.clone().filter(|k| !k.is_empty());
+        let client_id = match (&args.client_id, &key) {
+            (Some(id), _) => Some(id.clone()),
+            (None, Some(_)) => None,
+            (None, None) => Some(LOCAL_CLIENT.to_owned()),
+        };
+        if let Some(id) = &client_id
+            && (id.is_empty() || reqwest::header::HeaderValue::from_str(id).is_err())
         {
             return Err(RemoteError::Usage(format!(
-                "--client-id must be a non-empty header value, got {:?}",
-                args.client_id
+                "--client-id must be a non-empty header value, got {id:?}"
             )));
         }
-        let token = std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty());
+        let (token, source) = match key {
+            Some(key) => (Some(key), "--key (AGENTPLANE_KEY)"),
+            None => (
+                std::env::var(TOKEN_VARIABLE).ok().filter(|t| !t.is_empty()),
+                TOKEN_VARIABLE,
+            ),
+        };
         if let Some(token) = &token
             && reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).is_err()
         {
             return Err(RemoteError::Usage(format!(
-                "{TOKEN_VARIABLE} is not a valid header value"
+                "{source} is not a valid header value"
             )));
         }
         let http = reqwest::Client::builder()
@@ -148,7 +170,7 @@ impl Remote {
         Ok(Self {
             http,
             base,
-            client_id: args.client_id.clone(),
+            client_id,
             token,
         })
     }
@@ -158,22 +180,26 @@ impl Remote {
         &self.base
     }
 
-    /// The client id sent.
+    /// The client id sent (`the key's client` when a key names none).
     pub fn client_id(&self) -> &str {
-        &self.client_id
+        self.client_id.as_deref().unwrap_or("the key's client")
+    }
+
+    /// `request` with the client id and the bearer credential, when there are.
+    fn authorised(&self, mut request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        if let Some(id) = &self.client_id {
+            request = request.header("X-Client-ID", id);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        request
     }
 
     /// `GET {base}{path}` with the client id and token; the JSON of a 2xx answer.
     pub async fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<Value, RemoteError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self
-            .http
-            .get(&url)
-            .query(query)
-            .header("X-Client-ID", &self.client_id);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
+        let request = self.authorised(self.http.get(&url).query(query));
         self.exchange(url, request).await
     }
 
@@ -181,14 +207,7 @@ impl Remote {
     /// 2xx answer.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, RemoteError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self
-            .http
-            .post(&url)
-            .json(body)
-            .header("X-Client-ID", &self.client_id);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
+        let request = self.authorised(self.http.post(&url).json(body));
         self.exchange(url, request).await
     }
 
@@ -209,14 +228,7 @@ impl Remote {
         body: &Value,
     ) -> Result<Value, RemoteError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self
-            .http
-            .request(method, &url)
-            .json(body)
-            .header("X-Client-ID", &self.client_id);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
+        let request = self.authorised(self.http.request(method, &url).json(body));
         self.exchange(url, request).await
     }
 
@@ -303,8 +315,29 @@ mod tests {
     fn args(server: &str, client_id: &str) -> ServerArgs {
         ServerArgs {
             server: server.to_owned(),
-            client_id: client_id.to_owned(),
+            client_id: Some(client_id.to_owned()),
+            key: None,
         }
+    }
+
+    #[test]
+    fn a_key_is_the_credential_and_names_no_client_unless_told() {
+        let with_key = ServerArgs {
+            server: DEFAULT_SERVER.to_owned(),
+            client_id: None,
+            key: Some("ap_k".to_owned()),
+        };
+        let remote = Remote::new(&with_key).expect("valid");
+        assert_eq!(remote.client_id, None);
+        assert_eq!(remote.token.as_deref(), Some("ap_k"));
+        let without = ServerArgs {
+            key: None,
+            ..with_key
+        };
+        assert_eq!(
+            Remote::new(&without).expect("valid").client_id.as_deref(),
+            Some(LOCAL_CLIENT)
+        );
     }
 
     #[test]

@@ -108,6 +108,21 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         Ok(listener) => listener,
         Err(e) => return usage(&format!("cannot listen on {listen}: {e}")),
     };
+    // Outside callers' workspaces: `[server] workspace_roots`, else on loopback the
+    // directory serve started in (ADR 0031).
+    let start_dir = std::env::current_dir().ok();
+    let default_root = start_dir.as_deref().filter(|_| listen.ip().is_loopback());
+    match runtime.confine_workspaces(default_root) {
+        Ok(0) => tracing::warn!(
+            "no workspace roots: callers may use any directory but the data and \
+             configuration directories; set [server] workspace_roots"
+        ),
+        Ok(count) => tracing::info!(roots = count, "workspaces confined to the workspace roots"),
+        Err(e) => {
+            eprintln!("error [{}]: {e}", e.code());
+            return exit::of_error(&e);
+        }
+    }
     options.metrics = Some(runtime.metrics().clone());
     let hub = runtime.hub().clone();
     // Resumes turns whose approval was decided while no server ran, and expires

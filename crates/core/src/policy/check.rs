@@ -37,7 +37,7 @@ const POLICY_FIELDS: [&str; 5] = ["name", "type", "description", "targets", "rul
 /// The rule fields each policy type has, in the order the docs list them.
 pub(crate) fn rule_fields(kind: PolicyKind) -> &'static [&'static str] {
     match kind {
-        PolicyKind::ApprovalRequired => &["tools", "approvers"],
+        PolicyKind::ApprovalRequired => &["tools", "approvers", "separate_approver"],
         PolicyKind::RateLimit => &["window", "max", "per"],
         PolicyKind::TimeWindow => &["timezone", "days", "hours"],
         PolicyKind::Budget => &["usd", "period", "timezone", "per"],

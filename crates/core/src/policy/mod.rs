@@ -29,7 +29,7 @@ pub use budget::{Budget, BudgetKey, BudgetPeriod};
 pub use data_scope::DataScope;
 pub use glob::Glob;
 /// The instant type of policy evaluation, re-exported so callers need no time crate.
-pub use jiff::Timestamp;
+pub use jiff::{SignedDuration, Timestamp};
 pub use rate_limit::{CountKey, RateLimit};
 pub use targets::Targets;
 pub use time_window::{Day, HourRange, TimeWindow, Zone};
@@ -502,6 +502,8 @@ struct RawRules {
     #[serde(default)]
     approvers: Option<Vec<String>>,
     #[serde(default)]
+    separate_approver: Option<bool>,
+    #[serde(default)]
     window: Option<Window>,
     #[serde(default)]
     max: Option<MaxCount>,
@@ -552,6 +554,7 @@ impl RawRules {
             PolicyKind::ApprovalRequired => Rule::ApprovalRequired(ApprovalRequired {
                 tools: r.tools,
                 approvers: r.approvers.unwrap_or_default(),
+                separate_approver: r.separate_approver.unwrap_or(false),
             }),
             PolicyKind::RateLimit => {
                 let window = required(r.window, "window", kind);

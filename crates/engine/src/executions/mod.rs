@@ -14,6 +14,7 @@ mod backoff;
 mod webhooks;
 mod worker;
 
+use crate::identity::{Access, AsCaller};
 use worker::*;
 
 use std::collections::HashMap;
@@ -258,13 +259,20 @@ impl Executions {
     /// idempotency key; the same key with a different request is `Conflict`.
     pub async fn submit(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         request: SubmitExecution,
     ) -> Result<Submitted, HubError> {
+        let caller = self
+            .hub
+            .require(caller, Access::Operate, "submitting an execution")?;
+        let client = caller.client();
         if self.stopping.is_cancelled() {
             return Err(HubError::ShuttingDown);
         }
         self.check(&request)?;
+        if let Some(cwd) = &request.cwd {
+            self.hub.check_cwd(&caller, cwd)?;
+        }
         let fingerprint = serde_json::json!({
             "thread": request.thread,
             "cwd": request.cwd,
@@ -342,7 +350,15 @@ impl Executions {
     }
 
     /// An execution of this client; another client's is `NotFound`.
-    pub async fn get(&self, client: &str, id: &ExecutionId) -> Result<ExecutionRecord, HubError> {
+    pub async fn get(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        id: &ExecutionId,
+    ) -> Result<ExecutionRecord, HubError> {
+        let caller = self
+            .hub
+            .require(caller, Access::Read, "reading an execution")?;
+        let client = caller.client();
         match self.store.execution(id).await? {
             Some(record) if record.client_id == client => Ok(record),
             _ => Err(HubError::NotFound(format!("execution {id}"))),
@@ -352,9 +368,13 @@ impl Executions {
     /// A client's executions, newest first.
     pub async fn list(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         query: ListExecutions,
     ) -> Result<Vec<ExecutionRecord>, HubError> {
+        let caller = self
+            .hub
+            .require(caller, Access::Read, "listing executions")?;
+        let client = caller.client();
         if query.limit == 0 || query.limit > MAX_LIST_LIMIT {
             return Err(HubError::InvalidArgument(format!(
                 "limit must be between 1 and {MAX_LIST_LIMIT}"
@@ -377,9 +397,13 @@ impl Executions {
     /// finished one.
     pub async fn cancel(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         id: &ExecutionId,
     ) -> Result<ExecutionRecord, HubError> {
+        let caller = self
+            .hub
+            .require(caller, Access::Operate, "cancelling an execution")?;
+        let client = caller.client();
         self.get(client, id).await?;
         match self.store.cancel_execution(id, DeliveryId::new()).await? {
             CancelOutcome::Cancelled(record) => {

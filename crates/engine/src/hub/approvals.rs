@@ -14,7 +14,9 @@ use agentplane_core::{ApprovalId, ApprovalOutcome, StopReason};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::security_event;
 use super::{FeedObserver, Hub, HubError};
+use crate::identity::{Access, AsCaller, Caller};
 use crate::ports::{ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus};
 use crate::schema::Schema;
 use crate::turn::{self, PermissionSettings, TurnRequest};
@@ -36,13 +38,14 @@ pub enum ApprovalAnswer {
 }
 
 impl Hub {
-    /// Approvals a client may see: those of its threads and those naming it as an
-    /// approver. Oldest first.
+    /// Approvals a caller may see: those of its client's threads, and those naming it
+    /// as an approver (by client, or `role:NAME` for a role it holds). Oldest first.
     pub async fn list_approvals(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         pending_only: bool,
     ) -> Result<Vec<ApprovalRecord>, HubError> {
+        let caller = self.require(caller, Access::Approve, "listing approvals")?;
         let all = self
             .deps
             .store
@@ -51,35 +54,51 @@ impl Hub {
                 ..ApprovalQuery::default()
             })
             .await?;
-        Ok(all.into_iter().filter(|a| visible_to(a, client)).collect())
+        Ok(all.into_iter().filter(|a| visible_to(a, &caller)).collect())
     }
 
-    /// One approval the client may see; any other is `NotFound`.
+    /// One approval the caller may see; any other is `NotFound`.
     pub async fn approval(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         id: &ApprovalId,
     ) -> Result<ApprovalRecord, HubError> {
+        let caller = self.require(caller, Access::Approve, "reading an approval")?;
         match self.deps.store.approval(id).await? {
-            Some(record) if visible_to(&record, client) => Ok(record),
+            Some(record) if visible_to(&record, &caller) => Ok(record),
             _ => Err(HubError::NotFound(format!("approval {id}"))),
         }
     }
 
     /// Decides a pending approval and resumes its turn. When the approval names
-    /// approvers, only they may decide (the thread's owner may not approve its own
-    /// call); otherwise the owner decides.
+    /// approvers, only they may decide (by client, or by a role they hold); otherwise
+    /// the owner decides. With four eyes (`separate_approver`), the client whose turn
+    /// made the call never decides it. The decision records the decider's proof.
     pub async fn decide_approval(
         self: &Arc<Self>,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         id: &ApprovalId,
         answer: ApprovalAnswer,
     ) -> Result<ApprovalRecord, HubError> {
-        let record = self.approval(client, id).await?;
-        if !record.approvers.is_empty() && !record.approvers.iter().any(|a| a == client) {
+        let caller = self.require(caller, Access::Approve, "deciding an approval")?;
+        let client = caller.client();
+        let record = self.approval(&*caller, id).await?;
+        if !record.approvers.is_empty() && !names_approver(&record, &caller) {
+            security_event(
+                &caller,
+                "forbidden",
+                &format!("approval {id} is not addressed to it"),
+            );
             return Err(HubError::Forbidden(format!(
                 "approval {id} may be decided only by {}",
                 record.approvers.join(", ")
+            )));
+        }
+        if record.client_id == client && turn::approval_separate(&record) {
+            security_event(&caller, "forbidden", &format!("self-approval of {id}"));
+            return Err(HubError::Forbidden(format!(
+                "approval {id} needs a separate approver: the client that made the call \
+                 cannot decide it"
             )));
         }
         if let ApprovalStatus::Decided(outcome) = record.status {
@@ -117,7 +136,13 @@ impl Hub {
             }
         };
         let decided = self
-            .record_decision(id, outcome, arguments, feedback, client)
+            .record_decision(
+                id,
+                outcome,
+                arguments,
+                feedback,
+                (client, Some(caller.principal().to_string())),
+            )
             .await?;
         self.resume(id).await;
         Ok(decided)
@@ -130,7 +155,7 @@ impl Hub {
         outcome: ApprovalOutcome,
         arguments: Option<Value>,
         feedback: Option<String>,
-        by: &str,
+        (by, decider): (&str, Option<String>),
     ) -> Result<ApprovalRecord, HubError> {
         let governance = &self.deps.governance;
         let (record, event) = self
@@ -143,6 +168,7 @@ impl Hub {
                     arguments,
                     feedback,
                     by: by.to_owned(),
+                    decider,
                     arguments_in_event: governance.retention
                         == crate::governance::ArgsRetention::Full,
                 },
@@ -273,7 +299,7 @@ impl Hub {
                 ApprovalOutcome::Rejected,
                 None,
                 Some("the turn was cancelled".to_owned()),
-                client,
+                (client, None),
             )
             .await?;
         }
@@ -358,7 +384,13 @@ impl Hub {
                 continue;
             }
             match self
-                .record_decision(&approval.id, ApprovalOutcome::Expired, None, None, "expiry")
+                .record_decision(
+                    &approval.id,
+                    ApprovalOutcome::Expired,
+                    None,
+                    None,
+                    ("expiry", None),
+                )
                 .await
             {
                 Ok(_) => self.resume(&approval.id).await,
@@ -376,6 +408,18 @@ impl Hub {
 }
 
 /// The thread's owner and the named approvers see an approval.
-fn visible_to(approval: &ApprovalRecord, client: &str) -> bool {
-    approval.client_id == client || approval.approvers.iter().any(|a| a == client)
+fn visible_to(approval: &ApprovalRecord, caller: &Caller) -> bool {
+    approval.client_id == caller.client() || names_approver(approval, caller)
+}
+
+/// Whether the approval's `approvers` name the caller: its client, or `role:NAME` for
+/// a role it holds. An approval with an approver list is decided only by them.
+fn names_approver(approval: &ApprovalRecord, caller: &Caller) -> bool {
+    approval
+        .approvers
+        .iter()
+        .any(|a| match a.strip_prefix("role:") {
+            Some(role) => caller.roles().has_named(role),
+            None => a == caller.client(),
+        })
 }

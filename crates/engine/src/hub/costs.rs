@@ -10,6 +10,7 @@
 //! client is the operator's view of every client, for callers that hold the store
 //! itself (the CLI on the local database). Nothing here does I/O but the store port.
 
+use crate::identity::{Access, AsCaller};
 use std::collections::BTreeMap;
 
 use agentplane_core::policy::Timestamp;
@@ -164,7 +165,13 @@ impl Hub {
     /// The calling client's costs, grouped as asked. `InvalidArgument` for a bound that
     /// is not RFC 3339 or a turn grouping without a thread; `NotFound` for a thread
     /// that is not the client's.
-    pub async fn costs(&self, client: &str, request: CostRequest) -> Result<CostReport, HubError> {
+    pub async fn costs(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        request: CostRequest,
+    ) -> Result<CostReport, HubError> {
+        let caller = self.require(caller, Access::Read, "reading costs")?;
+        let client = caller.client();
         report_costs(self.deps.store.as_ref(), Some(client), request).await
     }
 }

@@ -2,6 +2,7 @@
 //! summary written by an internal turn, which later context uses instead).
 
 use super::*;
+use crate::identity::{Access, AsCaller};
 
 /// What history returns.
 #[derive(Debug, Clone)]
@@ -28,11 +29,13 @@ impl Hub {
     /// A thread's turns, optionally with their events and internal turns.
     pub async fn history(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
         include_events: bool,
         include_internal: bool,
     ) -> Result<History, HubError> {
+        let caller = self.require(caller, Access::Read, "reading history")?;
+        let client = caller.client();
         let record = self.thread(client, thread).await?;
         let mut turns = Vec::new();
         for turn in self.deps.store.list_turns(thread).await? {
@@ -55,9 +58,11 @@ impl Hub {
     /// Summarizes the thread's turns into its summary with an internal turn.
     pub async fn compact(
         self: &Arc<Self>,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
     ) -> Result<Compaction, HubError> {
+        let caller = self.require(caller, Access::Operate, "compacting a thread")?;
+        let client = caller.client();
         self.accepting()?;
         let record = self.thread(client, thread).await?;
         let past = self.past_turns(thread).await?;

@@ -13,11 +13,14 @@ mod costs;
 mod external;
 mod feeds;
 mod history;
+mod identity;
 mod replicas;
 mod stream;
 mod threads;
 mod versions;
+mod workspaces;
 
+use crate::identity::{Access, AsCaller};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,10 +51,12 @@ pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_co
 pub use feeds::DisconnectGuard;
 use feeds::*;
 pub use history::{Compaction, History, HistoryTurn};
+pub use identity::{CreateKey, MAX_KEY_DESCRIPTION_CHARS};
 pub use stream::EventStream;
 pub use threads::{MAX_THREAD_PAGE, ThreadPage};
 use versions::ShadowCopy;
 pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
+pub use workspaces::WorkspaceRoots;
 
 /// Longest accepted turn input, in characters (what the API documents).
 pub const MAX_INPUT_CHARS: usize = 65_536;
@@ -156,6 +161,16 @@ pub struct Hub {
     /// Cancels announced for turns not running here (yet): a turn registered soon
     /// after (a resumed approval) is cancelled at once (`replicas.rs`).
     early_cancels: Mutex<HashMap<TurnId, std::time::Instant>>,
+    /// API keys, once the composition root gives their store (`identity.rs`).
+    keys: std::sync::OnceLock<Arc<dyn crate::ports::KeyStore>>,
+    /// Set once a key is known to exist: keys are never deleted, so it stays set.
+    keys_seen: AtomicBool,
+    /// When the store last said no key exists (`identity.rs`).
+    no_keys_at: Mutex<Option<std::time::Instant>>,
+    /// Verifies OIDC bearer tokens, when `[auth.oidc]` is configured.
+    tokens: std::sync::OnceLock<Arc<dyn crate::ports::TokenVerifier>>,
+    /// Where outside callers' workspaces may be, once `serve` says (`workspaces.rs`).
+    workspace_roots: std::sync::OnceLock<WorkspaceRoots>,
 }
 
 impl Hub {
@@ -202,6 +217,11 @@ impl Hub {
             external,
             replicas: std::sync::OnceLock::new(),
             early_cancels: Mutex::new(HashMap::new()),
+            keys: std::sync::OnceLock::new(),
+            keys_seen: AtomicBool::new(false),
+            no_keys_at: Mutex::new(None),
+            tokens: std::sync::OnceLock::new(),
+            workspace_roots: std::sync::OnceLock::new(),
         })
     }
 
@@ -255,9 +275,15 @@ impl Hub {
     /// sent to the client or the model.
     pub async fn gateway(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         request: agentplane_core::ChatRequest,
     ) -> Result<crate::gateway::AdmittedCall, HubError> {
+        let caller = self.require(
+            caller,
+            Access::Operate,
+            "calling a model through the gateway",
+        )?;
+        let client = caller.client();
         self.accepting()?;
         crate::gateway::admit(
             &self.deps,
@@ -295,10 +321,12 @@ impl Hub {
     /// `Conflict` while another turn of the thread runs.
     pub async fn start_turn(
         self: &Arc<Self>,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
         input: String,
     ) -> Result<StartedTurn, HubError> {
+        let caller = self.require(caller, Access::Operate, "starting a turn")?;
+        let client = caller.client();
         self.start_turn_sized(client, thread, input, None).await
     }
 
@@ -306,11 +334,13 @@ impl Hub {
     /// (`None`: estimated from the conversation's user text).
     pub async fn start_turn_sized(
         self: &Arc<Self>,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
         input: String,
         size: Option<TaskSize>,
     ) -> Result<StartedTurn, HubError> {
+        let caller = self.require(caller, Access::Operate, "starting a turn")?;
+        let client = caller.client();
         let (live, lease) = self.subscribe_feed(thread);
         let (begun, request, copy) = self.prepare(client, thread, input, false, size).await?;
         let turn = begun.turn().clone();
@@ -352,12 +382,14 @@ impl Hub {
     /// requests of such a turn, so they are declined at once (fail-closed).
     pub async fn run_turn_here(
         self: &Arc<Self>,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
         input: String,
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
+        let caller = self.require(caller, Access::Operate, "starting a turn")?;
+        let client = caller.client();
         // No shadow copy: the caller (the CLI's one-shot `run`) exits right after, and
         // a shadow turn cut off by the exit would only be left `interrupted`.
         let (begun, mut request, _copy) = self.prepare(client, thread, input, false, None).await?;
@@ -387,10 +419,12 @@ impl Hub {
     /// Events of a thread after `after`, then live ones, each exactly once.
     pub async fn subscribe(
         self: &Arc<Self>,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
         after: u64,
     ) -> Result<EventStream, HubError> {
+        let caller = self.require(caller, Access::Read, "following a thread")?;
+        let client = caller.client();
         self.thread(client, thread).await?;
         let (live, lease) = self.subscribe_feed(thread);
         Ok(EventStream::new(
@@ -403,7 +437,13 @@ impl Hub {
     }
 
     /// Cancels a running turn of this client.
-    pub async fn cancel_turn(&self, client: &str, turn: &TurnId) -> Result<(), HubError> {
+    pub async fn cancel_turn(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        turn: &TurnId,
+    ) -> Result<(), HubError> {
+        let caller = self.require(caller, Access::Operate, "cancelling a turn")?;
+        let client = caller.client();
         let token = self.running.lock().ok().and_then(|running| {
             running
                 .get(turn)
@@ -443,10 +483,12 @@ impl Hub {
     /// (fail-closed) and is reported as `InvalidArgument`.
     pub async fn resolve_permission(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         id: &PermissionId,
         decision: &str,
     ) -> Result<PermissionRecord, HubError> {
+        let caller = self.require(caller, Access::Operate, "answering a permission")?;
+        let client = caller.client();
         let record = self
             .deps
             .store

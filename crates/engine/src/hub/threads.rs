@@ -8,6 +8,7 @@
 use agentplane_core::ThreadId;
 
 use super::*;
+use crate::identity::{Access, AsCaller};
 use crate::ports::ThreadRecord;
 
 /// The most threads one page of [`Hub::list_threads_page`] holds.
@@ -29,10 +30,12 @@ impl Hub {
     /// thread of this client (deleted since, or another client's) is `InvalidArgument`.
     pub async fn list_threads_page(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         limit: usize,
         after: Option<&ThreadId>,
     ) -> Result<ThreadPage, HubError> {
+        let caller = self.require(caller, Access::Read, "listing threads")?;
+        let client = caller.client();
         if !(1..=MAX_THREAD_PAGE).contains(&limit) {
             return Err(HubError::InvalidArgument(format!(
                 "`limit` must be 1 to {MAX_THREAD_PAGE}"
@@ -74,9 +77,11 @@ impl Hub {
     /// the traffic weights.
     pub async fn create_thread(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         request: CreateThread,
     ) -> Result<ThreadRecord, HubError> {
+        let caller = self.require(caller, Access::Operate, "creating a thread")?;
+        let client = caller.client();
         self.create_thread_on(client, request, None).await
     }
 
@@ -84,12 +89,14 @@ impl Hub {
     /// agent), or, with `None`, to one drawn by the traffic weights.
     pub async fn create_thread_on(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         request: CreateThread,
         version: Option<&str>,
     ) -> Result<ThreadRecord, HubError> {
+        let caller = self.require(caller, Access::Operate, "creating a thread")?;
+        let client = caller.client();
         self.agent(&request.agent)?;
-        let cwd = canonical_cwd(&request.cwd)?;
+        let cwd = self.check_cwd(&caller, &request.cwd)?;
         if let Some(title) = &request.title
             && title.chars().count() > MAX_TITLE_CHARS
         {
@@ -121,12 +128,23 @@ impl Hub {
     }
 
     /// A client's threads, newest first.
-    pub async fn list_threads(&self, client: &str) -> Result<Vec<ThreadRecord>, HubError> {
+    pub async fn list_threads(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+    ) -> Result<Vec<ThreadRecord>, HubError> {
+        let caller = self.require(caller, Access::Read, "listing threads")?;
+        let client = caller.client();
         Ok(self.deps.store.list_threads(client).await?)
     }
 
     /// A thread of this client; another client's thread is `NotFound`.
-    pub async fn thread(&self, client: &str, id: &ThreadId) -> Result<ThreadRecord, HubError> {
+    pub async fn thread(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        id: &ThreadId,
+    ) -> Result<ThreadRecord, HubError> {
+        let caller = self.require(caller, Access::Read, "reading a thread")?;
+        let client = caller.client();
         match self.deps.store.thread(id).await? {
             Some(thread) if thread.client_id == client => Ok(thread),
             _ => Err(HubError::NotFound(format!("thread {id}"))),
@@ -134,7 +152,13 @@ impl Hub {
     }
 
     /// Deletes a thread (kept for audit, gone for the client). `Conflict` while a turn runs.
-    pub async fn delete_thread(&self, client: &str, id: &ThreadId) -> Result<(), HubError> {
+    pub async fn delete_thread(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        id: &ThreadId,
+    ) -> Result<(), HubError> {
+        let caller = self.require(caller, Access::Operate, "deleting a thread")?;
+        let client = caller.client();
         self.thread(client, id).await?;
         self.deps.store.delete_thread(id).await?;
         Ok(())

@@ -7,6 +7,7 @@
 //! the routing of a thread to its version. What must not: SQL (the `VersionStore` port
 //! holds it) or the turn loop (shadow runs use `run_turn` with `shadow_of` set).
 
+use crate::identity::{Access, AsCaller};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -289,10 +290,12 @@ impl Hub {
     /// The number must be a semantic version above every version of the agent.
     pub async fn create_version(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
         request: CreateVersion,
     ) -> Result<AgentVersion, HubError> {
+        let caller = self.require(caller, Access::Administer, "creating an agent version")?;
+        let client = caller.client();
         self.may_change_versions(client)?;
         let wanted = parse_version(&request.version).map_err(HubError::InvalidArgument)?;
         let catalog = self.catalog(agent).await?;
@@ -338,11 +341,13 @@ impl Hub {
     /// Changes a draft. Any other version is frozen: `Conflict`.
     pub async fn edit_version(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
         version: &str,
         patch: SpecPatch,
     ) -> Result<AgentVersion, HubError> {
+        let caller = self.require(caller, Access::Administer, "editing an agent version")?;
+        let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
         let (stage, spec) = catalog
@@ -364,11 +369,13 @@ impl Hub {
     /// until a split names it.
     pub async fn promote_version(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
         version: &str,
         to: Option<Stage>,
     ) -> Result<AgentVersion, HubError> {
+        let caller = self.require(caller, Access::Administer, "promoting an agent version")?;
+        let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
         let (stage, _) = catalog
@@ -397,10 +404,12 @@ impl Hub {
     /// Sets the traffic split over production versions (percent, summing to 100).
     pub async fn set_traffic(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
         split: TrafficSplit,
     ) -> Result<AgentVersions, HubError> {
+        let caller = self.require(caller, Access::Administer, "routing traffic to versions")?;
+        let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
         if split.0.is_empty() || split.0.len() > MAX_SPLIT_VERSIONS {
@@ -446,9 +455,11 @@ impl Hub {
     /// Repeated rollbacks walk back to the baseline split; `Conflict` beyond it.
     pub async fn rollback_traffic(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
     ) -> Result<AgentVersions, HubError> {
+        let caller = self.require(caller, Access::Administer, "rolling back traffic")?;
+        let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
         let Some(previous) = catalog.view().rollback_to else {
@@ -482,10 +493,12 @@ impl Hub {
     /// Makes a staging or production version the agent's shadow, or clears it.
     pub async fn set_shadow(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
         version: Option<&str>,
     ) -> Result<AgentVersions, HubError> {
+        let caller = self.require(caller, Access::Administer, "setting a shadow version")?;
+        let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
         if let Some(version) = version {
@@ -681,9 +694,11 @@ impl Hub {
     /// The hidden shadow threads of one of the client's threads.
     pub async fn shadow_threads(
         &self,
-        client: &str,
+        caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
     ) -> Result<Vec<ThreadRecord>, HubError> {
+        let caller = self.require(caller, Access::Read, "reading shadow threads")?;
+        let client = caller.client();
         self.thread(client, thread).await?;
         match &self.versions.store {
             Some(store) => Ok(store.shadow_threads(thread).await?),

@@ -3,6 +3,7 @@
 pub mod budgets;
 pub mod executions;
 pub mod external;
+pub mod keys;
 pub mod model;
 pub mod rate;
 pub mod records;
@@ -18,6 +19,7 @@ pub use executions::{
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
 };
 pub use external::{Availability, ExternalAgent};
+pub use keys::{KeyRecord, KeyStore, NewKey, TokenVerifier, VerifiedToken};
 pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};

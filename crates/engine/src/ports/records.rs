@@ -181,6 +181,7 @@ impl ApprovalDecision {
             }),
             feedback: self.feedback.clone(),
             by: self.by.clone(),
+            decider: self.decider.clone(),
         }
     }
 }

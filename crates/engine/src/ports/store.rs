@@ -156,6 +156,8 @@ pub struct ApprovalDecision {
     pub feedback: Option<String>,
     /// A client id, or `expiry`.
     pub by: String,
+    /// The decider's proof (`key:key_…`, `token`…); `None` for an expiry.
+    pub decider: Option<String>,
     /// Whether `approval_decided` shows edited arguments (`retention.tool_args`).
     pub arguments_in_event: bool,
 }

@@ -22,6 +22,9 @@ pub(super) struct Snapshot {
     /// The caller's task-size hint, kept so the resumed turn routes as it began.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) size: Option<String>,
+    /// Four eyes (`separate_approver`): the turn's client may not decide.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) separate_approver: bool,
 }
 
 pub(super) const SNAPSHOT_VERSION: u32 = 1;
@@ -70,6 +73,14 @@ impl QueuedCall {
 pub fn approval_schema(approval: &ApprovalRecord) -> Option<Value> {
     let snapshot: Snapshot = serde_json::from_value(approval.snapshot.clone()).ok()?;
     (snapshot.version == SNAPSHOT_VERSION).then_some(snapshot.schema)
+}
+
+/// Whether the approval's policy asked for four eyes. An unreadable snapshot says yes
+/// (fail-closed: the owner cannot decide it).
+pub fn approval_separate(approval: &ApprovalRecord) -> bool {
+    serde_json::from_value::<Snapshot>(approval.snapshot.clone())
+        .map(|s| s.separate_approver)
+        .unwrap_or(true)
 }
 
 /// The model a suspended turn was using.
@@ -163,8 +174,7 @@ impl ActiveTurn<'_> {
         call: &ToolCall,
         arguments: Value,
         schema: Value,
-        policy: String,
-        approvers: Vec<String>,
+        (policy, approvers, separate): (String, Vec<String>, bool),
         request: &TurnRequest,
         progress: &Progress,
     ) -> Result<ApprovalId, Stop> {
@@ -182,6 +192,7 @@ impl ActiveTurn<'_> {
             schema,
             queue: progress.queue.iter().map(QueuedCall::of).collect(),
             size: self.size.map(|s| s.as_str().to_owned()),
+            separate_approver: separate,
         };
         let snapshot = serde_json::to_value(&snapshot)
             .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;

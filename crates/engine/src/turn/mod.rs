@@ -41,7 +41,7 @@ mod model_call;
 mod tool_call;
 mod tool_gate;
 
-pub use approval::{approval_model, approval_schema};
+pub use approval::{approval_model, approval_schema, approval_separate};
 pub(crate) use model_call::DELTA_FLUSH_BYTES;
 use model_call::*;
 pub(crate) use tool_call::cap_output;

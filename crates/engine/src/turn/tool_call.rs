@@ -67,10 +67,18 @@ impl ActiveTurn<'_> {
                     Gated::Suspend {
                         policy,
                         approvers,
+                        separate,
                         schema,
                     } => {
                         let id = self
-                            .suspend(&call, args, schema, policy, approvers, request, progress)
+                            .suspend(
+                                &call,
+                                args,
+                                schema,
+                                (policy, approvers, separate),
+                                request,
+                                progress,
+                            )
                             .await?;
                         return Ok(CallEnd::Suspended(id));
                     }

@@ -137,13 +137,16 @@ impl ActiveTurn<'_> {
                 )));
             }
             Decision::RequireApproval { policy } if !approved => {
-                let approvers = match policies.get(policy).map(|p| p.rule()) {
-                    Some(Rule::ApprovalRequired(rule)) => rule.approvers.clone(),
-                    _ => Vec::new(),
+                let (approvers, separate) = match policies.get(policy).map(|p| p.rule()) {
+                    Some(Rule::ApprovalRequired(rule)) => {
+                        (rule.approvers.clone(), rule.separate_approver)
+                    }
+                    _ => (Vec::new(), false),
                 };
                 return Ok(Gated::Suspend {
                     policy: policy.to_owned(),
                     approvers,
+                    separate,
                     schema: entry.parameters.clone(),
                 });
             }
@@ -231,6 +234,8 @@ pub(super) enum Gated {
     Suspend {
         policy: String,
         approvers: Vec<String>,
+        /// Four eyes: the turn's own client may not decide.
+        separate: bool,
         schema: Value,
     },
 }

@@ -95,6 +95,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// `[cluster]`: heartbeats and the timeout after which a replica is dead.
     pub cluster: ClusterConfig,
+    /// `[auth.oidc]`: bearer tokens from an identity provider, when set.
+    pub oidc: Option<crate::settings::auth::OidcConfig>,
     /// `[rate_limits]`: in memory, or shared in Redis.
     pub rate_limits: RateLimitsConfig,
 }
@@ -119,6 +121,7 @@ impl fmt::Debug for Config {
             .field("version_admins", &self.version_admins)
             .field("gateway", &self.gateway)
             .field("cluster", &self.cluster)
+            .field("oidc", &self.oidc)
             .field("rate_limits", &self.rate_limits)
             .finish()
     }
@@ -164,6 +167,9 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Connection timeouts and caps, event stream caps.
     pub limits: ServerLimits,
+    /// Absolute directories that outside callers' workspaces must lie in (ADR 0031);
+    /// `None`: `serve` on loopback uses the directory it started in.
+    pub workspace_roots: Option<Vec<PathBuf>>,
 }
 
 impl fmt::Debug for ServerConfig {
@@ -178,6 +184,7 @@ impl fmt::Debug for ServerConfig {
             .field("permission_timeout", &self.permission_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("limits", &self.limits)
+            .field("workspace_roots", &self.workspace_roots)
             .finish()
     }
 }
@@ -260,6 +267,8 @@ struct FileConfig {
     cluster: FileCluster,
     #[serde(default)]
     rate_limits: FileRateLimits,
+    #[serde(default)]
+    auth: crate::settings::auth::FileAuth,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -283,6 +292,7 @@ struct FileServer {
     max_connections_per_address: Option<usize>,
     max_sse_followers: Option<usize>,
     max_sse_followers_per_client: Option<usize>,
+    workspace_roots: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -422,6 +432,8 @@ impl Config {
         }
         let cluster = settings::cluster::resolve(parsed.cluster)
             .map_err(|(key, m)| in_file(&format!("cluster.{key}"), m))?;
+        let oidc = settings::auth::resolve(parsed.auth)
+            .map_err(|(key, m)| in_file(&format!("auth.{key}"), m))?;
 
         let server = &parsed.server;
         let listen = env("AGENTPLANE_LISTEN")
@@ -431,6 +443,20 @@ impl Config {
             return Err(in_file(
                 "server.listen",
                 format!("must be an address such as 127.0.0.1:8686, got {listen:?}"),
+            ));
+        }
+        let workspace_roots = server.workspace_roots.clone();
+        if let Some(root) = workspace_roots
+            .iter()
+            .flatten()
+            .find(|root| !root.is_absolute())
+        {
+            return Err(in_file(
+                "server.workspace_roots",
+                format!(
+                    "every root must be an absolute directory, got {}",
+                    root.display()
+                ),
             ));
         }
         let permission_timeout_secs = server.permission_timeout_secs.unwrap_or(300);
@@ -541,6 +567,7 @@ impl Config {
                 permission_timeout: Duration::from_secs(permission_timeout_secs),
                 shutdown_grace: Duration::from_secs(server.shutdown_grace_secs.unwrap_or(30)),
                 limits,
+                workspace_roots,
             },
             context,
             default_agent,
@@ -557,6 +584,7 @@ impl Config {
             gateway,
             cluster,
             rate_limits,
+            oidc,
         })
     }
 }

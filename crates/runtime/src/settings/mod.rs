@@ -3,6 +3,7 @@
 //! reports errors as `` `section.key`: message `` against the file.
 
 pub mod acp;
+pub mod auth;
 pub mod cluster;
 pub mod executions;
 pub mod gateway;

@@ -26,7 +26,7 @@ const MAX_TITLE_CHARS: usize = 80;
 
 /// What a call asks for, read from the request.
 pub(super) struct Call<'a> {
-    pub(super) client: String,
+    pub(super) client: agentplane_engine::identity::Caller,
     pub(super) agent: &'a AgentSpec,
     pub(super) task: String,
     pub(super) workspace: String,
@@ -39,7 +39,7 @@ pub(super) async fn run(
     mut progress: Progress,
     cancel: CancellationToken,
 ) -> Result<CallToolResult, ErrorData> {
-    let client = call.client.as_str();
+    let client = &call.client;
     let thread = match hub
         .create_thread(
             client,

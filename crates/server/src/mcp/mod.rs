@@ -30,7 +30,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use crate::auth::ClientId;
+use crate::auth::Identity;
 
 pub(crate) use http::{HttpOptions, service as http_service};
 pub use stdio::{StdioError, StdioOptions, serve_stdio};
@@ -40,7 +40,7 @@ pub use stdio::{StdioError, StdioOptions, serve_stdio};
 enum Caller {
     /// One client for the whole connection (stdio: the local user).
     Fixed(String),
-    /// The `ClientId` the auth middleware put on each HTTP request.
+    /// The `Identity` the auth middleware put on each HTTP request.
     PerRequest,
 }
 
@@ -62,15 +62,21 @@ impl AgentTools {
         }
     }
 
-    /// The calling client: fixed, or the one the auth middleware validated.
-    fn client(&self, context: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    /// The caller: the local client (stdio), or the one the auth middleware
+    /// authenticated, whose roles the hub checks.
+    fn client(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<agentplane_engine::identity::Caller, ErrorData> {
         match &self.caller {
-            Caller::Fixed(client) => Ok(client.clone()),
+            Caller::Fixed(client) => {
+                Ok(agentplane_engine::identity::Caller::local(client.as_str()))
+            }
             Caller::PerRequest => context
                 .extensions
                 .get::<axum::http::request::Parts>()
-                .and_then(|parts| parts.extensions.get::<ClientId>())
-                .map(|client| client.as_str().to_owned())
+                .and_then(|parts| parts.extensions.get::<Identity>())
+                .map(|identity| identity.0.clone())
                 // Only reachable if `/mcp` were mounted without the auth middleware.
                 .ok_or_else(|| {
                     ErrorData::invalid_request("the X-Client-ID header is required", None)

@@ -6,7 +6,7 @@ use axum::extract::State;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::body::{AgentList, AgentView, ModelView, ProviderView, SandboxView, VersionSummary};
 use crate::error::ApiError;
 use crate::model_probe::probe_models;
@@ -23,7 +23,7 @@ use crate::model_probe::probe_models;
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _client: ClientId,
+    _caller: Identity,
 ) -> Result<Json<AgentList>, ApiError> {
     let models = probe_models(&state.hub, state.model_probe_timeout).await;
     let agents = state.hub.agents();

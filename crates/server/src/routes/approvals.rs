@@ -25,7 +25,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiQuery, IdPath};
 
@@ -199,14 +199,11 @@ impl From<ApprovalRecord> for ApprovalView {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiQuery(query): ApiQuery<ApprovalsQuery>,
 ) -> Result<Json<ApprovalList>, ApiError> {
     let pending_only = query.status == ApprovalFilter::Pending;
-    let approvals = state
-        .hub
-        .list_approvals(client.as_str(), pending_only)
-        .await?;
+    let approvals = state.hub.list_approvals(&caller.0, pending_only).await?;
     Ok(Json(ApprovalList {
         approvals: approvals.into_iter().map(ApprovalView::from).collect(),
     }))
@@ -223,10 +220,10 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn get(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ApprovalId>,
 ) -> Result<Json<ApprovalView>, ApiError> {
-    Ok(Json(state.hub.approval(client.as_str(), &id).await?.into()))
+    Ok(Json(state.hub.approval(&caller.0, &id).await?.into()))
 }
 
 /// Decides a pending approval; the suspended turn resumes in the background (follow
@@ -248,13 +245,13 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn decide(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ApprovalId>,
     ApiJson(DecisionRequest(body)): ApiJson<DecisionRequest>,
 ) -> Result<Json<ApprovalView>, ApiError> {
     let decided = state
         .hub
-        .decide_approval(client.as_str(), &id, body.into())
+        .decide_approval(&caller.0, &id, body.into())
         .await?;
     Ok(Json(decided.into()))
 }

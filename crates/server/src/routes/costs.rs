@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::extract::ApiQuery;
 
@@ -152,7 +152,7 @@ impl From<CostReport> for CostReportView {
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiQuery(query): ApiQuery<CostsQuery>,
 ) -> Result<Json<CostReportView>, ApiError> {
     let group_by = match query.group_by.as_deref() {
@@ -166,7 +166,7 @@ pub(crate) async fn list(
     let report = state
         .hub
         .costs(
-            client.as_str(),
+            &caller.0,
             CostRequest {
                 group_by,
                 since: query.since,

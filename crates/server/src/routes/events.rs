@@ -15,7 +15,7 @@ use utoipa::IntoParams;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::body::StreamedEvent;
 use crate::error::ApiError;
 use crate::extract::{ApiQuery, IdPath};
@@ -52,7 +52,7 @@ pub(crate) struct EventsQuery {
 )]
 pub(crate) async fn follow(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(thread): IdPath<ThreadId>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
@@ -71,7 +71,7 @@ pub(crate) async fn follow(
         None => after,
     };
     // Counted before subscribing, so a refused stream costs the hub nothing.
-    let follower = state.followers.admit(client.as_str())?;
-    let events = state.hub.subscribe(client.as_str(), &thread, after).await?;
+    let follower = state.followers.admit(caller.0.client())?;
+    let events = state.hub.subscribe(&caller.0, &thread, after).await?;
     Ok(sse::respond(events, follower, state.stream_options()))
 }

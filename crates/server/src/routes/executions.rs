@@ -20,7 +20,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, ApiQuery, IdPath};
 
@@ -177,13 +177,13 @@ fn parse_thread(id: Option<String>) -> Result<Option<ThreadId>, ApiError> {
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiJson(body): ApiJson<CreateExecutionBody>,
 ) -> Result<Response, ApiError> {
     let executions = state.executions()?;
     let submitted = executions
         .submit(
-            client.as_str(),
+            &caller.0,
             SubmitExecution {
                 agent: body.agent,
                 input: body.input,
@@ -222,7 +222,7 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiQuery(query): ApiQuery<ExecutionsQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let executions = state.executions()?;
@@ -233,7 +233,7 @@ pub(crate) async fn list(
     };
     let records = executions
         .list(
-            client.as_str(),
+            &caller.0,
             ListExecutions {
                 status: query.status.map(Into::into),
                 agent: query.agent,
@@ -258,10 +258,10 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn get(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ExecutionId>,
 ) -> Result<Json<Value>, ApiError> {
-    let record = state.executions()?.get(client.as_str(), &id).await?;
+    let record = state.executions()?.get(&caller.0, &id).await?;
     Ok(Json(execution_json(&record)))
 }
 
@@ -281,10 +281,10 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ExecutionId>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let record = state.executions()?.cancel(client.as_str(), &id).await?;
+    let record = state.executions()?.cancel(&caller.0, &id).await?;
     Ok((StatusCode::ACCEPTED, Json(execution_json(&record))))
 }
 

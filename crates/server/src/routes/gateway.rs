@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use super::gateway_wire::{self, Chunks, CompletionRequest};
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 
@@ -47,11 +47,11 @@ fn unix_now() -> u64 {
 /// `POST /openai/v1/chat/completions`.
 async fn chat_completions(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiJson(body): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let parsed = body.parse()?;
-    let call = state.hub.gateway(client.as_str(), parsed.request).await?;
+    let call = state.hub.gateway(&caller.0, parsed.request).await?;
     let created = unix_now();
     if !parsed.stream {
         let reply = call.call(&mut |_: &str| {}).await?;
@@ -131,7 +131,7 @@ impl HeldText {
 }
 
 /// `GET /openai/v1/models`.
-async fn models(State(state): State<AppState>, _client: ClientId) -> Result<Response, ApiError> {
+async fn models(State(state): State<AppState>, _caller: Identity) -> Result<Response, ApiError> {
     let models = state.hub.gateway_models().await?;
     // The provider that listed them: the first of the gateway's chain that answered is
     // not reported back, so name the first configured one.

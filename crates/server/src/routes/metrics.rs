@@ -17,7 +17,7 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::auth::{self, CLIENT_ID_HEADER, Gate};
+use crate::auth::Gate;
 use crate::error::ApiError;
 
 /// The client id a scrape without `X-Client-ID` runs as.
@@ -40,16 +40,14 @@ async fn render(State(metrics): State<Arc<Metrics>>) -> Response {
         .into_response()
 }
 
-/// The `/v1/*` check (token first, then a valid client id), with the scraper's id
-/// when the request names none.
+/// The `/v1/*` check (the credential first, then a valid client id), with the
+/// scraper's id when a token or claimed caller names none; a key acts as its own.
 async fn authenticate(
     State(gate): State<Gate>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    request
-        .headers_mut()
-        .entry(CLIENT_ID_HEADER)
-        .or_insert(HeaderValue::from_static(SCRAPER_CLIENT));
-    auth::authenticate(State(gate), request, next).await
+    let (parts, body) = request.into_parts();
+    gate.caller(&parts, Some(SCRAPER_CLIENT)).await?;
+    Ok(next.run(Request::from_parts(parts, body)).await)
 }

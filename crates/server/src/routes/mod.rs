@@ -12,6 +12,7 @@ pub(crate) mod executions;
 pub(crate) mod gateway;
 pub(crate) mod gateway_wire;
 pub(crate) mod health;
+pub(crate) mod keys;
 pub(crate) mod metrics;
 pub(crate) mod permissions;
 pub(crate) mod policies;
@@ -32,4 +33,5 @@ pub(crate) mod tags {
     pub const APPROVALS: &str = "approvals";
     pub const EXECUTIONS: &str = "executions";
     pub const VERSIONS: &str = "versions";
+    pub const KEYS: &str = "keys";
 }

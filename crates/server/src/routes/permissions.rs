@@ -11,7 +11,7 @@ use axum::extract::State;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::body::{DecisionBody, PermissionView};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, IdPath};
@@ -32,7 +32,7 @@ use crate::extract::{ApiJson, IdPath};
 )]
 pub(crate) async fn resolve(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<PermissionId>,
     body: Result<ApiJson<DecisionBody>, ApiError>,
 ) -> Result<Json<PermissionView>, ApiError> {
@@ -42,10 +42,7 @@ pub(crate) async fn resolve(
         Ok(ApiJson(body)) => body.decision.as_str(),
         Err(_) => "",
     };
-    let resolved = state
-        .hub
-        .resolve_permission(client.as_str(), &id, decision)
-        .await;
+    let resolved = state.hub.resolve_permission(&caller.0, &id, decision).await;
     match (resolved, body) {
         (Ok(record), _) => Ok(Json(record.into())),
         (Err(e), Err(unreadable)) if e.code() == ErrorCode::InvalidArgument => {

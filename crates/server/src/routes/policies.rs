@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 
 /// `GET /v1/policies`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -155,7 +155,7 @@ fn reload_error(status: &PolicyStatus) -> Option<ReloadError> {
     tag = tags::POLICIES,
     responses((status = 200, description = "The policies in force and the latest reload's result.", body = PolicyList))
 )]
-pub(crate) async fn list(State(state): State<AppState>, _client: ClientId) -> Json<PolicyList> {
+pub(crate) async fn list(State(state): State<AppState>, _caller: Identity) -> Json<PolicyList> {
     let active = &state.hub.deps().governance.policies;
     let status = active.status();
     let set = active.current();

@@ -13,7 +13,7 @@ use utoipa::IntoParams;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::body::{CompactionView, CreateThreadBody, HistoryView, ThreadList, ThreadView};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery, Flag, IdPath};
@@ -31,13 +31,13 @@ use crate::extract::{ApiJson, ApiQuery, Flag, IdPath};
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiJson(body): ApiJson<CreateThreadBody>,
 ) -> Result<(StatusCode, Json<ThreadView>), ApiError> {
     let thread = state
         .hub
         .create_thread_on(
-            client.as_str(),
+            &caller.0,
             CreateThread {
                 agent: body.agent,
                 cwd: body.cwd,
@@ -80,7 +80,7 @@ const DEFAULT_PAGE: usize = 100;
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     ApiQuery(query): ApiQuery<ThreadsQuery>,
 ) -> Result<Json<ThreadList>, ApiError> {
     let limit = match query.limit {
@@ -100,7 +100,7 @@ pub(crate) async fn list(
         .transpose()?;
     let page = state
         .hub
-        .list_threads_page(client.as_str(), limit, cursor.as_ref())
+        .list_threads_page(&caller.0, limit, cursor.as_ref())
         .await?;
     Ok(Json(ThreadList {
         threads: page.threads.into_iter().map(ThreadView::from).collect(),
@@ -119,10 +119,10 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn get(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ThreadId>,
 ) -> Result<Json<ThreadView>, ApiError> {
-    Ok(Json(state.hub.thread(client.as_str(), &id).await?.into()))
+    Ok(Json(state.hub.thread(&caller.0, &id).await?.into()))
 }
 
 /// Deletes a thread: gone for the client, kept in the log for audit.
@@ -139,10 +139,10 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ThreadId>,
 ) -> Result<StatusCode, ApiError> {
-    state.hub.delete_thread(client.as_str(), &id).await?;
+    state.hub.delete_thread(&caller.0, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -172,14 +172,14 @@ pub(crate) struct HistoryQuery {
 )]
 pub(crate) async fn history(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ThreadId>,
     ApiQuery(query): ApiQuery<HistoryQuery>,
 ) -> Result<Json<HistoryView>, ApiError> {
     let history = state
         .hub
         .history(
-            client.as_str(),
+            &caller.0,
             &id,
             query.include_events.is_on(),
             query.include_internal.is_on(),
@@ -206,8 +206,8 @@ pub(crate) async fn history(
 )]
 pub(crate) async fn compact(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ThreadId>,
 ) -> Result<Json<CompactionView>, ApiError> {
-    Ok(Json(state.hub.compact(client.as_str(), &id).await?.into()))
+    Ok(Json(state.hub.compact(&caller.0, &id).await?.into()))
 }

@@ -14,7 +14,7 @@ use axum::response::Response;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::body::{Cancelled, StartTurnBody, StreamedEvent};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, IdPath};
@@ -41,18 +41,13 @@ use crate::sse;
 )]
 pub(crate) async fn start(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(thread): IdPath<ThreadId>,
     ApiJson(body): ApiJson<StartTurnBody>,
 ) -> Result<Response, ApiError> {
     let started = state
         .hub
-        .start_turn_sized(
-            client.as_str(),
-            &thread,
-            body.input,
-            body.size.map(Into::into),
-        )
+        .start_turn_sized(&caller.0, &thread, body.input, body.size.map(Into::into))
         .await?;
     Ok(sse::respond(
         started.events,
@@ -75,9 +70,9 @@ pub(crate) async fn start(
 )]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(turn): IdPath<TurnId>,
 ) -> Result<(StatusCode, Json<Cancelled>), ApiError> {
-    state.hub.cancel_turn(client.as_str(), &turn).await?;
+    state.hub.cancel_turn(&caller.0, &turn).await?;
     Ok((StatusCode::ACCEPTED, Json(Cancelled { cancelled: true })))
 }

@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use super::tags;
 use crate::AppState;
-use crate::auth::ClientId;
+use crate::auth::Identity;
 use crate::body::{ThreadList, ThreadView};
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, IdPath};
@@ -317,7 +317,7 @@ where
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _client: ClientId,
+    _caller: Identity,
     NamePath(agent): NamePath<String>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(state.hub.agent_versions(&agent).await?.into()))
@@ -340,14 +340,14 @@ pub(crate) async fn list(
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     NamePath(agent): NamePath<String>,
     ObjectJson(body): ObjectJson<CreateVersionBody>,
 ) -> Result<(StatusCode, Json<VersionView>), ApiError> {
     let version = state
         .hub
         .create_version(
-            client.as_str(),
+            &caller.0,
             &agent,
             CreateVersion {
                 version: body.version,
@@ -373,7 +373,7 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn get(
     State(state): State<AppState>,
-    _client: ClientId,
+    _caller: Identity,
     NamePath((agent, version)): NamePath<(String, String)>,
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
@@ -400,14 +400,14 @@ pub(crate) async fn get(
 )]
 pub(crate) async fn edit(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     NamePath((agent, version)): NamePath<(String, String)>,
     ObjectJson(body): ObjectJson<SpecPatchBody>,
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
             .hub
-            .edit_version(client.as_str(), &agent, &version, body.into())
+            .edit_version(&caller.0, &agent, &version, body.into())
             .await?
             .into(),
     ))
@@ -433,14 +433,14 @@ pub(crate) async fn edit(
 )]
 pub(crate) async fn promote(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     NamePath((agent, version)): NamePath<(String, String)>,
     ObjectJson(body): ObjectJson<PromoteBody>,
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
             .hub
-            .promote_version(client.as_str(), &agent, &version, body.to.map(Stage::from))
+            .promote_version(&caller.0, &agent, &version, body.to.map(Stage::from))
             .await?
             .into(),
     ))
@@ -463,14 +463,14 @@ pub(crate) async fn promote(
 )]
 pub(crate) async fn traffic(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     NamePath(agent): NamePath<String>,
     ObjectJson(body): ObjectJson<TrafficBody>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
         state
             .hub
-            .set_traffic(client.as_str(), &agent, TrafficSplit(body.weights))
+            .set_traffic(&caller.0, &agent, TrafficSplit(body.weights))
             .await?
             .into(),
     ))
@@ -492,15 +492,11 @@ pub(crate) async fn traffic(
 )]
 pub(crate) async fn rollback(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     NamePath(agent): NamePath<String>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
-        state
-            .hub
-            .rollback_traffic(client.as_str(), &agent)
-            .await?
-            .into(),
+        state.hub.rollback_traffic(&caller.0, &agent).await?.into(),
     ))
 }
 
@@ -520,14 +516,14 @@ pub(crate) async fn rollback(
 )]
 pub(crate) async fn shadow(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     NamePath(agent): NamePath<String>,
     ObjectJson(body): ObjectJson<ShadowBody>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
         state
             .hub
-            .set_shadow(client.as_str(), &agent, body.version.as_deref())
+            .set_shadow(&caller.0, &agent, body.version.as_deref())
             .await?
             .into(),
     ))
@@ -545,10 +541,10 @@ pub(crate) async fn shadow(
 )]
 pub(crate) async fn shadows(
     State(state): State<AppState>,
-    client: ClientId,
+    caller: Identity,
     IdPath(id): IdPath<ThreadId>,
 ) -> Result<Json<ThreadList>, ApiError> {
-    let threads = state.hub.shadow_threads(client.as_str(), &id).await?;
+    let threads = state.hub.shadow_threads(&caller.0, &id).await?;
     Ok(Json(ThreadList {
         threads: threads.into_iter().map(ThreadView::from).collect(),
         next_cursor: None,

@@ -39,6 +39,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/agents/{agent}/traffic/rollback"),
     ("put", "/v1/agents/{agent}/shadow"),
     ("get", "/v1/threads/{id}/shadows"),
+    ("post", "/v1/keys"),
+    ("get", "/v1/keys"),
+    ("post", "/v1/keys/{id}/revoke"),
 ];
 
 async fn document(token: Option<&'static str>) -> Value {

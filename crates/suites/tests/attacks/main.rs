@@ -9,7 +9,10 @@
 mod auth;
 mod escapes;
 mod fs;
+mod identity;
 mod limits;
+mod oidc;
+mod roots;
 mod secrets;
 mod shell;
 mod ssrf;

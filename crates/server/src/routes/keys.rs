@@ -1,0 +1,166 @@
+//! `/v1/keys`: API keys for admins (ADR 0030) — create (the secret is in this answer
+//! and nowhere else, ever), list (never a secret) and revoke (at once, on every
+//! replica). The hub checks the admin role and every rule; this file only maps the
+//! wire shape.
+
+use agentplane_core::KeyId;
+use agentplane_core::identity::parse_lifetime;
+use agentplane_engine::hub::CreateKey;
+use agentplane_engine::ports::KeyRecord;
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::tags;
+use crate::AppState;
+use crate::auth::Identity;
+use crate::error::{ApiError, ErrorEnvelope};
+use crate::extract::{ApiJson, IdPath};
+
+/// `POST /v1/keys`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CreateKeyBody {
+    /// The client the key acts as.
+    #[schema(pattern = "^[A-Za-z0-9._:@-]{1,128}$")]
+    client: String,
+    /// At least one: `admin`, `operator`, `approver`, `viewer`, or another role name
+    /// that policies address as `role:NAME`.
+    roles: Vec<String>,
+    /// How long until it expires: a number and `s`, `m`, `h` or `d` (`90d`). Absent:
+    /// never.
+    #[serde(default)]
+    expires: Option<String>,
+    #[serde(default)]
+    #[schema(max_length = 500)]
+    description: Option<String>,
+}
+
+/// A key as anyone may see it: no secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct KeyView {
+    id: String,
+    client: String,
+    roles: Vec<String>,
+    description: Option<String>,
+    created_by: String,
+    created_at: String,
+    expires_at: Option<String>,
+    revoked_at: Option<String>,
+}
+
+impl From<KeyRecord> for KeyView {
+    fn from(record: KeyRecord) -> Self {
+        Self {
+            id: record.id.to_string(),
+            client: record.client,
+            roles: record.roles,
+            description: record.description,
+            created_by: record.created_by,
+            created_at: record.created_at,
+            expires_at: record.expires_at,
+            revoked_at: record.revoked_at,
+        }
+    }
+}
+
+/// A new key: its record, and its secret, shown this once.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct CreatedKey {
+    key: KeyView,
+    /// `ap_` and 64 hex digits. Stored nowhere: keep it now.
+    secret: String,
+}
+
+/// `GET /v1/keys`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct KeyList {
+    keys: Vec<KeyView>,
+}
+
+/// Creates a key (admins only); its secret is in this answer only.
+#[utoipa::path(
+    post,
+    path = "/v1/keys",
+    operation_id = "createKey",
+    tag = tags::KEYS,
+    request_body = CreateKeyBody,
+    responses(
+        (status = 201, description = "The new key and its secret.", body = CreatedKey),
+        (status = 403, description = "The caller is not an admin.", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    caller: Identity,
+    ApiJson(body): ApiJson<CreateKeyBody>,
+) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
+    let expires_in_secs = body
+        .expires
+        .as_deref()
+        .map(parse_lifetime)
+        .transpose()
+        .map_err(ApiError::invalid)?;
+    let (record, secret) = state
+        .hub
+        .create_key(
+            &caller.0,
+            CreateKey {
+                client: body.client,
+                roles: body.roles,
+                expires_in_secs,
+                description: body.description,
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedKey {
+            key: record.into(),
+            secret: secret.expose().to_owned(),
+        }),
+    ))
+}
+
+/// Every key, revoked ones included, without secrets (admins only).
+#[utoipa::path(
+    get,
+    path = "/v1/keys",
+    operation_id = "listKeys",
+    tag = tags::KEYS,
+    responses(
+        (status = 200, description = "The keys.", body = KeyList),
+        (status = 403, description = "The caller is not an admin.", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Identity,
+) -> Result<Json<KeyList>, ApiError> {
+    let keys = state.hub.list_keys(&caller.0).await?;
+    Ok(Json(KeyList {
+        keys: keys.into_iter().map(KeyView::from).collect(),
+    }))
+}
+
+/// Revokes a key: refused from the next request on, on every replica (admins only).
+#[utoipa::path(
+    post,
+    path = "/v1/keys/{id}/revoke",
+    operation_id = "revokeKey",
+    tag = tags::KEYS,
+    params(("id" = String, Path, description = "The key id (`key_…`).")),
+    responses(
+        (status = 200, description = "The revoked key.", body = KeyView),
+        (status = 404, description = "No such key.", body = ErrorEnvelope),
+    )
+)]
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    caller: Identity,
+    IdPath(id): IdPath<KeyId>,
+) -> Result<Json<KeyView>, ApiError> {
+    Ok(Json(state.hub.revoke_key(&caller.0, &id).await?.into()))
+}

@@ -1,0 +1,245 @@
+//! OIDC sign-in (`[auth.oidc]`, ADR 0030): tokens minted by a third-party library
+//! (PyJWT) against a JWKS served on 127.0.0.1, through the real binary.
+
+use std::time::Duration;
+
+use agentplane_suites::attacks::Tally;
+use agentplane_suites::{sandbox, start};
+use agentplane_testkit::{Scenario, ScriptedServer, Step};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::identity::{call, refused, send};
+
+/// A JWKS endpoint on 127.0.0.1 whose key set can be swapped (a rotation), counting
+/// the fetches.
+struct Jwks {
+    url: String,
+    body: std::sync::Arc<std::sync::Mutex<String>>,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Jwks {
+    async fn serve(body: String) -> Jwks {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/jwks.json", listener.local_addr().expect("addr"));
+        let body = std::sync::Arc::new(std::sync::Mutex::new(body));
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (served, counted) = (body.clone(), hits.clone());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let text = served.lock().expect("body").clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let _ = socket.read(&mut buf).await;
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{text}",
+                        text.len()
+                    );
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        Jwks { url, body, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// OIDC sign-in (`[auth.oidc]`): tokens minted by PyJWT against a JWKS served on
+/// 127.0.0.1. A valid RS256 or ES256 token acts as its `sub`, with its roles; a wrong
+/// audience or issuer, an expired or not-yet-valid token, `alg: none`, HS256 signed
+/// with the public key, a tampered payload, another key's signature and an
+/// algorithm that does not match the key are 401; a key rotated in is fetched on its
+/// first token, and a flood of unknown `kid`s fetches the set at most once a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_tokens_from_a_third_party_library_are_verified() {
+    let issuer = "https://id.example.test";
+    let audience = "agentplane-tests";
+    let minted = std::process::Command::new(agentplane_testkit::peers::python())
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mint_jwts.py"))
+        .args([issuer, audience])
+        .output()
+        .expect("python");
+    assert!(
+        minted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&minted.stderr)
+    );
+    let minted: Value = serde_json::from_slice(&minted.stdout).expect("minted JSON");
+    let jwks = Jwks::serve(minted["jwks_before"].to_string()).await;
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(&format!(
+        "[auth.oidc]\nissuer = \"{issuer}\"\naudience = \"{audience}\"\njwks_url = \"{}\"\n",
+        jwks.url
+    ));
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let mut tally = Tally::default();
+    let token = |name: &str| minted[name].as_str().expect(name).to_owned();
+
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        None,
+        Some("alice"),
+    ))
+    .await;
+    refused(
+        &mut tally,
+        status,
+        &text,
+        401,
+        "UNAUTHORIZED",
+        "no token, OIDC configured",
+    );
+    let valid = token("valid");
+    let (status, text) = send(
+        call(&served, Method::POST, "/v1/threads", Some(&valid), None)
+            .json(&json!({"agent": "chat", "cwd": sb.workspace})),
+    )
+    .await;
+    assert_eq!(status, 201, "a valid RS256 token: {text}");
+    let thread: Value = serde_json::from_str(&text).expect("json");
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        &format!("/v1/threads/{}", thread["id"].as_str().expect("id")),
+        Some(&valid),
+        Some("alice"),
+    ))
+    .await;
+    assert_eq!(status, 200, "the token acts as its subject: {text}");
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        Some(&valid),
+        Some("bob"),
+    ))
+    .await;
+    refused(
+        &mut tally,
+        status,
+        &text,
+        403,
+        "FORBIDDEN",
+        "a token naming another client",
+    );
+    let es = token("valid_es256");
+    let (status, text) = send(call(&served, Method::GET, "/v1/approvals", Some(&es), None)).await;
+    assert_eq!(
+        status, 200,
+        "a valid ES256 token with the approver role: {text}"
+    );
+    let (status, text) = send(call(&served, Method::GET, "/v1/threads", Some(&es), None)).await;
+    refused(
+        &mut tally,
+        status,
+        &text,
+        403,
+        "FORBIDDEN",
+        "an approver token reading threads",
+    );
+
+    for (name, bad) in minted["bad"].as_object().expect("bad tokens") {
+        let bad = bad.as_str().expect("token");
+        let (status, text) = send(call(&served, Method::GET, "/v1/threads", Some(bad), None)).await;
+        refused(&mut tally, status, &text, 401, "UNAUTHORIZED", name);
+        assert!(!text.contains(bad), "{name}: the answer echoes the token");
+    }
+
+    // A rotation: the new key's token is refused until the provider publishes it, then
+    // fetched on its first use.
+    let rotated = token("rotated");
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        Some(&rotated),
+        None,
+    ))
+    .await;
+    refused(
+        &mut tally,
+        status,
+        &text,
+        401,
+        "UNAUTHORIZED",
+        "a key not yet published",
+    );
+    *jwks.body.lock().expect("body") = minted["jwks_after"].to_string();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let before = jwks.hits();
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        Some(&rotated),
+        None,
+    ))
+    .await;
+    assert_eq!(
+        status, 200,
+        "the rotated key is fetched and accepted: {text}"
+    );
+    assert_eq!(jwks.hits(), before + 1, "one fetch for the new kid");
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        Some(&valid),
+        None,
+    ))
+    .await;
+    refused(
+        &mut tally,
+        status,
+        &text,
+        401,
+        "UNAUTHORIZED",
+        "a token of the retired key",
+    );
+
+    // A flood of made-up kids: refused, and the provider asked at most once a second.
+    let started = std::time::Instant::now();
+    let before = jwks.hits();
+    for kid_token in minted["unknown_kids"].as_array().expect("kids") {
+        let (status, text) = send(call(
+            &served,
+            Method::GET,
+            "/v1/threads",
+            kid_token.as_str(),
+            None,
+        ))
+        .await;
+        assert_eq!(status, 401, "{text}");
+    }
+    let fetched = jwks.hits() - before;
+    let allowed = 1 + started.elapsed().as_secs() as usize;
+    assert!(
+        fetched <= allowed,
+        "{fetched} fetches in {:?}",
+        started.elapsed()
+    );
+    tally.case(true);
+    println!(
+        "identity-figures oidc: 20 unknown kids in {:?} fetched the key set {fetched} time(s)",
+        started.elapsed()
+    );
+    let log = served.stderr();
+    for secret in [&valid, &es, &rotated] {
+        let signature = secret.rsplit('.').next().expect("signature");
+        assert!(!log.contains(signature), "the log holds a token");
+    }
+    tally.report("oidc");
+}
