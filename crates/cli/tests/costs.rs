@@ -1,5 +1,5 @@
 //! `agentplane costs`: the real binary against a SQLite file prepared through
-//! `agentplane-store` (threads, turns and `cost` events appended as the turn loop
+//! `agentplane-sqlite` (threads, turns and `cost` events appended as the turn loop
 //! does): the table, JSON, groupings, client scoping and refused arguments; and the
 //! same report from a PostgreSQL database, which the runtime opens for it.
 
@@ -10,7 +10,7 @@ use agentplane_core::ReplicaId;
 use agentplane_core::{EventPayload, StopReason, ThreadId, TurnId, usd_of_micros};
 use agentplane_engine::ports::{EventStore, NewThread};
 use agentplane_postgres::PostgresStore;
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentplane");

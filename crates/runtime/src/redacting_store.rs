@@ -316,7 +316,7 @@ impl EventStore for RedactingStore {
 #[cfg(test)]
 mod tests {
     use agentplane_core::ToolStatus;
-    use agentplane_store::SqliteStore;
+    use agentplane_sqlite::SqliteStore;
     use serde_json::json;
 
     use super::*;

@@ -20,7 +20,7 @@ use agentplane_engine::ports::{
     EventStore, ExecutionStore, KeyStore, ReplicaStore, StoreError, VersionStore,
 };
 use agentplane_postgres::PostgresStore;
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 

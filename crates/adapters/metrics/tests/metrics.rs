@@ -14,7 +14,7 @@ use agentplane_engine::ports::{EventStore, NewThread};
 use agentplane_metrics::{
     CONTENT_TYPE, MAX_DISTINCT_VALUES, MAX_TIMED_TURNS, MeteredStore, Metrics, OTHER,
 };
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 use serde_json::json;
 
 /// An event of `turn` as the store would have written it.

@@ -2,7 +2,7 @@
 //! applies them. Replicas starting at once migrate once: every migration runs under a
 //! transaction-scoped advisory lock, and the version is read after taking it.
 //!
-//! The tables mirror the SQLite store's (`crates/adapters/store/src/migrations.rs`):
+//! The tables mirror the SQLite store's (`crates/adapters/sqlite/src/migrations.rs`):
 //! the same columns holding the same text (RFC 3339 timestamps, JSON as the exact text
 //! serde wrote), so records read back identical on both. What PostgreSQL adds: the
 //! replica that began each turn and claimed each execution, the replica registry, and

@@ -1,6 +1,6 @@
 //! The store contract: the behaviour every implementation of the store ports keeps,
 //! written once as async functions generic over the store and run by each backend's
-//! test binary (`crates/adapters/store/tests/contract.rs` for SQLite,
+//! test binary (`crates/adapters/sqlite/tests/contract.rs` for SQLite,
 //! `crates/adapters/postgres/tests/contract.rs` for PostgreSQL) through
 //! [`store_contract!`]. A test here must hold for every backend; what only one can
 //! show (SQLite's file checks, PostgreSQL's cross-process invariants) stays in that

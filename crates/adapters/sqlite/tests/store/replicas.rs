@@ -8,7 +8,7 @@ use agentplane_core::{ExecutionId, ReplicaId, StopReason};
 use agentplane_engine::ports::{
     EventStore, ExecutionStatus, ExecutionStore, NewExecution, ReplicaStore, TurnStatus,
 };
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 
 use super::{db_path, new_thread, running_turn};
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use agentplane_core::{PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{EventStore, NewPermission, NewThread};
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 
 /// A temporary directory and the database path inside it (in a subdirectory that does
 /// not exist yet, so every test also exercises parent creation).

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use agentplane_core::{EventPayload, PermissionDecision, StopReason, ThreadId, TurnId};
 use agentplane_engine::ports::{EventStore, StoreError, TurnStatus};
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 
 use crate::{db_path, new_permission, new_thread, open, raw};
 
@@ -30,7 +30,7 @@ fn write_v1_database(path: &Path) {
 
 /// The schema version this build migrates to: the latest, however many migrations
 /// other parts append.
-const CURRENT_VERSION: u32 = agentplane_store::SCHEMA_VERSION;
+const CURRENT_VERSION: u32 = agentplane_sqlite::SCHEMA_VERSION;
 
 fn user_version(path: &Path) -> u32 {
     raw(path)

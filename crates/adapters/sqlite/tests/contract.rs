@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use agentplane_store::SqliteStore;
+use agentplane_sqlite::SqliteStore;
 use agentplane_store_contract::{Dialect, RawSql, replica_contract, store_contract};
 use async_trait::async_trait;
 
