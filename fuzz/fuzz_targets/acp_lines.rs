@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let max_line = usize::from(*limit) * 16 + 1;
-    runtime().block_on(agentplane_acp::fuzzing::agent_output(
+    runtime().block_on(agentplane_acp_client::fuzzing::agent_output(
         output.to_vec(),
         max_line,
     ));

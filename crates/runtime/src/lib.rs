@@ -607,7 +607,7 @@ fn acp_agents(
         .filter_map(|(name, agent)| {
             let resolved = settings::acp::resolve(agent, secrets)?;
             let external: Arc<dyn agentplane_engine::ports::ExternalAgent> =
-                Arc::new(agentplane_acp::AcpAgent::new(resolved));
+                Arc::new(agentplane_acp_client::AcpAgent::new(resolved));
             Some((name.clone(), external))
         })
         .collect()

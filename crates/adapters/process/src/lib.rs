@@ -1,6 +1,6 @@
 //! The one place agentplane starts processes, and the confinement they run in: shared
 //! by the tool ensembles (`agentplane-tools`: commands, MCP servers) and the ACP client
-//! (`agentplane-acp`: external agents), which is why it is a crate of its own.
+//! (`agentplane-acp-client`: external agents), which is why it is a crate of its own.
 //!
 //! - [`process`]: spawning (a confined run of a tool's program, or a long-lived server
 //!   on stdio) and ending whole process trees.

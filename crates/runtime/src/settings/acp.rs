@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentplane_acp::{AcpAgentConfig, builtin_profile, builtin_profiles};
+use agentplane_acp_client::{AcpAgentConfig, builtin_profile, builtin_profiles};
 use serde::Deserialize;
 
 use crate::config::AgentConfig;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use agentplane_acp::{AcpAgent, AcpAgentConfig};
+use agentplane_acp_client::{AcpAgent, AcpAgentConfig};
 use agentplane_core::ThreadId;
 use agentplane_engine::ports::external::{
     Availability, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ExternalStop,
