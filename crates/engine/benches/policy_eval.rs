@@ -18,7 +18,9 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use agentplane_core::policy::{PolicySet, PolicySource, Timestamp};
-use agentplane_engine::policy::{Decision, RequestContext, budgets, evaluate, gate, rate_limits};
+use agentplane_engine::governance::rules::{
+    Decision, RequestContext, budgets, evaluate, gate, rate_limits,
+};
 
 const POLICIES: usize = 1_000;
 const ROUNDS: usize = 20;
@@ -252,7 +254,7 @@ fn main() {
     let (mut allow, mut deny, mut approval, mut selected) = (0, 0, 0, 0usize);
     for call in &calls {
         let ctx = context(call, at);
-        selected += agentplane_engine::policy::applicable(&loaded, &ctx).count();
+        selected += agentplane_engine::governance::rules::applicable(&loaded, &ctx).count();
         match evaluate(&loaded, &ctx) {
             Decision::Allow => allow += 1,
             Decision::Deny { .. } => deny += 1,

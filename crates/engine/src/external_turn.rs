@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::governance::rules::{self, Decision, RequestContext};
 use crate::governance::{BudgetError, RateFacts, Refusal};
 use crate::permissions;
-use crate::policy::{self, Decision, RequestContext};
 use crate::ports::external::{
     CapabilityUse, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ExternalStop,
     ExternalToolStatus, ExternalUpdate, PermissionAsk, ToTurn,
@@ -561,7 +561,7 @@ impl ExternalTurn<'_> {
             self.late_arguments(&ask.call_id, input).await?;
         }
         let policies = self.deps.governance.policies.current();
-        let gate = policy::gate(&policies, &self.policy_ctx(&ask.tool));
+        let gate = rules::gate(&policies, &self.policy_ctx(&ask.tool));
         let what = format!("`{}`", ask.tool);
         let refusal = match gate.decision {
             Decision::Deny { policy, reason } => Some(Refusal::denied(&policies, policy, &reason)),
@@ -630,7 +630,7 @@ impl ExternalTurn<'_> {
         cancel: &CancellationToken,
     ) -> Result<Result<(), String>, StoreError> {
         let policies = self.deps.governance.policies.current();
-        let gate = policy::gate(&policies, &self.policy_ctx(&use_.tool));
+        let gate = rules::gate(&policies, &self.policy_ctx(&use_.tool));
         match gate.decision {
             Decision::Deny { policy, reason } => {
                 let refusal = Refusal::denied(&policies, policy, &reason);

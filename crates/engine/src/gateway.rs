@@ -23,8 +23,8 @@ use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice}
 use tokio_util::task::TaskTracker;
 
 use crate::error::HubError;
+use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Governance, Reservation, admission, worst_case_micros};
-use crate::policy::RequestContext;
 use crate::ports::{ModelCallRecord, ModelError, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
 

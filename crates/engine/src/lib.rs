@@ -16,7 +16,7 @@ pub mod hub;
 pub mod identity;
 pub mod models;
 pub mod permissions;
-pub mod policy;
+
 pub mod ports;
 pub mod schema;
 pub mod turn;

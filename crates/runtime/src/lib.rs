@@ -5,7 +5,7 @@
 pub mod agents;
 pub mod config;
 pub mod environment;
-pub mod policies;
+pub mod policy_dir;
 pub mod providers;
 pub mod redacting_store;
 pub mod replicas;
@@ -155,7 +155,7 @@ impl Runtime {
             .await?;
         metrics.set_approval_queue(pending.len() as u64);
         let (active_policies, policy_watcher) =
-            policies::watch(&config.policies).map_err(RuntimeError::Policies)?;
+            policy_dir::watch(&config.policies).map_err(RuntimeError::Policies)?;
         let catalogue = agents::catalogue(&config);
         for agent in catalogue.values() {
             if !agent.sandbox.required {

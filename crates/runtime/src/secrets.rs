@@ -19,7 +19,7 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::secret::Redactor;
 use agentplane_core::{AgentSpec, ThreadId, ToolErrorKind, ToolSpec};
 use agentplane_engine::governance::ActivePolicies;
-use agentplane_engine::policy::{RequestContext, data_scopes};
+use agentplane_engine::governance::rules::{RequestContext, data_scopes};
 use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
 use async_trait::async_trait;

@@ -19,7 +19,7 @@ use agentplane_engine::hub::Hub;
 use agentplane_tools::mcp::McpServers;
 use tokio::sync::OnceCell;
 
-use crate::policies::PolicyWatcher;
+use crate::policy_dir::PolicyWatcher;
 use crate::replicas::{ReplicaWatch, Store};
 
 /// Everything a runtime must stop, in the order it must stop them.

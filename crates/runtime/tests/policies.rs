@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentplane_engine::governance::ActivePolicies;
-use agentplane_runtime::policies::{PolicyWatcher, load_dir, watch};
+use agentplane_runtime::policy_dir::{PolicyWatcher, load_dir, watch};
 use agentplane_runtime::settings::policies::PoliciesConfig;
 
 /// How long a change may take to show: many poll intervals, for a loaded machine.

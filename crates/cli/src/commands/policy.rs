@@ -1,13 +1,13 @@
 //! `agentplane policy check DIR`: validates a policies directory exactly the way the
-//! server loads it (`agentplane_runtime::policies::load_dir`), for CI. Prints every
+//! server loads it (`agentplane_runtime::policy_dir::load_dir`), for CI. Prints every
 //! error of every file as `file:line: field: message` with the file's path as given on
 //! the command line (`policies/email.yaml:7: ...`): the lines `serve` reports for the
-//! same directory (`policies::error_lines`). Reading and validation live in the runtime
+//! same directory (`policy_dir::error_lines`). Reading and validation live in the runtime
 //! and core; this file only prints.
 
 use std::path::{Path, PathBuf};
 
-use agentplane_runtime::policies::{error_lines, load_dir};
+use agentplane_runtime::policy_dir::{error_lines, load_dir};
 use clap::{Args, Subcommand};
 
 use crate::exit::{self, Exit};

@@ -10,7 +10,7 @@ use agentplane_core::{EventPayload, ToolErrorKind};
 
 use super::budget::{BudgetError, Exceeded, Reservation};
 use super::{Governance, RateFacts};
-use crate::policy::{self, Decision, RequestContext};
+use crate::governance::rules::{self, Decision, RequestContext};
 use crate::ports::{EventStore, Limited, RateError, StoreError};
 
 /// A refusal by a policy.
@@ -127,12 +127,12 @@ pub async fn admit(
     if set.is_empty() {
         return Ok(Reservation::default());
     }
-    if let Decision::Deny { policy, reason } = policy::evaluate(&set, ctx) {
+    if let Decision::Deny { policy, reason } = rules::evaluate(&set, ctx) {
         return Err(AdmissionError::Refused(Refusal::denied(
             &set, policy, &reason,
         )));
     }
-    let limits = policy::rate_limits(&set, ctx);
+    let limits = rules::rate_limits(&set, ctx);
     governance
         .limiter
         .admit(

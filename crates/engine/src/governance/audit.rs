@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use agentplane_core::policy::{PolicySet, Timestamp};
 use agentplane_core::{Event, EventPayload, FINISH_TASK, ToolErrorKind, ToolStatus};
 
-use crate::policy::{self, Decision, RequestContext};
+use crate::governance::rules::{self, Decision, RequestContext};
 
 /// The `policy_violation` events a turn's `events` deserve under `set`. `ctx` holds the
 /// turn's agent, tags and client; each call is judged with its own tool and time.
@@ -72,7 +72,7 @@ pub fn violations(
             tool: Some(tool),
             ..*ctx
         };
-        let violation = match policy::evaluate(set, &ctx) {
+        let violation = match rules::evaluate(set, &ctx) {
             Decision::Deny { policy, reason } => Some((
                 policy.to_owned(),
                 format!("`{tool}` ran although denied: {reason}"),

@@ -21,7 +21,7 @@ use agentplane_core::{ChatRequest, HoldId, ReplicaId};
 use async_trait::async_trait;
 
 use super::prices::PriceTable;
-use crate::policy::{self, RequestContext};
+use crate::governance::rules::{self, RequestContext};
 pub use crate::ports::Exceeded;
 use crate::ports::{AccountNeed, BudgetAccount, BudgetLedger, CostQuery, EventStore, StoreError};
 
@@ -116,7 +116,7 @@ impl BudgetKeeper {
         agent_tags: &BTreeMap<String, Vec<String>>,
         amount: u64,
     ) -> Result<Reservation, BudgetError> {
-        let budgets = policy::budgets(set, ctx);
+        let budgets = rules::budgets(set, ctx);
         if budgets.is_empty() {
             return Ok(Reservation::default());
         }

@@ -9,12 +9,13 @@
 //! - `admission`: the one check before a turn or a gateway call starts.
 //! - `audit`: the post-turn comparison of what happened with what policy allows.
 
+pub mod active;
 pub mod admission;
 pub mod audit;
 pub mod budget;
-pub mod policies;
 pub mod prices;
 pub mod rate;
+pub mod rules;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,11 +23,11 @@ use std::time::Duration;
 
 use agentplane_core::Event;
 
+pub use active::{ActivePolicies, PolicyStatus};
 pub use admission::{AdmissionError, Refusal, admit};
 pub use budget::{
     BudgetError, BudgetKeeper, Exceeded, MemoryLedger, Reservation, worst_case_micros,
 };
-pub use policies::{ActivePolicies, PolicyStatus};
 pub use prices::{Price, PriceTable};
 pub use rate::{Limited, RateError, RateFacts, RateLimiter, RateLimits};
 

@@ -9,8 +9,8 @@ use agentplane_core::{AgentSpec, EventPayload, StopReason, ThreadId, TurnId};
 
 use super::{Hub, HubError};
 use crate::error::refused;
+use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Refusal, admission};
-use crate::policy::RequestContext;
 
 impl Hub {
     /// Admits a turn of `agent` for `client` on `thread`, or records why not and says so.

@@ -26,11 +26,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::governance::rules::{self, Decision, RequestContext};
 use crate::governance::{ArgsRetention, BudgetError, Governance, RateFacts};
 use crate::harmony;
 use crate::models::{Providers, RouteKey, TaskSize};
 use crate::permissions;
-use crate::policy::{self, Decision, RequestContext};
 use crate::ports::{
     ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
     ToolContext, ToolError,
@@ -443,7 +443,7 @@ impl ActiveTurn<'_> {
         }
         let (specs, tools) = collect_tools(agent, &request.ensembles)?;
         let policies = self.deps.governance.policies.current();
-        let in_force = policy::data_scopes(&policies, &self.policy_ctx(request, None));
+        let in_force = rules::data_scopes(&policies, &self.policy_ctx(request, None));
         self.scope_policies = in_force
             .iter()
             .map(|(name, _)| *name)

@@ -124,7 +124,7 @@ impl ActiveTurn<'_> {
         let governance = &self.deps.governance;
         let policies = governance.policies.current();
         let policy_ctx = self.policy_ctx(request, Some(&call.name));
-        let gate = policy::gate(&policies, &policy_ctx);
+        let gate = rules::gate(&policies, &policy_ctx);
         match gate.decision {
             Decision::Deny { policy, reason } => {
                 let refusal = Refusal::denied(&policies, policy, &reason);
