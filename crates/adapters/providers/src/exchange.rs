@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentplane_core::ChatResponse;
 use agentplane_engine::ports::ModelError;
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
 
 use crate::openai_compatible::failure::{self, Failure};
 use crate::sse::SseDecoder;
@@ -17,6 +17,44 @@ use crate::sse::SseDecoder;
 pub(crate) const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// The most of an error body kept for the message.
 pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Prepares a configured server: trims the base URL, drops an empty key, checks that
+/// the URL is http(s) and that `header(key)` can be sent, and builds the HTTP client.
+/// Returns the client and the URL as messages show it (without credentials). Fails as
+/// `Unreachable`, naming the URL.
+pub(crate) fn prepare(
+    base_url: &mut String,
+    api_key: &mut Option<String>,
+    connect_timeout: Duration,
+    header: impl Fn(&str) -> String,
+) -> Result<(reqwest::Client, String), ModelError> {
+    *base_url = base_url.trim().trim_end_matches('/').to_owned();
+    if api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        *api_key = None;
+    }
+    let shown_url = failure::display_url(base_url);
+    let invalid = |detail: &str| ModelError::Unreachable {
+        url: shown_url.clone(),
+        detail: detail.to_owned(),
+    };
+    match reqwest::Url::parse(base_url) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
+        _ => return Err(invalid("the base URL is not an http(s) URL")),
+    }
+    if let Some(key) = api_key.as_deref()
+        && HeaderValue::from_str(&header(key)).is_err()
+    {
+        return Err(invalid(
+            "the API key has characters an HTTP header cannot carry",
+        ));
+    }
+    let client = reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .user_agent(concat!("agentplane/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| invalid(&failure::transport_detail(e, None)))?;
+    Ok((client, shown_url))
+}
 
 /// Builds an answer from a provider's stream events (the `data` of each).
 pub(crate) trait Assembly {

@@ -13,7 +13,7 @@ use agentplane_core::{ChatRequest, ChatResponse};
 use agentplane_engine::ports::model::TextSink;
 use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
 use async_trait::async_trait;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
 use crate::exchange::{Exchange, MAX_RESPONSE_BYTES, read_body};
 use crate::openai_compatible::failure;
@@ -96,35 +96,12 @@ impl Anthropic {
     /// A client for `config`. Fails (as `Unreachable`, naming the URL) when the base
     /// URL is not an http(s) URL or the key cannot be sent in a header.
     pub fn new(mut config: AnthropicConfig) -> Result<Self, ModelError> {
-        config.base_url = config.base_url.trim().trim_end_matches('/').to_owned();
-        if config
-            .api_key
-            .as_deref()
-            .is_some_and(|k| k.trim().is_empty())
-        {
-            config.api_key = None;
-        }
-        let shown_url = failure::display_url(&config.base_url);
-        let invalid = |detail: &str| ModelError::Unreachable {
-            url: shown_url.clone(),
-            detail: detail.to_owned(),
-        };
-        match reqwest::Url::parse(&config.base_url) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {}
-            _ => return Err(invalid("the base URL is not an http(s) URL")),
-        }
-        if let Some(key) = &config.api_key
-            && HeaderValue::from_str(key).is_err()
-        {
-            return Err(invalid(
-                "the API key has characters an HTTP header cannot carry",
-            ));
-        }
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .user_agent(concat!("agentplane/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| invalid(&failure::transport_detail(e, None)))?;
+        let (client, shown_url) = crate::exchange::prepare(
+            &mut config.base_url,
+            &mut config.api_key,
+            config.connect_timeout,
+            |key| key.to_owned(),
+        )?;
         Ok(Self {
             client,
             config,
