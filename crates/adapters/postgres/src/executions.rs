@@ -354,12 +354,7 @@ async fn record_delivery(
     id: &DeliveryId,
     attempt: DeliveryAttempt,
 ) -> Result<DeliveryRecord, StoreError> {
-    let now = stored_now();
-    let (status, next, delivered_at) = match (attempt.delivered, attempt.retry_after) {
-        (true, _) => (DeliveryStatus::Delivered, None, Some(now.clone())),
-        (false, Some(delay)) => (DeliveryStatus::Pending, Some(stored_after(delay)), None),
-        (false, None) => (DeliveryStatus::Failed, None, None),
-    };
+    let (status, next, delivered_at) = attempt.outcome();
     let changed = db
         .execute(
             "UPDATE webhook_deliveries SET status = $2, next_attempt_at = $3, last_status = $4,
@@ -377,13 +372,7 @@ async fn record_delivery(
         .await
         .map_err(pg)?;
     if changed == 0 {
-        return match delivery(db, id).await? {
-            None => Err(StoreError::NotFound(format!("delivery {id}"))),
-            Some(d) => Err(StoreError::Conflict(format!(
-                "delivery {id} is already {}",
-                d.status.as_str()
-            ))),
-        };
+        return Err(records::delivery_not_pending(id, delivery(db, id).await?));
     }
     delivery(db, id)
         .await?

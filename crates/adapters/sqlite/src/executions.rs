@@ -328,12 +328,7 @@ pub(crate) fn record_delivery(
     id: &DeliveryId,
     attempt: DeliveryAttempt,
 ) -> Result<DeliveryRecord, StoreError> {
-    let now = stored_now();
-    let (status, next, delivered_at) = match (attempt.delivered, attempt.retry_after) {
-        (true, _) => (DeliveryStatus::Delivered, None, Some(now.clone())),
-        (false, Some(delay)) => (DeliveryStatus::Pending, Some(stored_after(delay)), None),
-        (false, None) => (DeliveryStatus::Failed, None, None),
-    };
+    let (status, next, delivered_at) = attempt.outcome();
     let changed = c
         .prepare_cached(
             "UPDATE webhook_deliveries SET status = ?2, next_attempt_at = ?3, last_status = ?4,
@@ -352,13 +347,7 @@ pub(crate) fn record_delivery(
         })
         .map_err(backend)?;
     if changed == 0 {
-        return match delivery(c, id)? {
-            None => Err(StoreError::NotFound(format!("delivery {id}"))),
-            Some(d) => Err(StoreError::Conflict(format!(
-                "delivery {id} is already {}",
-                d.status.as_str()
-            ))),
-        };
+        return Err(records::delivery_not_pending(id, delivery(c, id)?));
     }
     delivery(c, id)?.ok_or_else(|| StoreError::NotFound(format!("delivery {id}")))
 }

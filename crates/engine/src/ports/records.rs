@@ -13,8 +13,9 @@ use serde_json::Value;
 use agentplane_core::version::Stage;
 
 use super::{
-    ApprovalDecision, CostRow, ExecutionEnd, ExecutionRecord, NewPermission, NewThread,
-    PermissionRecord, PermissionStatus, StoreError, ThreadRecord, VersionRecord,
+    ApprovalDecision, CostRow, DeliveryAttempt, DeliveryStatus, ExecutionEnd, ExecutionRecord,
+    NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
+    VersionRecord,
 };
 
 /// `t` in the stored form: RFC 3339, UTC, exactly three fractional digits
@@ -200,6 +201,30 @@ impl ExecutionEnd {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Backend(format!("execution {id}: output: {e}")))
+    }
+}
+
+impl DeliveryAttempt {
+    /// What this attempt makes of its delivery, in stored form: the status, when to try
+    /// next, and when it was delivered.
+    pub fn outcome(&self) -> (DeliveryStatus, Option<String>, Option<String>) {
+        match (self.delivered, self.retry_after) {
+            (true, _) => (DeliveryStatus::Delivered, None, Some(stored_now())),
+            (false, Some(delay)) => (DeliveryStatus::Pending, Some(stored_after(delay)), None),
+            (false, None) => (DeliveryStatus::Failed, None, None),
+        }
+    }
+}
+
+/// The error of a write that expected delivery `id` to be pending: a conflict naming
+/// what it is instead, or not found.
+pub fn delivery_not_pending(
+    id: &agentplane_core::DeliveryId,
+    found: Option<super::DeliveryRecord>,
+) -> StoreError {
+    match found {
+        None => StoreError::NotFound(format!("delivery {id}")),
+        Some(d) => StoreError::Conflict(format!("delivery {id} is already {}", d.status.as_str())),
     }
 }
 
