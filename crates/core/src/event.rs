@@ -161,6 +161,10 @@ pub enum EventPayload {
         /// The parsed arguments; `null` when the model sent text that is not JSON.
         arguments: serde_json::Value,
         args_preview_hash: String,
+        /// The model wrote this call as text (or as its result, for `finish_task`) and
+        /// the engine recovered it (ADR 0032). Absent, never `false`, in stored events.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        recovered: bool,
     },
     ToolCallResult {
         call_id: String,

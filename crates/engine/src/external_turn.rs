@@ -349,6 +349,7 @@ impl ExternalTurn<'_> {
                     tool,
                     arguments,
                     args_preview_hash: hash,
+                    recovered: false,
                 })
                 .await
             }

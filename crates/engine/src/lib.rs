@@ -17,6 +17,7 @@ pub mod permissions;
 pub mod policy;
 pub mod ports;
 pub mod providers;
+pub mod recover;
 pub mod schema;
 pub mod turn;
 

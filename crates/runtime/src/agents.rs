@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec};
+use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec, ToolCallMode};
 use serde_json::{Value, json};
 
 use crate::config::{AgentConfig, Config};
@@ -94,7 +94,14 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
             max_output_tokens: agent
                 .max_output_tokens
                 .unwrap_or(defaults.max_output_tokens),
+            max_nudges: agent.max_nudges.unwrap_or(defaults.max_nudges),
         },
+        // Checked when the configuration was loaded.
+        tool_calls: agent
+            .tool_calls
+            .as_deref()
+            .and_then(ToolCallMode::parse)
+            .unwrap_or_default(),
     }
 }
 
@@ -146,6 +153,7 @@ fn engineering() -> AgentSpec {
             "required": ["summary"]
         })),
         limits: AgentLimits::default(),
+        tool_calls: ToolCallMode::Auto,
     }
 }
 
@@ -187,6 +195,7 @@ fn research() -> AgentSpec {
             "required": ["answer"]
         })),
         limits: AgentLimits::default(),
+        tool_calls: ToolCallMode::Auto,
     }
 }
 

@@ -227,6 +227,7 @@ pub async fn hostile_payloads_round_trip_exactly<S: Store>(store: Arc<S>, raw: &
                 "": "empty key",
             }),
             args_preview_hash: "00".repeat(32),
+            recovered: true,
         },
         EventPayload::ToolCallResult {
             call_id: "c1".into(),

@@ -606,6 +606,7 @@ impl Hub {
             size: hint,
             agent_version: Some(agent_version),
             shadow_of: None,
+            native_tools: None,
         };
         Ok((begun, request, copy))
     }

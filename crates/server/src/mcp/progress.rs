@@ -140,6 +140,7 @@ mod tests {
             tool: "write_file".into(),
             arguments: json!({"path": "secret.txt", "content": "hunter2"}),
             args_preview_hash: "ab".into(),
+            recovered: false,
         };
         let line = line_of(&planned).expect("a step");
         assert_eq!(line, "calling write_file");
