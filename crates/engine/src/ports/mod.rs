@@ -16,7 +16,7 @@ pub use executions::{
     ExecutionQuery, ExecutionRecord, ExecutionStatus, ExecutionStore, NewExecution, RestartMode,
 };
 pub use external::{Availability, ExternalAgent};
-pub use model::{ChatModel, ModelError, ModelInfo, TextSink};
+pub use model::{Capabilities, ChatModel, ModelError, ModelInfo, TextSink};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{

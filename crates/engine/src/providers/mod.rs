@@ -23,7 +23,7 @@ use agentplane_core::{ChatRequest, ChatResponse};
 
 use crate::hub::{ModelResolver, ModelStatus};
 use crate::ports::model::TextSink;
-use crate::ports::{ChatModel, ModelError, ModelInfo};
+use crate::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
 
 pub use health::{CircuitSettings, HealthReport};
 pub use routing::{
@@ -381,6 +381,20 @@ impl Providers {
             reason: "no provider is routed to".to_owned(),
             available: Vec::new(),
         }))
+    }
+
+    /// What the model a call routed by `key` would use for `wanted` can do, as its
+    /// server says (ADR 0032); unknown when no provider answers.
+    pub async fn capabilities(&self, key: &RouteKey<'_>, wanted: &str) -> Capabilities {
+        match self.resolve_with_provider(key, wanted).await {
+            Ok((model, entry)) => {
+                entry
+                    .resolver
+                    .capabilities(entry.config.client.as_ref(), &model)
+                    .await
+            }
+            Err(_) => Capabilities::default(),
+        }
     }
 
     /// What `wanted` looks like for a call routed by `key`, right now.
