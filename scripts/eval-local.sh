@@ -110,7 +110,7 @@ model = "{model}"
 path = "{dir_}/agentplane.db"
 
 [agents.eval]
-system_prompt = "You are a careful assistant working in a workspace through tools. Paths are relative to the workspace. Use the tools to do the task, then call finish_task with the result."
+system_prompt = "You are a careful assistant working in a workspace through tools. Paths are relative to the workspace. Read a file before you change it, and write a file with its complete new content. When the task is done, call finish_task with the result."
 ensembles = {ensembles}
 shell_allow = {json.dumps(shell)}
 tool_calls = "{mode}"

@@ -155,3 +155,98 @@ async fn a_real_small_model_writes_a_file_and_finishes() {
     let written = std::fs::read_to_string(sb.root.join("ws/hello.txt")).expect("hello.txt");
     assert_eq!(written.trim().to_lowercase(), "hello");
 }
+
+/// The scripted model's binary, built beside this test's (`cargo build` of the
+/// workspace, which `scripts/test.sh` and CI do, builds it).
+fn scripted_llm() -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let bin = dir.join("scripted-llm");
+    assert!(
+        bin.exists(),
+        "{} is missing: cargo build -p agentplane-testkit --bin scripted-llm",
+        bin.display()
+    );
+    bin
+}
+
+/// Whether anything accepts connections on `port` of 127.0.0.1.
+fn answers(port: u16) -> bool {
+    std::net::TcpStream::connect_timeout(
+        &std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        std::time::Duration::from_millis(200),
+    )
+    .is_ok()
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|cmdline| String::from_utf8_lossy(cmdline).contains(needle))
+        .count()
+}
+
+#[tokio::test]
+async fn a_stopped_model_server_is_started_by_start_command_and_stopped_at_shutdown() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    assert!(!answers(port), "the model server is stopped before the run");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = dir.path().join("kept-model-scenario.json");
+    std::fs::write(
+        &scenario,
+        r#"{"steps": [{"tool_calls": [{"name": "finish_task", "arguments": {"summary": "done"}}]}]}"#,
+    )
+    .expect("scenario");
+    let base_url = format!("http://127.0.0.1:{port}/v1");
+    let sb = sandbox(&format!(
+        "[llm]\nbase_url = \"{base_url}\"\nmodel = \"scripted-model\"\nmax_retries = 0\n\
+         ensure_available = true\nstart_timeout_secs = 60\n\
+         start_command = [{:?}, \"--listen\", \"127.0.0.1:{port}\", \"--scenario\", {:?}]\n",
+        scripted_llm().display().to_string(),
+        scenario.display().to_string(),
+    ));
+    let mut cmd = command(&sb, &base_url);
+    cmd.args(["run", "--json", "--workspace", "ws", "finish at once"]);
+    let out = output(cmd).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["stop_reason"], "finished", "{doc}");
+    assert!(stderr.contains("did not answer; starting"), "{stderr}");
+    assert!(stderr.contains("the model server answers"), "{stderr}");
+    // agentplane started it, so agentplane stopped it: nothing listens, no process left.
+    assert!(
+        !answers(port),
+        "the model server still answers after the run"
+    );
+    assert_eq!(processes_mentioning("kept-model-scenario.json"), 0);
+}
+
+#[tokio::test]
+async fn a_model_server_that_answers_is_not_started_again() {
+    let server = ScriptedServer::start(Scenario::new(vec![agentplane_testkit::Step::tool_call(
+        "finish_task",
+        serde_json::json!({"summary": "ok"}),
+    )]))
+    .await
+    .expect("server");
+    let sb = sandbox(
+        "[llm]\nmodel = \"scripted-model\"\nensure_available = true\n\
+         start_command = [\"/bin/false\"]\n",
+    );
+    let mut cmd = command(&sb, &server.base_url());
+    cmd.args(["run", "--json", "--workspace", "ws", "finish at once"]);
+    let out = output(cmd).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("starting"), "{stderr}");
+}

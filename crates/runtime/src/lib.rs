@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod config;
 pub mod environment;
+pub mod model_server;
 pub mod policies;
 pub mod providers;
 pub mod redacting_store;
@@ -86,6 +87,8 @@ pub struct Runtime {
     executions: Arc<Executions>,
     /// This replica's heartbeat, and the recovery of dead ones once serving.
     watch: replicas::ReplicaWatch,
+    /// `[llm] ensure_available`: the model server we may start, and stop at shutdown.
+    model_server: Option<Arc<model_server::ModelServerKeeper>>,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -144,7 +147,13 @@ impl Runtime {
         // Nothing starts here: each server is started by the first turn that needs it.
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
         let metrics = Arc::new(Metrics::new());
-        let providers = Arc::new(providers::build(&config, &secrets, Some(metrics.clone()))?);
+        let model_server = providers::model_server_keeper(&config).map(Arc::new);
+        let providers = Arc::new(providers::build(
+            &config,
+            &secrets,
+            Some(metrics.clone()),
+            model_server.clone(),
+        )?);
         let pending = store
             .list_approvals(&ApprovalQuery {
                 pending_only: true,
@@ -251,7 +260,19 @@ impl Runtime {
             metrics,
             executions,
             watch,
+            model_server,
         })
+    }
+
+    /// `[llm] ensure_available`: when the model server does not answer, starts it and
+    /// waits for it (progress on stderr). Nothing to do without a command to start, or
+    /// when it answers. The error says why it could not be made to answer.
+    pub async fn ensure_model_server(&self) -> Result<(), agentplane_engine::ports::ModelError> {
+        let Some(keeper) = &self.model_server else {
+            return Ok(());
+        };
+        let model = providers::llm_client(&self.config)?;
+        keeper.ensure(model.as_ref()).await.map(|_| ())
     }
 
     /// What a server runs beside its requests: on the SQLite file, recovers the
@@ -292,6 +313,9 @@ impl Runtime {
             watcher.stop().await;
         }
         self.mcp.shutdown().await;
+        if let Some(keeper) = &self.model_server {
+            keeper.stop().await;
+        }
     }
 
     /// The process's metrics (`/metrics`).

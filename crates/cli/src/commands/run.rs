@@ -48,6 +48,11 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> Exit {
             exit::CONFIG,
         );
     }
+    // `[llm] ensure_available` (ADR 0033): started now if it does not answer; a failure
+    // shows as the turn's own error.
+    if let Err(e) = runtime.ensure_model_server().await {
+        tracing::warn!(error = %e, "the model server could not be started");
+    }
     let task = Task {
         agent: args
             .agent
