@@ -12,7 +12,8 @@
 # (default Qwen2.5-Coder-1.5B-Instruct), AGENTPLANE_BIN (default: cargo's debug build),
 # EVAL_RUNS (3), EVAL_MODES ("native recover constrained auto"), EVAL_TASKS (all),
 # EVAL_OUT (directory for results.jsonl and table.md; default a temp dir),
-# EVAL_TIMEOUT (seconds per run, default 900).
+# EVAL_TIMEOUT (seconds per run, default 900), EVAL_TABLE_ONLY=1 (print the table of
+# EVAL_OUT's results.jsonl and run nothing).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,7 +23,7 @@ if [[ ! -x "$bin" ]]; then
   exit 2
 fi
 url="${AGENTPLANE_EVAL_URL:-http://127.0.0.1:11434/v1}"
-if ! curl -fsS "$url/models" >/dev/null 2>&1; then
+if [[ -z "${EVAL_TABLE_ONLY:-}" ]] && ! curl -fsS "$url/models" >/dev/null 2>&1; then
   echo "no model server answers at $url: scripts/local-model.sh --tools --background" >&2
   exit 2
 fi
@@ -119,8 +120,14 @@ max_output_tokens = 512
 output_schema = {schema}
 '''
 
-results = open(os.path.join(out, "results.jsonl"), "a")
-rows = {}
+results_path = os.path.join(out, "results.jsonl")
+records = []
+if os.environ.get("EVAL_TABLE_ONLY"):
+    # Only the table of what results.jsonl holds (a run cut short, or an old one).
+    with open(results_path) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    runs = 0
+results = open(results_path, "a")
 for run in range(runs):
     for name in selected:
         files, task, schema, shell, check = TASKS[name]
@@ -161,25 +168,29 @@ for run in range(runs):
             results.write(json.dumps(record) + "\n")
             results.flush()
             print(json.dumps(record), file=sys.stderr, flush=True)
-            cell = rows.setdefault(name, {}).setdefault(mode, [])
-            cell.append((ok, seconds))
+            records.append(record)
 
-lines = ["| task | " + " | ".join(modes) + " |", "| --- |" + " --- |" * len(modes)]
-totals = {m: [0, 0] for m in modes}
-for name in selected:
-    cells = []
-    for mode in modes:
-        got = rows.get(name, {}).get(mode, [])
-        wins = sum(ok for ok, _ in got)
-        totals[mode][0] += wins
-        totals[mode][1] += len(got)
-        mean = sum(s for _, s in got) / len(got) if got else 0
-        cells.append(f"{wins}/{len(got)} ({mean:.0f} s)")
-    lines.append(f"| {name} | " + " | ".join(cells) + " |")
-lines.append("| **all** | " + " | ".join(
-    f"**{w}/{n} ({100 * w / n:.0f} %)**" if n else "-" for w, n in totals.values()) + " |")
-table = "\n".join(lines)
+def table(records):
+    present = [m for m in modes if any(r["mode"] == m for r in records)]
+    tasks = [t for t in selected if any(r["task"] == t for r in records)]
+    lines = ["| task | " + " | ".join(present) + " |", "| --- |" + " --- |" * len(present)]
+    totals = {m: [0, 0] for m in present}
+    for name in tasks:
+        cells = []
+        for mode in present:
+            got = [r for r in records if r["task"] == name and r["mode"] == mode]
+            wins = sum(r["ok"] for r in got)
+            totals[mode][0] += wins
+            totals[mode][1] += len(got)
+            mean = sum(r["seconds"] for r in got) / len(got) if got else 0
+            cells.append(f"{wins}/{len(got)} ({mean:.0f} s)" if got else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| **all** | " + " | ".join(
+        f"**{w}/{n} ({100 * w / n:.0f} %)**" if n else "-" for w, n in totals.values()) + " |")
+    return "\n".join(lines)
+
+table_text = table(records)
 with open(os.path.join(out, "table.md"), "w") as f:
-    f.write(table + "\n")
-print(table)
+    f.write(table_text + "\n")
+print(table_text)
 PY
