@@ -6,13 +6,13 @@
 # llama.cpp servers, and one real task (write a file, end `finished`) by the 1.5B model
 # through `agentplane run` — and stops the servers. About 2–4 minutes on 2 cores.
 #
-# Environment: AGENTPLANE_TEST_LLAMA_PORT (default 8692), AGENTPLANE_TEST_TOOLS_PORT
-# (default 8693).
+# Environment: AGENTPLANE_TEST_LLAMA_PORT (default 8695), AGENTPLANE_TEST_TOOLS_PORT
+# (default 8696).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-small_port="${AGENTPLANE_TEST_LLAMA_PORT:-8692}"
-tools_port="${AGENTPLANE_TEST_TOOLS_PORT:-8693}"
+small_port="${AGENTPLANE_TEST_LLAMA_PORT:-8695}"
+tools_port="${AGENTPLANE_TEST_TOOLS_PORT:-8696}"
 cache="${AGENTPLANE_LOCAL_MODEL_DIR:-$PWD/.local-model}"
 pids=()
 cleanup() {
