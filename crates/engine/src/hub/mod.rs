@@ -599,7 +599,10 @@ impl Hub {
         };
         // `auto` constrains from the first call when the server cannot make native calls.
         let native_tools = match agent.tool_calls {
-            agentplane_core::ToolCallMode::Auto if !self.external.contains_key(&agent.name) => {
+            // Only an agent with a result to constrain to can use what the probe says.
+            agentplane_core::ToolCallMode::Auto
+                if agent.output_schema.is_some() && !self.external.contains_key(&agent.name) =>
+            {
                 self.model_capabilities(&agent).await.native_tools
             }
             _ => None,

@@ -386,13 +386,14 @@ impl Providers {
     /// What the model a call routed by `key` would use for `wanted` can do, as its
     /// server says (ADR 0032); unknown when no provider answers.
     pub async fn capabilities(&self, key: &RouteKey<'_>, wanted: &str) -> Capabilities {
-        match self.resolve_with_provider(key, wanted).await {
-            Ok((model, entry)) => {
-                entry
-                    .resolver
-                    .capabilities(entry.config.client.as_ref(), &model)
-                    .await
-            }
+        // A probe, not a call: it leaves the providers' health and metrics alone, and
+        // asks only the first provider the call would go to.
+        let Some(entry) = self.ordered(key).into_iter().next() else {
+            return Capabilities::default();
+        };
+        let client = entry.config.client.as_ref();
+        match entry.resolver.resolve(client, entry.wanted(wanted)).await {
+            Ok(model) => entry.resolver.capabilities(client, &model).await,
             Err(_) => Capabilities::default(),
         }
     }
