@@ -302,3 +302,32 @@ async fn a_repeated_call_gets_a_note_after_its_result() {
     assert!(!last_message(&requests[1]).contains("same tool call"));
     assert!(last_message(&requests[2]).contains("same tool call"));
 }
+
+#[tokio::test]
+async fn only_the_first_of_several_calls_written_as_text_runs() {
+    // A read and a write that guesses what the read will say, in one answer.
+    let both = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"src.txt\"}}\n\
+        {\"name\": \"write_file\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"GUESS\"}}\n```";
+    let h = harness(vec![
+        Step::text(both),
+        Step::text(WRITE_FENCED),
+        Step::text(RESULT_TEXT),
+    ])
+    .await;
+    std::fs::write(h.workspace.join("src.txt"), "hello").expect("src");
+    let (outcome, events) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(
+        planned(&events),
+        [
+            ("read_file".into(), true),
+            ("write_file".into(), true),
+            ("finish_task".into(), true)
+        ]
+    );
+    assert_eq!(
+        h.hello().as_deref(),
+        Some("hello"),
+        "the guessed write never ran"
+    );
+}

@@ -5,8 +5,12 @@
 use super::*;
 use crate::recover::{self, Offered};
 
-/// Calls recovered from `text` (an answer without native calls): only tools offered in
-/// this request, with arguments that validate. Ids are `recovered_N_sSTEP`.
+/// The call recovered from `text` (an answer without native calls): only tools offered
+/// in this request, with arguments that validate. Only the first call a text names
+/// runs: a small model writing several calls at once writes a plan whose later calls
+/// guess the earlier ones' results (a read, then a write of what it has not read yet),
+/// so it gets the first result back and writes the next call knowing it. The id is
+/// `recovered_0_sSTEP`.
 pub(super) fn recover_calls(
     step: u32,
     text: String,
@@ -29,6 +33,7 @@ pub(super) fn recover_calls(
     let calls = found
         .calls
         .into_iter()
+        .take(1)
         .enumerate()
         .map(|(i, call)| {
             PlannedCall::Recovered(ToolCall {
