@@ -8,7 +8,10 @@
 //! - fenced (```` ```json ````) or bare `{"name": …, "arguments": {…}}` JSON, also with
 //!   every brace doubled (`{{…}}`), and `arguments` given as a JSON string;
 //! - a function call `name({…})`;
-//! - a self-closing tag `<name attr="…"/>`, its attributes the arguments.
+//! - a self-closing tag `<name attr="…"/>`, its attributes the arguments;
+//! - elements `<name>TOOL</name><arguments><key>value</key>…</arguments>`;
+//! - `"function"` (or `"tool"`) for `"name"`, and OpenAI's own
+//!   `{"type": "function", "function": {…}}`.
 //!
 //! It is a pure function of a string and the request's tools: no I/O, no state, never a
 //! panic. What it returns is never trusted more than a native call: a call is recovered
@@ -54,7 +57,8 @@ pub struct Recovered {
 pub fn recover(content: &str, offered: &[Offered<'_>]) -> Recovered {
     let mut found: Vec<(usize, RecoveredCall)> = Vec::new();
     if !offered.is_empty() {
-        for (start, end) in object_spans(content) {
+        let spans = object_spans(content);
+        for &(start, end) in &spans {
             if let Some(call) = span_call(content, start, end, offered) {
                 found.push((start, call));
             }
@@ -62,8 +66,18 @@ pub fn recover(content: &str, offered: &[Offered<'_>]) -> Recovered {
                 break;
             }
         }
+        // Tags and elements inside a JSON object (a file's content, say) are its text.
+        let outside = |(at, _): &(usize, RecoveredCall)| {
+            let i = spans.partition_point(|(start, _)| start <= at);
+            i == 0 || spans[i - 1].1 <= *at
+        };
         if found.len() < MAX_CALLS {
-            found.extend(tag_calls(content, offered, MAX_CALLS - found.len()));
+            let tags = tag_calls(content, offered, MAX_CALLS - found.len());
+            found.extend(tags.into_iter().filter(outside));
+        }
+        if found.len() < MAX_CALLS {
+            let elements = element_calls(content, offered, MAX_CALLS - found.len());
+            found.extend(elements.into_iter().filter(outside));
         }
     }
     found.sort_by_key(|(at, _)| *at);
@@ -160,8 +174,16 @@ fn span_call(
     offered: &[Offered<'_>],
 ) -> Option<RecoveredCall> {
     let value = parse_object(&content[start..end])?;
-    if let Some(name) = value.get("name").and_then(Value::as_str) {
-        let arguments = match value.get("arguments").or_else(|| value.get("parameters")) {
+    // OpenAI's own shape, `{"type": "function", "function": {"name", "arguments"}}`.
+    let call = match value.get("function") {
+        Some(inner @ Value::Object(_)) => inner,
+        _ => &value,
+    };
+    let name = ["name", "function", "tool"]
+        .iter()
+        .find_map(|key| call.get(*key).and_then(Value::as_str));
+    if let Some(name) = name {
+        let arguments = match call.get("arguments").or_else(|| call.get("parameters")) {
             Some(Value::String(text)) => serde_json::from_str::<Value>(text).ok()?,
             Some(arguments) => arguments.clone(),
             None => return None,
@@ -272,15 +294,85 @@ fn read_tag(
         attributes.insert(key.to_owned(), Value::String(value));
         i += len + 2;
     }
-    let arguments = Value::Object(attributes);
-    if let Some(call) = checked(name, arguments.clone(), offered) {
-        return (Some(call), i);
+    (checked_typed(name, attributes, offered), i)
+}
+
+/// Calls written as elements: `<name>TOOL</name>` then `<arguments>` holding one
+/// `<key>value</key>` per argument (what `<tools><function>…` answers look like), at
+/// most `limit`. Every search starts where the previous one ended.
+fn element_calls(
+    content: &str,
+    offered: &[Offered<'_>],
+    limit: usize,
+) -> Vec<(usize, RecoveredCall)> {
+    let mut calls = Vec::new();
+    let mut at = 0;
+    while calls.len() < limit {
+        let Some(offset) = content[at..].find("<name>") else {
+            break;
+        };
+        let start = at + offset;
+        let name_from = start + "<name>".len();
+        let Some(name_len) = content[name_from..].find("</name>") else {
+            break;
+        };
+        let name = content[name_from..name_from + name_len].trim();
+        at = name_from + name_len + "</name>".len();
+        let Some(body) = content[at..].trim_start().strip_prefix("<arguments>") else {
+            continue;
+        };
+        let body_from = content.len() - body.len();
+        let Some(body_len) = body.find("</arguments>") else {
+            break;
+        };
+        at = body_from + body_len + "</arguments>".len();
+        if name.len() > MAX_NAME {
+            continue;
+        }
+        let Some(arguments) = element_arguments(&body[..body_len]) else {
+            continue;
+        };
+        if let Some(call) = checked_typed(name, arguments, offered) {
+            calls.push((start, call));
+        }
     }
-    // Attributes are text: a schema that wants a number or a boolean gets one.
-    let Value::Object(attributes) = arguments else {
-        return (None, i);
-    };
-    let typed = attributes
+    calls
+}
+
+/// `<key>value</key>…` as an object of strings; `None` unless that is all there is.
+fn element_arguments(body: &str) -> Option<Map<String, Value>> {
+    let mut arguments = Map::new();
+    let mut rest = body.trim_start();
+    while !rest.is_empty() {
+        let open = rest.strip_prefix('<')?;
+        let key_len = open.find('>')?;
+        let key = &open[..key_len];
+        if key.is_empty() || key.len() > MAX_NAME || !key.chars().all(is_name_char) {
+            return None;
+        }
+        let value_from = &open[key_len + 1..];
+        let close = format!("</{key}>");
+        let value_len = value_from.find(&close)?;
+        arguments.insert(
+            key.to_owned(),
+            Value::String(unescape(&value_from[..value_len])),
+        );
+        rest = value_from[value_len + close.len()..].trim_start();
+    }
+    Some(arguments)
+}
+
+/// [`checked`] for arguments written as text: as they are, else with each value that
+/// reads as a JSON number, boolean, array or object taken as that.
+fn checked_typed(
+    name: &str,
+    arguments: Map<String, Value>,
+    offered: &[Offered<'_>],
+) -> Option<RecoveredCall> {
+    if let Some(call) = checked(name, Value::Object(arguments.clone()), offered) {
+        return Some(call);
+    }
+    let typed = arguments
         .into_iter()
         .map(
             |(k, v)| match v.as_str().map(serde_json::from_str::<Value>) {
@@ -289,7 +381,7 @@ fn read_tag(
             },
         )
         .collect();
-    (checked(name, Value::Object(typed), offered), i)
+    checked(name, Value::Object(typed), offered)
 }
 
 /// XML's five entities in an attribute value.

@@ -123,6 +123,44 @@ fn self_closing_tag() {
 }
 
 #[test]
+fn function_key_and_openai_shape() {
+    let got = calls(
+        r#"{"function": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}}"#,
+    );
+    assert_eq!(got.calls, vec![write_call()]);
+    let got = calls(
+        r#"{"type": "function", "function": {"name": "write_file", "arguments": "{\"path\": \"hello.txt\", \"content\": \"hello\"}"}}"#,
+    );
+    assert_eq!(got.calls, vec![write_call()]);
+}
+
+#[test]
+fn elements_in_a_tools_wrapper() {
+    let got = calls(
+        "<tools>\n  <function>\n    <name>write_file</name>\n    <arguments>\n      <path>hello.txt</path>\n      <content>hello</content>\n    </arguments>\n  </function>\n  <function><name>finish_task</name><arguments><summary>done</summary><count>3</count></arguments></function>\n</tools>",
+    );
+    assert_eq!(
+        got.calls,
+        vec![
+            write_call(),
+            RecoveredCall {
+                name: "finish_task".into(),
+                arguments: json!({"summary": "done", "count": 3}),
+            }
+        ]
+    );
+    // An unoffered name, a missing argument, or stray text among the arguments: text.
+    for text in [
+        "<name>shell</name><arguments><program>rm</program></arguments>",
+        "<name>write_file</name><arguments><path>a</path></arguments>",
+        "<name>write_file</name><arguments>path=a <content>b</content></arguments>",
+        "<name>write_file</name> no arguments here",
+    ] {
+        assert!(calls(text).calls.is_empty(), "{text}");
+    }
+}
+
+#[test]
 fn several_calls_in_order() {
     let got = calls(concat!(
         r#"<finish_task summary='later'/> then "#,
@@ -175,6 +213,11 @@ fn nested_fences_and_calls_inside_strings_stay_text() {
     let got = calls(&text);
     assert_eq!(got.calls.len(), 1);
     assert_eq!(got.calls[0].name, "write_file");
+    // Tags and elements quoted in a call's content are its content.
+    let quoted = r#"{"name": "write_file", "arguments": {"path": "a.xml", "content": "<finish_task summary='x'/> <name>finish_task</name><arguments><summary>y</summary></arguments>"}}"#;
+    let got = calls(quoted);
+    assert_eq!(got.calls.len(), 1, "{:?}", got.calls);
+    assert_eq!(got.calls[0].name, "write_file");
     // A fence opened inside an object breaks it: no call.
     let broken = "```json\n{\"name\": \"write_file\", \"arguments\": ```json\n{\"path\": \"a\", \"content\": \"b\"}\n```}\n```";
     assert!(calls(broken).calls.is_empty());
@@ -197,6 +240,9 @@ fn a_megabyte_of_braces_is_linear_and_no_call() {
         "<finish_task summary=\"".repeat(1 << 16),
         "finish_task(".repeat(1 << 16) + "{}",
         "<".repeat(1 << 20),
+        "<name>write_file</name><arguments>".repeat(1 << 15),
+        "<name>".repeat(1 << 17),
+        "<name>write_file</name><arguments><path>".repeat(1 << 14) + "</arguments>",
     ] {
         let started = Instant::now();
         let got = calls(&text);
