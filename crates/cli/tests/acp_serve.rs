@@ -31,7 +31,7 @@ fn sandbox(model_url: &str) -> Sandbox {
              [store]\npath = \"events.db\"\n\
              [server]\npermission_timeout_secs = 1\n\
              [agents.writer]\nsystem_prompt = \"You write.\"\nensembles = [\"fs\"]\n\
-             requires_permission = [\"write_file\"]\n"
+             requires_permission = [\"write_file\"]\nmax_nudges = 0\n"
         ),
     )
     .expect("config");

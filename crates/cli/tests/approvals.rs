@@ -23,7 +23,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 
 const CONFIG: &str = "[llm]\nmax_retries = 0\n[store]\npath = \"events.db\"\n\
     [agents.reviewed]\nsystem_prompt = \"Write the file you are asked to.\"\n\
-    ensembles = [\"fs\"]\nmax_steps = 4\n\
+    ensembles = [\"fs\"]\nmax_steps = 4\nmax_nudges = 0\n\
     [policies]\ndir = \"policies\"\n";
 
 const REVIEW: &str = "name: review\ntype: approval_required\nrules: {tools: [write_file]}\n";

@@ -63,7 +63,7 @@ fn sandbox() -> Sandbox {
              [mcp.servers.everything]\n{}\
              env = {{ TOKEN = \"${{secret:api_token}}\" }}\n\
              [agents.keeper]\nsystem_prompt = \"You keep secrets.\"\ntags = [\"trusted\"]\n\
-             ensembles = [\"everything\"]\n\
+             ensembles = [\"everything\"]\nmax_nudges = 0\n\
              [agents.stranger]\nsystem_prompt = \"You are new here.\"\n\
              ensembles = [\"everything\"]\n",
             peers::mcp_everything_toml()

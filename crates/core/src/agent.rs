@@ -16,6 +16,57 @@ pub struct AgentLimits {
     /// a looping model ends and a budget can reserve the call's worst case.
     #[serde(default = "default_max_output_tokens")]
     pub max_output_tokens: u32,
+    /// Corrective messages a turn sends a model that answered with text when the agent
+    /// has an output schema, before the turn ends as `text_answer`.
+    #[serde(default = "default_max_nudges")]
+    pub max_nudges: u32,
+}
+
+/// Corrective messages per turn when the agent sets none.
+pub const DEFAULT_MAX_NUDGES: u32 = 2;
+
+fn default_max_nudges() -> u32 {
+    DEFAULT_MAX_NUDGES
+}
+
+/// How a turn gets tool calls out of the model (`tool_calls` of an agent; ADR 0032).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallMode {
+    /// Recover calls written as text; constrain the answer's format where the server
+    /// can, once native calls are unsupported or have failed in the turn.
+    #[default]
+    Auto,
+    /// Only the server's native `tool_calls` (and Harmony markup) are calls.
+    Native,
+    /// Native calls, and calls written as text recovered when there are none.
+    Recover,
+    /// Every answer constrained by a JSON schema to one of the offered calls, where the
+    /// server supports it (else as `recover`).
+    Constrained,
+}
+
+impl ToolCallMode {
+    /// The spelling used in configuration and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Native => "native",
+            Self::Recover => "recover",
+            Self::Constrained => "constrained",
+        }
+    }
+
+    /// The mode a configuration value names.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "auto" => Some(Self::Auto),
+            "native" => Some(Self::Native),
+            "recover" => Some(Self::Recover),
+            "constrained" => Some(Self::Constrained),
+            _ => None,
+        }
+    }
 }
 
 /// The output cap of a model call when the agent sets none.
@@ -32,6 +83,7 @@ impl Default for AgentLimits {
             tool_timeout_ms: 30_000,
             tool_output_cap_bytes: 64 * 1024,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
+            max_nudges: DEFAULT_MAX_NUDGES,
         }
     }
 }
@@ -116,4 +168,7 @@ pub struct AgentSpec {
     /// agents, and models without tool support when the agent has no tools either).
     pub output_schema: Option<serde_json::Value>,
     pub limits: AgentLimits,
+    /// How tool calls are read from the model's answers.
+    #[serde(default)]
+    pub tool_calls: ToolCallMode,
 }

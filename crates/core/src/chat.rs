@@ -93,6 +93,10 @@ pub struct ChatRequest {
     /// Whether and which tool the model must call; `None` leaves it to the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
+    /// A JSON Schema the answer's content must match (OpenAI's `response_format`
+    /// `json_schema`); the turn sets it in `constrained` tool-call mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<serde_json::Value>,
 }
 
 /// How the model may use the offered tools (OpenAI's `tool_choice`).

@@ -176,6 +176,10 @@ pub enum EventPayload {
         /// (`tool` is what policies see: `write_file`, `run_command`…).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         title: Option<String>,
+        /// The model wrote this call as text (or as its result, for `finish_task`) and
+        /// the engine recovered it (ADR 0032). Absent, never `false`, in stored events.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        recovered: bool,
     },
     /// An external agent sent a planned call's arguments later (`rawInput` in a
     /// `tool_call_update`): from here on they, and their hash, are the call's.

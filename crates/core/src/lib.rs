@@ -15,7 +15,7 @@ pub mod secret;
 pub mod tool;
 pub mod version;
 
-pub use agent::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec};
+pub use agent::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec, ToolCallMode};
 pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
 pub use error::ErrorCode;
 pub use event::{

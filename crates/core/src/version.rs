@@ -133,6 +133,7 @@ impl VersionSpec {
                 tool_output_cap_bytes: self.tool_output_cap_bytes,
                 // The output cap is the operator's, like the budgets it bounds.
                 max_output_tokens: baseline.limits.max_output_tokens,
+                max_nudges: baseline.limits.max_nudges,
             },
             ..baseline.clone()
         }

@@ -367,6 +367,7 @@ impl ExternalTurn<'_> {
                     arguments,
                     args_preview_hash: hash,
                     title,
+                    recovered: false,
                 })
                 .await
             }

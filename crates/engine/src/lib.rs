@@ -18,6 +18,7 @@ pub mod models;
 pub mod permissions;
 
 pub mod ports;
+pub mod recover;
 pub mod schema;
 pub mod turn;
 

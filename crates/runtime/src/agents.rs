@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec};
+use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec, ToolCallMode};
 use serde_json::{Value, json};
 
 use crate::config::{AgentConfig, Config};
@@ -95,7 +95,14 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
             max_output_tokens: agent
                 .max_output_tokens
                 .unwrap_or(defaults.max_output_tokens),
+            max_nudges: agent.max_nudges.unwrap_or(defaults.max_nudges),
         },
+        // Checked when the configuration was loaded.
+        tool_calls: agent
+            .tool_calls
+            .as_deref()
+            .and_then(ToolCallMode::parse)
+            .unwrap_or_default(),
     }
 }
 
@@ -147,6 +154,7 @@ fn engineering() -> AgentSpec {
             "required": ["summary"]
         })),
         limits: AgentLimits::default(),
+        tool_calls: ToolCallMode::Auto,
     }
 }
 
@@ -188,6 +196,7 @@ fn research() -> AgentSpec {
             "required": ["answer"]
         })),
         limits: AgentLimits::default(),
+        tool_calls: ToolCallMode::Auto,
     }
 }
 

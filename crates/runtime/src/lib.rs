@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod config;
 pub mod environment;
+pub mod model_server;
 pub mod policy_dir;
 pub mod providers;
 pub mod redacting_store;
@@ -84,6 +85,8 @@ pub struct Runtime {
     mcp: McpServers,
     metrics: Arc<Metrics>,
     executions: Arc<Executions>,
+    /// `[llm] ensure_available`: the model server we may start (the shutdown stops it).
+    model_server: Option<Arc<model_server::ModelServerKeeper>>,
     /// The one ordered shutdown; it also owns this replica's heartbeat (and the
     /// recovery of dead ones once serving) and the policy directory's watcher.
     shutdown: Arc<Shutdown>,
@@ -145,7 +148,13 @@ impl Runtime {
         // Nothing starts here: each server is started by the first turn that needs it.
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
         let metrics = Arc::new(Metrics::new());
-        let providers = Arc::new(providers::build(&config, &secrets, Some(metrics.clone()))?);
+        let model_server = providers::model_server_keeper(&config).map(Arc::new);
+        let providers = Arc::new(providers::build(
+            &config,
+            &secrets,
+            Some(metrics.clone()),
+            model_server.clone(),
+        )?);
         let pending = store
             .list_approvals(&ApprovalQuery {
                 pending_only: true,
@@ -257,6 +266,7 @@ impl Runtime {
             store: store.clone(),
             policy_watcher: std::sync::Mutex::new(policy_watcher),
             mcp: mcp.clone(),
+            model_server: model_server.clone(),
             grace: config.server.shutdown_grace,
             done: tokio::sync::OnceCell::new(),
         });
@@ -267,8 +277,20 @@ impl Runtime {
             mcp,
             metrics,
             executions,
+            model_server,
             shutdown,
         })
+    }
+
+    /// `[llm] ensure_available`: when the model server does not answer, starts it and
+    /// waits for it (progress on stderr). Nothing to do without a command to start, or
+    /// when it answers. The error says why it could not be made to answer.
+    pub async fn ensure_model_server(&self) -> Result<(), agentplane_engine::ports::ModelError> {
+        let Some(keeper) = &self.model_server else {
+            return Ok(());
+        };
+        let model = providers::llm_client(&self.config)?;
+        keeper.ensure(model.as_ref()).await.map(|_| ())
     }
 
     /// What a server runs beside its requests: on the SQLite file, recovers the

@@ -12,29 +12,69 @@ use agentplane_engine::ports::ChatModel;
 use agentplane_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
 
 use crate::config::{Config, ConfigError};
+use crate::model_server::{KeeperConfig, KeptModel, ModelServerKeeper};
 use crate::secrets::Secrets;
 use crate::settings::providers::ProviderKind;
 
 /// The pause before a first retry, for every provider.
 const RETRY_BASE_DELAY: Duration = Duration::from_millis(250);
 
-/// The providers `config` describes, reporting to `tap`.
+/// The `[llm]` client.
+pub fn llm_client(
+    config: &Config,
+) -> Result<Arc<dyn ChatModel>, agentplane_engine::ports::ModelError> {
+    Ok(Arc::new(OpenAiCompatible::new(OpenAiConfig {
+        base_url: config.llm.base_url.clone(),
+        api_key: config.llm.api_key.clone(),
+        request_timeout: config.llm.request_timeout,
+        connect_timeout: config.llm.connect_timeout,
+        max_retries: config.llm.max_retries,
+        retry_base_delay: RETRY_BASE_DELAY,
+        stream: config.llm.stream,
+    })?))
+}
+
+/// The keeper of `[llm]`'s server (ADR 0033), when `ensure_available` is on and there
+/// is something to start: `start_command`, else `ollama serve` when the URL is Ollama's
+/// port and `ollama` is on `PATH`. `[providers]` servers are not kept.
+pub fn model_server_keeper(config: &Config) -> Option<ModelServerKeeper> {
+    if config.providers.is_configured() || !config.llm.ensure_available {
+        return None;
+    }
+    let command = if !config.llm.start_command.is_empty() {
+        config.llm.start_command.clone()
+    } else if config.llm.base_url.contains(":11434")
+        && agentplane_tools::process::find_program("ollama").is_some()
+    {
+        vec!["ollama".to_owned(), "serve".to_owned()]
+    } else {
+        return None;
+    };
+    Some(ModelServerKeeper::new(KeeperConfig {
+        base_url: config.llm.base_url.clone(),
+        command,
+        timeout: config.llm.start_timeout,
+    }))
+}
+
+/// The providers `config` describes, reporting to `tap`; the `[llm]` client kept
+/// available by `keeper` when there is one.
 pub fn build(
     config: &Config,
     secrets: &Secrets,
     tap: Option<Arc<dyn ProviderTap>>,
+    keeper: Option<Arc<ModelServerKeeper>>,
 ) -> Result<Providers, crate::RuntimeError> {
     if !config.providers.is_configured() {
-        let model = OpenAiCompatible::new(OpenAiConfig {
-            base_url: config.llm.base_url.clone(),
-            api_key: config.llm.api_key.clone(),
-            request_timeout: config.llm.request_timeout,
-            connect_timeout: config.llm.connect_timeout,
-            max_retries: config.llm.max_retries,
-            retry_base_delay: RETRY_BASE_DELAY,
-            stream: config.llm.stream,
-        })?;
-        return Ok(Providers::single_with_tap(Arc::new(model), tap));
+        let model = llm_client(config)?;
+        let model = match keeper {
+            Some(keeper) => Arc::new(KeptModel {
+                inner: model,
+                keeper,
+            }) as Arc<dyn ChatModel>,
+            None => model,
+        };
+        return Ok(Providers::single_with_tap(model, tap));
     }
     let mut built = Vec::with_capacity(config.providers.providers.len());
     for (name, settings) in &config.providers.providers {

@@ -6,7 +6,8 @@
 //! 2. the replica watch (heartbeat, recovery of dead replicas), then this replica
 //!    leaves the registry, so others do not wait for its heartbeat to lapse;
 //! 3. the policy directory's watcher;
-//! 4. the MCP servers kept for threads, and their processes.
+//! 4. the MCP servers kept for threads, and their processes;
+//! 5. the local model server, if this runtime started it (`[llm] ensure_available`).
 //!
 //! It runs once: a second call (a server's stop hook, then the command's own call)
 //! waits for the first to finish and does nothing more.
@@ -19,6 +20,7 @@ use agentplane_engine::hub::Hub;
 use agentplane_tools::mcp::McpServers;
 use tokio::sync::OnceCell;
 
+use crate::model_server::ModelServerKeeper;
 use crate::policy_dir::PolicyWatcher;
 use crate::replicas::{ReplicaWatch, Store};
 
@@ -30,6 +32,7 @@ pub struct Shutdown {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) policy_watcher: Mutex<Option<PolicyWatcher>>,
     pub(crate) mcp: McpServers,
+    pub(crate) model_server: Option<Arc<ModelServerKeeper>>,
     /// How long running turns and executions may take to finish.
     pub(crate) grace: Duration,
     pub(crate) done: OnceCell<()>,
@@ -55,5 +58,8 @@ impl Shutdown {
             watcher.stop().await;
         }
         self.mcp.shutdown().await;
+        if let Some(keeper) = &self.model_server {
+            keeper.stop().await;
+        }
     }
 }

@@ -65,7 +65,7 @@ async fn start(dir: &tempfile::TempDir, base_url: &str, extra: &str) -> Runtime 
              [policies]\ndir = \"policies\"\nreload_interval_ms = 100\n\
              [agents.chat]\nsystem_prompt = \"Chat.\"\ntags = [\"customer-facing\"]\n\
              max_output_tokens = 500\n\
-             [agents.writer]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\n{extra}"
+             [agents.writer]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_nudges = 0\n{extra}"
         ),
     )
     .expect("config");

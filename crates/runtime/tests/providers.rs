@@ -19,6 +19,8 @@ const AGENTS: &str = r#"
 system_prompt = "Do the task."
 ensembles = ["fs"]
 max_steps = 4
+# These tests end turns with text answers: no corrective messages (ADR 0032).
+max_nudges = 0
 
 [agents.writer]
 system_prompt = "Write."

@@ -201,6 +201,30 @@ pub struct ModelView {
     pub model: String,
     /// Why a substitute is used or why no model is usable.
     pub detail: Option<String>,
+    /// What the model server says the model can do (probed at discovery; ADR 0032).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<CapabilitiesView>,
+}
+
+/// What a model server says a model can do; `null`: it did not say.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CapabilitiesView {
+    /// Whether the server returns native `tool_calls` for this model.
+    pub native_tools: Option<bool>,
+    /// Whether the server constrains answers to a JSON schema (`constrained` mode).
+    pub json_schema: Option<bool>,
+    /// Where this came from: `llama.cpp /props`, `ollama /api/show`, or empty.
+    pub source: String,
+}
+
+impl From<&agentplane_engine::ports::Capabilities> for CapabilitiesView {
+    fn from(c: &agentplane_engine::ports::Capabilities) -> Self {
+        Self {
+            native_tools: c.native_tools,
+            json_schema: c.json_schema,
+            source: c.source.clone(),
+        }
+    }
 }
 
 /// Where an agent's model stands.
@@ -222,16 +246,19 @@ impl From<&ModelStatus> for ModelView {
                 status: ModelState::Ready,
                 model: model.clone(),
                 detail: None,
+                capabilities: None,
             },
             ModelStatus::Substitute { wanted, model } => Self {
                 status: ModelState::Substitute,
                 model: model.clone(),
                 detail: Some(format!("`{wanted}` is not on the model server")),
+                capabilities: None,
             },
             ModelStatus::Unavailable { wanted, error } => Self {
                 status: ModelState::Unavailable,
                 model: wanted.clone(),
                 detail: Some(error.clone()),
+                capabilities: None,
             },
         }
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use agentplane_engine::hub::Hub;
 use agentplane_engine::models::ModelStatus;
+use agentplane_engine::ports::Capabilities;
 
 /// How long one probe may take by default.
 pub const MODEL_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -20,24 +21,38 @@ pub struct AgentModel {
     pub agent: String,
     /// What the model server said, or why it said nothing in time.
     pub status: ModelStatus,
+    /// What the server says the model can do (unknown when it said nothing in time).
+    pub capabilities: Capabilities,
 }
 
 /// The model status of every agent, in the hub's (name) order.
 pub async fn probe_models(hub: &Hub, timeout: Duration) -> Vec<AgentModel> {
     let probes = hub.agents().values().map(|agent| async move {
-        let status = match tokio::time::timeout(timeout, hub.model_status(agent)).await {
-            Ok(status) => status,
-            Err(_) => ModelStatus::Unavailable {
-                wanted: hub.wanted_model(agent).to_owned(),
-                error: format!(
-                    "the model server did not answer within {} ms",
-                    timeout.as_millis()
-                ),
-            },
+        let probe = async {
+            let status = hub.model_status(agent).await;
+            let capabilities = match status {
+                ModelStatus::Unavailable { .. } => Capabilities::default(),
+                _ => hub.model_capabilities(agent).await,
+            };
+            (status, capabilities)
+        };
+        let (status, capabilities) = match tokio::time::timeout(timeout, probe).await {
+            Ok(probed) => probed,
+            Err(_) => (
+                ModelStatus::Unavailable {
+                    wanted: hub.wanted_model(agent).to_owned(),
+                    error: format!(
+                        "the model server did not answer within {} ms",
+                        timeout.as_millis()
+                    ),
+                },
+                Capabilities::default(),
+            ),
         };
         AgentModel {
             agent: agent.name.clone(),
             status,
+            capabilities,
         }
     });
     futures_util::future::join_all(probes).await

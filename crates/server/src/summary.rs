@@ -109,6 +109,7 @@ mod tests {
                 status: ModelStatus::Ready {
                     model: "qwen2.5:7b".into(),
                 },
+                capabilities: Default::default(),
             },
             AgentModel {
                 agent: "research".into(),
@@ -116,6 +117,7 @@ mod tests {
                     wanted: "big".into(),
                     error: "connection refused".into(),
                 },
+                capabilities: Default::default(),
             },
         ];
         let text = startup_summary(&StartupSummary {

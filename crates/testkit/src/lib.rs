@@ -29,6 +29,9 @@
 //! - `models` (optional): what `GET /v1/models` and `GET /api/tags` (Ollama's shape,
 //!   with `details.parameter_size` and `details.families`) list. Default: one model,
 //!   `scripted-model`, without size.
+//! - `native_tools` (optional, default `true`): what `GET /props` (llama.cpp's shape,
+//!   `chat_template_caps.supports_tool_calls`) says, for capability probes; `/props`
+//!   requests are not logged.
 //! - `repeat` (optional, default `false`): `true` cycles through the steps forever (for
 //!   benchmarks). Otherwise a request after the last step gets
 //!   `500 {"error":{"message":"scenario exhausted"}}`.

@@ -328,6 +328,14 @@ pub struct Scenario {
     #[serde(default)]
     repeat: bool,
     steps: Vec<Step>,
+    /// What `GET /props` says, as llama.cpp does: whether the chat template makes
+    /// native tool calls (default true).
+    #[serde(default = "native_tools_default")]
+    native_tools: bool,
+}
+
+fn native_tools_default() -> bool {
+    true
 }
 
 fn default_models() -> Vec<ScriptedModel> {
@@ -341,6 +349,7 @@ impl Scenario {
             models: default_models(),
             repeat: false,
             steps,
+            native_tools: true,
         }
     }
 
@@ -369,6 +378,17 @@ impl Scenario {
     pub fn with_models(mut self, models: Vec<ScriptedModel>) -> Scenario {
         self.models = models;
         self
+    }
+
+    /// The same scenario with `/props` saying whether native tool calls are made.
+    pub fn with_native_tools(mut self, native_tools: bool) -> Scenario {
+        self.native_tools = native_tools;
+        self
+    }
+
+    /// Whether `/props` says the model makes native tool calls.
+    pub fn native_tools(&self) -> bool {
+        self.native_tools
     }
 
     /// The models listed.

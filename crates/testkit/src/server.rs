@@ -106,6 +106,7 @@ impl ScriptedServer {
             .route("/v1/messages", post(messages))
             .route("/v1/models", get(models))
             .route("/api/tags", get(tags))
+            .route("/props", get(props))
             .fallback(not_found)
             .layer(DefaultBodyLimit::max(BODY_LIMIT))
             .with_state(shared.clone());
@@ -242,6 +243,19 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .map(|m| json!({"id": m.id, "object": "model", "created": 0, "owned_by": "scripted"}))
         .collect();
     json_response(StatusCode::OK, json!({"object": "list", "data": data}))
+}
+
+/// llama.cpp's `/props`, the part capability probes read. Not logged: a probe is not
+/// a request a test scripted.
+async fn props(State(shared): State<Arc<Shared>>) -> Response {
+    let native = shared.scenario.native_tools();
+    json_response(
+        StatusCode::OK,
+        json!({
+            "model_alias": shared.scenario.models().first().map(|m| m.id.clone()),
+            "chat_template_caps": {"supports_tool_calls": native, "supports_tools": native},
+        }),
+    )
 }
 
 async fn tags(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {

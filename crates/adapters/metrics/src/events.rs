@@ -78,6 +78,17 @@ impl EventTap for Metrics {
                 self.approval_queue.inc();
             }
             EventPayload::ApprovalDecided { .. } => self.approval_left_queue(),
+            EventPayload::ToolCallPlanned {
+                tool,
+                recovered: true,
+                ..
+            } => {
+                self.recovered_calls
+                    .get_or_create(&ToolLabel {
+                        tool: self.tools.admit(tool),
+                    })
+                    .inc();
+            }
             EventPayload::ToolCallResult {
                 tool,
                 status,
@@ -95,7 +106,7 @@ impl EventTap for Metrics {
                     })
                     .inc();
             }
-            // Deltas, planned calls, permissions, usage, errors and security events
+            // Deltas, other planned calls, permissions, usage, errors and security events
             // count in no metric (errors show as `status="error"` executions).
             _ => {}
         }

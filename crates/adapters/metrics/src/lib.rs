@@ -152,6 +152,7 @@ pub struct Metrics {
     denials: Family<PolicyAgentKindLabels, Counter>,
     approval_queue: Gauge,
     tool_calls: Family<ToolStatusLabels, Counter>,
+    recovered_calls: Family<ToolLabel, Counter>,
     tool_seconds: Family<ToolLabel, Histogram, Buckets>,
     http_requests: Family<RouteStatusLabels, Counter>,
     http_seconds: Family<RouteLabels, Histogram, Buckets>,
@@ -233,6 +234,13 @@ impl Metrics {
             "Tool calls that ran, by tool and status (ok, error)",
             Listed(tool_calls.clone()),
         );
+        let recovered_calls = Family::default();
+        registry.register(
+            "tool_calls_recovered",
+            "Tool calls the model wrote as text and the engine recovered (tool_call_planned \
+             events marked recovered), by tool",
+            Listed(recovered_calls.clone()),
+        );
         let tool_seconds: Family<ToolLabel, Histogram, Buckets> =
             Family::new_with_constructor(|| Histogram::new(TOOL_SECONDS));
         registry.register(
@@ -279,6 +287,7 @@ impl Metrics {
             denials,
             approval_queue,
             tool_calls,
+            recovered_calls,
             tool_seconds,
             http_requests,
             http_seconds,

@@ -41,6 +41,7 @@ fn request() -> ChatRequest {
         temperature: Some(0.2),
         max_tokens: None,
         tool_choice: None,
+        response_schema: None,
     }
 }
 

@@ -55,6 +55,7 @@ fn request() -> ChatRequest {
         temperature: None,
         max_tokens: None,
         tool_choice: None,
+        response_schema: None,
     }
 }
 

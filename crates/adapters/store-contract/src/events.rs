@@ -228,6 +228,7 @@ pub async fn hostile_payloads_round_trip_exactly<S: Store>(store: Arc<S>, raw: &
             }),
             args_preview_hash: "00".repeat(32),
             title: Some("edit \u{202e}evil".into()),
+            recovered: true,
         },
         EventPayload::ToolCallResult {
             call_id: "c1".into(),

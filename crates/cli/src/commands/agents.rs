@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use agentplane_core::ToolCallMode;
+use agentplane_engine::ports::Capabilities;
 use agentplane_runtime::ModelStatus;
 use clap::Args;
 use serde_json::json;
@@ -24,19 +26,29 @@ pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
     let mut rows = Vec::new();
     for agent in runtime.agents().values() {
         let status = runtime.model_status(agent).await;
-        rows.push((agent, status));
+        let capabilities = match status {
+            ModelStatus::Unavailable { .. } => Capabilities::default(),
+            _ => runtime.hub().model_capabilities(agent).await,
+        };
+        rows.push((agent, status, capabilities));
     }
     if args.json {
         let list: Vec<_> = rows
             .iter()
-            .map(|(agent, status)| {
+            .map(|(agent, status, capabilities)| {
                 let (state, model, detail) = describe(status);
                 json!({
                     "name": agent.name,
                     "description": agent.description,
                     "ensembles": agent.ensembles,
                     "sandbox": {"required": agent.sandbox.required, "in_force": agent.sandbox.in_force},
-                    "model": {"status": state, "model": model, "detail": detail},
+                    "model": {
+                        "status": state,
+                        "model": model,
+                        "detail": detail,
+                        "capabilities": capabilities,
+                    },
+                    "tool_calls": agent.tool_calls.as_str(),
                     "providers": runtime
                         .hub()
                         .provider_chain(agent)
@@ -59,7 +71,7 @@ pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
             .collect();
         println!("providers: {}", list.join(", "));
     }
-    for (agent, status) in &rows {
+    for (agent, status, capabilities) in &rows {
         let (state, model, detail) = describe(status);
         let tools = if agent.ensembles.is_empty() {
             "no tools".to_owned()
@@ -73,11 +85,31 @@ pub async fn run(config: Option<&Path>, args: AgentsArgs) -> Exit {
         if let Some(detail) = detail {
             println!("{:<14} {detail}", "");
         }
+        if let Some(line) = tool_calls_line(agent.tool_calls, capabilities) {
+            println!("{:<14} {line}", "");
+        }
         if agent.ensembles.iter().any(|e| e == "shell") {
             println!("{:<14} sandbox: {}", "", agent.sandbox.in_force);
         }
     }
     exit::SUCCESS
+}
+
+/// How the agent's tool calls will be read, when the server said what it can do.
+fn tool_calls_line(mode: ToolCallMode, capabilities: &Capabilities) -> Option<String> {
+    let native = match capabilities.native_tools? {
+        true => "native tool calls",
+        false => "no native tool calls (calls written as text are recovered)",
+    };
+    let schema = match capabilities.json_schema {
+        Some(true) => ", JSON-schema answers",
+        _ => "",
+    };
+    Some(format!(
+        "tool calls: {} mode; server: {native}{schema} ({})",
+        mode.as_str(),
+        capabilities.source
+    ))
 }
 
 /// (state, model, detail) of a model status.

@@ -48,6 +48,11 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> Exit {
             exit::CONFIG,
         );
     }
+    // `[llm] ensure_available` (ADR 0033): started now if it does not answer; a failure
+    // shows as the turn's own error.
+    if let Err(e) = runtime.ensure_model_server().await {
+        tracing::warn!(error = %e, "the model server could not be started");
+    }
     let task = Task {
         agent: args
             .agent
@@ -64,13 +69,22 @@ pub async fn run(config: Option<&Path>, args: RunArgs) -> Exit {
         }
     });
 
+    // An agent with an output schema owes a result: its text answer is a failure.
+    let owes_result = runtime
+        .agent(&task.agent)
+        .is_ok_and(|agent| agent.output_schema.is_some());
     let interactive = !args.json && std::io::stderr().is_terminal();
     let progress = Progress::new(interactive, !args.json);
     let outcome = runtime.run_task(task, &progress, cancel).await;
     runtime.shutdown().await;
     progress.finish();
     match outcome {
-        Ok(outcome) => report(&outcome, args.json, &runtime.config().llm.base_url),
+        Ok(outcome) => report(
+            &outcome,
+            args.json,
+            owes_result,
+            &runtime.config().llm.base_url,
+        ),
         Err(e) => {
             let message = e.to_string();
             let exit_code = fail(args.json, &message, e.code().as_str(), exit::of_error(&e));
@@ -90,9 +104,19 @@ fn hint(base_url: &str, message: &str) {
     }
 }
 
-/// Prints the outcome and picks the exit code.
-fn report(outcome: &TurnOutcome, as_json: bool, base_url: &str) -> Exit {
+/// Prints the outcome and picks the exit code. A text answer is a success for a plain
+/// chat agent, a failure (1, with a one-line reason on stderr) for an agent that owes a
+/// result in its output schema.
+fn report(outcome: &TurnOutcome, as_json: bool, owes_result: bool, base_url: &str) -> Exit {
+    let unfinished = owes_result && outcome.stop_reason == StopReason::TextAnswer;
+    if unfinished {
+        eprintln!(
+            "error: the agent answered with text instead of a result matching its output \
+             schema (stop_reason text_answer)"
+        );
+    }
     let code = match (outcome.stop_reason, &outcome.error) {
+        _ if unfinished => exit::AGENT_FAILED,
         (reason, _) if reason.is_success() => exit::SUCCESS,
         (StopReason::Cancelled, _) => exit::CANCELLED,
         (_, Some(error)) => exit::of_code(error.code),

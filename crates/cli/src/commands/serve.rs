@@ -136,6 +136,11 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         return exit::INTERNAL;
     }
     options.executions = Some(runtime.executions().clone());
+    // `[llm] ensure_available`: a local model server that does not answer is started
+    // now, before the summary says whether agents are ready (ADR 0033).
+    if let Err(e) = runtime.ensure_model_server().await {
+        tracing::warn!(error = %e, "the model server could not be started");
+    }
     let shutdown = runtime.shutdown_handle();
     options.stop = Some(Arc::new(move || {
         let shutdown = shutdown.clone();

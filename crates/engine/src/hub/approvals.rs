@@ -235,6 +235,7 @@ impl Hub {
             workspace: thread.cwd.clone().into(),
             agent_version: Some(agent_version),
             shadow_of: None,
+            native_tools: None,
         };
         let (_live, lease) = self.subscribe_feed(begun.thread());
         let cancel = self.register(&begun, &thread.client_id);

@@ -101,6 +101,7 @@ impl Hub {
                 max_steps: 1,
                 ..AgentLimits::default()
             },
+            tool_calls: agentplane_core::ToolCallMode::Native,
         };
         let size = TaskSize::of_chars(input.chars().count());
         let model = self.resolve_model(&compactor, size).await?;
@@ -119,6 +120,7 @@ impl Hub {
             ensembles: Vec::new(),
             agent_version: None,
             shadow_of: None,
+            native_tools: None,
         };
         let agent = request.agent.name.clone();
         let observer = FeedObserver {

@@ -253,6 +253,18 @@ impl Hub {
             .await
     }
 
+    /// What the model an agent would use can do, as its server says (ADR 0032);
+    /// unknown for an external agent and when no provider answers.
+    pub async fn model_capabilities(&self, agent: &AgentSpec) -> crate::ports::Capabilities {
+        if self.external_status(&agent.name).await.is_some() {
+            return crate::ports::Capabilities::default();
+        }
+        self.deps
+            .providers
+            .capabilities(&route_of(agent, TaskSize::Small), self.wanted_model(agent))
+            .await
+    }
+
     /// The providers an agent's turns go to (its route for a small task, the usual
     /// case), in failover order, each with its health.
     pub fn provider_chain(&self, agent: &AgentSpec) -> Vec<ProviderReport> {
@@ -621,6 +633,16 @@ impl Hub {
             Some(external) => external.label(),
             None => self.resolve_model(&agent, size).await?,
         };
+        // `auto` constrains from the first call when the server cannot make native calls.
+        let native_tools = match agent.tool_calls {
+            // Only an agent with a result to constrain to can use what the probe says.
+            agentplane_core::ToolCallMode::Auto
+                if agent.output_schema.is_some() && !self.external.contains_key(&agent.name) =>
+            {
+                self.model_capabilities(&agent).await.native_tools
+            }
+            _ => None,
+        };
         let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let copy = (!internal).then(|| ShadowCopy {
             thread: record.clone(),
@@ -642,6 +664,7 @@ impl Hub {
             size: hint,
             agent_version: Some(agent_version),
             shadow_of: None,
+            native_tools,
         };
         Ok((begun, request, copy))
     }

@@ -682,6 +682,7 @@ impl Hub {
             size: Some(size),
             agent_version: Some(shadow.version.clone()),
             shadow_of: Some(original.id.clone()),
+            native_tools: None,
         };
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, &thread.client_id);

@@ -27,7 +27,7 @@ use std::time::Instant;
 use agentplane_core::{ChatRequest, ChatResponse};
 
 use crate::ports::model::TextSink;
-use crate::ports::{ChatModel, ModelError, ModelInfo};
+use crate::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
 
 pub use health::{CircuitSettings, HealthReport};
 pub use resolver::{ModelResolver, ModelStatus};
@@ -386,6 +386,21 @@ impl Providers {
             reason: "no provider is routed to".to_owned(),
             available: Vec::new(),
         }))
+    }
+
+    /// What the model a call routed by `key` would use for `wanted` can do, as its
+    /// server says (ADR 0032); unknown when no provider answers.
+    pub async fn capabilities(&self, key: &RouteKey<'_>, wanted: &str) -> Capabilities {
+        // A probe, not a call: it leaves the providers' health and metrics alone, and
+        // asks only the first provider the call would go to.
+        let Some(entry) = self.ordered(key).into_iter().next() else {
+            return Capabilities::default();
+        };
+        let client = entry.config.client.as_ref();
+        match entry.resolver.resolve(client, entry.wanted(wanted)).await {
+            Ok(model) => entry.resolver.capabilities(client, &model).await,
+            Err(_) => Capabilities::default(),
+        }
     }
 
     /// What `wanted` looks like for a call routed by `key`, right now.

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::choice as model_choice;
-use crate::ports::{ChatModel, ModelError};
+use crate::ports::{Capabilities, ChatModel, ModelError};
 
 /// How long a resolution is reused.
 const TTL: Duration = Duration::from_secs(60);
@@ -27,6 +27,8 @@ pub enum ModelStatus {
 #[derive(Default)]
 pub struct ModelResolver {
     cache: Mutex<HashMap<String, (String, Instant)>>,
+    /// What the server said each resolved model can do (ADR 0032), reused like names.
+    capabilities: Mutex<HashMap<String, (Capabilities, Instant)>>,
 }
 
 impl ModelResolver {
@@ -67,6 +69,21 @@ impl ModelResolver {
                 error: e.to_string(),
             },
         }
+    }
+
+    /// What the server says `resolved` (a name it offers) can do.
+    pub async fn capabilities(&self, model: &dyn ChatModel, resolved: &str) -> Capabilities {
+        if let Ok(cache) = self.capabilities.lock()
+            && let Some((capabilities, at)) = cache.get(resolved)
+            && at.elapsed() < TTL
+        {
+            return capabilities.clone();
+        }
+        let capabilities = model.capabilities(resolved).await;
+        if let Ok(mut cache) = self.capabilities.lock() {
+            cache.insert(resolved.to_owned(), (capabilities.clone(), Instant::now()));
+        }
+        capabilities
     }
 
     fn cached(&self, wanted: &str) -> Option<String> {

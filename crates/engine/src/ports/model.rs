@@ -13,6 +13,19 @@ pub struct ModelInfo {
     pub families: Vec<String>,
 }
 
+/// What a model server says a model can do, probed at discovery (ADR 0032). `None`
+/// means the server did not say; nothing is assumed from silence.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Capabilities {
+    /// Whether the server turns the model's calls into native `tool_calls` (llama.cpp's
+    /// chat template caps, Ollama's `tools` capability).
+    pub native_tools: Option<bool>,
+    /// Whether the server constrains an answer to a JSON schema (`response_format`).
+    pub json_schema: Option<bool>,
+    /// Where the answer came from (`llama.cpp /props`, `ollama /api/show`, ``).
+    pub source: String,
+}
+
 /// Why a model call or a listing failed. Each variant's message tells the user what
 /// to do next; none of them carries an API key.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -83,6 +96,11 @@ pub trait ChatModel: Send + Sync {
 
     /// What the server offers.
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError>;
+
+    /// What the server says `model` can do; unknown unless the server has a way to say.
+    async fn capabilities(&self, _model: &str) -> Capabilities {
+        Capabilities::default()
+    }
 
     /// One model call. Text deltas are passed to `on_text` as they arrive; the
     /// assembled response (text, complete tool calls, usage) is returned at the end.

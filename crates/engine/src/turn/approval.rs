@@ -34,6 +34,9 @@ pub(super) struct QueuedCall {
     pub(super) call: ToolCall,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) refused: Option<(ToolErrorKind, String)>,
+    /// Recovered from the model's text (ADR 0032).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) recovered: bool,
 }
 
 impl QueuedCall {
@@ -42,16 +45,24 @@ impl QueuedCall {
             PlannedCall::Ready(call) => Self {
                 call: call.clone(),
                 refused: None,
+                recovered: false,
+            },
+            PlannedCall::Recovered(call) => Self {
+                call: call.clone(),
+                refused: None,
+                recovered: true,
             },
             PlannedCall::Refused(call, error) => Self {
                 call: call.clone(),
                 refused: Some((error.kind, error.message.clone())),
+                recovered: false,
             },
         }
     }
 
     pub(super) fn planned(self) -> PlannedCall {
         match self.refused {
+            None if self.recovered => PlannedCall::Recovered(self.call),
             None => PlannedCall::Ready(self.call),
             Some((kind, message)) => {
                 let tool = Some(self.call.name.clone());

@@ -18,8 +18,8 @@ use agentplane_core::policy::{Rule, Timestamp};
 use agentplane_core::secret;
 use agentplane_core::{
     AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
-    EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, ToolCall, ToolErrorKind,
-    ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash, usd_of_micros,
+    EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, ToolCall, ToolCallMode,
+    ToolErrorKind, ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash, usd_of_micros,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -38,12 +38,14 @@ use crate::ports::{
 
 mod approval;
 mod model_call;
+mod text_calls;
 mod tool_call;
 mod tool_gate;
 
 pub use approval::{approval_model, approval_schema, approval_separate};
 pub(crate) use model_call::DELTA_FLUSH_BYTES;
 use model_call::*;
+use text_calls::*;
 pub(crate) use tool_call::cap_output;
 use tool_call::*;
 use tool_gate::*;
@@ -113,6 +115,9 @@ pub struct TurnRequest {
     /// Set for a shadow run: the thread whose turn this copies. Side-effecting tools
     /// (and calls that would need a person) are recorded as not executed.
     pub shadow_of: Option<ThreadId>,
+    /// Whether the model's server returns native tool calls, as probed at discovery
+    /// (`None`: unknown). `false` makes `auto` constrain the answer from the start.
+    pub native_tools: Option<bool>,
 }
 
 /// Sees a turn as it happens. Called from the turn's task: keep it quick.
@@ -488,6 +493,15 @@ impl ActiveTurn<'_> {
             }
         };
 
+        let mode = agent.tool_calls;
+        // The turn's state of text calls: corrective messages sent, and whether the
+        // model failed to make native calls (which turns `auto` into constraining).
+        let mut nudges = 0;
+        let mut native_failed = false;
+        // The previous step's calls, and whether this step's repeat them exactly: a
+        // small model that lost track of its progress is told so once it saw the result.
+        let mut previous: Vec<(String, Value)> = Vec::new();
+        let mut repeated = false;
         loop {
             while let Some(call) = progress.queue.pop_front() {
                 let end = self
@@ -497,9 +511,23 @@ impl ActiveTurn<'_> {
                     return Ok(ending);
                 }
             }
+            if std::mem::take(&mut repeated) {
+                nudges += 1;
+                progress
+                    .messages
+                    .push(ChatMessage::user(repeat_nudge(&tools)));
+            }
             if progress.step >= agent.limits.max_steps {
                 return Ok(Ending::plain(StopReason::StepLimit, Value::Null));
             }
+            // Constrained only with `finish_task` among the calls: a model forced to
+            // call a tool must have a way to end.
+            let constrain = tools.contains_key(FINISH_TASK)
+                && match mode {
+                    ToolCallMode::Constrained => true,
+                    ToolCallMode::Auto => native_failed || request.native_tools == Some(false),
+                    ToolCallMode::Native | ToolCallMode::Recover => false,
+                };
             let chat = ChatRequest {
                 model: request.model.clone(),
                 messages: progress.messages.clone(),
@@ -507,16 +535,46 @@ impl ActiveTurn<'_> {
                 temperature: None,
                 max_tokens: Some(agent.limits.max_output_tokens),
                 tool_choice: None,
+                response_schema: constrain.then(|| call_schema(&specs)),
             };
             let response = self.call_model(&chat, request, cancel).await?;
-            let (text, calls) = split_harmony(progress.step, response.content, response.tool_calls);
+            let (text, mut calls) =
+                split_harmony(progress.step, response.content, response.tool_calls);
+            let step = progress.step;
             progress.step += 1;
+            let mut text = text;
+            if calls.is_empty() && mode != ToolCallMode::Native {
+                (text, calls) = recover_calls(step, text, &specs, &tools);
+                if calls.is_empty()
+                    && let Some(result) = result_call(step, &text, &tools)
+                {
+                    calls.push(result);
+                }
+                native_failed = native_failed || !calls.is_empty();
+            }
             if calls.is_empty() {
+                if mode != ToolCallMode::Native
+                    && tools.contains_key(FINISH_TASK)
+                    && nudges < agent.limits.max_nudges
+                {
+                    nudges += 1;
+                    native_failed = true;
+                    progress
+                        .messages
+                        .push(ChatMessage::assistant(Some(text), Vec::new()));
+                    progress.messages.push(ChatMessage::user(nudge(&tools)));
+                    continue;
+                }
                 return Ok(Ending::plain(
                     StopReason::TextAnswer,
                     json!({ "text": text }),
                 ));
             }
+            let signature = signature(&calls);
+            repeated = mode != ToolCallMode::Native
+                && signature == previous
+                && nudges < agent.limits.max_nudges;
+            previous = signature;
             let assistant_calls = calls.iter().map(|c| c.call().clone()).collect();
             progress.messages.push(ChatMessage::assistant(
                 (!text.is_empty()).then_some(text),

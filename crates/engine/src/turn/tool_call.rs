@@ -34,8 +34,9 @@ impl ActiveTurn<'_> {
         cancel: &CancellationToken,
         progress: &Progress,
     ) -> Result<CallEnd, Stop> {
+        let recovered = matches!(call, PlannedCall::Recovered(_));
         let (call, early_error) = match call {
-            PlannedCall::Ready(call) => (call, None),
+            PlannedCall::Ready(call) | PlannedCall::Recovered(call) => (call, None),
             PlannedCall::Refused(call, error) => (call, Some(error)),
         };
         let parsed: Result<Value, String> = match &early_error {
@@ -51,6 +52,7 @@ impl ActiveTurn<'_> {
             arguments: self.retained(arguments),
             args_preview_hash: hash,
             title: None,
+            recovered,
         })
         .await?;
 
@@ -176,17 +178,19 @@ impl ActiveTurn<'_> {
     }
 }
 
-/// A call as the model made it: well-formed, or refused before parsing (Harmony
-/// payload errors), which still get planned/result events and a tool answer.
+/// A call as the model made it: well-formed, recovered from its text (ADR 0032), or
+/// refused before parsing (Harmony payload errors), which still get planned/result
+/// events and a tool answer.
 pub(super) enum PlannedCall {
     Ready(ToolCall),
+    Recovered(ToolCall),
     Refused(ToolCall, harmony::HarmonyError),
 }
 
 impl PlannedCall {
     pub(super) fn call(&self) -> &ToolCall {
         match self {
-            Self::Ready(call) | Self::Refused(call, _) => call,
+            Self::Ready(call) | Self::Recovered(call) | Self::Refused(call, _) => call,
         }
     }
 }

@@ -43,6 +43,14 @@ pub struct AgentConfig {
     /// Tokens one model call may answer with (sent as `max_tokens`; budgets reserve it).
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
+    /// How tool calls are read from the model: `auto` (default), `native`, `recover`
+    /// or `constrained` (ADR 0032).
+    #[serde(default)]
+    pub tool_calls: Option<String>,
+    /// Corrective messages to a model that answered with text instead of finishing
+    /// (agents with an output schema); default 2.
+    #[serde(default)]
+    pub max_nudges: Option<u32>,
     /// The version number of this definition (ADR 0016); `1.0.0` when left out.
     #[serde(default)]
     pub version: Option<String>,
@@ -273,6 +281,14 @@ pub(super) fn check_agent(
     }
     if agent.tool_timeout_ms == Some(0) {
         return Err(("tool_timeout_ms", "must be at least 1".into()));
+    }
+    if let Some(mode) = &agent.tool_calls
+        && agentplane_core::ToolCallMode::parse(mode).is_none()
+    {
+        return Err((
+            "tool_calls",
+            format!("`{mode}` is not one of auto, native, recover, constrained"),
+        ));
     }
     if agent.max_output_tokens == Some(0) {
         return Err(("max_output_tokens", "must be at least 1".into()));

@@ -36,6 +36,22 @@ use crate::settings::versions::{self as version_settings, FileVersions};
 pub use agent::{AgentConfig, McpServerConfig, NetworkConfig};
 use agent::{check_agent, check_mcp_server};
 
+/// Whether a model server URL names this machine (`127.0.0.1`, `::1`, `localhost`):
+/// the servers `[llm] ensure_available` starts by default.
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, host)| host);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The file name looked for in the current directory.
 pub const CONFIG_FILE_NAME: &str = "agentplane.toml";
 
@@ -137,6 +153,14 @@ pub struct LlmConfig {
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub max_retries: u32,
+    /// Start the model server when it does not answer (ADR 0033); default on for a
+    /// loopback URL.
+    pub ensure_available: bool,
+    /// What to start: program and arguments (empty: `ollama serve` for Ollama's URL
+    /// when `ollama` is on `PATH`, else nothing).
+    pub start_command: Vec<String>,
+    /// How long a started server has to answer.
+    pub start_timeout: Duration,
 }
 
 impl fmt::Debug for LlmConfig {
@@ -149,6 +173,9 @@ impl fmt::Debug for LlmConfig {
             .field("request_timeout", &self.request_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("max_retries", &self.max_retries)
+            .field("ensure_available", &self.ensure_available)
+            .field("start_command", &self.start_command)
+            .field("start_timeout", &self.start_timeout)
             .finish()
     }
 }
@@ -312,6 +339,9 @@ struct FileLlm {
     request_timeout_secs: Option<u64>,
     connect_timeout_secs: Option<u64>,
     max_retries: Option<u32>,
+    ensure_available: Option<bool>,
+    start_command: Option<Vec<String>>,
+    start_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -406,6 +436,24 @@ impl Config {
         if max_retries > 10 {
             return Err(in_file("llm.max_retries", "must be at most 10".into()));
         }
+        let start_command = parsed.llm.start_command.unwrap_or_default();
+        if start_command.first().is_some_and(|p| p.trim().is_empty()) {
+            return Err(in_file(
+                "llm.start_command",
+                "the program (first item) must not be empty".into(),
+            ));
+        }
+        let start_timeout_secs = parsed.llm.start_timeout_secs.unwrap_or(300);
+        if start_timeout_secs == 0 {
+            return Err(in_file(
+                "llm.start_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        let ensure_available = parsed
+            .llm
+            .ensure_available
+            .unwrap_or_else(|| is_loopback_url(&base_url));
 
         let store_path = match parsed.store.path {
             Some(path) if path.as_os_str().is_empty() => {
@@ -557,6 +605,9 @@ impl Config {
                 request_timeout: Duration::from_secs(request_timeout_secs),
                 connect_timeout: Duration::from_secs(connect_timeout_secs),
                 max_retries,
+                ensure_available,
+                start_command,
+                start_timeout: Duration::from_secs(start_timeout_secs),
             },
             store,
             server: ServerConfig {
@@ -634,6 +685,26 @@ fn default_db_path(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ensure_available_defaults_to_loopback_urls_only() {
+        for url in [
+            "http://127.0.0.1:11434/v1",
+            "http://localhost:8080/v1",
+            "http://[::1]:1/v1",
+            "http://user:pw@127.0.0.2/v1",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.1:11434/v1",
+            "http://localhost.example.com/v1",
+            "http://127.0.0.1.nip.io/v1",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
+    }
 
     fn load(dir: &Path, file: Option<&str>, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let path = dir.join(CONFIG_FILE_NAME);

@@ -155,6 +155,7 @@ mod tests {
             arguments: json!({"path": "secret.txt", "content": "hunter2"}),
             args_preview_hash: "ab".into(),
             title: None,
+            recovered: false,
         };
         let line = line_of(&planned).expect("a step");
         assert_eq!(line, "calling write_file");

@@ -135,6 +135,7 @@ mod tests {
             requires_permission: Vec::new(),
             output_schema: None,
             limits: Default::default(),
+            tool_calls: Default::default(),
         };
         assert!(of_agent(&agent).output_schema.is_none());
         assert!(

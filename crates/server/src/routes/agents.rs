@@ -39,7 +39,12 @@ pub(crate) async fn list(
                     name: agent.name.clone(),
                     description: agent.description.clone(),
                     ensembles: agent.ensembles.clone(),
-                    model: ModelView::from(&probe.status),
+                    model: ModelView {
+                        // Omitted when the server said nothing (external agents too).
+                        capabilities: (!probe.capabilities.source.is_empty())
+                            .then(|| (&probe.capabilities).into()),
+                        ..ModelView::from(&probe.status)
+                    },
                     providers: state
                         .hub
                         .provider_chain(agent)

@@ -147,6 +147,7 @@ impl CompletionRequest {
                 temperature: self.temperature,
                 max_tokens: self.max_completion_tokens.or(self.max_tokens),
                 tool_choice,
+                response_schema: None,
             },
             stream,
             include_usage,

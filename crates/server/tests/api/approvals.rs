@@ -21,6 +21,7 @@ const REVIEWED_AGENT: &str = "
 system_prompt = \"Write the file you are asked to.\"
 ensembles = [\"fs\"]
 max_steps = 4
+max_nudges = 0
 ";
 
 const REVIEW: &str = "name: review\ntype: approval_required\nrules: {tools: [write_file]}\n";

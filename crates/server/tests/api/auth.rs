@@ -109,7 +109,17 @@ async fn agents_are_listed_with_their_model_status() {
     assert_eq!(writer["ensembles"], json!(["fs"]));
     assert_eq!(
         writer["model"],
-        json!({"status": "ready", "model": "scripted-model", "detail": null})
+        json!({
+            "status": "ready",
+            "model": "scripted-model",
+            "detail": null,
+            // What the scripted server's llama.cpp-style `/props` says (ADR 0032).
+            "capabilities": {
+                "native_tools": true,
+                "json_schema": true,
+                "source": "llama.cpp /props",
+            },
+        })
     );
 }
 

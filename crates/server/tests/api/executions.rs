@@ -767,7 +767,7 @@ async fn an_execution_waiting_for_an_approval_holds_no_worker_and_ends_with_its_
     ])
     .extra_config(&FAST.replace("workers = 2", "workers = 1"))
     .extra_config(
-        "\n[agents.reviewed]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_steps = 4\n",
+        "\n[agents.reviewed]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_steps = 4\nmax_nudges = 0\n",
     )
     .policy(
         "review.yaml",

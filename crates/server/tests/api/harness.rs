@@ -30,6 +30,8 @@ system_prompt = "Write the file you are asked to."
 ensembles = ["fs"]
 requires_permission = ["write_file"]
 max_steps = 4
+# Text answers end these tests' turns: no corrective messages (ADR 0032).
+max_nudges = 0
 "#;
 
 /// How to set a server up.

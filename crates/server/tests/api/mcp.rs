@@ -211,7 +211,8 @@ async fn a_chat_agent_answers_in_text_and_a_failed_turn_is_a_tool_error() {
 
 #[tokio::test]
 async fn a_text_answer_where_a_result_schema_is_promised_is_a_tool_error() {
-    let api = Setup::new(vec![Step::text("I did it, trust me.")])
+    // Text, then text after each of the two corrective messages (ADR 0032).
+    let api = Setup::new(vec![Step::text("I did it, trust me."); 3])
         .start()
         .await;
     let ws = workspace(&api);

@@ -163,7 +163,7 @@ async fn a_turn_resumed_after_an_approval_keeps_its_size_hint() {
         "name: review\ntype: approval_required\nrules: {tools: [write_file]}\n",
     )
     .extra_config(
-        "\n[agents.reviewed]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_steps = 4\n",
+        "\n[agents.reviewed]\nsystem_prompt = \"Write.\"\nensembles = [\"fs\"]\nmax_steps = 4\nmax_nudges = 0\n",
     )
     .providers(&format!(
         "[providers.small]\nkind = \"openai\"\nbase_url = \"http://{closed}/v1\"\n\

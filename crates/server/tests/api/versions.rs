@@ -21,6 +21,7 @@ const FILES_AGENT: &str = "
 system_prompt = \"You are version one.\"
 ensembles = [\"fs\"]
 max_steps = 4
+max_nudges = 0
 ";
 
 impl Api {

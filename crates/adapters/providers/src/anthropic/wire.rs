@@ -474,6 +474,7 @@ mod tests {
             temperature: None,
             max_tokens: None,
             tool_choice: None,
+            response_schema: None,
         }
     }
 

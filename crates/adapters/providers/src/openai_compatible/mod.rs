@@ -3,9 +3,10 @@
 //!
 //! Here live the client setup, the attempt/retry loop and the reading of response
 //! bodies (bounded, with timeouts). The wire format is in `wire.rs`, error mapping in
-//! `failure.rs`, model listing in `listing.rs`. The API key is only ever put in the
+//! `failure.rs`, model listing in `listing.rs`, capability probing in `capabilities.rs`. The API key is only ever put in the
 //! `Authorization` header; it is redacted from everything else.
 
+pub(crate) mod capabilities;
 pub(crate) mod failure;
 pub(crate) mod listing;
 pub(crate) mod wire;
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use agentplane_core::{ChatRequest, ChatResponse};
 use agentplane_engine::ports::model::TextSink;
-use agentplane_engine::ports::{ChatModel, ModelError, ModelInfo};
+use agentplane_engine::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
 use async_trait::async_trait;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
@@ -246,6 +247,10 @@ impl ChatModel for OpenAiCompatible {
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
         listing::list_models(self).await
+    }
+
+    async fn capabilities(&self, model: &str) -> Capabilities {
+        capabilities::probe(self, model).await
     }
 
     async fn chat(

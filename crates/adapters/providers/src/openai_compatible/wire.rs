@@ -55,6 +55,13 @@ pub(crate) fn request_body(request: &ChatRequest, stream: bool) -> Value {
             }
         };
     }
+    if let Some(schema) = &request.response_schema {
+        // llama.cpp, vLLM and OpenAI turn this into a grammar the answer must follow.
+        body["response_format"] = json!({
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": schema},
+        });
+    }
     if stream {
         body["stream_options"] = json!({"include_usage": true});
     }
@@ -412,6 +419,7 @@ mod tests {
             temperature: Some(0.5),
             max_tokens: Some(64),
             tool_choice: Some(ToolChoice::Function("read".to_owned())),
+            response_schema: Some(json!({"const": 1})),
         };
         let body = request_body(&request, true);
         assert_eq!(body["messages"][2]["content"], Value::Null);
@@ -433,6 +441,11 @@ mod tests {
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["temperature"], 0.5);
         assert_eq!(body["max_tokens"], 64);
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(
+            body["response_format"]["json_schema"]["schema"],
+            json!({"const": 1})
+        );
         assert_eq!(
             body["tool_choice"],
             json!({"type": "function", "function": {"name": "read"}})
@@ -443,9 +456,11 @@ mod tests {
             temperature: None,
             max_tokens: None,
             tool_choice: None,
+            response_schema: None,
             ..request
         };
         let body = request_body(&plain, false);
+        assert!(body.get("response_format").is_none());
         assert!(body.get("tools").is_none());
         assert!(body.get("stream_options").is_none());
         assert!(body.get("temperature").is_none());

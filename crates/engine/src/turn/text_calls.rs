@@ -1,0 +1,122 @@
+//! Tool calls and results a model wrote as text (ADR 0032): the turn's use of
+//! `recover.rs`, the JSON schema of a constrained answer, and the corrective message
+//! sent to a model that answered with text when a result was expected.
+
+use super::*;
+use crate::recover::{self, Offered};
+
+/// The call recovered from `text` (an answer without native calls): only tools offered
+/// in this request, with arguments that validate. Only the first call a text names
+/// runs: a small model writing several calls at once writes a plan whose later calls
+/// guess the earlier ones' results (a read, then a write of what it has not read yet),
+/// so it gets the first result back and writes the next call knowing it. The id is
+/// `recovered_0_sSTEP`.
+pub(super) fn recover_calls(
+    step: u32,
+    text: String,
+    specs: &[ToolSpec],
+    tools: &HashMap<String, ToolEntry>,
+) -> (String, Vec<PlannedCall>) {
+    let offered: Vec<Offered<'_>> = specs
+        .iter()
+        .filter_map(|spec| {
+            tools.get(&spec.name).map(|entry| Offered {
+                name: &spec.name,
+                schema: &entry.schema,
+            })
+        })
+        .collect();
+    let found = recover::recover(&text, &offered);
+    if found.calls.is_empty() {
+        return (text, Vec::new());
+    }
+    let calls = found
+        .calls
+        .into_iter()
+        .take(1)
+        .enumerate()
+        .map(|(i, call)| {
+            PlannedCall::Recovered(ToolCall {
+                id: format!("recovered_{i}_s{step}"),
+                name: call.name,
+                arguments: call.arguments.to_string(),
+            })
+        })
+        .collect();
+    (found.text, calls)
+}
+
+/// `text` as the turn's result: a `finish_task` call recovered from it, when the whole
+/// text is a JSON object that validates against the output schema.
+pub(super) fn result_call(
+    step: u32,
+    text: &str,
+    tools: &HashMap<String, ToolEntry>,
+) -> Option<PlannedCall> {
+    let finish = tools.get(FINISH_TASK)?;
+    let result = recover::result_text(text, &finish.schema)?;
+    Some(PlannedCall::Recovered(ToolCall {
+        id: format!("recovered_result_s{step}"),
+        name: FINISH_TASK.to_owned(),
+        arguments: result.to_string(),
+    }))
+}
+
+/// The JSON schema a constrained answer must match: one of the offered calls, each
+/// `{"name": <its name>, "arguments": <its schema>}`, `finish_task` among them.
+pub(super) fn call_schema(specs: &[ToolSpec]) -> Value {
+    let choices: Vec<Value> = specs
+        .iter()
+        .map(|spec| {
+            json!({
+                "type": "object",
+                "properties": {
+                    "name": {"const": spec.name},
+                    "arguments": spec.parameters,
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": false,
+            })
+        })
+        .collect();
+    json!({ "anyOf": choices })
+}
+
+/// What a model that answered with text is told when the agent expects a result.
+pub(super) fn nudge(tools: &HashMap<String, ToolEntry>) -> String {
+    let schema = tools
+        .get(FINISH_TASK)
+        .map(|entry| entry.parameters.to_string())
+        .unwrap_or_default();
+    format!(
+        "error (text_answer): your answer was text, and this task ends only through a tool \
+         call. If the task is not done, call the next tool. If it is done, call \
+         `{FINISH_TASK}` with arguments matching this JSON Schema: {schema}"
+    )
+}
+
+/// What a model that repeated its previous step's calls exactly is told, after their
+/// results.
+pub(super) fn repeat_nudge(tools: &HashMap<String, ToolEntry>) -> String {
+    let finish = if tools.contains_key(FINISH_TASK) {
+        format!(" If the task is done, call `{FINISH_TASK}`.")
+    } else {
+        " If the task is done, answer with the result.".to_owned()
+    };
+    format!(
+        "note: you made exactly the same tool call as in the previous step, and its result \
+         is above. Do not repeat it: do the next step of the task.{finish}"
+    )
+}
+
+/// A step's calls as (name, arguments), to see a step repeat the one before.
+pub(super) fn signature(calls: &[PlannedCall]) -> Vec<(String, Value)> {
+    calls
+        .iter()
+        .map(|c| {
+            let call = c.call();
+            let arguments = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+            (call.name.clone(), arguments)
+        })
+        .collect()
+}

@@ -1,0 +1,333 @@
+//! Tool calls and results written as text (ADR 0032), end to end: the scripted model
+//! server over HTTP answers in text the way small local models do, and the turn recovers
+//! calls, accepts a result, nudges, or constrains, per the agent's `tool_calls` mode.
+
+use std::path::{Path, PathBuf};
+
+use agentplane_core::{Event, EventPayload, StopReason};
+use agentplane_engine::NoObserver;
+use agentplane_runtime::config::ConfigSource;
+use agentplane_runtime::{Config, Runtime, Task};
+use agentplane_testkit::{Scenario, ScriptedServer, Step};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+struct Harness {
+    server: ScriptedServer,
+    _dir: tempfile::TempDir,
+    workspace: PathBuf,
+    runtime: Runtime,
+}
+
+const WRITE_FENCED: &str = "I will write it.\n```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"hello\"}}\n```";
+const RESULT_TEXT: &str = "{\"summary\": \"Created hello.txt\"}";
+
+async fn harness(steps: Vec<Step>) -> Harness {
+    let server = ScriptedServer::start(Scenario::new(steps))
+        .await
+        .expect("scripted server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    let workspace = root.join("ws");
+    std::fs::create_dir(&workspace).expect("workspace");
+    let runtime = start(&root, &server.base_url()).await;
+    Harness {
+        server,
+        _dir: dir,
+        workspace,
+        runtime,
+    }
+}
+
+async fn start(root: &Path, base_url: &str) -> Runtime {
+    let file = root.join("agentplane.toml");
+    let mut agents = String::new();
+    for mode in ["auto", "native", "recover", "constrained"] {
+        agents.push_str(&format!(
+            "[agents.{mode}]\nsystem_prompt = \"Do the task.\"\nensembles = [\"fs\"]\n\
+             tool_calls = \"{mode}\"\nmax_steps = 6\n\n"
+        ));
+    }
+    agents.push_str("[agents.chat]\nsystem_prompt = \"Answer briefly.\"\n");
+    std::fs::write(
+        &file,
+        format!(
+            "[llm]\nbase_url = \"{base_url}\"\nmodel = \"scripted-model\"\nmax_retries = 1\n\
+             [store]\npath = \"events.db\"\n{agents}"
+        ),
+    )
+    .expect("config");
+    let env = |_: &str| None;
+    let config = Config::load_from(&ConfigSource {
+        explicit: Some(&file),
+        cwd: root,
+        env: &env,
+    })
+    .expect("config loads");
+    Runtime::start(config).await.expect("runtime starts")
+}
+
+impl Harness {
+    async fn run(&self, agent: &str) -> (agentplane_engine::TurnOutcome, Vec<Event>) {
+        let outcome = self
+            .runtime
+            .run_task(
+                Task {
+                    agent: agent.to_owned(),
+                    workspace: self.workspace.clone(),
+                    input: "Create hello.txt containing hello, then finish.".to_owned(),
+                },
+                &NoObserver,
+                CancellationToken::new(),
+            )
+            .await
+            .expect("turn runs");
+        let events = self
+            .runtime
+            .store()
+            .turn_events(&outcome.turn)
+            .await
+            .expect("events");
+        (outcome, events)
+    }
+
+    fn hello(&self) -> Option<String> {
+        std::fs::read_to_string(self.workspace.join("hello.txt")).ok()
+    }
+}
+
+/// (tool, recovered) of every planned call.
+fn planned(events: &[Event]) -> Vec<(String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.payload {
+            EventPayload::ToolCallPlanned {
+                tool, recovered, ..
+            } => Some((tool.clone(), *recovered)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of the last message of a request the model server received.
+fn last_message(request: &Value) -> String {
+    let messages = request["messages"].as_array().expect("messages");
+    messages.last().expect("a message")["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_call_written_as_text_runs_and_a_result_written_as_text_finishes() {
+    let h = harness(vec![Step::text(WRITE_FENCED), Step::text(RESULT_TEXT)]).await;
+    let (outcome, events) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(outcome.result, json!({"summary": "Created hello.txt"}));
+    assert_eq!(h.hello().as_deref(), Some("hello"));
+    assert_eq!(
+        planned(&events),
+        [("write_file".into(), true), ("finish_task".into(), true)]
+    );
+    // The stored event says so; a native call's event has no `recovered` key at all.
+    let stored = serde_json::to_value(&events[planned_index(&events)]).expect("json");
+    assert_eq!(stored["recovered"], true);
+    // The model sees its recovered call as a call, answered by the tool's result.
+    let second = &h.server.requests()[1];
+    let messages = second["messages"].as_array().expect("messages");
+    let assistant = &messages[messages.len() - 2];
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "write_file");
+    assert_eq!(messages[messages.len() - 1]["role"], "tool");
+}
+
+fn planned_index(events: &[Event]) -> usize {
+    events
+        .iter()
+        .position(|e| e.payload.kind() == "tool_call_planned")
+        .expect("a planned call")
+}
+
+#[tokio::test]
+async fn native_mode_keeps_text_as_text() {
+    let h = harness(vec![Step::text(WRITE_FENCED)]).await;
+    let (outcome, events) = h.run("native").await;
+    assert_eq!(outcome.stop_reason, StopReason::TextAnswer);
+    assert!(planned(&events).is_empty());
+    assert_eq!(h.hello(), None);
+    assert_eq!(h.server.requests().len(), 1, "no nudge in native mode");
+}
+
+#[tokio::test]
+async fn a_native_call_is_not_marked() {
+    let h = harness(vec![
+        Step::tool_call(
+            "write_file",
+            json!({"path": "hello.txt", "content": "hello"}),
+        ),
+        Step::tool_call("finish_task", json!({"summary": "done"})),
+    ])
+    .await;
+    let (outcome, events) = h.run("auto").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished);
+    assert_eq!(
+        planned(&events),
+        [("write_file".into(), false), ("finish_task".into(), false)]
+    );
+    let stored = serde_json::to_value(&events[planned_index(&events)]).expect("json");
+    assert!(stored.get("recovered").is_none(), "{stored}");
+    // Native calls worked: `auto` never constrained the answer.
+    assert!(
+        h.server
+            .requests()
+            .iter()
+            .all(|r| r.get("response_format").is_none())
+    );
+}
+
+#[tokio::test]
+async fn text_without_a_call_is_nudged_then_ends_as_text_answer() {
+    let h = harness(vec![
+        Step::text("I created the file."),
+        Step::text("It is done."),
+        Step::text("Really done."),
+        Step::text("never asked"),
+    ])
+    .await;
+    let (outcome, _) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::TextAnswer);
+    assert_eq!(outcome.result, json!({"text": "Really done."}));
+    let requests = h.server.requests();
+    assert_eq!(
+        requests.len(),
+        3,
+        "two nudges (max_nudges = 2), then the end"
+    );
+    for nudged in &requests[1..] {
+        let text = last_message(nudged);
+        assert!(text.contains("finish_task"), "{text}");
+        assert!(
+            text.contains("\"summary\""),
+            "the schema is in the nudge: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_nudged_model_can_still_finish() {
+    let h = harness(vec![
+        Step::text(WRITE_FENCED),
+        Step::text("The file is written."),
+        Step::text("Finish_task({\"summary\": \"wrote hello.txt\"})"),
+    ])
+    .await;
+    let (outcome, events) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(outcome.result, json!({"summary": "wrote hello.txt"}));
+}
+
+#[tokio::test]
+async fn a_plain_chat_agent_is_never_nudged() {
+    let h = harness(vec![Step::text("Hello!"), Step::text("never asked")]).await;
+    let (outcome, _) = h.run("chat").await;
+    assert_eq!(outcome.stop_reason, StopReason::TextAnswer);
+    assert_eq!(h.server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn constrained_mode_sends_a_schema_of_the_offered_calls() {
+    let bare = r#"{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}}"#;
+    let finish = r#"{"name": "finish_task", "arguments": {"summary": "ok"}}"#;
+    let h = harness(vec![Step::text(bare), Step::text(finish)]).await;
+    let (outcome, events) = h.run("constrained").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(h.hello().as_deref(), Some("hello"));
+    for request in h.server.requests() {
+        assert!(
+            request["max_tokens"].as_u64().is_some(),
+            "the output cap is sent"
+        );
+        let format = &request["response_format"];
+        assert_eq!(format["type"], "json_schema");
+        let choices = format["json_schema"]["schema"]["anyOf"]
+            .as_array()
+            .expect("one choice per tool");
+        let names: Vec<_> = choices
+            .iter()
+            .map(|c| {
+                c["properties"]["name"]["const"]
+                    .as_str()
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(
+            names.contains(&"write_file") && names.contains(&"finish_task"),
+            "{names:?}"
+        );
+        let write = choices
+            .iter()
+            .find(|c| c["properties"]["name"]["const"] == "write_file")
+            .expect("write_file");
+        assert_eq!(
+            write["properties"]["arguments"]["required"],
+            json!(["path", "content"])
+        );
+    }
+}
+
+#[tokio::test]
+async fn auto_mode_constrains_once_native_calls_failed() {
+    let h = harness(vec![
+        Step::text(WRITE_FENCED),
+        Step::text(r#"{"name": "finish_task", "arguments": {"summary": "ok"}}"#),
+    ])
+    .await;
+    let (outcome, _) = h.run("auto").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished);
+    let requests = h.server.requests();
+    assert!(requests[0].get("response_format").is_none());
+    assert_eq!(requests[1]["response_format"]["type"], "json_schema");
+}
+
+#[tokio::test]
+async fn a_repeated_call_gets_a_note_after_its_result() {
+    let h = harness(vec![
+        Step::text(WRITE_FENCED),
+        Step::text(WRITE_FENCED),
+        Step::text(RESULT_TEXT),
+    ])
+    .await;
+    let (outcome, _) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished);
+    let requests = h.server.requests();
+    assert!(!last_message(&requests[1]).contains("same tool call"));
+    assert!(last_message(&requests[2]).contains("same tool call"));
+}
+
+#[tokio::test]
+async fn only_the_first_of_several_calls_written_as_text_runs() {
+    // A read and a write that guesses what the read will say, in one answer.
+    let both = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"src.txt\"}}\n\
+        {\"name\": \"write_file\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"GUESS\"}}\n```";
+    let h = harness(vec![
+        Step::text(both),
+        Step::text(WRITE_FENCED),
+        Step::text(RESULT_TEXT),
+    ])
+    .await;
+    std::fs::write(h.workspace.join("src.txt"), "hello").expect("src");
+    let (outcome, events) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(
+        planned(&events),
+        [
+            ("read_file".into(), true),
+            ("write_file".into(), true),
+            ("finish_task".into(), true)
+        ]
+    );
+    assert_eq!(
+        h.hello().as_deref(),
+        Some("hello"),
+        "the guessed write never ran"
+    );
+}
