@@ -119,41 +119,55 @@ async fn agents_shows_what_real_llama_cpp_servers_say() {
 }
 
 /// The CI subset of `scripts/eval-local.sh`: the 1.5B model writes a file and ends the
-/// turn `finished`, in the default `auto` mode. Runs when `AGENTPLANE_TEST_TOOLS_URL` is
-/// set (`.ci/run` sets it once the unit suites are done).
+/// turn `finished`, in `constrained` mode (3 of 3 in the eval). The model samples, so a
+/// run may miss; up to three runs, one of which must succeed — every failed run is
+/// printed. Runs when `AGENTPLANE_TEST_TOOLS_URL` is set (`.ci/run` sets it once the
+/// unit suites are done).
 #[tokio::test]
 async fn a_real_small_model_writes_a_file_and_finishes() {
     let Some(base_url) = env_url("AGENTPLANE_TEST_TOOLS_URL") else {
         eprintln!("AGENTPLANE_TEST_TOOLS_URL is not set: scripts/local-model.sh --tools");
         return;
     };
-    let sb = sandbox(
-        "[agents.coder]\nsystem_prompt = \"You are a careful assistant working in a \
-         workspace through tools. Use the tools to do the task, then call finish_task.\"\n\
-         ensembles = [\"fs\"]\nmax_steps = 8\nmax_output_tokens = 512\n",
+    let mut failures = Vec::new();
+    for attempt in 1..=3 {
+        let sb = sandbox(
+            "[agents.coder]\nsystem_prompt = \"You are a careful assistant working in a \
+             workspace through tools. Use the tools to do the task, then call finish_task.\"\n\
+             ensembles = [\"fs\"]\nmax_steps = 8\nmax_output_tokens = 512\n\
+             tool_calls = \"constrained\"\n",
+        );
+        let mut cmd = command(&sb, &base_url);
+        cmd.args([
+            "run",
+            "--json",
+            "--agent",
+            "coder",
+            "--workspace",
+            "ws",
+            "Create a file hello.txt containing the word hello, then finish.",
+        ]);
+        let out = output(cmd).await;
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let written = std::fs::read_to_string(sb.root.join("ws/hello.txt")).unwrap_or_default();
+        if doc["stop_reason"] == "finished"
+            && out.status.code() == Some(0)
+            && written.trim().to_lowercase() == "hello"
+        {
+            eprintln!("succeeded on run {attempt}; failed runs before it: {failures:#?}");
+            return;
+        }
+        failures.push(format!(
+            "run {attempt}: exit {:?}, file {written:?}\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    panic!(
+        "no run of three wrote hello.txt and finished:\n{}",
+        failures.join("\n")
     );
-    let mut cmd = command(&sb, &base_url);
-    cmd.args([
-        "run",
-        "--json",
-        "--agent",
-        "coder",
-        "--workspace",
-        "ws",
-        "Create a file hello.txt containing the word hello, then finish.",
-    ]);
-    let out = output(cmd).await;
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    assert_eq!(
-        doc["stop_reason"],
-        "finished",
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let written = std::fs::read_to_string(sb.root.join("ws/hello.txt")).expect("hello.txt");
-    assert_eq!(written.trim().to_lowercase(), "hello");
 }
 
 /// The scripted model's binary, built beside this test's (`cargo build` of the
