@@ -103,13 +103,18 @@ impl Probe {
 /// The script for `calls`, one turn each: the model makes the call, then answers
 /// `done` once it has read the result.
 pub fn script(calls: &[(String, Value)]) -> Vec<Step> {
+    script_with_nudges(calls, 0)
+}
+
+/// [`script`] for an agent that answers each text with `nudges` corrective messages (a
+/// built-in agent: `max_nudges` 2): the model keeps answering in text, so each turn
+/// still ends `text_answer` after its one call.
+pub fn script_with_nudges(calls: &[(String, Value)], nudges: usize) -> Vec<Step> {
     calls
         .iter()
         .flat_map(|(tool, args)| {
-            [
-                Step::tool_call(tool.clone(), args.clone()),
-                Step::text("done"),
-            ]
+            std::iter::once(Step::tool_call(tool.clone(), args.clone()))
+                .chain(std::iter::repeat_n(Step::text("done"), nudges + 1))
         })
         .collect()
 }

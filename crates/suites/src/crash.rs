@@ -136,7 +136,11 @@ pub fn write_config(sb: &Sandbox, model_urls: &BTreeMap<&str, String>, on_restar
          [agents.reviewed]\nsystem_prompt = \"You write notes.\"\nensembles = [\"fs\"]\n\
          [agents.batch]\nsystem_prompt = \"You answer.\"\n",
     );
-    std::fs::write(sb.root.join("agentplane.toml"), config).expect("config");
+    std::fs::write(
+        sb.root.join("agentplane.toml"),
+        crate::without_nudges(&config),
+    )
+    .expect("config");
 }
 
 /// One stored event, as the `events` table holds it.

@@ -63,16 +63,13 @@ pub fn sandbox(extra_config: &str) -> Sandbox {
     let root = dir.path().to_path_buf();
     let workspace = root.join("ws");
     std::fs::create_dir(&workspace).expect("workspace");
-    std::fs::write(
-        root.join("agentplane.toml"),
-        format!(
-            "[llm]\nmax_retries = 0\n[store]\npath = \"events.db\"\n\
-             [agents.chat]\nsystem_prompt = \"You chat.\"\n\
-             [agents.careful]\nsystem_prompt = \"You list files.\"\nensembles = [\"fs\"]\n\
-             requires_permission = [\"list_files\"]\n{extra_config}"
-        ),
-    )
-    .expect("config");
+    let config = format!(
+        "[llm]\nmax_retries = 0\n[store]\npath = \"events.db\"\n\
+         [agents.chat]\nsystem_prompt = \"You chat.\"\n\
+         [agents.careful]\nsystem_prompt = \"You list files.\"\nensembles = [\"fs\"]\n\
+         requires_permission = [\"list_files\"]\n{extra_config}"
+    );
+    std::fs::write(root.join("agentplane.toml"), without_nudges(&config)).expect("config");
     let db = root.join("events.db");
     Sandbox {
         _dir: dir,
@@ -80,6 +77,28 @@ pub fn sandbox(extra_config: &str) -> Sandbox {
         workspace: workspace.canonicalize().expect("canonical workspace"),
         db,
     }
+}
+
+/// `config` with `max_nudges = 0` in every agent it defines. The suites script turns
+/// that end in a text answer; a corrective message after it would take the next
+/// scripted answer, which belongs to the next probe (nudges have tests of their own:
+/// `crates/runtime/tests/text_calls.rs`, `crates/cli/tests/text_answers.rs`).
+pub fn without_nudges(config: &str) -> String {
+    let mut out = String::with_capacity(config.len() + 64);
+    for line in config.lines() {
+        out.push_str(line);
+        out.push('\n');
+        let header = line.trim();
+        if let Some(name) = header
+            .strip_prefix("[agents.")
+            .and_then(|rest| rest.strip_suffix(']'))
+            && !name.contains('.')
+            && !config.contains(&format!("{header}\nmax_nudges"))
+        {
+            out.push_str("max_nudges = 0\n");
+        }
+    }
+    out
 }
 
 /// The binary with a clean agentplane environment, pointed at the scripted model.

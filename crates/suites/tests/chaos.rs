@@ -393,7 +393,7 @@ fn configure(sb: &Sandbox, chat: &ScriptedServer, reviewed: &ScriptedServer) {
     .expect("policy");
     std::fs::write(
         sb.root.join("agentplane.toml"),
-        format!(
+        agentplane_suites::without_nudges(&format!(
             "[cluster]\nheartbeat_secs = 1\nreplica_timeout_secs = 3\n\
              [policies]\ndir = \"policies\"\n\
              [executions]\nworkers = 2\nmax_attempts = 100\non_restart = \"retry\"\n\
@@ -409,7 +409,7 @@ fn configure(sb: &Sandbox, chat: &ScriptedServer, reviewed: &ScriptedServer) {
              [agents.reviewed]\nsystem_prompt = \"You write.\"\nensembles = [\"fs\"]\n",
             chat.base_url(),
             reviewed.base_url()
-        ),
+        )),
     )
     .expect("config");
 }

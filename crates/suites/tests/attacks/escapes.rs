@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use agentplane_suites::attacks::{Tally, Target, assert_nowhere, probe, script};
+use agentplane_suites::attacks::{Tally, Target, assert_nowhere, probe, script_with_nudges};
 use agentplane_suites::{api, create_thread, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer};
 use reqwest::Method;
@@ -149,7 +149,7 @@ async fn the_shipped_engineering_agent_cannot_leave_its_workspace() {
     let cases = cases(&out, &other, &sb.db, served.pid(), target.port());
     let calls: Vec<(String, Value)> = cases.iter().map(|(_, call, _)| call.clone()).collect();
     let _model = ScriptedServer::bind(
-        Scenario::new(script(&calls)),
+        Scenario::new(script_with_nudges(&calls, 2)),
         format!("127.0.0.1:{model_port}").parse().expect("addr"),
     )
     .await
