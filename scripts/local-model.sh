@@ -120,7 +120,7 @@ params.model_alias = {sys.argv[3]}
 params.n_ctx = int(sys.argv[5])
 params.n_parallel = 1
 # The model's own chat template (Hermes <tool_call> for Qwen) with --tools.
-params.use_jinja = sys.argv[4] == "true"
+params.use_jinja = True
 server = xlc.Server(params)
 print("listening on", server.listening_address, flush=True)
 # Default SIGTERM/SIGINT: die at once; the native server needs no orderly shutdown.

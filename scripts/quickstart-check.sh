@@ -12,6 +12,9 @@
 #   waits until URL answers; `<!-- quickstart:stop URL -->` is Ctrl-C in that terminal
 #   (SIGINT to its process group), and the next command waits until it has exited;
 # - a command ending in `&` is ready when it has printed its first line;
+# - a block after `<!-- quickstart:exit 0 1 -->` may end with any of those exit codes
+#   (a README step whose outcome the model decides: `run` exits 1 when the agent could
+#   not finish, which the README says); every other block must exit 0;
 # - `thr_…` and `turn_…` stand for the id the commands before printed last, as a reader
 #   copies it;
 # - `cargo run --release [-p P --bin B] -- ARGS` is the binary it builds, run with ARGS:
@@ -47,7 +50,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The quick start's commands as NUL-separated records: kind (fg, bg URL, amp, stop URL),
+# The quick start's commands as NUL-separated records: kind (fg CODES, bg URL, amp, stop URL),
 # command.
 python3 - README.md >"$work/commands" <<'PY'
 import re, sys
@@ -58,10 +61,14 @@ except IndexError:
     sys.exit("README.md: no <!-- quickstart:begin --> … <!-- quickstart:end --> section")
 out = sys.stdout
 background = None
-pattern = r"<!-- quickstart:(background|stop) (\S+) -->|```sh\n(.*?)```"
+pattern = r"<!-- quickstart:(background|stop|exit) ([^>]*?) -->|```sh\n(.*?)```"
+allowed = "0"
 for m in re.finditer(pattern, section, re.S):
     if m.group(1) == "stop":
         out.write(f"stop {m.group(2)}\0\0")
+        continue
+    if m.group(1) == "exit":
+        allowed = ",".join(m.group(2).split())
         continue
     if m.group(1):
         background = m.group(2)
@@ -84,8 +91,9 @@ for m in re.finditer(pattern, section, re.S):
         elif command.endswith("&"):
             out.write(f"amp\0{command[:-1].strip()}\0")
         else:
-            out.write(f"fg\0{command}\0")
+            out.write(f"fg {allowed}\0{command}\0")
     background = None
+    allowed = "0"
 PY
 
 # `cargo run` at the root must resolve to the agentplane binary (the default member).
@@ -173,10 +181,10 @@ while IFS= read -r -d '' kind && IFS= read -r -d '' command; do
         sleep 0.5
       done
       ;;
-    fg)
+    fg\ *)
       status=0
       timeout "$limit" bash -c "$ran" >"$log" 2>&1 </dev/null || status=$?
-      if ((status != 0)); then
+      if [[ ",${kind#fg }," != *",$status,"* ]]; then
         echo "quickstart-check: [$step] exited $status; its output:" >&2
         tail -n 40 "$log" >&2
         exit 1
