@@ -70,6 +70,9 @@ max_retries = 0
 shutdown_grace_secs = 2
 permission_timeout_secs = 2
 TOML
+# The thread below works in $work/ws: a root of its own, since `serve` on loopback
+# otherwise confines workspaces to the directory it started in (docs/identity.md).
+printf 'workspace_roots = ["%s"]\n' "$work/ws" >>"$work/agentplane.toml"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 token="schemathesis-$RANDOM$RANDOM"
 base="http://127.0.0.1:$port"

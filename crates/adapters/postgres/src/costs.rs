@@ -9,8 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{ThreadId, TurnId};
-use agentplane_engine::ports::records::{CostKey, add_cost_call, cost_bound, stored_now};
+use agentplane_engine::ports::records::{
+    CostKey, add_cost_call, cost_bound, cost_rows, stored_now,
+};
 use agentplane_engine::ports::{CostQuery, CostRow, ModelCallRecord, StoreError};
 use tokio_postgres::types::ToSql;
 
@@ -125,16 +126,7 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
             add_cost_call(&mut groups, key, number(5)?, number(6)?, number(7)?);
         }
     }
-    groups
-        .into_iter()
-        .map(|(key, mut row)| {
-            if let (Some(thread), Some(turn)) = (key.5, key.6) {
-                row.thread = Some(ThreadId::parse(&thread).map_err(StoreError::Backend)?);
-                row.turn = Some(TurnId::parse(&turn).map_err(StoreError::Backend)?);
-            }
-            Ok(row)
-        })
-        .collect()
+    cost_rows(groups)
 }
 
 /// Inserts one model call, stamped with the store's clock. `Conflict` for a known id.

@@ -11,8 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use agentplane_core::{ThreadId, TurnId};
-use agentplane_engine::ports::records::{CostKey, add_cost_call, cost_bound};
+use agentplane_engine::ports::records::{CostKey, add_cost_call, cost_bound, cost_rows};
 use agentplane_engine::ports::{CostQuery, CostRow, StoreError};
 use rusqlite::Connection;
 use rusqlite::types::Value;
@@ -98,16 +97,7 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
     if query.thread.is_none() {
         model_calls(c, query, &mut groups)?;
     }
-    groups
-        .into_iter()
-        .map(|(key, mut row)| {
-            if let (Some(thread), Some(turn)) = (key.5, key.6) {
-                row.thread = Some(ThreadId::parse(&thread).map_err(StoreError::Backend)?);
-                row.turn = Some(TurnId::parse(&turn).map_err(StoreError::Backend)?);
-            }
-            Ok(row)
-        })
-        .collect()
+    cost_rows(groups)
 }
 
 /// Adds the model calls made outside turns (the gateway's, `model_calls.rs`) that the

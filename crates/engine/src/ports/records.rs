@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentplane_core::policy::Timestamp;
-use agentplane_core::{ApprovalId, ApprovalOutcome, EventPayload, ExecutionId};
+use agentplane_core::{ApprovalId, ApprovalOutcome, EventPayload, ExecutionId, ThreadId, TurnId};
 use serde_json::Value;
 
 use agentplane_core::version::Stage;
@@ -260,6 +260,21 @@ pub fn add_cost_call(
     group.input_tokens = group.input_tokens.saturating_add(input_tokens);
     group.output_tokens = group.output_tokens.saturating_add(output_tokens);
     group.usd_micros = group.usd_micros.saturating_add(usd_micros);
+}
+
+/// The rows of `groups`, in key order, each with its thread and turn when it is grouped
+/// by them.
+pub fn cost_rows(groups: BTreeMap<CostKey, CostRow>) -> Result<Vec<CostRow>, StoreError> {
+    groups
+        .into_iter()
+        .map(|(key, mut row)| {
+            if let (Some(thread), Some(turn)) = (key.5, key.6) {
+                row.thread = Some(ThreadId::parse(&thread).map_err(StoreError::Backend)?);
+                row.turn = Some(TurnId::parse(&turn).map_err(StoreError::Backend)?);
+            }
+            Ok(row)
+        })
+        .collect()
 }
 
 #[cfg(test)]
