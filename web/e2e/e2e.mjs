@@ -125,8 +125,13 @@ async function main() {
       `[store]\npath = "events.db"\n` +
       `[policies]\ndir = "policies"\nreload_interval_ms = 200\n` +
       `[prices."scripted-model"]\ninput_per_mtok = 3.0\noutput_per_mtok = 15.0\n` +
+      // The scripted turns end in text: no corrective messages after it (max_nudges = 0),
+      // so each scripted answer stays the turn's own.
+      `[agents.engineering]\ndescription = "Lists and writes files in its workspace"\n` +
+      `system_prompt = "Do what you are asked."\nensembles = ["fs"]\nmax_nudges = 0\n` +
       `[agents.careful]\ndescription = "Reads files, each read allowed by a person"\n` +
-      `system_prompt = "Read what you are asked to."\nensembles = ["fs"]\nrequires_permission = ["read_file"]\n`,
+      `system_prompt = "Read what you are asked to."\nensembles = ["fs"]\nrequires_permission = ["read_file"]\n` +
+      `max_nudges = 0\n`,
   );
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
