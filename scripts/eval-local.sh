@@ -38,6 +38,8 @@ model = os.environ.get("AGENTPLANE_EVAL_MODEL", "Qwen2.5-Coder-1.5B-Instruct")
 runs = int(os.environ.get("EVAL_RUNS", "3"))
 modes = os.environ.get("EVAL_MODES", "native recover constrained auto").split()
 timeout = int(os.environ.get("EVAL_TIMEOUT", "900"))
+temperature = os.environ.get("EVAL_TEMPERATURE", "")
+prompt = os.environ.get("EVAL_PROMPT", "You are a careful assistant working in a workspace through tools, one tool call at a time. Paths are relative to the workspace. Read a file before you use or change its content, and change only the files the task names. When the task is done, call finish_task with the result.")
 
 SUMMARY = '{ type = "object", properties = { summary = { type = "string" } }, required = ["summary"] }'
 
@@ -111,14 +113,14 @@ model = "{model}"
 path = "{dir_}/agentplane.db"
 
 [agents.eval]
-system_prompt = "You are a careful assistant working in a workspace through tools. Paths are relative to the workspace. Read a file before you change it, and write a file with its complete new content. When the task is done, call finish_task with the result."
+system_prompt = {json.dumps(prompt)}
 ensembles = {ensembles}
 shell_allow = {json.dumps(shell)}
 tool_calls = "{mode}"
 max_steps = 8
 max_output_tokens = 512
 output_schema = {schema}
-'''
+''' + (f"temperature = {temperature}\n" if temperature else "")
 
 results_path = os.path.join(out, "results.jsonl")
 records = []

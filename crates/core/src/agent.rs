@@ -171,4 +171,7 @@ pub struct AgentSpec {
     /// How tool calls are read from the model's answers.
     #[serde(default)]
     pub tool_calls: ToolCallMode,
+    /// Sampling temperature sent with every model call; `None` leaves the server's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
 }

@@ -92,6 +92,70 @@ pub fn recover(content: &str, offered: &[Offered<'_>]) -> Recovered {
     }
 }
 
+/// A call `content` meant but that could not be read: the first top-level `{…}` span
+/// naming an offered tool (`"name": "TOOL"`) that did not become a call, and why. The
+/// model is told this instead of a general correction, so it can write the call again.
+pub fn near_miss(content: &str, offered: &[Offered<'_>]) -> Option<NearMiss> {
+    for (start, end) in object_spans(content) {
+        let span = &content[start..end];
+        let Some(tool) = offered.iter().find(|t| names_tool(span, t.name)) else {
+            continue;
+        };
+        let reason = match parse_object(span) {
+            None if span.len() > MAX_SPAN => format!("the call is over {MAX_SPAN} bytes"),
+            None => match serde_json::from_str::<Value>(span) {
+                Err(e) => format!(
+                    "it is not valid JSON ({e}); every argument must be a literal JSON \
+                     value, tools do not run code"
+                ),
+                Ok(_) => "it is not a JSON object".to_owned(),
+            },
+            Some(value) => {
+                let call = match value.get("function") {
+                    Some(inner @ Value::Object(_)) => inner,
+                    _ => &value,
+                };
+                match call.get("arguments").or_else(|| call.get("parameters")) {
+                    None => "it has no \"arguments\"".to_owned(),
+                    Some(Value::Object(arguments)) => {
+                        match tool.schema.check(&Value::Object(arguments.clone())) {
+                            Err(problem) => format!("its arguments do not match: {problem}"),
+                            // It is a call after all (recovered elsewhere, or not first).
+                            Ok(()) => continue,
+                        }
+                    }
+                    Some(_) => "its \"arguments\" are not a JSON object".to_owned(),
+                }
+            }
+        };
+        return Some(NearMiss {
+            tool: tool.name.to_owned(),
+            reason,
+        });
+    }
+    None
+}
+
+/// A call written as text that could not be read ([`near_miss`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NearMiss {
+    pub tool: String,
+    pub reason: String,
+}
+
+/// Whether `span` names `tool` as a call's name: `"name"` (or `"function"`, `"tool"`)
+/// followed by the tool's name as a JSON string.
+fn names_tool(span: &str, tool: &str) -> bool {
+    let quoted = format!("\"{tool}\"");
+    ["\"name\"", "\"function\"", "\"tool\""].iter().any(|key| {
+        span.match_indices(key).any(|(at, _)| {
+            let rest = span[at + key.len()..].trim_start();
+            rest.strip_prefix(':')
+                .is_some_and(|value| value.trim_start().starts_with(&quoted))
+        })
+    })
+}
+
 /// The JSON object in `content` that is the whole answer (fences and blank space
 /// around it allowed), when it validates against `schema`: a result written as text.
 pub fn result_text(content: &str, schema: &Schema) -> Option<Value> {

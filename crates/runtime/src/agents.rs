@@ -103,6 +103,7 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
             .as_deref()
             .and_then(ToolCallMode::parse)
             .unwrap_or_default(),
+        temperature: agent.temperature,
     }
 }
 
@@ -155,6 +156,7 @@ fn engineering() -> AgentSpec {
         })),
         limits: AgentLimits::default(),
         tool_calls: ToolCallMode::Auto,
+        temperature: None,
     }
 }
 
@@ -197,6 +199,7 @@ fn research() -> AgentSpec {
         })),
         limits: AgentLimits::default(),
         tool_calls: ToolCallMode::Auto,
+        temperature: None,
     }
 }
 

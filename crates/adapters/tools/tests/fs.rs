@@ -113,7 +113,7 @@ async fn read_file_pages_by_line_and_says_where_to_continue() {
     .unwrap();
     assert_eq!(
         page.content,
-        "line 3\nline 4\n\n[more lines follow; read on with offset=5]"
+        "line 3\nline 4\n\n[read_file showed 2 line(s) of ten.txt; more lines follow: read on with offset=5]"
     );
 
     let past = call(&f, "read_file", json!({"path": "ten.txt", "offset": 50}))

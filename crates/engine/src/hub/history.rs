@@ -102,6 +102,7 @@ impl Hub {
                 ..AgentLimits::default()
             },
             tool_calls: agentplane_core::ToolCallMode::Native,
+            temperature: agent.temperature,
         };
         let size = TaskSize::of_chars(input.chars().count());
         let model = self.resolve_model(&compactor, size).await?;

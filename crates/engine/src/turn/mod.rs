@@ -497,7 +497,14 @@ impl ActiveTurn<'_> {
         // The turn's state of text calls: corrective messages sent, and whether the
         // model failed to make native calls (which turns `auto` into constraining).
         let mut nudges = 0;
-        let mut native_failed = false;
+        // Calls recovered in an earlier turn of the thread (their ids say so) mean the
+        // server's native calls failed there already: `auto` constrains from the start.
+        let mut native_failed = request.history.iter().any(|message| {
+            message
+                .tool_calls
+                .iter()
+                .any(|call| call.id.starts_with(RECOVERED_ID))
+        });
         // The previous step's calls, and whether this step's repeat them exactly: a
         // small model that lost track of its progress is told so once it saw the result.
         let mut previous: Vec<(String, Value)> = Vec::new();
@@ -532,7 +539,7 @@ impl ActiveTurn<'_> {
                 model: request.model.clone(),
                 messages: progress.messages.clone(),
                 tools: specs.clone(),
-                temperature: None,
+                temperature: agent.temperature,
                 max_tokens: Some(agent.limits.max_output_tokens),
                 tool_choice: None,
                 response_schema: constrain.then(|| call_schema(&specs)),
@@ -542,6 +549,16 @@ impl ActiveTurn<'_> {
                 split_harmony(progress.step, response.content, response.tool_calls);
             let step = progress.step;
             progress.step += 1;
+            if calls.is_empty() && mode == ToolCallMode::Auto && !constrain {
+                // `auto`, and the server made no native call: the same step is asked
+                // again under the constraint where there is one (the free answer stays
+                // in the log as text); only a server that cannot constrain is read for
+                // calls written as text.
+                native_failed = true;
+                if tools.contains_key(FINISH_TASK) {
+                    continue;
+                }
+            }
             let mut text = text;
             if calls.is_empty() && mode != ToolCallMode::Native {
                 (text, calls) = recover_calls(step, text, &specs, &tools);
@@ -559,10 +576,11 @@ impl ActiveTurn<'_> {
                 {
                     nudges += 1;
                     native_failed = true;
+                    let correction = nudge(&text, &specs, &tools);
                     progress
                         .messages
                         .push(ChatMessage::assistant(Some(text), Vec::new()));
-                    progress.messages.push(ChatMessage::user(nudge(&tools)));
+                    progress.messages.push(ChatMessage::user(correction));
                     continue;
                 }
                 return Ok(Ending::plain(

@@ -5,6 +5,9 @@
 use super::*;
 use crate::recover::{self, Offered};
 
+/// How the id of every call recovered from text begins.
+pub(super) const RECOVERED_ID: &str = "recovered_";
+
 /// The call recovered from `text` (an answer without native calls): only tools offered
 /// in this request, with arguments that validate. Only the first call a text names
 /// runs: a small model writing several calls at once writes a plan whose later calls
@@ -17,16 +20,7 @@ pub(super) fn recover_calls(
     specs: &[ToolSpec],
     tools: &HashMap<String, ToolEntry>,
 ) -> (String, Vec<PlannedCall>) {
-    let offered: Vec<Offered<'_>> = specs
-        .iter()
-        .filter_map(|spec| {
-            tools.get(&spec.name).map(|entry| Offered {
-                name: &spec.name,
-                schema: &entry.schema,
-            })
-        })
-        .collect();
-    let found = recover::recover(&text, &offered);
+    let found = recover::recover(&text, &offered(specs, tools));
     if found.calls.is_empty() {
         return (text, Vec::new());
     }
@@ -37,7 +31,7 @@ pub(super) fn recover_calls(
         .enumerate()
         .map(|(i, call)| {
             PlannedCall::Recovered(ToolCall {
-                id: format!("recovered_{i}_s{step}"),
+                id: format!("{RECOVERED_ID}{i}_s{step}"),
                 name: call.name,
                 arguments: call.arguments.to_string(),
             })
@@ -56,10 +50,23 @@ pub(super) fn result_call(
     let finish = tools.get(FINISH_TASK)?;
     let result = recover::result_text(text, &finish.schema)?;
     Some(PlannedCall::Recovered(ToolCall {
-        id: format!("recovered_result_s{step}"),
+        id: format!("{RECOVERED_ID}result_s{step}"),
         name: FINISH_TASK.to_owned(),
         arguments: result.to_string(),
     }))
+}
+
+/// The request's tools with their compiled schemas, as the recovery reads them.
+fn offered<'a>(specs: &'a [ToolSpec], tools: &'a HashMap<String, ToolEntry>) -> Vec<Offered<'a>> {
+    specs
+        .iter()
+        .filter_map(|spec| {
+            tools.get(&spec.name).map(|entry| Offered {
+                name: &spec.name,
+                schema: &entry.schema,
+            })
+        })
+        .collect()
 }
 
 /// The JSON schema a constrained answer must match: one of the offered calls, each
@@ -82,17 +89,66 @@ pub(super) fn call_schema(specs: &[ToolSpec]) -> Value {
     json!({ "anyOf": choices })
 }
 
-/// What a model that answered with text is told when the agent expects a result.
-pub(super) fn nudge(tools: &HashMap<String, ToolEntry>) -> String {
+/// What a model that answered with `text` is told when the agent expects a result:
+/// why its call could not be read, when the text holds one for an offered tool, else
+/// how this task ends.
+pub(super) fn nudge(text: &str, specs: &[ToolSpec], tools: &HashMap<String, ToolEntry>) -> String {
+    if let Some(miss) = recover::near_miss(text, &offered(specs, tools)) {
+        return format!(
+            "error (invalid_call): your call to `{}` could not be read: {}. Write the call \
+             again, with valid arguments.",
+            miss.tool, miss.reason
+        );
+    }
+    finish_nudge(tools)
+}
+
+/// The general correction: the task ends only through a call, `finish_task` when done,
+/// shown as the call to write with a placeholder per required field.
+fn finish_nudge(tools: &HashMap<String, ToolEntry>) -> String {
     let schema = tools
         .get(FINISH_TASK)
-        .map(|entry| entry.parameters.to_string())
-        .unwrap_or_default();
+        .map(|entry| entry.parameters.clone())
+        .unwrap_or(Value::Null);
     format!(
         "error (text_answer): your answer was text, and this task ends only through a tool \
          call. If the task is not done, call the next tool. If it is done, call \
-         `{FINISH_TASK}` with arguments matching this JSON Schema: {schema}"
+         `{FINISH_TASK}`, filling in each <…>: {{\"name\": \"{FINISH_TASK}\", \"arguments\": {}}} \
+         (its JSON Schema: {schema})",
+        template(&schema)
     )
+}
+
+/// An object schema's required fields as `{"field": <type>, …}`: what to fill in.
+fn template(schema: &Value) -> String {
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let fields: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|field| {
+            let kind = properties
+                .and_then(|p| p.get(field))
+                .map(placeholder)
+                .unwrap_or_else(|| "<value>".to_owned());
+            format!("{}: {kind}", Value::String(field.to_owned()))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
+/// `<string>`, `<integer>`, `<array of string>`…: a field's type as a placeholder.
+fn placeholder(field: &Value) -> String {
+    match field.get("type").and_then(Value::as_str) {
+        Some("array") => match field.pointer("/items/type").and_then(Value::as_str) {
+            Some(item) => format!("<array of {item}>"),
+            None => "<array>".to_owned(),
+        },
+        Some(kind) => format!("<{kind}>"),
+        None => "<value>".to_owned(),
+    }
 }
 
 /// What a model that repeated its previous step's calls exactly is told, after their

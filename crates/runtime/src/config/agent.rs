@@ -51,6 +51,9 @@ pub struct AgentConfig {
     /// (agents with an output schema); default 2.
     #[serde(default)]
     pub max_nudges: Option<u32>,
+    /// Sampling temperature of its model calls, 0 to 2; the server's default when unset.
+    #[serde(default)]
+    pub temperature: Option<f32>,
     /// The version number of this definition (ADR 0016); `1.0.0` when left out.
     #[serde(default)]
     pub version: Option<String>,
@@ -289,6 +292,9 @@ pub(super) fn check_agent(
             "tool_calls",
             format!("`{mode}` is not one of auto, native, recover, constrained"),
         ));
+    }
+    if agent.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
+        return Err(("temperature", "must be between 0 and 2".into()));
     }
     if agent.max_output_tokens == Some(0) {
         return Err(("max_output_tokens", "must be at least 1".into()));

@@ -136,6 +136,7 @@ mod tests {
             output_schema: None,
             limits: Default::default(),
             tool_calls: Default::default(),
+            temperature: None,
         };
         assert!(of_agent(&agent).output_schema.is_none());
         assert!(

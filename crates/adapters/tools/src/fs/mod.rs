@@ -1,4 +1,4 @@
-//! `fs`: read, write, list and search files inside the workspace.
+//! `fs`: read, write, edit, list and search files inside the workspace.
 //!
 //! Every path from the model goes through [`confine::resolve_in_workspace`] and every
 //! file is opened through `confine`'s no-follow openers; nothing here builds a path
@@ -32,6 +32,10 @@ use serde_json::json;
 
 use crate::confine::{self, Access, resolve_in_workspace};
 use crate::text;
+
+mod edit;
+
+pub use edit::MAX_EDIT_FILE_BYTES;
 
 /// Entries `list_files` shows before it stops.
 pub const MAX_LIST_ENTRIES: usize = 1000;
@@ -102,16 +106,17 @@ impl Ensemble for FsEnsemble {
         vec![
             ToolSpec {
                 name: "read_file".into(),
-                description: "Read a text file in the workspace. Lines are numbered from 1; \
-                    `offset` is the first line to show and `limit` the number of lines. \
-                    Long output is cut and says which offset to read on from."
+                description: "Read a whole text file in the workspace. Only for a file too \
+                    long to read at once: `offset` is the first line to show (lines are \
+                    numbered from 1) and `limit` the number of lines. Long output is cut \
+                    and says which offset to read on from."
                     .into(),
                 parameters: json!({
                     "type": "object",
                     "properties": {
                         "path": {"type": "string", "description": "Path relative to the workspace."},
-                        "offset": {"type": "integer", "minimum": 1, "description": "First line to show (default 1)."},
-                        "limit": {"type": "integer", "minimum": 1, "description": "Lines to show at most."}
+                        "offset": {"type": "integer", "minimum": 1, "description": "First line to show; leave it out to read from the start."},
+                        "limit": {"type": "integer", "minimum": 1, "description": "Lines to show at most; leave it out to read the whole file."}
                     },
                     "required": ["path"],
                     "additionalProperties": false
@@ -132,6 +137,15 @@ impl Ensemble for FsEnsemble {
                     "required": ["path", "content"],
                     "additionalProperties": false
                 }),
+                side_effects: true,
+            },
+            ToolSpec {
+                name: "edit_file".into(),
+                description: "Change part of a file in the workspace: replace `old_text`, \
+                    copied exactly from the file, with `new_text`; the rest of the file \
+                    stays as it is. `old_text` must occur once unless `replace_all`."
+                    .into(),
+                parameters: edit::parameters(),
                 side_effects: true,
             },
             ToolSpec {
@@ -179,6 +193,7 @@ impl Ensemble for FsEnsemble {
         let request = match tool {
             "read_file" => Request::Read(crate::parse_args(tool, args)?),
             "write_file" => Request::Write(crate::parse_args(tool, args)?),
+            "edit_file" => Request::Edit(crate::parse_args(tool, args)?),
             "list_files" => Request::List(crate::parse_args(tool, args)?),
             "search_text" => Request::Search(crate::parse_args(tool, args)?),
             _ => return Err(crate::unknown_tool(self.name(), tool)),
@@ -199,6 +214,7 @@ impl Ensemble for FsEnsemble {
 enum Request {
     Read(ReadArgs),
     Write(WriteArgs),
+    Edit(edit::EditArgs),
     List(ListArgs),
     Search(SearchArgs),
 }
@@ -209,6 +225,7 @@ impl Request {
         match self {
             Self::Read(args) => read_file(&args, ctx),
             Self::Write(args) => write_file(&args, ctx),
+            Self::Edit(args) => edit::edit_file(&args, ctx),
             Self::List(args) => list_files(&args, ctx, deadline),
             Self::Search(args) => search_text(&args, ctx, deadline),
         }
@@ -282,7 +299,9 @@ fn read_file(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError
         ExcerptEnd::EndOfFile => {}
         ExcerptEnd::Limit => {
             content.push_str(&format!(
-                "\n[more lines follow; read on with offset={}]",
+                "\n[read_file showed {} line(s) of {}; more lines follow: read on with offset={}]",
+                excerpt.line.saturating_sub(start),
+                args.path,
                 excerpt.line
             ));
         }
@@ -390,15 +409,19 @@ fn refuse_git_dir(shown: &str) -> ToolError {
     )
 }
 
-fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    if inside_git_dir(Path::new(&args.path)) {
-        return Err(refuse_git_dir(&args.path));
+/// The path a write to `requested` may change, or a refusal: never inside `.git/`
+/// (also through a symlink), always in the workspace and in the data scope. `access`
+/// is `Write` for a file that may be created (missing parents are created), `Read` for
+/// one that must exist.
+fn writable_path(ctx: &ToolContext, requested: &str, access: Access) -> Result<PathBuf, ToolError> {
+    if inside_git_dir(Path::new(requested)) {
+        return Err(refuse_git_dir(requested));
     }
     if ctx.scope.is_some() {
         // `resolve_in_workspace` creates missing parent directories for a write, so the
         // path as written is checked first; the canonical one after.
         let lexical =
-            Path::new(&args.path)
+            Path::new(requested)
                 .components()
                 .fold(canonical_workspace(ctx)?, |mut path, part| {
                     match part {
@@ -410,17 +433,22 @@ fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolErr
                     }
                     path
                 });
-        check_path_scope(ctx, &lexical, &args.path)?;
+        check_path_scope(ctx, &lexical, requested)?;
     }
-    let path = resolve_in_workspace(&ctx.workspace, &args.path, Access::Write)?;
+    let path = resolve_in_workspace(&ctx.workspace, requested, access)?;
     // Also through a symbolic link that lands in `.git/`.
     if inside_git_dir(
         path.strip_prefix(canonical_workspace(ctx)?)
             .unwrap_or(&path),
     ) {
-        return Err(refuse_git_dir(&args.path));
+        return Err(refuse_git_dir(requested));
     }
-    check_path_scope(ctx, &path, &args.path)?;
+    check_path_scope(ctx, &path, requested)?;
+    Ok(path)
+}
+
+fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    let path = writable_path(ctx, &args.path, Access::Write)?;
     let mut file = confine::create_regular_file(&ctx.workspace, &path, &args.path)?;
     file.write_all(args.content.as_bytes())
         .and_then(|()| file.flush())
