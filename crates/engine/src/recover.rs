@@ -105,8 +105,10 @@ pub fn near_miss(content: &str, offered: &[Offered<'_>]) -> Option<NearMiss> {
             None if span.len() > MAX_SPAN => format!("the call is over {MAX_SPAN} bytes"),
             None => match serde_json::from_str::<Value>(span) {
                 Err(e) => format!(
-                    "it is not valid JSON ({e}); every argument must be a literal JSON \
-                     value, tools do not run code"
+                    "it is not valid JSON ({e}{}); every argument must be a literal JSON \
+                     value: tools do not run code, so read what you need first and write \
+                     the value itself",
+                    near(span, e.line(), e.column())
                 ),
                 Ok(_) => "it is not a JSON object".to_owned(),
             },
@@ -134,6 +136,23 @@ pub fn near_miss(content: &str, offered: &[Offered<'_>]) -> Option<NearMiss> {
         });
     }
     None
+}
+
+/// `, near `…`` with the text at a JSON error's line and column, when there is one.
+fn near(span: &str, line: usize, column: usize) -> String {
+    let Some(text) = span.lines().nth(line.saturating_sub(1)) else {
+        return String::new();
+    };
+    let from = text
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(text.len(), |(i, _)| i);
+    let shown: String = text[from..].trim().chars().take(24).collect();
+    if shown.is_empty() {
+        String::new()
+    } else {
+        format!(", near `{shown}`")
+    }
 }
 
 /// A call written as text that could not be read ([`near_miss`]).
@@ -172,9 +191,27 @@ pub fn result_text(content: &str, schema: &Schema) -> Option<Value> {
     schema.check(&value).ok().map(|()| value)
 }
 
-/// The top-level balanced `{…}` spans of `text` as byte ranges, in one pass. Braces
-/// inside JSON strings do not count; an unclosed span ends nothing.
+/// The top-level balanced `{…}` spans of `text` as byte ranges. Braces inside JSON
+/// strings do not count; an unclosed span ends nothing, except one opened with a
+/// doubled brace (`{{"name": …}}` written with one closing brace too few), whose spans
+/// from its second brace on are read once more.
 fn object_spans(text: &str) -> Vec<(usize, usize)> {
+    let (mut spans, unclosed) = balanced_spans(text);
+    if let Some(start) = unclosed
+        && text[start..].starts_with("{{")
+    {
+        let (inner, _) = balanced_spans(&text[start + 1..]);
+        spans.extend(
+            inner
+                .into_iter()
+                .map(|(a, b)| (a + start + 1, b + start + 1)),
+        );
+    }
+    spans
+}
+
+/// The balanced spans of [`object_spans`] in one pass, and where an unclosed one began.
+fn balanced_spans(text: &str) -> (Vec<(usize, usize)>, Option<usize>) {
     let bytes = text.as_bytes();
     let mut spans = Vec::new();
     let mut depth = 0usize;
@@ -209,7 +246,7 @@ fn object_spans(text: &str) -> Vec<(usize, usize)> {
             _ => {}
         }
     }
-    spans
+    (spans, (depth > 0).then_some(start))
 }
 
 /// A JSON object from a span, reading `{{…}}` doubling as single braces.

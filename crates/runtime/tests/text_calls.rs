@@ -48,6 +48,10 @@ async fn start(root: &Path, base_url: &str) -> Runtime {
              tool_calls = \"{mode}\"\nmax_steps = 6\n\n"
         ));
     }
+    agents.push_str(
+        "[agents.cool]\nsystem_prompt = \"Do the task.\"\nensembles = [\"fs\"]\n\
+         tool_calls = \"recover\"\ntemperature = 0.2\n\n",
+    );
     agents.push_str("[agents.chat]\nsystem_prompt = \"Answer briefly.\"\n");
     std::fs::write(
         &file,
@@ -209,6 +213,10 @@ async fn text_without_a_call_is_nudged_then_ends_as_text_answer() {
             text.contains("\"summary\""),
             "the schema is in the nudge: {text}"
         );
+        assert!(
+            text.contains(r#"{"name": "finish_task", "arguments": {"summary": <string>}}"#),
+            "the call to write is shown: {text}"
+        );
     }
 }
 
@@ -274,18 +282,89 @@ async fn constrained_mode_sends_a_schema_of_the_offered_calls() {
     }
 }
 
+const WRITE_BARE: &str =
+    r#"{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}}"#;
+const FINISH_BARE: &str = r#"{"name": "finish_task", "arguments": {"summary": "ok"}}"#;
+
 #[tokio::test]
-async fn auto_mode_constrains_once_native_calls_failed() {
+async fn auto_mode_asks_a_step_answered_in_text_again_constrained() {
     let h = harness(vec![
-        Step::text(WRITE_FENCED),
-        Step::text(r#"{"name": "finish_task", "arguments": {"summary": "ok"}}"#),
+        // Not a native call: asked again under the constraint, this answer unused.
+        Step::text("I will write it: write_file hello.txt"),
+        Step::text(WRITE_BARE),
+        Step::text(FINISH_BARE),
     ])
     .await;
-    let (outcome, _) = h.run("auto").await;
-    assert_eq!(outcome.stop_reason, StopReason::Finished);
+    let (outcome, events) = h.run("auto").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(h.hello().as_deref(), Some("hello"));
+    assert_eq!(
+        planned(&events),
+        [("write_file".into(), true), ("finish_task".into(), true)]
+    );
     let requests = h.server.requests();
+    assert_eq!(requests.len(), 3);
     assert!(requests[0].get("response_format").is_none());
-    assert_eq!(requests[1]["response_format"]["type"], "json_schema");
+    assert_eq!(
+        requests[0]["messages"], requests[1]["messages"],
+        "the same step, asked again"
+    );
+    for constrained in &requests[1..] {
+        assert_eq!(constrained["response_format"]["type"], "json_schema");
+    }
+}
+
+#[tokio::test]
+async fn auto_mode_starts_constrained_once_the_model_was_seen_writing_text() {
+    let h = harness(vec![
+        Step::text("write_file hello.txt"),
+        Step::text(WRITE_BARE),
+        Step::text(FINISH_BARE),
+        // The second turn: constrained from its first call.
+        Step::text(FINISH_BARE),
+    ])
+    .await;
+    let (first, _) = h.run("auto").await;
+    assert_eq!(first.stop_reason, StopReason::Finished);
+    let (second, _) = h.run("auto").await;
+    assert_eq!(second.stop_reason, StopReason::Finished);
+    let requests = h.server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(requests[3]["response_format"]["type"], "json_schema");
+}
+
+#[tokio::test]
+async fn a_call_that_cannot_be_read_is_named_in_the_correction() {
+    let broken = "```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"hello.txt\", \"content\": \"hi\".toUpperCase()}}\n```";
+    let h = harness(vec![
+        Step::text(broken),
+        Step::text(WRITE_FENCED),
+        Step::text(RESULT_TEXT),
+    ])
+    .await;
+    let (outcome, events) = h.run("recover").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    assert_eq!(h.hello().as_deref(), Some("hello"));
+    let correction = last_message(&h.server.requests()[1]);
+    assert!(
+        correction.starts_with("error (invalid_call): your call to `write_file` could not be read"),
+        "{correction}"
+    );
+    assert!(correction.contains("near `.toUpperCase()"), "{correction}");
+}
+
+#[tokio::test]
+async fn the_agents_temperature_is_sent_with_every_call() {
+    let h = harness(vec![Step::text(WRITE_FENCED), Step::text(RESULT_TEXT)]).await;
+    let (outcome, _) = h.run("cool").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished);
+    for request in h.server.requests() {
+        assert_eq!(request["temperature"], json!(0.2), "{request}");
+    }
+    // An agent without one leaves the server's own.
+    let h = harness(vec![Step::text(WRITE_FENCED), Step::text(RESULT_TEXT)]).await;
+    h.run("recover").await;
+    assert!(h.server.requests()[0].get("temperature").is_none());
 }
 
 #[tokio::test]

@@ -199,7 +199,7 @@ fn lexical_relative(requested: &str) -> Result<PathBuf, ToolError> {
     if requested.starts_with(['/', '\\']) || drive || Path::new(requested).is_absolute() {
         return Err(breach(
             requested,
-            "absolute paths are refused; give a path relative to the workspace",
+            "absolute paths are refused (a file of the workspace is named relative to it)",
         ));
     }
 
@@ -316,7 +316,10 @@ fn breach(requested: &str, reason: &str) -> ToolError {
     ToolError::violation(
         ToolErrorKind::SandboxViolation,
         SANDBOX_VIOLATION,
-        format!("path {requested:?} refused: {reason}"),
+        format!(
+            "path {requested:?} refused: {reason}. Tools reach only files inside the \
+             workspace: what lies outside it cannot be read or written through any path"
+        ),
     )
 }
 

@@ -240,3 +240,14 @@ pub(crate) async fn read_body(
         }
     }
 }
+
+/// A temperature as the decimal that was configured: `0.2_f32` widened to `f64` would
+/// go on the wire as `0.20000000298023224`.
+pub(crate) fn temperature(value: f32) -> serde_json::Value {
+    value
+        .to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(serde_json::Value::Null, serde_json::Value::Number)
+}

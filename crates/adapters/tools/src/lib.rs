@@ -24,7 +24,7 @@ pub mod webhook;
 pub use agentplane_process::{confine, process, sandbox};
 pub use changes::WorkspaceFiles;
 pub use confine::{Access, resolve_in_workspace};
-pub use fs::FsEnsemble;
+pub use fs::{FsEnsemble, MAX_EDIT_FILE_BYTES};
 pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};
 pub use sandbox::Sandbox;
 pub use shell::ShellEnsemble;

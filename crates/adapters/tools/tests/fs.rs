@@ -57,17 +57,23 @@ fn assert_sandbox_violation(result: Result<ToolOutput, ToolError>, what: &str) {
 }
 
 #[test]
-fn offers_four_tools_and_marks_the_writer() {
+fn offers_five_tools_and_marks_the_writers() {
     let tools = FsEnsemble.tools();
     let names: Vec<_> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["read_file", "write_file", "list_files", "search_text"]
+        [
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_files",
+            "search_text"
+        ]
     );
     for tool in &tools {
         assert_eq!(
             tool.side_effects,
-            tool.name == "write_file",
+            tool.name == "write_file" || tool.name == "edit_file",
             "{}",
             tool.name
         );
@@ -172,6 +178,15 @@ async fn hostile_paths_are_violations_for_every_tool() {
         assert_sandbox_violation(call(&f, "read_file", json!({"path": path})).await, path);
         assert_sandbox_violation(
             call(&f, "write_file", json!({"path": path, "content": "x"})).await,
+            path,
+        );
+        assert_sandbox_violation(
+            call(
+                &f,
+                "edit_file",
+                json!({"path": path, "old_text": "root", "new_text": "x"}),
+            )
+            .await,
             path,
         );
         assert_sandbox_violation(call(&f, "list_files", json!({"path": path})).await, path);
@@ -428,4 +443,158 @@ async fn malformed_arguments_and_unknown_tools_are_rejected() {
     }
     let err = call(&f, "delete_everything", json!({})).await.unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::UnknownTool);
+}
+
+#[tokio::test]
+async fn edit_file_changes_one_occurrence_and_keeps_the_rest() {
+    let f = fixture();
+    std::fs::write(f.ws.join("config.txt"), "name=demo\nport=8080\nmode=dev\n").unwrap();
+    let out = call(
+        &f,
+        "edit_file",
+        json!({"path": "config.txt", "old_text": "port=8080", "new_text": "port=9090"}),
+    )
+    .await
+    .expect("edited");
+    assert_eq!(
+        out.content,
+        "replaced 1 occurrence in config.txt; it is now 29 bytes"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("config.txt")).unwrap(),
+        "name=demo\nport=9090\nmode=dev\n"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_edit_leaves_the_file_as_it_was() {
+    let f = fixture();
+    let original = "a=1\na=1\nb=2\n";
+    std::fs::write(f.ws.join("c.txt"), original).unwrap();
+    std::fs::write(f.ws.join("bin"), b"\0\x01a=1").unwrap();
+    std::fs::write(f.ws.join("latin1"), b"a=1 \xe9").unwrap();
+    for (args, expected) in [
+        (
+            json!({"path": "c.txt", "old_text": "zzz", "new_text": "y"}),
+            "is not in c.txt",
+        ),
+        (
+            json!({"path": "c.txt", "old_text": "a=1", "new_text": "y"}),
+            "occurs 2 times",
+        ),
+        (
+            json!({"path": "c.txt", "old_text": "", "new_text": "y"}),
+            "old_text is empty",
+        ),
+        (
+            json!({"path": "bin", "old_text": "a=1", "new_text": "y"}),
+            "binary file",
+        ),
+        (
+            json!({"path": "latin1", "old_text": "a=1", "new_text": "y"}),
+            "not UTF-8",
+        ),
+        (
+            json!({"path": "missing.txt", "old_text": "a", "new_text": "b"}),
+            "no such file",
+        ),
+        (
+            json!({"path": "c.txt", "old_text": "a", "new_text": "b", "mode": "x"}),
+            "unknown field",
+        ),
+        (
+            json!({"path": "c.txt", "old_text": 7, "new_text": "b"}),
+            "invalid type",
+        ),
+    ] {
+        let err = call(&f, "edit_file", args.clone())
+            .await
+            .expect_err("refused");
+        assert!(err.message.contains(expected), "{args}: {}", err.message);
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("c.txt")).unwrap(),
+        original
+    );
+    assert!(!f.ws.join("missing.txt").exists());
+
+    let all = call(
+        &f,
+        "edit_file",
+        json!({"path": "c.txt", "old_text": "a=1", "new_text": "a=3", "replace_all": true}),
+    )
+    .await
+    .expect("replace_all");
+    assert!(
+        all.content.starts_with("replaced 2 occurrences"),
+        "{}",
+        all.content
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join("c.txt")).unwrap(),
+        "a=3\na=3\nb=2\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_file_never_reaches_outside_the_workspace_or_into_git() {
+    let f = fixture();
+    symlink(f.out.join("secret.txt"), f.ws.join("secret_link")).unwrap();
+    symlink(&f.out, f.ws.join("outside_dir")).unwrap();
+    std::fs::create_dir(f.ws.join(".git")).unwrap();
+    std::fs::write(f.ws.join(".git/config"), "[core]\n").unwrap();
+    for path in [
+        "secret_link",
+        "outside_dir/secret.txt",
+        ".git/config",
+        ".GIT/config",
+    ] {
+        assert_sandbox_violation(
+            call(
+                &f,
+                "edit_file",
+                json!({"path": path, "old_text": "TOP SECRET", "new_text": "pwned"}),
+            )
+            .await,
+            path,
+        );
+    }
+    if std::fs::hard_link(f.out.join("secret.txt"), f.ws.join("hard")).is_ok() {
+        assert_sandbox_violation(
+            call(
+                &f,
+                "edit_file",
+                json!({"path": "hard", "old_text": "TOP SECRET", "new_text": "pwned"}),
+            )
+            .await,
+            "hard link",
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.out.join("secret.txt")).unwrap(),
+        "TOP SECRET outside\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_file_refuses_a_file_over_its_size_bound() {
+    let f = fixture();
+    let big = "x".repeat(agentplane_tools::MAX_EDIT_FILE_BYTES as usize + 1);
+    std::fs::write(f.ws.join("big.txt"), &big).unwrap();
+    let err = call(
+        &f,
+        "edit_file",
+        json!({"path": "big.txt", "old_text": "x", "new_text": "y", "replace_all": true}),
+    )
+    .await
+    .expect_err("too big");
+    assert!(err.message.contains("use write_file"), "{}", err.message);
+    assert_eq!(
+        std::fs::metadata(f.ws.join("big.txt")).unwrap().len(),
+        big.len() as u64
+    );
 }

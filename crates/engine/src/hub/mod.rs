@@ -633,13 +633,18 @@ impl Hub {
             Some(external) => external.label(),
             None => self.resolve_model(&agent, size).await?,
         };
-        // `auto` constrains from the first call when the server cannot make native calls.
+        // `auto` constrains from the first call when the server cannot make native calls,
+        // or the model was seen writing its calls as text in an earlier turn.
         let native_tools = match agent.tool_calls {
             // Only an agent with a result to constrain to can use what the probe says.
             agentplane_core::ToolCallMode::Auto
                 if agent.output_schema.is_some() && !self.external.contains_key(&agent.name) =>
             {
-                self.model_capabilities(&agent).await.native_tools
+                if self.deps.providers.text_calls_seen(&model) {
+                    Some(false)
+                } else {
+                    self.model_capabilities(&agent).await.native_tools
+                }
             }
             _ => None,
         };

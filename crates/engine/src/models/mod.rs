@@ -142,7 +142,13 @@ pub struct Providers {
     routing: Routing,
     circuit: CircuitSettings,
     tap: Option<Arc<dyn ProviderTap>>,
+    /// Models seen answering a request with tools in text instead of native calls,
+    /// for the life of the process (ADR 0037): `auto` constrains their turns at once.
+    text_calls: std::sync::Mutex<std::collections::HashSet<String>>,
 }
+
+/// Most models [`Providers::note_text_calls`] remembers.
+const MAX_TEXT_CALL_MODELS: usize = 1024;
 
 impl std::fmt::Debug for Providers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -234,6 +240,7 @@ impl Providers {
             routing,
             circuit,
             tap,
+            text_calls: Default::default(),
         }
     }
 
@@ -401,6 +408,23 @@ impl Providers {
             Ok(model) => entry.resolver.capabilities(client, &model).await,
             Err(_) => Capabilities::default(),
         }
+    }
+
+    /// Remembers that `model` answered a request with tools in text: it makes no
+    /// native calls, whatever its server says.
+    pub fn note_text_calls(&self, model: &str) {
+        if let Ok(mut seen) = self.text_calls.lock()
+            && seen.len() < MAX_TEXT_CALL_MODELS
+        {
+            seen.insert(model.to_owned());
+        }
+    }
+
+    /// Whether `model` was seen answering with tools in text ([`Self::note_text_calls`]).
+    pub fn text_calls_seen(&self, model: &str) -> bool {
+        self.text_calls
+            .lock()
+            .is_ok_and(|seen| seen.contains(model))
     }
 
     /// What `wanted` looks like for a call routed by `key`, right now.

@@ -497,18 +497,16 @@ impl ActiveTurn<'_> {
         // The turn's state of text calls: corrective messages sent, and whether the
         // model failed to make native calls (which turns `auto` into constraining).
         let mut nudges = 0;
-        // Calls recovered in an earlier turn of the thread (their ids say so) mean the
-        // server's native calls failed there already: `auto` constrains from the start.
-        let mut native_failed = request.history.iter().any(|message| {
-            message
-                .tool_calls
-                .iter()
-                .any(|call| call.id.starts_with(RECOVERED_ID))
-        });
+        let mut native_failed = false;
         // The previous step's calls, and whether this step's repeat them exactly: a
         // small model that lost track of its progress is told so once it saw the result.
         let mut previous: Vec<(String, Value)> = Vec::new();
         let mut repeated = false;
+        let mut notes = 0;
+        // A model stuck on one answer (the same text or calls again, or nothing) is
+        // asked next at a higher temperature, so a near-greedy sampler can leave it.
+        let mut previous_text: Option<String> = None;
+        let mut stuck = false;
         loop {
             while let Some(call) = progress.queue.pop_front() {
                 let end = self
@@ -519,7 +517,7 @@ impl ActiveTurn<'_> {
                 }
             }
             if std::mem::take(&mut repeated) {
-                nudges += 1;
+                notes += 1;
                 progress
                     .messages
                     .push(ChatMessage::user(repeat_nudge(&tools)));
@@ -539,7 +537,7 @@ impl ActiveTurn<'_> {
                 model: request.model.clone(),
                 messages: progress.messages.clone(),
                 tools: specs.clone(),
-                temperature: agent.temperature,
+                temperature: temperature(agent.temperature, std::mem::take(&mut stuck)),
                 max_tokens: Some(agent.limits.max_output_tokens),
                 tool_choice: None,
                 response_schema: constrain.then(|| call_schema(&specs)),
@@ -555,6 +553,8 @@ impl ActiveTurn<'_> {
                 // in the log as text); only a server that cannot constrain is read for
                 // calls written as text.
                 native_failed = true;
+                // Later turns of this model start constrained (`Hub` asks at each turn).
+                self.deps.providers.note_text_calls(&chat.model);
                 if tools.contains_key(FINISH_TASK) {
                     continue;
                 }
@@ -576,6 +576,8 @@ impl ActiveTurn<'_> {
                 {
                     nudges += 1;
                     native_failed = true;
+                    stuck = text.trim().is_empty() || previous_text.as_deref() == Some(&text);
+                    previous_text = Some(text.clone());
                     let correction = nudge(&text, &specs, &tools);
                     progress
                         .messages
@@ -591,7 +593,8 @@ impl ActiveTurn<'_> {
             let signature = signature(&calls);
             repeated = mode != ToolCallMode::Native
                 && signature == previous
-                && nudges < agent.limits.max_nudges;
+                && notes < agent.limits.max_nudges;
+            stuck = repeated;
             previous = signature;
             let assistant_calls = calls.iter().map(|c| c.call().clone()).collect();
             progress.messages.push(ChatMessage::assistant(

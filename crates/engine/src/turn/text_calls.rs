@@ -151,6 +151,19 @@ fn placeholder(field: &Value) -> String {
     }
 }
 
+/// The temperature of a call after a model got stuck on one answer.
+pub(super) const STUCK_TEMPERATURE: f32 = 1.0;
+
+/// The temperature of the next call: the agent's, raised to [`STUCK_TEMPERATURE`]
+/// when the model is `stuck` (it answered nothing, or what it answered before).
+pub(super) fn temperature(agent: Option<f32>, stuck: bool) -> Option<f32> {
+    if stuck {
+        Some(agent.map_or(STUCK_TEMPERATURE, |t| t.max(STUCK_TEMPERATURE)))
+    } else {
+        agent
+    }
+}
+
 /// What a model that repeated its previous step's calls exactly is told, after their
 /// results.
 pub(super) fn repeat_nudge(tools: &HashMap<String, ToolEntry>) -> String {

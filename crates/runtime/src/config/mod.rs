@@ -884,6 +884,18 @@ mod tests {
                 "agents.x.max_steps",
             ),
             (
+                "[agents.x]\nsystem_prompt = \"p\"\ntemperature = 2.5\n",
+                "agents.x.temperature",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\ntemperature = -0.1\n",
+                "agents.x.temperature",
+            ),
+            (
+                "[agents.x]\nsystem_prompt = \"p\"\ntemperature = nan\n",
+                "agents.x.temperature",
+            ),
+            (
                 "[agents.x]\nsystem_prompt = \"p\"\nensembles = [\"shell\"]\nshell_allow = [\"/bin/sh\"]\n",
                 "agents.x.shell_allow",
             ),

@@ -52,7 +52,7 @@ pub(crate) fn request_body(request: &ChatRequest, max_tokens: u32, stream: bool)
             .collect();
     }
     if let Some(temperature) = request.temperature {
-        body["temperature"] = json!(temperature);
+        body["temperature"] = crate::exchange::temperature(temperature);
     }
     // Anthropic has no "none"; without tools there is nothing to choose anyway.
     if !request.tools.is_empty()

@@ -40,7 +40,7 @@ pub(crate) fn request_body(request: &ChatRequest, stream: bool) -> Value {
             .collect();
     }
     if let Some(temperature) = request.temperature {
-        body["temperature"] = json!(temperature);
+        body["temperature"] = crate::exchange::temperature(temperature);
     }
     if let Some(max_tokens) = request.max_tokens {
         body["max_tokens"] = json!(max_tokens);
@@ -416,7 +416,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
                 side_effects: false,
             }],
-            temperature: Some(0.5),
+            temperature: Some(0.2),
             max_tokens: Some(64),
             tool_choice: Some(ToolChoice::Function("read".to_owned())),
             response_schema: Some(json!({"const": 1})),
@@ -439,7 +439,7 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["name"], "read");
         assert_eq!(body["tools"][0]["type"], "function");
         assert_eq!(body["stream_options"]["include_usage"], true);
-        assert_eq!(body["temperature"], 0.5);
+        assert_eq!(body["temperature"], json!(0.2), "the decimal configured");
         assert_eq!(body["max_tokens"], 64);
         assert_eq!(body["response_format"]["type"], "json_schema");
         assert_eq!(

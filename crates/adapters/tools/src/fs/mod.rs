@@ -125,8 +125,9 @@ impl Ensemble for FsEnsemble {
             },
             ToolSpec {
                 name: "write_file".into(),
-                description: "Create or replace a file in the workspace with the given text; \
-                    missing parent directories are created."
+                description: "Create or replace a file in the workspace; `content` is its \
+                    complete new text, written as it is (nothing in it is run or expanded). \
+                    Missing parent directories are created."
                     .into(),
                 parameters: json!({
                     "type": "object",
