@@ -27,5 +27,5 @@ pub use ids::{
     ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, KeyId, PermissionId, ReplicaId,
     ThreadId, TurnId,
 };
-pub use tool::{FINISH_TASK, ToolErrorKind, ToolSpec, args_preview_hash};
+pub use tool::{FINISH_TASK, ToolErrorKind, ToolSpec, args_preview_hash, governed_as};
 pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

@@ -4,6 +4,16 @@
 /// arguments, checked against that schema, are the turn's result.
 pub const FINISH_TASK: &str = "finish_task";
 
+/// The tool whose policies and permissions a tool is also governed by: `edit_file`
+/// changes files as `write_file` does, so a policy or `requires_permission` naming
+/// `write_file` holds for it too (a deny list written before it existed stays whole).
+pub fn governed_as(tool: &str) -> Option<&'static str> {
+    match tool {
+        "edit_file" => Some("write_file"),
+        _ => None,
+    }
+}
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 

@@ -410,3 +410,26 @@ async fn only_the_first_of_several_calls_written_as_text_runs() {
         "the guessed write never ran"
     );
 }
+
+#[tokio::test]
+async fn a_model_stuck_on_one_answer_is_asked_again_hotter() {
+    let h = harness(vec![
+        Step::text("Done."),
+        Step::text("Done."),
+        Step::text(RESULT_TEXT),
+    ])
+    .await;
+    let (outcome, _) = h.run("cool").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished);
+    let temperatures: Vec<Value> = h
+        .server
+        .requests()
+        .iter()
+        .map(|r| r["temperature"].clone())
+        .collect();
+    assert_eq!(
+        temperatures,
+        [json!(0.2), json!(0.2), json!(1.0)],
+        "the same answer twice: the next call is hotter"
+    );
+}

@@ -138,6 +138,42 @@ async fn a_tool_access_denial_of_a_call_is_recorded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_denying_write_file_also_denies_edit_file() {
+    // `edit_file` came after deny lists naming `write_file` were written: it is governed
+    // as `write_file` too, so such a list still refuses every change to a file.
+    let (served, sb, _model) = served_with(
+        vec![
+            Step::tool_call(
+                "edit_file",
+                json!({"path": "a.txt", "old_text": "kept", "new_text": "changed"}),
+            ),
+            Step::text("could not edit"),
+        ],
+        &[(
+            "deny.yaml",
+            "name: no-writes\ntype: tool_access\nrules: {deny: [write_file]}\n".to_owned(),
+        )],
+    )
+    .await;
+    std::fs::write(sb.workspace.join("a.txt"), "kept\n").expect("file");
+    let thread = create_thread(&served, &sb, "writer", "deny-edit").await;
+    assert_eq!(turn(&served, &thread, "edit").await, 200);
+    assert_eq!(
+        std::fs::read_to_string(sb.workspace.join("a.txt")).expect("file"),
+        "kept\n"
+    );
+    assert_recorded(
+        &served,
+        &thread,
+        "no-writes",
+        "writer",
+        "tool_access",
+        Some("edit_file"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_time_window_refuses_the_turn_and_records_it() {
     // A one-minute window twelve hours from now.
     let hour = (SystemTime::now()

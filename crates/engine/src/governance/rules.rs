@@ -71,6 +71,34 @@ pub struct Gate<'p> {
     pub rate_limits: Vec<(&'p str, &'p RateLimit)>,
 }
 
+impl<'p> Gate<'p> {
+    /// The stricter of two gates for one call (deny, then approval, then allow; the
+    /// first's reason kept on a tie), with both gates' rate limits.
+    pub fn and(self, other: Gate<'p>) -> Gate<'p> {
+        let decision = match (self.decision, other.decision) {
+            (deny @ Decision::Deny { .. }, _) | (_, deny @ Decision::Deny { .. }) => {
+                return Gate {
+                    decision: deny,
+                    rate_limits: Vec::new(),
+                };
+            }
+            (approval @ Decision::RequireApproval { .. }, _)
+            | (_, approval @ Decision::RequireApproval { .. }) => approval,
+            (Decision::Allow, Decision::Allow) => Decision::Allow,
+        };
+        let mut rate_limits = self.rate_limits;
+        for limit in other.rate_limits {
+            if !rate_limits.iter().any(|(name, _)| *name == limit.0) {
+                rate_limits.push(limit);
+            }
+        }
+        Gate {
+            decision,
+            rate_limits,
+        }
+    }
+}
+
 /// Decides a request and collects its rate limits in one pass. Deny wins over
 /// everything, then approval, then allow.
 pub fn gate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Gate<'p> {
@@ -209,6 +237,34 @@ mod tests {
 
     fn decide<'p>(set: &'p PolicySet, tool: &str) -> Decision<'p> {
         evaluate(set, &ctx(&[], Some(tool), NOON))
+    }
+
+    #[test]
+    fn the_stricter_of_two_gates_wins() {
+        let set = set(
+            "name: ask\ntype: approval_required\nrules: {tools: [write_file]}\n---\n\
+             name: no-shell\ntype: tool_access\nrules: {deny: [run_command]}\n",
+        );
+        let of = |tool| gate(&set, &ctx(&[], Some(tool), NOON));
+        assert_eq!(
+            of("edit_file").and(of("write_file")).decision,
+            Decision::RequireApproval { policy: "ask" }
+        );
+        assert!(matches!(
+            of("edit_file").and(of("run_command")).decision,
+            Decision::Deny {
+                policy: "no-shell",
+                ..
+            }
+        ));
+        assert!(matches!(
+            of("write_file").and(of("run_command")).decision,
+            Decision::Deny { .. }
+        ));
+        assert_eq!(
+            of("edit_file").and(of("read_file")).decision,
+            Decision::Allow
+        );
     }
 
     #[test]

@@ -69,6 +69,29 @@ fn offered<'a>(specs: &'a [ToolSpec], tools: &'a HashMap<String, ToolEntry>) -> 
         .collect()
 }
 
+/// The system prompt of a turn: the agent's, and in `recover` mode how to write a call
+/// as text, in the shape a constrained answer has (a thought first, then the call), so
+/// a model without native calls writes one the recovery reads.
+pub(super) fn system_prompt(agent: &AgentSpec, specs: &[ToolSpec]) -> String {
+    if agent.tool_calls != ToolCallMode::Recover || specs.is_empty() {
+        return agent.system_prompt.clone();
+    }
+    let finish = if specs.iter().any(|s| s.name == FINISH_TASK) {
+        format!(" When the task is done, call `{FINISH_TASK}` the same way.")
+    } else {
+        String::new()
+    };
+    format!(
+        "{}\n\nTo call a tool, answer with only this JSON object: {{\"thought\": \"<what \
+         you know and what to do next, in one sentence>\", \"name\": \"<tool>\", \
+         \"arguments\": {{<its arguments>}}}}. One call per answer.{finish}",
+        agent.system_prompt
+    )
+}
+
+/// Characters of the `thought` a constrained answer begins with.
+const MAX_THOUGHT_CHARS: u32 = 240;
+
 /// The JSON schema a constrained answer must match: one of the offered calls, each
 /// `{"name": <its name>, "arguments": <its schema>}`, `finish_task` among them.
 pub(super) fn call_schema(specs: &[ToolSpec]) -> Value {
@@ -78,10 +101,11 @@ pub(super) fn call_schema(specs: &[ToolSpec]) -> Value {
             json!({
                 "type": "object",
                 "properties": {
+                    "thought": {"type": "string", "maxLength": MAX_THOUGHT_CHARS},
                     "name": {"const": spec.name},
                     "arguments": spec.parameters,
                 },
-                "required": ["name", "arguments"],
+                "required": ["thought", "name", "arguments"],
                 "additionalProperties": false,
             })
         })
@@ -95,13 +119,18 @@ pub(super) fn call_schema(specs: &[ToolSpec]) -> Value {
 pub(super) fn nudge(text: &str, specs: &[ToolSpec], tools: &HashMap<String, ToolEntry>) -> String {
     if let Some(miss) = recover::near_miss(text, &offered(specs, tools)) {
         return format!(
-            "error (invalid_call): your call to `{}` could not be read: {}. Write the call \
-             again, with valid arguments.",
+            "The call to {} could not be read: {}. Write the call again, with valid \
+             arguments.",
             miss.tool, miss.reason
         );
     }
     finish_nudge(tools)
 }
+
+/// How a correction begins. Worded as an instruction, not as an error: a small model
+/// answered "error (…): your answer was…" with an empty answer (ADR 0037).
+const ENDS_BY_A_CALL: &str =
+    "This task ends only through a tool call. If it is not done, call the next tool.";
 
 /// The general correction: the task ends only through a call, `finish_task` when done,
 /// shown as the call to write with a placeholder per required field.
@@ -111,10 +140,8 @@ fn finish_nudge(tools: &HashMap<String, ToolEntry>) -> String {
         .map(|entry| entry.parameters.clone())
         .unwrap_or(Value::Null);
     format!(
-        "error (text_answer): your answer was text, and this task ends only through a tool \
-         call. If the task is not done, call the next tool. If it is done, call \
-         `{FINISH_TASK}`, filling in each <…>: {{\"name\": \"{FINISH_TASK}\", \"arguments\": {}}} \
-         (its JSON Schema: {schema})",
+        "{ENDS_BY_A_CALL} If it is done, call {FINISH_TASK}, filling in each <…>: \
+         {{\"name\": \"{FINISH_TASK}\", \"arguments\": {}}} (its JSON Schema: {schema})",
         template(&schema)
     )
 }
@@ -168,14 +195,12 @@ pub(super) fn temperature(agent: Option<f32>, stuck: bool) -> Option<f32> {
 /// results.
 pub(super) fn repeat_nudge(tools: &HashMap<String, ToolEntry>) -> String {
     let finish = if tools.contains_key(FINISH_TASK) {
-        format!(" If the task is done, call `{FINISH_TASK}`.")
+        format!("{ENDS_BY_A_CALL} If it is done, call {FINISH_TASK}.")
     } else {
-        " If the task is done, answer with the result.".to_owned()
+        "If the task is not done, call the next tool; if it is done, answer with the result."
+            .to_owned()
     };
-    format!(
-        "note: you made exactly the same tool call as in the previous step, and its result \
-         is above. Do not repeat it: do the next step of the task.{finish}"
-    )
+    format!("That tool call was the same as the one before it, and its result is above. {finish}")
 }
 
 /// A step's calls as (name, arguments), to see a step repeat the one before.

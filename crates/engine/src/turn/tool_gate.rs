@@ -124,7 +124,19 @@ impl ActiveTurn<'_> {
         let governance = &self.deps.governance;
         let policies = governance.policies.current();
         let policy_ctx = self.policy_ctx(request, Some(&call.name));
-        let gate = rules::gate(&policies, &policy_ctx);
+        let mut gate = rules::gate(&policies, &policy_ctx);
+        let governed_as = agentplane_core::governed_as(&call.name);
+        if let Some(alias) = governed_as {
+            gate = gate.and(rules::gate(
+                &policies,
+                &self.policy_ctx(request, Some(alias)),
+            ));
+        }
+        let needs_permission = |agent: &AgentSpec| {
+            agent.requires_permission.contains(&call.name)
+                || governed_as
+                    .is_some_and(|alias| agent.requires_permission.iter().any(|t| t == alias))
+        };
         match gate.decision {
             Decision::Deny { policy, reason } => {
                 let refusal = Refusal::denied(&policies, policy, &reason);
@@ -152,13 +164,13 @@ impl ActiveTurn<'_> {
             }
             Decision::RequireApproval { .. } | Decision::Allow => {}
         }
-        if shadow && request.agent.requires_permission.contains(&call.name) {
+        if shadow && needs_permission(&request.agent) {
             return done(Err(not_executed_in_shadow(
                 &call.name,
                 "it needs a person's permission",
             )));
         }
-        if request.agent.requires_permission.contains(&call.name)
+        if needs_permission(&request.agent)
             && let Err(denied) = self
                 .ask_permission(
                     call,
