@@ -12,7 +12,8 @@
 # (default Qwen2.5-Coder-1.5B-Instruct), AGENTPLANE_BIN (default: cargo's debug build),
 # EVAL_RUNS (3), EVAL_MODES ("native recover constrained auto"), EVAL_TASKS (all),
 # EVAL_OUT (directory for results.jsonl and table.md; default a temp dir),
-# EVAL_TIMEOUT (seconds per run, default 900), EVAL_TABLE_ONLY=1 (print the table of
+# EVAL_TIMEOUT (seconds per run, default 900), EVAL_TEMPERATURE (the agent's, default 0.2; empty
+# for the server's own), EVAL_PROMPT (the agent's system prompt), EVAL_TABLE_ONLY=1 (print the table of
 # EVAL_OUT's results.jsonl and run nothing).
 set -euo pipefail
 
@@ -38,7 +39,7 @@ model = os.environ.get("AGENTPLANE_EVAL_MODEL", "Qwen2.5-Coder-1.5B-Instruct")
 runs = int(os.environ.get("EVAL_RUNS", "3"))
 modes = os.environ.get("EVAL_MODES", "native recover constrained auto").split()
 timeout = int(os.environ.get("EVAL_TIMEOUT", "900"))
-temperature = os.environ.get("EVAL_TEMPERATURE", "")
+temperature = os.environ.get("EVAL_TEMPERATURE", "0.2")
 prompt = os.environ.get("EVAL_PROMPT", "You are a careful assistant working in a workspace through tools, one tool call at a time. Paths are relative to the workspace. Read a file before you use or change its content, and change only the files the task names. When the task is done, call finish_task with the result.")
 
 SUMMARY = '{ type = "object", properties = { summary = { type = "string" } }, required = ["summary"] }'

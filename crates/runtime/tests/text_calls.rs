@@ -279,6 +279,9 @@ async fn constrained_mode_sends_a_schema_of_the_offered_calls() {
             write["properties"]["arguments"]["required"],
             json!(["path", "content"])
         );
+        // The answer says what it knows and what it does next before it chooses.
+        assert_eq!(write["required"], json!(["thought", "name", "arguments"]));
+        assert_eq!(write["properties"]["thought"]["type"], "string");
     }
 }
 
@@ -347,7 +350,7 @@ async fn a_call_that_cannot_be_read_is_named_in_the_correction() {
     assert_eq!(h.hello().as_deref(), Some("hello"));
     let correction = last_message(&h.server.requests()[1]);
     assert!(
-        correction.starts_with("error (invalid_call): your call to `write_file` could not be read"),
+        correction.starts_with("The call to write_file could not be read"),
         "{correction}"
     );
     assert!(correction.contains("near `.toUpperCase()"), "{correction}");
@@ -378,8 +381,8 @@ async fn a_repeated_call_gets_a_note_after_its_result() {
     let (outcome, _) = h.run("recover").await;
     assert_eq!(outcome.stop_reason, StopReason::Finished);
     let requests = h.server.requests();
-    assert!(!last_message(&requests[1]).contains("same tool call"));
-    assert!(last_message(&requests[2]).contains("same tool call"));
+    assert!(!last_message(&requests[1]).contains("same as the one before"));
+    assert!(last_message(&requests[2]).contains("same as the one before"));
 }
 
 #[tokio::test]
@@ -432,4 +435,34 @@ async fn a_model_stuck_on_one_answer_is_asked_again_hotter() {
         [json!(0.2), json!(0.2), json!(1.0)],
         "the same answer twice: the next call is hotter"
     );
+}
+
+#[tokio::test]
+async fn recover_and_constrained_modes_tell_the_model_how_to_write_a_call() {
+    let system = |request: &Value| {
+        request["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let h = harness(vec![Step::text(WRITE_FENCED), Step::text(RESULT_TEXT)]).await;
+    h.run("recover").await;
+    let prompt = system(&h.server.requests()[0]);
+    assert!(
+        prompt.starts_with("Do the task.\n\nTo call a tool, answer with only this JSON object"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("call `finish_task` the same way"),
+        "{prompt}"
+    );
+    let h = harness(vec![Step::text(FINISH_BARE)]).await;
+    h.run("constrained").await;
+    assert!(system(&h.server.requests()[0]).contains("To call a tool"));
+    // A model that may make native calls is not told to write them as text.
+    for mode in ["native", "auto"] {
+        let h = harness(vec![Step::text(FINISH_BARE)]).await;
+        h.run(mode).await;
+        assert_eq!(system(&h.server.requests()[0]), "Do the task.", "{mode}");
+    }
 }
