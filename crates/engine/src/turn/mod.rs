@@ -469,7 +469,7 @@ impl ActiveTurn<'_> {
         let mut progress = match approval {
             None => {
                 let mut messages = Vec::with_capacity(request.history.len() + 2);
-                messages.push(ChatMessage::system(system_prompt(request, &specs)));
+                messages.push(ChatMessage::system(system_prompt(agent, &specs)));
                 messages.extend(request.history.iter().cloned());
                 messages.push(ChatMessage::user(request.input.clone()));
                 Progress {

@@ -69,19 +69,11 @@ fn offered<'a>(specs: &'a [ToolSpec], tools: &'a HashMap<String, ToolEntry>) -> 
         .collect()
 }
 
-/// The system prompt of a turn: the agent's, and where calls are written as text how
-/// to write one, in the shape of a constrained answer (a short thought first, then the
-/// call), so the recovery reads it and a constrained model knows what its grammar is
-/// for. Not for a model that may make native calls (`native`, and `auto` until the
-/// server is known to make none): it would write text instead.
-pub(super) fn system_prompt(request: &TurnRequest, specs: &[ToolSpec]) -> String {
-    let agent = &request.agent;
-    let as_text = match agent.tool_calls {
-        ToolCallMode::Recover | ToolCallMode::Constrained => true,
-        ToolCallMode::Auto => request.native_tools == Some(false),
-        ToolCallMode::Native => false,
-    };
-    if !as_text || specs.is_empty() {
+/// The system prompt of a turn: the agent's, and in `recover` mode how to write a call
+/// as text, in the shape a constrained answer has (a thought first, then the call), so
+/// a model without native calls writes one the recovery reads.
+pub(super) fn system_prompt(agent: &AgentSpec, specs: &[ToolSpec]) -> String {
+    if agent.tool_calls != ToolCallMode::Recover || specs.is_empty() {
         return agent.system_prompt.clone();
     }
     let finish = if specs.iter().any(|s| s.name == FINISH_TASK) {
