@@ -292,8 +292,10 @@ const FINISH_BARE: &str = r#"{"name": "finish_task", "arguments": {"summary": "o
 #[tokio::test]
 async fn auto_mode_asks_a_step_answered_in_text_again_constrained() {
     let h = harness(vec![
-        // Not a native call: asked again under the constraint, this answer unused.
-        Step::text("I will write it: write_file hello.txt"),
+        // A call that cannot be read: asked again under the constraint, this answer unused.
+        Step::text(
+            r#"{"name": "write_file", "arguments": {"path": "hello.txt", "content": 1 + 1}}"#,
+        ),
         Step::text(WRITE_BARE),
         Step::text(FINISH_BARE),
     ])
@@ -320,7 +322,7 @@ async fn auto_mode_asks_a_step_answered_in_text_again_constrained() {
 #[tokio::test]
 async fn auto_mode_starts_constrained_once_the_model_was_seen_writing_text() {
     let h = harness(vec![
-        Step::text("write_file hello.txt"),
+        Step::text(""),
         Step::text(WRITE_BARE),
         Step::text(FINISH_BARE),
         // The second turn: constrained from its first call.

@@ -498,6 +498,14 @@ impl ActiveTurn<'_> {
         // model failed to make native calls (which turns `auto` into constraining).
         let mut nudges = 0;
         let mut native_failed = false;
+        // Whether the model made a native call in this turn (a resumed turn's earlier
+        // steps included): then a text answer is its answer, not a failed call.
+        let mut made_native = progress.messages.iter().any(|message| {
+            message
+                .tool_calls
+                .iter()
+                .any(|call| !call.id.starts_with(RECOVERED_ID))
+        });
         // The previous step's calls, and whether this step's repeat them exactly: a
         // small model that lost track of its progress is told so once it saw the result.
         let mut previous: Vec<(String, Value)> = Vec::new();
@@ -547,18 +555,8 @@ impl ActiveTurn<'_> {
                 split_harmony(progress.step, response.content, response.tool_calls);
             let step = progress.step;
             progress.step += 1;
-            if calls.is_empty() && mode == ToolCallMode::Auto && !constrain {
-                // `auto`, and the server made no native call: the same step is asked
-                // again under the constraint where there is one (the free answer stays
-                // in the log as text); only a server that cannot constrain is read for
-                // calls written as text.
-                native_failed = true;
-                // Later turns of this model start constrained (`Hub` asks at each turn).
-                self.deps.providers.note_text_calls(&chat.model);
-                if tools.contains_key(FINISH_TASK) {
-                    continue;
-                }
-            }
+            made_native = made_native || !calls.is_empty();
+            let native = !calls.is_empty();
             let mut text = text;
             if calls.is_empty() && mode != ToolCallMode::Native {
                 (text, calls) = recover_calls(step, text, &specs, &tools);
@@ -568,6 +566,24 @@ impl ActiveTurn<'_> {
                     calls.push(result);
                 }
                 native_failed = native_failed || !calls.is_empty();
+            }
+            if !native && mode == ToolCallMode::Auto && !constrain && !made_native {
+                // `auto`, and a model that has made no native call in this turn answered
+                // without one: when it wrote a call as text, later turns of this model
+                // start constrained (`Hub` asks); when it is empty or a call that could
+                // not be read, the same step is asked again under the constraint (the
+                // free answer stays in the log as text). Prose goes the way of `recover`.
+                // A result written as text is not a call that failed: not remembered.
+                if calls.iter().all(|c| c.call().name != FINISH_TASK) {
+                    self.deps.providers.note_text_calls(&chat.model);
+                }
+                if calls.is_empty()
+                    && tools.contains_key(FINISH_TASK)
+                    && (text.trim().is_empty() || unreadable_call(&text, &specs, &tools))
+                {
+                    native_failed = true;
+                    continue;
+                }
             }
             if calls.is_empty() {
                 if mode != ToolCallMode::Native

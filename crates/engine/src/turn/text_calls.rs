@@ -132,6 +132,15 @@ pub(super) fn nudge(text: &str, specs: &[ToolSpec], tools: &HashMap<String, Tool
 const ENDS_BY_A_CALL: &str =
     "This task ends only through a tool call. If it is not done, call the next tool.";
 
+/// Whether `text` holds a call to an offered tool that could not be read.
+pub(super) fn unreadable_call(
+    text: &str,
+    specs: &[ToolSpec],
+    tools: &HashMap<String, ToolEntry>,
+) -> bool {
+    recover::near_miss(text, &offered(specs, tools)).is_some()
+}
+
 /// The general correction: the task ends only through a call, `finish_task` when done,
 /// shown as the call to write with a placeholder per required field.
 fn finish_nudge(tools: &HashMap<String, ToolEntry>) -> String {
