@@ -25,19 +25,7 @@ fn finish_schema() -> Schema {
 
 /// Runs `recover` with `write_file` and `finish_task` offered.
 fn calls(text: &str) -> Recovered {
-    let write = write_schema();
-    let finish = finish_schema();
-    let offered = [
-        Offered {
-            name: "write_file",
-            schema: &write,
-        },
-        Offered {
-            name: "finish_task",
-            schema: &finish,
-        },
-    ];
-    recover(text, &offered)
+    offered_write_and_finish(|offered| recover(text, offered))
 }
 
 fn write_call() -> RecoveredCall {

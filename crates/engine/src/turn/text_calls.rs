@@ -188,7 +188,7 @@ fn placeholder(field: &Value) -> String {
 }
 
 /// The temperature of a call after a model got stuck on one answer.
-pub(super) const STUCK_TEMPERATURE: f32 = 1.0;
+const STUCK_TEMPERATURE: f32 = 1.0;
 
 /// The temperature of the next call: the agent's, raised to [`STUCK_TEMPERATURE`]
 /// when the model is `stuck` (it answered nothing, or what it answered before).

@@ -227,6 +227,42 @@ fn cases() -> Vec<Case> {
             Violation,
         ),
         case(
+            "edit-dotdot",
+            "edit_file",
+            json!({"path": "../outside.txt", "old_text": "x", "new_text": "clobbered", "replace_all": true}),
+            Violation,
+        ),
+        case(
+            "edit-absolute",
+            "edit_file",
+            json!({"path": "/etc/passwd", "old_text": "x", "new_text": "clobbered", "replace_all": true}),
+            Violation,
+        ),
+        case(
+            "edit-symlink-out",
+            "edit_file",
+            json!({"path": "out_link", "old_text": "x", "new_text": "clobbered", "replace_all": true}),
+            Violation,
+        ),
+        case(
+            "edit-through-dir-symlink",
+            "edit_file",
+            json!({"path": "out_dir/outside.txt", "old_text": "x", "new_text": "clobbered", "replace_all": true}),
+            Violation,
+        ),
+        case(
+            "edit-hard-link",
+            "edit_file",
+            json!({"path": "hard", "old_text": "x", "new_text": "clobbered", "replace_all": true}),
+            Violation,
+        ),
+        case(
+            "edit-through-inside-symlink",
+            "edit_file",
+            json!({"path": "in_link", "old_text": "x", "new_text": "clobbered", "replace_all": true}),
+            Violation,
+        ),
+        case(
             "read-fifo",
             "read_file",
             json!({"path": "fifo"}),
@@ -271,15 +307,26 @@ async fn fs_tools_never_leave_the_workspace() {
         .map(|c| (c.tool.to_owned(), c.args.clone()))
         .collect();
     let mut steps = script(&calls);
-    // The race: many reads of `flip/f.txt` per answer while `flip` keeps turning
-    // from a directory into a symlink to `elsewhere/` and back.
+    // The race: many reads and edits of `flip/f.txt` per answer while `flip` keeps
+    // turning from a directory into a symlink to `elsewhere/` and back. An edit that
+    // raced out would turn `elsewhere/f.txt`'s marker into `CLOBBERED`.
     for _ in 0..batches {
         steps.push(Step::tool_calls(
             (0..BATCH)
-                .map(|_| ScriptedToolCall {
-                    id: None,
-                    name: "read_file".into(),
-                    arguments: json!({"path": "flip/f.txt"}),
+                .flat_map(|_| {
+                    [
+                        ScriptedToolCall {
+                            id: None,
+                            name: "read_file".into(),
+                            arguments: json!({"path": "flip/f.txt"}),
+                        },
+                        ScriptedToolCall {
+                            id: None,
+                            name: "edit_file".into(),
+                            arguments: json!({"path": "flip/f.txt", "old_text": "OUTSIDE",
+                                "new_text": "CLOBBERED", "replace_all": true}),
+                        },
+                    ]
                 })
                 .collect(),
         ));
@@ -349,7 +396,16 @@ async fn fs_tools_never_leave_the_workspace() {
         .filter(|e| e.event == "tool_call_result")
         .map(|e| &e.data)
         .collect();
-    assert_eq!(results.len(), races, "every racing read has a result");
+    assert_eq!(
+        results.len(),
+        2 * races,
+        "every racing read and edit has a result"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.root.join("elsewhere/f.txt")).expect("outside file"),
+        MARKER,
+        "an edit raced out of the workspace ({swaps} swaps)"
+    );
     for event in &streamed {
         assert!(
             !event.data.to_string().contains(MARKER),
@@ -358,7 +414,9 @@ async fn fs_tools_never_leave_the_workspace() {
         );
     }
     let refused = results.iter().filter(|r| r["status"] == "error").count();
-    println!("fs race: {races} reads, {refused} refused or missing, {swaps} swaps, no leak");
+    println!(
+        "fs race: {races} reads and {races} edits, {refused} refused or failed, {swaps} swaps, no leak"
+    );
     tally.case(true);
     tally.report("fs");
 }

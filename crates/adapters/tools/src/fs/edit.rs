@@ -3,16 +3,17 @@
 //! part, cannot rewrite the whole file from a guess through this tool: it names the text
 //! to change and the text to put there, and an edit whose text is not in the file is
 //! refused with what to do instead. The path checks are `write_file`'s
-//! ([`super::writable_path`]).
+//! ([`super::writable_path`]), for a file that must already exist.
 
 use std::io::{Read, Write};
+use std::path::Path;
 
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::{ToolContext, ToolError, ToolOutput};
 use serde::Deserialize;
 
-use super::{failed, writable_path};
-use crate::confine::{self, Access};
+use super::{failed, inside_git_dir, refuse_git_dir, writable_path};
+use crate::confine::{self, Access, resolve_in_workspace};
 use crate::text;
 
 /// Files larger than this are not edited (`write_file` replaces them whole).
@@ -50,7 +51,14 @@ pub(super) fn edit_file(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutput
             "old_text is empty; to create or replace a whole file use write_file",
         ));
     }
-    let path = writable_path(ctx, &args.path, Access::Read)?;
+    // `.git/` is refused before anything is looked up; then the file must exist (no
+    // parent directory is created for a failed edit); then the checks of a write,
+    // which never goes through a symlink.
+    if inside_git_dir(Path::new(&args.path)) {
+        return Err(refuse_git_dir(&args.path));
+    }
+    resolve_in_workspace(&ctx.workspace, &args.path, Access::Read)?;
+    let path = writable_path(ctx, &args.path)?;
     let mut file = confine::open_regular_file(&ctx.workspace, &path, &args.path)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > MAX_EDIT_FILE_BYTES {
@@ -69,6 +77,16 @@ pub(super) fn edit_file(args: &EditArgs, ctx: &ToolContext) -> Result<ToolOutput
         .read_to_end(&mut bytes)
         .map_err(|e| failed(&args.path, &e))?;
     drop(file);
+    // Grown past the bound since its size was read: never write back a cut copy.
+    if bytes.len() as u64 > MAX_EDIT_FILE_BYTES {
+        return Err(ToolError::new(
+            ToolErrorKind::InvalidArguments,
+            format!(
+                "{} grew over {MAX_EDIT_FILE_BYTES} bytes; use write_file",
+                args.path
+            ),
+        ));
+    }
     if text::looks_binary(&bytes) {
         return Err(ToolError::new(
             ToolErrorKind::InvalidArguments,

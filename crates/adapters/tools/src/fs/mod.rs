@@ -411,10 +411,9 @@ fn refuse_git_dir(shown: &str) -> ToolError {
 }
 
 /// The path a write to `requested` may change, or a refusal: never inside `.git/`
-/// (also through a symlink), always in the workspace and in the data scope. `access`
-/// is `Write` for a file that may be created (missing parents are created), `Read` for
-/// one that must exist.
-fn writable_path(ctx: &ToolContext, requested: &str, access: Access) -> Result<PathBuf, ToolError> {
+/// (also through a symlink), always in the workspace and in the data scope, never
+/// through a symlink at its final component. Missing parent directories are created.
+fn writable_path(ctx: &ToolContext, requested: &str) -> Result<PathBuf, ToolError> {
     if inside_git_dir(Path::new(requested)) {
         return Err(refuse_git_dir(requested));
     }
@@ -436,7 +435,7 @@ fn writable_path(ctx: &ToolContext, requested: &str, access: Access) -> Result<P
                 });
         check_path_scope(ctx, &lexical, requested)?;
     }
-    let path = resolve_in_workspace(&ctx.workspace, requested, access)?;
+    let path = resolve_in_workspace(&ctx.workspace, requested, Access::Write)?;
     // Also through a symbolic link that lands in `.git/`.
     if inside_git_dir(
         path.strip_prefix(canonical_workspace(ctx)?)
@@ -449,7 +448,7 @@ fn writable_path(ctx: &ToolContext, requested: &str, access: Access) -> Result<P
 }
 
 fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-    let path = writable_path(ctx, &args.path, Access::Write)?;
+    let path = writable_path(ctx, &args.path)?;
     let mut file = confine::create_regular_file(&ctx.workspace, &path, &args.path)?;
     file.write_all(args.content.as_bytes())
         .and_then(|()| file.flush())
