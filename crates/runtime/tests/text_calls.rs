@@ -136,12 +136,64 @@ async fn a_call_written_as_text_runs_and_a_result_written_as_text_finishes() {
     // The stored event says so; a native call's event has no `recovered` key at all.
     let stored = serde_json::to_value(&events[planned_index(&events)]).expect("json");
     assert_eq!(stored["recovered"], true);
-    // The model sees its recovered call as a call, answered by the tool's result.
+    // The model sees its recovered call as it wrote it, and the result as a message
+    // naming the tool: no native call, no `tool` role it did not use (ADR 0038).
     let second = &h.server.requests()[1];
     let messages = second["messages"].as_array().expect("messages");
     let assistant = &messages[messages.len() - 2];
-    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "write_file");
-    assert_eq!(messages[messages.len() - 1]["role"], "tool");
+    assert_eq!(assistant["role"], "assistant");
+    assert!(assistant.get("tool_calls").is_none(), "{assistant}");
+    let written = assistant["content"].as_str().expect("text");
+    assert!(
+        written.starts_with("I will write it.\n{")
+            && written.contains(r#""name":"write_file""#)
+            && written.contains(r#""content":"hello""#),
+        "{written}"
+    );
+    let result = &messages[messages.len() - 1];
+    assert_eq!(result["role"], "user");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("Result of write_file:\nwrote 5 bytes")),
+        "{result}"
+    );
+    assert!(messages.iter().all(|m| m["role"] != "tool"));
+}
+
+#[tokio::test]
+async fn a_constrained_step_sees_recovered_calls_as_written_too() {
+    let write = r#"{"thought": "Write it.", "name": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}}"#;
+    let finish = r#"{"thought": "Done.", "name": "finish_task", "arguments": {"summary": "Created hello.txt"}}"#;
+    let h = harness(vec![Step::text(write), Step::text(finish)]).await;
+    let (outcome, events) = h.run("constrained").await;
+    assert_eq!(outcome.stop_reason, StopReason::Finished, "{events:#?}");
+    // Both steps were constrained; the second shows the first call as the JSON object
+    // it was, and its result as a user message (ADR 0038): a model shown its calls in
+    // the template's native form repeated them (the eval's read_answer, rich_finish).
+    let requests = h.server.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["response_format"]["type"] == "json_schema")
+    );
+    let messages = requests[1]["messages"].as_array().expect("messages");
+    let assistant = &messages[messages.len() - 2];
+    assert!(assistant.get("tool_calls").is_none(), "{assistant}");
+    let written: Value =
+        serde_json::from_str(assistant["content"].as_str().expect("text")).expect("json");
+    assert_eq!(
+        written,
+        json!({"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}})
+    );
+    let result = &messages[messages.len() - 1];
+    assert_eq!(result["role"], "user");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("Result of write_file:\nwrote 5 bytes")),
+        "{result}"
+    );
 }
 
 fn planned_index(events: &[Event]) -> usize {

@@ -18,8 +18,9 @@ use agentplane_core::policy::{Rule, Timestamp};
 use agentplane_core::secret;
 use agentplane_core::{
     AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
-    EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, ToolCall, ToolCallMode,
-    ToolErrorKind, ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash, usd_of_micros,
+    EventPayload, PermissionDecision, PermissionId, Role, StopReason, ThreadId, ToolCall,
+    ToolCallMode, ToolErrorKind, ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash,
+    usd_of_micros,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -543,7 +544,8 @@ impl ActiveTurn<'_> {
                 };
             let chat = ChatRequest {
                 model: request.model.clone(),
-                messages: progress.messages.clone(),
+                // Recovered calls are shown as the model wrote them (ADR 0038).
+                messages: as_written(&progress.messages),
                 tools: specs.clone(),
                 temperature: temperature(agent.temperature, std::mem::take(&mut stuck)),
                 max_tokens: Some(agent.limits.max_output_tokens),

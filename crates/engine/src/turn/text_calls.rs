@@ -56,6 +56,63 @@ pub(super) fn result_call(
     }))
 }
 
+/// The turn's messages as a free (unconstrained) request shows them to a model that
+/// writes its calls as text: each recovered call as the JSON object it wrote,
+/// `{"name": …, "arguments": …}`, in the assistant's message, and each result of one
+/// in a user message, "Result of TOOL:" and the result (adjacent user messages joined,
+/// as some chat templates require roles to alternate). Native calls stay native.
+///
+/// Why (ADR 0038): a chat template renders native calls in the model's native form
+/// (`<tool_call>` for Qwen); a model that does not answer in that form, shown its own
+/// calls in it, ended its next answer at once, asked the same request 6 times out of 6,
+/// and wrote the next call 6 times out of 6 when shown its calls as it writes them.
+pub(super) fn as_written(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    for message in messages {
+        if message.tool_calls.iter().any(is_recovered) {
+            for call in &message.tool_calls {
+                names.insert(&call.id, &call.name);
+            }
+        }
+    }
+    if names.is_empty() {
+        return messages.to_vec();
+    }
+    let mut shown: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    for message in messages {
+        let recovered = |id: &Option<String>| id.as_deref().and_then(|id| names.get(id));
+        let next = if message.tool_calls.iter().any(is_recovered) {
+            let calls = message.tool_calls.iter().map(|call| {
+                let arguments = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+                json!({"name": call.name, "arguments": arguments}).to_string()
+            });
+            let text: Vec<String> = message.content.iter().cloned().chain(calls).collect();
+            ChatMessage::assistant(Some(text.join("\n")), Vec::new())
+        } else if let Some(tool) = recovered(&message.tool_call_id) {
+            let result = message.content.as_deref().unwrap_or_default();
+            ChatMessage::user(format!("Result of {tool}:\n{result}"))
+        } else {
+            message.clone()
+        };
+        match shown.last_mut() {
+            Some(last) if last.role == Role::User && next.role == Role::User => {
+                let joined = format!(
+                    "{}\n\n{}",
+                    last.content.as_deref().unwrap_or_default(),
+                    next.content.as_deref().unwrap_or_default()
+                );
+                last.content = Some(joined);
+            }
+            _ => shown.push(next),
+        }
+    }
+    shown
+}
+
+fn is_recovered(call: &ToolCall) -> bool {
+    call.id.starts_with(RECOVERED_ID)
+}
+
 /// The request's tools with their compiled schemas, as the recovery reads them.
 fn offered<'a>(specs: &'a [ToolSpec], tools: &'a HashMap<String, ToolEntry>) -> Vec<Offered<'a>> {
     specs
@@ -222,4 +279,95 @@ pub(super) fn signature(calls: &[PlannedCall]) -> Vec<(String, Value)> {
             (call.name.clone(), arguments)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        }
+    }
+
+    #[test]
+    fn recovered_calls_are_shown_as_written_and_native_ones_stay_native() {
+        let messages = vec![
+            ChatMessage::system("Do the task."),
+            ChatMessage::user("Copy a.txt to b.txt."),
+            ChatMessage::assistant(
+                None,
+                vec![call("call_1", "read_file", r#"{"path":"a.txt"}"#)],
+            ),
+            ChatMessage::tool_result("call_1", "alpha"),
+            ChatMessage::assistant(
+                Some("I will write it.".to_owned()),
+                vec![call(
+                    "recovered_0_s1",
+                    "write_file",
+                    r#"{"path":"b.txt","content":"alpha"}"#,
+                )],
+            ),
+            ChatMessage::tool_result("recovered_0_s1", "wrote 5 bytes to b.txt"),
+            ChatMessage::user("That tool call was the same as the one before it."),
+        ];
+        let shown = as_written(&messages);
+        assert_eq!(
+            shown[..4],
+            messages[..4],
+            "native calls and their results untouched"
+        );
+        assert_eq!(shown.len(), 6, "the note joins the result's user message");
+        assert_eq!(shown[4].role, Role::Assistant);
+        assert!(shown[4].tool_calls.is_empty());
+        let text = shown[4].content.as_deref().expect("text");
+        let (prose, written) = text.split_once('\n').expect("two lines");
+        assert_eq!(prose, "I will write it.");
+        let written: Value = serde_json::from_str(written).expect("a JSON call");
+        assert_eq!(
+            written,
+            json!({"name": "write_file", "arguments": {"path": "b.txt", "content": "alpha"}})
+        );
+        assert_eq!(shown[5].role, Role::User);
+        assert_eq!(shown[5].tool_call_id, None);
+        assert_eq!(
+            shown[5].content.as_deref(),
+            Some(
+                "Result of write_file:\nwrote 5 bytes to b.txt\n\n\
+                 That tool call was the same as the one before it."
+            )
+        );
+    }
+
+    #[test]
+    fn a_conversation_without_recovered_calls_is_shown_unchanged() {
+        let messages = vec![
+            ChatMessage::user("Read a.txt."),
+            ChatMessage::assistant(None, vec![call("call_1", "read_file", "{}")]),
+            ChatMessage::tool_result("call_1", "alpha"),
+            ChatMessage::user("A second user message stays a message of its own."),
+        ];
+        assert_eq!(as_written(&messages), messages);
+    }
+
+    #[test]
+    fn arguments_that_are_not_json_are_shown_as_null_not_dropped() {
+        // Recovered calls carry validated JSON; a hand-edited stored snapshot may not.
+        let messages = vec![
+            ChatMessage::assistant(None, vec![call("recovered_0_s0", "read_file", "{oops")]),
+            ChatMessage::tool_result("recovered_0_s0", "refused"),
+        ];
+        let shown = as_written(&messages);
+        assert_eq!(
+            shown[0].content.as_deref(),
+            Some(r#"{"name":"read_file","arguments":null}"#)
+        );
+        assert_eq!(
+            shown[1].content.as_deref(),
+            Some("Result of read_file:\nrefused")
+        );
+    }
 }
