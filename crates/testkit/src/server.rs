@@ -92,10 +92,24 @@ impl ScriptedServer {
     /// Starts serving `scenario` on `addr` (port 0 picks a free one). An invalid
     /// scenario is `InvalidInput`.
     pub async fn bind(scenario: Scenario, addr: SocketAddr) -> std::io::Result<ScriptedServer> {
+        Self::serve(scenario, TcpListener::bind(addr).await?)
+    }
+
+    /// Starts serving `scenario` on a listener the caller bound and held: a test that
+    /// must name the port before the scenario is known (a config, a pid in the steps)
+    /// keeps it reserved, where dropping and binding it again races other tests.
+    pub async fn listen(
+        scenario: Scenario,
+        listener: std::net::TcpListener,
+    ) -> std::io::Result<ScriptedServer> {
+        listener.set_nonblocking(true)?;
+        Self::serve(scenario, TcpListener::from_std(listener)?)
+    }
+
+    fn serve(scenario: Scenario, listener: TcpListener) -> std::io::Result<ScriptedServer> {
         scenario
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             scenario,

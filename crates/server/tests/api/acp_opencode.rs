@@ -97,11 +97,14 @@ async fn opencode_from_npm_is_approved_declined_cancelled_refused_by_policy_and_
         .expect("titles");
     // The workspace is only known once the server runs: the steps name paths in it,
     // so the agents' models start after it, on ports the config already names.
-    let ports: Vec<std::net::SocketAddr> = (0..3)
-        .map(|_| {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-            listener.local_addr().expect("addr")
-        })
+    // The listeners are held until the models take them: a port dropped and bound
+    // again could be taken by a parallel test in between.
+    let mut listeners: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("port"))
+        .collect();
+    let ports: Vec<std::net::SocketAddr> = listeners
+        .iter()
+        .map(|listener| listener.local_addr().expect("addr"))
         .collect();
     let url = |addr: &std::net::SocketAddr| format!("http://{addr}/v1");
     let api = Setup::new(Vec::new())
@@ -123,27 +126,27 @@ async fn opencode_from_npm_is_approved_declined_cancelled_refused_by_policy_and_
         stall_before_headers: true,
         ..Step::default()
     };
-    let oc_model = ScriptedServer::bind(
+    let oc_model = ScriptedServer::listen(
         Scenario::new(vec![
             stall,
             write(&ws.join("a.txt"), "approved\n"),
             write(&ws.join("b.txt"), "declined\n"),
             Step::text("Wrote a.txt; b.txt was declined."),
         ]),
-        ports[0],
+        listeners.remove(0),
     )
     .await
     .expect("oc model");
-    let _deny_model = ScriptedServer::bind(
+    let _deny_model = ScriptedServer::listen(
         Scenario::new(vec![
             write(&ws.join("c.txt"), "refused\n"),
             Step::text("ok"),
         ]),
-        ports[1],
+        listeners.remove(0),
     )
     .await
     .expect("ocdeny model");
-    let _free_model = ScriptedServer::bind(
+    let _free_model = ScriptedServer::listen(
         Scenario::new(vec![
             write(&ws.join("d.txt"), "written without asking\n"),
             Step::tool_calls(vec![ScriptedToolCall {
@@ -165,7 +168,7 @@ async fn opencode_from_npm_is_approved_declined_cancelled_refused_by_policy_and_
             }]),
             Step::text("tried"),
         ]),
-        ports[2],
+        listeners.remove(0),
     )
     .await
     .expect("ocfree model");

@@ -135,10 +135,9 @@ async fn the_shipped_engineering_agent_cannot_leave_its_workspace() {
 
     // The cases name the server's pid, known only once it runs: it starts against a
     // model port nobody listens on yet, then the scripted model takes that port.
-    let model_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
+    // The port is held until the model takes it (bound again, it could be taken).
+    let model_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let model_port = model_listener.local_addr().expect("addr").port();
     let served = start_with_env(
         &sb,
         &format!("http://127.0.0.1:{model_port}/v1"),
@@ -148,12 +147,10 @@ async fn the_shipped_engineering_agent_cannot_leave_its_workspace() {
     .await;
     let cases = cases(&out, &other, &sb.db, served.pid(), target.port());
     let calls: Vec<(String, Value)> = cases.iter().map(|(_, call, _)| call.clone()).collect();
-    let _model = ScriptedServer::bind(
-        Scenario::new(script_with_nudges(&calls, 2)),
-        format!("127.0.0.1:{model_port}").parse().expect("addr"),
-    )
-    .await
-    .expect("model");
+    let _model =
+        ScriptedServer::listen(Scenario::new(script_with_nudges(&calls, 2)), model_listener)
+            .await
+            .expect("model");
 
     // The built-in agent, as shipped, with its sandbox in force.
     let agents: Value = api(&served, Method::GET, "/v1/agents")
