@@ -150,14 +150,7 @@ async fn a_call_written_as_text_runs_and_a_result_written_as_text_finishes() {
             && written.contains(r#""content":"hello""#),
         "{written}"
     );
-    let result = &messages[messages.len() - 1];
-    assert_eq!(result["role"], "user");
-    assert!(
-        result["content"]
-            .as_str()
-            .is_some_and(|text| text.starts_with("Result of write_file:\nwrote 5 bytes")),
-        "{result}"
-    );
+    assert_result_shown(messages, "write_file", "wrote 5 bytes");
     assert!(messages.iter().all(|m| m["role"] != "tool"));
 }
 
@@ -186,12 +179,19 @@ async fn a_constrained_step_sees_recovered_calls_as_written_too() {
         written,
         json!({"name": "write_file", "arguments": {"path": "hello.txt", "content": "hello"}})
     );
-    let result = &messages[messages.len() - 1];
+    assert_result_shown(messages, "write_file", "wrote 5 bytes");
+}
+
+/// The last message of a request is the result of a recovered call to `tool`, shown as
+/// a user message naming it (ADR 0038).
+fn assert_result_shown(messages: &[Value], tool: &str, begins: &str) {
+    let result = messages.last().expect("a message");
     assert_eq!(result["role"], "user");
+    let expected = format!("Result of {tool}:\n{begins}");
     assert!(
         result["content"]
             .as_str()
-            .is_some_and(|text| text.starts_with("Result of write_file:\nwrote 5 bytes")),
+            .is_some_and(|text| text.starts_with(&expected)),
         "{result}"
     );
 }
