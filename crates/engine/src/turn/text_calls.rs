@@ -56,16 +56,16 @@ pub(super) fn result_call(
     }))
 }
 
-/// The turn's messages as a free (unconstrained) request shows them to a model that
-/// writes its calls as text: each recovered call as the JSON object it wrote,
+/// The turn's messages as every request shows them to a model that writes its calls
+/// as text (free and constrained steps alike): each recovered call as the JSON object
+/// it wrote,
 /// `{"name": …, "arguments": …}`, in the assistant's message, and each result of one
 /// in a user message, "Result of TOOL:" and the result (adjacent user messages joined,
 /// as some chat templates require roles to alternate). Native calls stay native.
 ///
 /// Why (ADR 0038): a chat template renders native calls in the model's native form
 /// (`<tool_call>` for Qwen); a model that does not answer in that form, shown its own
-/// calls in it, ended its next answer at once, asked the same request 6 times out of 6,
-/// and wrote the next call 6 times out of 6 when shown its calls as it writes them.
+/// calls in it, repeated its last call or answered nothing.
 pub(super) fn as_written(messages: &[ChatMessage]) -> Vec<ChatMessage> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     for message in messages {
@@ -79,8 +79,8 @@ pub(super) fn as_written(messages: &[ChatMessage]) -> Vec<ChatMessage> {
         return messages.to_vec();
     }
     let mut shown: Vec<ChatMessage> = Vec::with_capacity(messages.len());
+    let recovered = |id: &Option<String>| id.as_deref().and_then(|id| names.get(id));
     for message in messages {
-        let recovered = |id: &Option<String>| id.as_deref().and_then(|id| names.get(id));
         let next = if message.tool_calls.iter().any(is_recovered) {
             let calls = message.tool_calls.iter().map(|call| {
                 let arguments = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
