@@ -68,6 +68,7 @@ async fn a_second_turn_on_a_busy_thread_is_409_and_other_threads_run() {
         .as_str()
         .expect("turn")
         .to_owned();
+    api.model_called(1).await;
 
     let busy = api
         .post(
@@ -195,6 +196,7 @@ async fn cancel_ends_a_streaming_turn_as_cancelled() {
         .as_str()
         .expect("turn")
         .to_owned();
+    api.model_called(1).await;
 
     let answer = api
         .post(&format!("/v1/turns/{turn}/cancel"), "alice", Value::Null)
