@@ -334,7 +334,41 @@ async fn constrained_mode_sends_a_schema_of_the_offered_calls() {
         // The answer says what it knows and what it does next before it chooses.
         assert_eq!(write["required"], json!(["thought", "name", "arguments"]));
         assert_eq!(write["properties"]["thought"]["type"], "string");
+        // No native tools (a template would ask for its own call form, which the
+        // schema forbids): the system message lists them, with their arguments.
+        assert!(request.get("tools").is_none(), "{request}");
+        assert_tools_listed(&request);
     }
+}
+
+/// The system message of a constrained request lists every offered tool with its
+/// arguments' schema and says how to write a call.
+fn assert_tools_listed(request: &Value) {
+    let system = request["messages"][0]["content"]
+        .as_str()
+        .expect("a system message");
+    assert_eq!(request["messages"][0]["role"], "system");
+    let listing = system
+        .split_once("You can call these tools:\n")
+        .map(|(_, listing)| listing)
+        .unwrap_or_else(|| panic!("no tool list in {system:?}"));
+    let write = listing
+        .lines()
+        .find(|line| line.starts_with("- write_file: "))
+        .unwrap_or_else(|| panic!("write_file not listed: {listing}"));
+    let (_, schema) = write.split_once(" Arguments: ").expect("its arguments");
+    let schema: Value = serde_json::from_str(schema).expect("the schema as JSON");
+    assert_eq!(schema["required"], json!(["path", "content"]));
+    assert!(
+        listing
+            .lines()
+            .any(|line| line.starts_with("- finish_task: ")),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("answer with only this JSON object"),
+        "{listing}"
+    );
 }
 
 const WRITE_BARE: &str =
@@ -362,12 +396,30 @@ async fn auto_mode_asks_a_step_answered_in_text_again_constrained() {
     let requests = h.server.requests();
     assert_eq!(requests.len(), 3);
     assert!(requests[0].get("response_format").is_none());
+    assert!(
+        requests[0]["tools"].is_array(),
+        "a free step offers native tools"
+    );
+    let messages = |r: &Value| r["messages"].as_array().expect("messages").clone();
     assert_eq!(
-        requests[0]["messages"], requests[1]["messages"],
+        messages(&requests[0])[1..],
+        messages(&requests[1])[1..],
         "the same step, asked again"
+    );
+    let free = requests[0]["messages"][0]["content"]
+        .as_str()
+        .expect("prompt");
+    let listed = requests[1]["messages"][0]["content"]
+        .as_str()
+        .expect("prompt");
+    assert!(
+        listed.starts_with(free) && listed.len() > free.len(),
+        "the constrained step's prompt is the free one's with the tools listed"
     );
     for constrained in &requests[1..] {
         assert_eq!(constrained["response_format"]["type"], "json_schema");
+        assert!(constrained.get("tools").is_none());
+        assert_tools_listed(constrained);
     }
 }
 
@@ -510,11 +562,19 @@ async fn recover_mode_tells_the_model_how_to_write_a_call() {
         prompt.contains("call `finish_task` the same way"),
         "{prompt}"
     );
-    // Constrained answers follow the grammar; a model that may make native calls is not
-    // told to write them as text.
-    for mode in ["native", "constrained", "auto"] {
+    // A model that may make native calls is not told to write them as text; a
+    // constrained step is, beside the list of tools it is not sent natively.
+    for mode in ["native", "auto"] {
         let h = harness(vec![Step::text(FINISH_BARE)]).await;
         h.run(mode).await;
         assert_eq!(system(&h.server.requests()[0]), "Do the task.", "{mode}");
     }
+    let h = harness(vec![Step::text(FINISH_BARE)]).await;
+    h.run("constrained").await;
+    let constrained = &h.server.requests()[0];
+    assert!(
+        system(constrained).starts_with("Do the task.\n\nYou can call these tools:\n"),
+        "{constrained}"
+    );
+    assert_tools_listed(constrained);
 }

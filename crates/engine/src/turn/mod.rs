@@ -542,11 +542,19 @@ impl ActiveTurn<'_> {
                     ToolCallMode::Auto => native_failed || request.native_tools == Some(false),
                     ToolCallMode::Native | ToolCallMode::Recover => false,
                 };
+            // Recovered calls are shown as the model wrote them (ADR 0038); a
+            // constrained step lists the tools in its system message, not as native
+            // tools (ADR 0039).
+            let messages = as_written(&progress.messages);
+            let (messages, native_specs) = if constrain {
+                (tools_listed(messages, &specs), Vec::new())
+            } else {
+                (messages, specs.clone())
+            };
             let chat = ChatRequest {
                 model: request.model.clone(),
-                // Recovered calls are shown as the model wrote them (ADR 0038).
-                messages: as_written(&progress.messages),
-                tools: specs.clone(),
+                messages,
+                tools: native_specs,
                 temperature: temperature(agent.temperature, std::mem::take(&mut stuck)),
                 max_tokens: Some(agent.limits.max_output_tokens),
                 tool_choice: None,

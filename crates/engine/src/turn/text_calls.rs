@@ -2,6 +2,8 @@
 //! `recover.rs`, the JSON schema of a constrained answer, and the corrective message
 //! sent to a model that answered with text when a result was expected.
 
+use std::fmt::Write as _;
+
 use super::*;
 use crate::recover::{self, Offered};
 
@@ -133,17 +135,53 @@ pub(super) fn system_prompt(agent: &AgentSpec, specs: &[ToolSpec]) -> String {
     if agent.tool_calls != ToolCallMode::Recover || specs.is_empty() {
         return agent.system_prompt.clone();
     }
+    format!("{}\n\n{}", agent.system_prompt, how_to_call(specs))
+}
+
+/// How to write a call as text: one JSON object, a thought first, then the call.
+fn how_to_call(specs: &[ToolSpec]) -> String {
     let finish = if specs.iter().any(|s| s.name == FINISH_TASK) {
         format!(" When the task is done, call `{FINISH_TASK}` the same way.")
     } else {
         String::new()
     };
     format!(
-        "{}\n\nTo call a tool, answer with only this JSON object: {{\"thought\": \"<what \
-         you know and what to do next, in one sentence>\", \"name\": \"<tool>\", \
-         \"arguments\": {{<its arguments>}}}}. One call per answer.{finish}",
-        agent.system_prompt
+        "To call a tool, answer with only this JSON object: {{\"thought\": \"<what you \
+         know and what to do next, in one sentence>\", \"name\": \"<tool>\", \
+         \"arguments\": {{<its arguments>}}}}. One call per answer.{finish}"
     )
+}
+
+/// A constrained request's messages: the offered tools listed in the system message,
+/// each with its description and arguments' schema, and how to write a call. Such a
+/// request sends no native tools (ADR 0039): given tools, a chat template tells the
+/// model to answer in its native call form (`<tool_call>` tags for Qwen), which the
+/// constraint forbids, and a small model torn between the two began worse.
+pub(super) fn tools_listed(mut messages: Vec<ChatMessage>, specs: &[ToolSpec]) -> Vec<ChatMessage> {
+    let mut listing = String::from("You can call these tools:");
+    for spec in specs {
+        let _ = write!(listing, "\n- {}:", spec.name);
+        let description = spec.description.trim();
+        if !description.is_empty() {
+            let stop = if description.ends_with('.') { "" } else { "." };
+            let _ = write!(listing, " {description}{stop}");
+        }
+        let _ = write!(listing, " Arguments: {}", spec.parameters);
+    }
+    listing.push_str("\n\n");
+    listing.push_str(&how_to_call(specs));
+    match messages.first_mut() {
+        Some(first) if first.role == Role::System => {
+            let prompt = first.content.take().unwrap_or_default();
+            first.content = Some(if prompt.trim().is_empty() {
+                listing
+            } else {
+                format!("{prompt}\n\n{listing}")
+            });
+        }
+        _ => messages.insert(0, ChatMessage::system(listing)),
+    }
+    messages
 }
 
 /// Characters of the `thought` a constrained answer begins with.
@@ -340,6 +378,72 @@ mod tests {
                  That tool call was the same as the one before it."
             )
         );
+    }
+
+    fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            parameters,
+            side_effects: false,
+        }
+    }
+
+    #[test]
+    fn a_constrained_request_lists_the_tools_in_its_system_message() {
+        let specs = vec![
+            spec(
+                "read_file",
+                "Read a text file",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            ),
+            spec(FINISH_TASK, "End the task.", json!({"type": "object"})),
+        ];
+        let messages = vec![
+            ChatMessage::system("Do the task."),
+            ChatMessage::user("Read a.txt."),
+        ];
+        let listed = tools_listed(messages.clone(), &specs);
+        assert_eq!(
+            listed[1..],
+            messages[1..],
+            "only the system message changes"
+        );
+        let system = listed[0].content.as_deref().expect("system prompt");
+        let (prompt, rest) = system.split_once("\n\n").expect("prompt, then tools");
+        assert_eq!(prompt, "Do the task.");
+        let lines: Vec<&str> = rest.lines().collect();
+        assert_eq!(lines[0], "You can call these tools:");
+        assert_eq!(
+            lines[1],
+            r#"- read_file: Read a text file. Arguments: {"type":"object","properties":{"path":{"type":"string"}}}"#
+        );
+        assert_eq!(
+            lines[2],
+            r#"- finish_task: End the task. Arguments: {"type":"object"}"#
+        );
+        assert!(
+            lines[4].starts_with("To call a tool, answer with only this JSON object")
+                && lines[4].ends_with("call `finish_task` the same way."),
+            "{}",
+            lines[4]
+        );
+    }
+
+    #[test]
+    fn without_a_system_message_the_tool_list_becomes_one() {
+        let specs = vec![spec(FINISH_TASK, "", json!({"type": "object"}))];
+        let listed = tools_listed(vec![ChatMessage::user("Go.")], &specs);
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[0].role, Role::System);
+        assert!(
+            listed[0].content.as_deref().is_some_and(
+                |s| s.starts_with("You can call these tools:\n- finish_task: Arguments:")
+            ),
+            "{:?}",
+            listed[0].content
+        );
+        assert_eq!(listed[1], ChatMessage::user("Go."));
     }
 
     #[test]
