@@ -464,9 +464,15 @@ impl SseReader {
 
     /// The next event (comments skipped), `None` at the end of the stream.
     pub async fn next(&mut self) -> Option<SseFrame> {
-        tokio::time::timeout(PATIENCE, self.next_untimed())
+        self.next_within(PATIENCE).await
+    }
+
+    /// [`SseReader::next`], waiting up to `patience` (an external agent starting up
+    /// on a loaded machine may be quiet for longer than [`PATIENCE`]).
+    pub async fn next_within(&mut self, patience: Duration) -> Option<SseFrame> {
+        tokio::time::timeout(patience, self.next_untimed())
             .await
-            .expect("an SSE event in time")
+            .unwrap_or_else(|_| panic!("no SSE event within {patience:?}"))
     }
 
     async fn next_untimed(&mut self) -> Option<SseFrame> {
@@ -522,8 +528,13 @@ impl SseReader {
 
     /// Events until (and with) `turn_completed`, or the end of the stream.
     pub async fn until_completed(&mut self) -> Vec<SseFrame> {
+        self.until_completed_within(PATIENCE).await
+    }
+
+    /// [`SseReader::until_completed`], waiting up to `patience` for each event.
+    pub async fn until_completed_within(&mut self, patience: Duration) -> Vec<SseFrame> {
         let mut frames = Vec::new();
-        while let Some(frame) = self.next().await {
+        while let Some(frame) = self.next_within(patience).await {
             let done = frame.is("turn_completed");
             frames.push(frame);
             if done {
