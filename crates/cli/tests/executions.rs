@@ -171,16 +171,6 @@ fn is_terminal(e: &Value) -> bool {
     !matches!(e["status"].as_str(), Some("queued" | "running"))
 }
 
-/// Waits until the model has received the running turn's request. Stopped before it
-/// arrived, the turn would leave the slow first step to the next request.
-async fn model_called(model: &ScriptedServer) {
-    let deadline = Instant::now() + PATIENCE;
-    while model.chat_request_count() == 0 {
-        assert!(Instant::now() < deadline, "the model was never called");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Kills the server while `running` runs and `queued` waits; returns both ids, the
 /// new server and the model.
 async fn kill_while_running(on_restart: &str) -> (Sandbox, ScriptedServer, Served, String, String) {
@@ -198,7 +188,10 @@ async fn kill_while_running(on_restart: &str) -> (Sandbox, ScriptedServer, Serve
         e["status"] == "running" && e["turn_id"].is_string()
     })
     .await;
-    model_called(&model).await;
+    assert!(
+        model.called(1, PATIENCE).await,
+        "the model was never called"
+    );
     let queued = submit(&served, "second").await;
     let body = call(
         &served,
@@ -285,7 +278,10 @@ async fn a_running_execution_cut_short_by_sigterm_is_retried_after_restart() {
         e["status"] == "running" && e["turn_id"].is_string()
     })
     .await;
-    model_called(&model).await;
+    assert!(
+        model.called(1, PATIENCE).await,
+        "the model was never called"
+    );
     let signalled = Command::new("kill")
         .args(["-TERM", &served.child.id().to_string()])
         .status()

@@ -197,11 +197,10 @@ async fn kill_9_mid_turn_then_restart_leaves_the_turn_interrupted_with_its_event
         .expect("turn id")
         .to_owned();
     // Kill while the model call is in flight, not before it was made.
-    let deadline = Instant::now() + EVENT_BUDGET;
-    while model.chat_request_count() == 0 {
-        assert!(Instant::now() < deadline, "the model was never called");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        model.called(1, EVENT_BUDGET).await,
+        "the model was never called"
+    );
     served.kill_9();
     drop(stream);
 

@@ -273,11 +273,10 @@ async fn a_kill_during_reserved_calls_leaves_nothing_held_after_a_restart() {
     for _ in 0..5 {
         readers.push(open_turn(&served, &sb, CLIENT).await);
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while model.chat_request_count() < 5 {
-        assert!(Instant::now() < deadline, "the calls never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        model.called(5, Duration::from_secs(10)).await,
+        "the calls never started"
+    );
     served.kill_9();
     drop(readers);
     let served = start(&sb, &model.base_url(), &[]).await;

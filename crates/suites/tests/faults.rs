@@ -221,14 +221,10 @@ async fn the_server_answers_while_a_model_call_stalls() {
 }
 
 async fn wait_for_requests(model: &ScriptedServer, count: usize) {
-    let deadline = std::time::Instant::now() + agentplane_suites::EVENT_BUDGET;
-    while model.chat_request_count() < count {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the model got no request"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(
+        model.called(count, agentplane_suites::EVENT_BUDGET).await,
+        "the model got no request"
+    );
 }
 
 /// Repeated faults (endless streams, resets, 5xx, malformed chunks) leave the serve

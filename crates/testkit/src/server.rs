@@ -161,6 +161,21 @@ impl ScriptedServer {
         self.shared.log().chat_requests
     }
 
+    /// Waits until `n` chat requests have arrived; `false` if `within` ran out first.
+    /// A test that stops a turn on a slow step waits for this first: stopped before its
+    /// request arrived, the turn would leave that step to the next request (steps are
+    /// taken in the order requests arrive).
+    pub async fn called(&self, n: usize, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.chat_request_count() < n {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
     /// Every request received (chat, listings, unknown paths), in order, with its
     /// `Authorization` header (the first 10,000).
     pub fn received(&self) -> Vec<ReceivedRequest> {

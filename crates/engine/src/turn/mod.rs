@@ -516,6 +516,8 @@ impl ActiveTurn<'_> {
         // asked next at a higher temperature, so a near-greedy sampler can leave it.
         let mut previous_text: Option<String> = None;
         let mut stuck = false;
+        // The tools as a constrained step lists them (ADR 0039): written once per turn.
+        let mut listing: Option<String> = None;
         loop {
             while let Some(call) = progress.queue.pop_front() {
                 let end = self
@@ -547,7 +549,8 @@ impl ActiveTurn<'_> {
             // tools (ADR 0039).
             let messages = as_written(&progress.messages);
             let (messages, native_specs) = if constrain {
-                (tools_listed(messages, &specs), Vec::new())
+                let listing = listing.get_or_insert_with(|| tools_listing(&specs));
+                (tools_listed(messages, listing), Vec::new())
             } else {
                 (messages, specs.clone())
             };

@@ -152,12 +152,12 @@ fn how_to_call(specs: &[ToolSpec]) -> String {
     )
 }
 
-/// A constrained request's messages: the offered tools listed in the system message,
-/// each with its description and arguments' schema, and how to write a call. Such a
-/// request sends no native tools (ADR 0039): given tools, a chat template tells the
-/// model to answer in its native call form (`<tool_call>` tags for Qwen), which the
-/// constraint forbids, and a small model torn between the two began worse.
-pub(super) fn tools_listed(mut messages: Vec<ChatMessage>, specs: &[ToolSpec]) -> Vec<ChatMessage> {
+/// The offered tools as a constrained request lists them, each with its description
+/// and arguments' schema, and how to write a call. Such a request sends no native
+/// tools (ADR 0039): given tools, a chat template tells the model to answer in its
+/// native call form (`<tool_call>` tags for Qwen), which the constraint forbids, and a
+/// small model torn between the two began worse.
+pub(super) fn tools_listing(specs: &[ToolSpec]) -> String {
     let mut listing = String::from("You can call these tools:");
     for spec in specs {
         let _ = write!(listing, "\n- {}:", spec.name);
@@ -170,11 +170,17 @@ pub(super) fn tools_listed(mut messages: Vec<ChatMessage>, specs: &[ToolSpec]) -
     }
     listing.push_str("\n\n");
     listing.push_str(&how_to_call(specs));
+    listing
+}
+
+/// A constrained request's messages: `listing` ([`tools_listing`]) after the system
+/// prompt, or as the system message when there is none.
+pub(super) fn tools_listed(mut messages: Vec<ChatMessage>, listing: &str) -> Vec<ChatMessage> {
     match messages.first_mut() {
         Some(first) if first.role == Role::System => {
             let prompt = first.content.take().unwrap_or_default();
             first.content = Some(if prompt.trim().is_empty() {
-                listing
+                listing.to_owned()
             } else {
                 format!("{prompt}\n\n{listing}")
             });
@@ -403,7 +409,7 @@ mod tests {
             ChatMessage::system("Do the task."),
             ChatMessage::user("Read a.txt."),
         ];
-        let listed = tools_listed(messages.clone(), &specs);
+        let listed = tools_listed(messages.clone(), &tools_listing(&specs));
         assert_eq!(
             listed[1..],
             messages[1..],
@@ -433,7 +439,7 @@ mod tests {
     #[test]
     fn without_a_system_message_the_tool_list_becomes_one() {
         let specs = vec![spec(FINISH_TASK, "", json!({"type": "object"}))];
-        let listed = tools_listed(vec![ChatMessage::user("Go.")], &specs);
+        let listed = tools_listed(vec![ChatMessage::user("Go.")], &tools_listing(&specs));
         assert_eq!(listed.len(), 2);
         assert_eq!(listed[0].role, Role::System);
         assert!(

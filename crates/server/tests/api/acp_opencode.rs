@@ -185,16 +185,12 @@ async fn opencode_from_npm_is_approved_declined_cancelled_refused_by_policy_and_
         .as_str()
         .expect("turn")
         .to_owned();
-    let waiting = Instant::now();
-    while oc_model.chat_request_count() == 0 {
-        if waiting.elapsed() > Duration::from_secs(120) {
-            let rest = tokio::time::timeout(Duration::from_secs(5), stream.until_completed()).await;
-            panic!(
-                "opencode never called its model: {:?}",
-                rest.map(|frames| frames.iter().map(SseFrame::json).collect::<Vec<_>>())
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    if !oc_model.called(1, Duration::from_secs(120)).await {
+        let rest = tokio::time::timeout(Duration::from_secs(5), stream.until_completed()).await;
+        panic!(
+            "opencode never called its model: {:?}",
+            rest.map(|frames| frames.iter().map(SseFrame::json).collect::<Vec<_>>())
+        );
     }
     let cancel_at = Instant::now();
     let cancelled = api

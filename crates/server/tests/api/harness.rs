@@ -381,18 +381,13 @@ impl Api {
             .expect("stored events")
     }
 
-    /// Waits until the scripted model has received `n` chat requests. A test that
-    /// cancels a turn waiting on a slow step waits for this first: cancelled before its
-    /// request arrived, the turn would leave that slow step to the next request.
+    /// Waits until the scripted model has received `n` chat requests
+    /// ([`ScriptedServer::called`]).
     pub async fn model_called(&self, n: usize) {
-        let waiting = async {
-            while self.scripted.chat_request_count() < n {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        };
-        tokio::time::timeout(PATIENCE, waiting)
-            .await
-            .unwrap_or_else(|_| panic!("the model was not called {n} times in time"));
+        assert!(
+            self.scripted.called(n, PATIENCE).await,
+            "the model was not called {n} times in time"
+        );
     }
 
     /// Stops the server the way the CLI does and waits for `serve` to return.
