@@ -334,6 +334,13 @@ impl Runtime {
         self.shutdown.clone()
     }
 
+    /// Says where this process listens: no confined process may connect to or bind
+    /// that port by any protocol, whatever its agent's network settings (issue 30:
+    /// a build step once reached the server's own API).
+    pub fn listening_on(&self, addr: std::net::SocketAddr) {
+        agentplane_tools::sandbox::forbid_ports([addr.port()]);
+    }
+
     /// Confines the workspaces of callers from outside the process (ADR 0031): inside
     /// `[server] workspace_roots`, else inside `default_root` (`serve` on loopback: the
     /// directory it started in), and never the data or configuration directory or one

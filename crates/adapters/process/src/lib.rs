@@ -4,6 +4,8 @@
 //!
 //! - [`process`]: spawning (a confined run of a tool's program, or a long-lived server
 //!   on stdio) and ending whole process trees.
+//! - [`keeper`] (Linux): the process between us and every program we start, which
+//!   kills all its descendants when the program ends or we say so.
 //! - [`sandbox`]: the kernel confinement those processes get (Landlock, seccomp,
 //!   rlimits, `no_new_privs`; ADR 0023), prepared before the fork.
 //! - [`confine`]: workspace confinement of a path and opening files beneath it.
@@ -12,6 +14,8 @@
 //! policies, or any protocol; this crate runs what it is given, where it is allowed.
 
 pub mod confine;
+#[cfg(target_os = "linux")]
+pub mod keeper;
 pub mod process;
 pub mod sandbox;
 

@@ -10,11 +10,12 @@
 //! output cap and is drained (and discarded) beyond it, so the program never blocks on
 //! a full pipe, until [`DRAIN_CEILING`], where the group is killed.
 //!
-//! The whole process group is killed with SIGKILL on timeout, on output overflow, when
-//! the run's future is dropped (the engine's own timeout, a cancelled turn), and also
-//! right after the program exits: background children a command leaves behind do not
-//! outlive the call. A process that leaves the group on purpose (`setsid`) escapes this;
-//! if it keeps the output pipes open, the run stops waiting for them after
+//! Every process starts under a [`keeper`](crate::keeper): the whole tree below it —
+//! also what left the process group (`setsid`) or was orphaned by a double fork — is
+//! killed on timeout, on output overflow, when the run's future is dropped (the
+//! engine's own timeout, a cancelled turn), and also right after the program exits:
+//! background children a command leaves behind do not outlive the call. Should
+//! something still hold the output pipes open, the run stops waiting for them after
 //! [`PIPE_GRACE`].
 //!
 //! Long-lived servers (MCP over stdio, [`start_server`]) are the other kind of process:
@@ -22,8 +23,8 @@
 //! `AGENTPLANE_*` secrets, run in a Landlock domain of their own (so they cannot read
 //! this process's `/proc` entries or signal it), keep their pipes open, and are ended by
 //! [`ServerProcess::terminate`]: SIGTERM to the group and to every descendant found
-//! through `/proc` (also those that left the group), a short grace, then SIGKILL.
-//! Dropping a [`ServerProcess`] kills the same tree at once.
+//! through `/proc` (also those that left the group), a short grace, then the keeper
+//! kills the whole tree. Dropping a [`ServerProcess`] kills the same tree at once.
 //!
 //! What must not live here: allowlists and how results read for the model (the
 //! `shell` ensemble decides those); this module only runs a program it is given.
@@ -147,7 +148,8 @@ fn is_executable(path: &Path) -> bool {
 /// the program could not be started; every way it can end once started is an
 /// [`Outcome`].
 pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
-    let mut confinement = sandbox::prepare(invocation.sandbox, invocation.workspace)?;
+    let confinement = sandbox::prepare(invocation.sandbox, invocation.workspace)?;
+    let (ending, keeper_end) = Ending::pair()?;
     let mut command = Command::new(invocation.program);
     command
         .args(invocation.args)
@@ -161,22 +163,17 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        // Never SIGKILL the keeper: ending the tree is closing its control pipe.
+        .kill_on_drop(false);
     #[cfg(unix)]
-    {
-        command.arg0(invocation.name);
-        command.process_group(0);
-        // SAFETY: `apply` makes system calls only (no allocation, no lock), which is
-        // what a forked child of a multithreaded process may do before exec.
-        unsafe {
-            command.pre_exec(move || confinement.apply());
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = &mut confinement;
+    command.arg0(invocation.name);
+    pre_exec(command.as_std_mut(), confinement, keeper_end);
 
-    let mut child = command.spawn()?;
-    let mut group = ProcessGroup::of(child.id());
+    let spawned = command.spawn();
+    // The closure holds the keeper's end of the control pipe: let it go here.
+    drop(command);
+    let mut child = spawned?;
+    let mut group = ending.of(child.id());
     let stdout_pipe = child.stdout.take();
     let stderr_pipe = child.stderr.take();
 
@@ -227,12 +224,15 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
     }
 
     if status.is_none() {
-        // Killed above; reap it so no zombie is left (kill_on_drop covers the rest).
-        let _ = child.start_kill();
+        // Ended above: the keeper kills the tree, then itself. Reap it so no zombie is
+        // left; only a keeper that does not go in time is killed from here.
         status = tokio::time::timeout(PIPE_GRACE, child.wait())
             .await
             .ok()
             .and_then(Result::ok);
+        if status.is_none() {
+            let _ = child.start_kill();
+        }
     }
     group.disarm();
 
@@ -272,20 +272,42 @@ async fn drain<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize, into: &mut Cap
     }
 }
 
-/// The child's process group, killed with SIGKILL on demand and when dropped until
-/// disarmed, so a cancelled run leaves nothing behind.
-struct ProcessGroup {
+/// How a started tree is ended: on Linux its keeper (closing the control pipe kills
+/// every descendant); elsewhere the process group, with SIGKILL.
+struct Ending {
+    #[cfg(target_os = "linux")]
+    keeper: crate::keeper::Keeper,
     pgid: Option<u32>,
 }
 
-impl ProcessGroup {
-    /// The group led by a child started with `process_group(0)`: its id is the pid.
-    fn of(pid: Option<u32>) -> Self {
-        Self { pgid: pid }
+/// What the child needs to become a keeper (nothing off Linux).
+#[cfg(target_os = "linux")]
+type KeeperEnd = crate::keeper::KeeperEnd;
+#[cfg(not(target_os = "linux"))]
+type KeeperEnd = ();
+
+impl Ending {
+    fn pair() -> std::io::Result<(Self, KeeperEnd)> {
+        #[cfg(target_os = "linux")]
+        {
+            let (keeper, end) = crate::keeper::pair()?;
+            Ok((Self { keeper, pgid: None }, end))
+        }
+        #[cfg(not(target_os = "linux"))]
+        Ok((Self { pgid: None }, ()))
     }
 
-    fn kill(&self) {
-        #[cfg(unix)]
+    /// The tree of the child `pid`, started with `process_group(0)`.
+    fn of(mut self, pid: Option<u32>) -> Self {
+        self.pgid = pid;
+        self
+    }
+
+    /// Kills the whole tree (once; later calls do nothing).
+    fn kill(&mut self) {
+        #[cfg(target_os = "linux")]
+        self.keeper.end();
+        #[cfg(all(unix, not(target_os = "linux")))]
         if let Some(pgid) = self.pgid.and_then(|p| i32::try_from(p).ok()) {
             // SAFETY: kill(2) takes plain integers and touches no memory of ours. A
             // negative pid addresses the whole group; ESRCH (already gone) is fine.
@@ -301,9 +323,40 @@ impl ProcessGroup {
     }
 }
 
-impl Drop for ProcessGroup {
+impl Drop for Ending {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Sets up the child between fork and exec: on Linux it becomes the keeper and its
+/// own child is confined and execs; elsewhere the child is confined directly. In a
+/// process group of its own either way.
+fn pre_exec(
+    command: &mut std::process::Command,
+    mut confinement: sandbox::Prepared,
+    keeper_end: KeeperEnd,
+) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+        #[cfg(target_os = "linux")]
+        // SAFETY: the keeper and `apply` make system calls only (no allocation, no
+        // lock), which is what a forked child of a multithreaded process may do.
+        unsafe {
+            command.pre_exec(move || keeper_end.become_keeper(|| confinement.apply()));
+        }
+        #[cfg(not(target_os = "linux"))]
+        // SAFETY: as above.
+        unsafe {
+            let () = keeper_end;
+            command.pre_exec(move || confinement.apply());
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (command, &mut confinement, keeper_end);
     }
 }
 
@@ -397,18 +450,13 @@ fn spawn_server(
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    {
-        cmd.process_group(0);
-        let mut confinement = confinement;
-        // SAFETY: as in `run`: system calls only between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || confinement.apply());
-        }
-    }
+        .kill_on_drop(false);
+    let (ending, keeper_end) = Ending::pair()?;
+    pre_exec(cmd.as_std_mut(), confinement, keeper_end);
 
-    let mut child = cmd.spawn()?;
+    let spawned = cmd.spawn();
+    drop(cmd);
+    let mut child = spawned?;
     let missing = || std::io::Error::other("a piped stream of the child was not available");
     let stdin = child.stdin.take().ok_or_else(missing)?;
     let stdout = child.stdout.take().ok_or_else(missing)?;
@@ -418,7 +466,11 @@ fn spawn_server(
         stdin,
         stdout,
         stderr,
-        process: ServerProcess { child, pid },
+        process: ServerProcess {
+            child,
+            pid,
+            ending: ending.of(pid),
+        },
     })
 }
 
@@ -429,6 +481,8 @@ pub struct ServerProcess {
     child: tokio::process::Child,
     /// `None` once reaped: the id may then belong to someone else.
     pid: Option<u32>,
+    /// Ends the whole tree (the keeper), also when dropped.
+    ending: Ending,
 }
 
 impl ServerProcess {
@@ -475,14 +529,25 @@ impl ServerProcess {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tree.signal(SignalKind::Kill);
-        let _ = tokio::time::timeout(PIPE_GRACE, self.child.wait()).await;
+        // The keeper kills what is left, then itself; only if it does not go in time
+        // is the remembered tree killed from here.
+        self.ending.kill();
+        if tokio::time::timeout(PIPE_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            tree.signal(SignalKind::Kill);
+            let _ = tokio::time::timeout(PIPE_GRACE, self.child.wait()).await;
+        }
+        self.ending.disarm();
         self.pid = None;
     }
 }
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
+        // `ending` kills the whole tree when it is dropped, right after this.
+        #[cfg(not(target_os = "linux"))]
         if let Some(pid) = self.pid {
             ProcessTree::below(pid).signal(SignalKind::Kill);
         }

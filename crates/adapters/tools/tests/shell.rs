@@ -277,6 +277,62 @@ async fn background_children_do_not_outlive_a_normal_exit() {
     assert!(wait_gone(bg).await, "background sleep {bg} survived");
 }
 
+/// Processes that leave the group (`setsid`), are orphaned by a double fork, or both,
+/// with their output pipes closed so nothing waits for them: none outlives the call,
+/// however it ends.
+#[tokio::test]
+async fn no_descendant_survives_the_call_setsid_and_double_forks_included() {
+    let script = "setsid sleep 31 </dev/null >/dev/null 2>&1 & echo $! > setsid.pid; \
+                  (sleep 32 </dev/null >/dev/null 2>&1 & echo $! > orphan.pid) ; \
+                  (setsid sh -c 'sleep 33 & echo $! > deep.pid; wait' </dev/null >/dev/null 2>&1 &) ; \
+                  while [ ! -s deep.pid ]; do sleep 0.05; done; echo spawned";
+    // A normal exit, a timeout and a dropped call.
+    for ending in ["exit", "timeout", "drop"] {
+        let timeout = if ending == "timeout" { 3 } else { 60 };
+        let f = fixture(Duration::from_secs(timeout), 4096);
+        let script = match ending {
+            "exit" => script.to_owned(),
+            _ => format!("{script}; sleep 30"),
+        };
+        let args = ["-c", script.as_str()];
+        match ending {
+            "exit" => {
+                let out = run(&["sh"], &f, "sh", &args).await.unwrap();
+                assert!(out.content.contains("spawned"), "{}", out.content);
+            }
+            "timeout" => {
+                let err = run(&["sh"], &f, "sh", &args).await.unwrap_err();
+                assert_eq!(err.kind, ToolErrorKind::Timeout);
+                assert!(err.message.contains("spawned"), "{}", err.message);
+            }
+            _ => {
+                let ensemble = shell(&["sh"]);
+                let call = ensemble.call(
+                    "run_command",
+                    json!({"program": "sh", "args": args}),
+                    &f.ctx,
+                );
+                assert!(
+                    tokio::time::timeout(Duration::from_secs(3), call)
+                        .await
+                        .is_err()
+                );
+            }
+        }
+        check_gone(&f, ending).await;
+    }
+}
+
+async fn check_gone(f: &Fixture, ending: &str) {
+    for file in ["setsid.pid", "orphan.pid", "deep.pid"] {
+        let pid = read_pid(f, file);
+        assert!(
+            wait_gone(pid).await,
+            "{ending}: the process of {file} ({pid}) survived the call"
+        );
+    }
+}
+
 #[tokio::test]
 async fn dropping_the_call_kills_the_group() {
     // The engine enforces the timeout from outside too, by dropping the future.

@@ -108,6 +108,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         Ok(listener) => listener,
         Err(e) => return usage(&format!("cannot listen on {listen}: {e}")),
     };
+    runtime.listening_on(listener.local_addr().unwrap_or(listen));
     // Outside callers' workspaces: `[server] workspace_roots`, else on loopback the
     // directory serve started in (ADR 0031).
     let start_dir = std::env::current_dir().ok();

@@ -13,13 +13,19 @@
 //!   read and execute beneath the system directories a build needs, the directories on
 //!   `PATH` and `sandbox.read_only`; nothing else (not `/etc/shadow`, the data
 //!   directory, other workspaces, `/tmp`).
-//! - Landlock TCP: `bind` and `connect` refused unless the agent's `network.allowed`.
+//!   No device node can be created anywhere.
+//! - Landlock TCP: `bind` and `connect` refused unless the agent's `network.allowed`;
+//!   with it, refused on agentplane's own listening ports ([`forbid_ports`]), a layer
+//!   of its own built once.
 //! - Landlock scopes (ABI 6): no signals to, no abstract UNIX sockets of, and — as for
 //!   every Landlock domain — no `ptrace` of processes outside the sandbox. `/proc`'s
 //!   process directories are not granted at all, which is what closes
 //!   `/proc/<server pid>/environ`.
 //! - seccomp: `ptrace`, `mount`, `kexec_*`, `bpf`, module loading, namespaces,
-//!   `io_uring` and the like fail with `EPERM`; without network also UDP and raw sockets.
+//!   `io_uring`, device nodes and the like fail with `EPERM`; sockets by allowlist:
+//!   none without network (UNIX socket pairs only), TCP and UDP with it.
+//! - capabilities: every set emptied, the bounding set included, whoever runs the
+//!   server.
 //! - rlimits (CPU seconds, address space, open files, processes), `no_new_privs`.
 //!
 //! Long-lived servers (MCP, ACP agents) are the operator's programs, not the model's;
@@ -144,6 +150,8 @@ impl Sandbox {
             let mut landlock = format!("landlock ABI {}: files", kernel.landlock_abi);
             if kernel.landlock_abi >= 4 && !self.network {
                 landlock.push_str(", TCP denied");
+            } else if kernel.landlock_abi >= 4 {
+                landlock.push_str(", TCP to agentplane's own ports denied");
             }
             if kernel.landlock_abi >= 6 {
                 landlock.push_str(", signals and sockets scoped");
@@ -152,9 +160,9 @@ impl Sandbox {
         }
         if kernel.seccomp {
             parts.push(if self.network {
-                "seccomp".to_owned()
+                "seccomp (sockets: TCP and UDP only)".to_owned()
             } else {
-                "seccomp (no UDP/raw sockets)".to_owned()
+                "seccomp (no sockets)".to_owned()
             });
         }
         parts.push(format!(
@@ -164,7 +172,10 @@ impl Sandbox {
             self.spec.open_files,
             self.spec.processes
         ));
-        parts.push("no_new_privs".to_owned());
+        parts.push("no_new_privs, no capabilities".to_owned());
+        if cfg!(target_os = "linux") {
+            parts.push("no process outlives its call".to_owned());
+        }
         parts.join("; ")
     }
 }
@@ -268,7 +279,15 @@ pub struct Prepared {
     #[cfg(target_os = "linux")]
     ruleset: Option<landlock::RulesetCreated>,
     #[cfg(target_os = "linux")]
-    filter: Option<&'static seccompiler::BpfProgram>,
+    filters: Option<&'static seccomp::Filters>,
+    /// The TCP ports of agentplane's own listeners, closed to an agent with network
+    /// (a second Landlock layer; [`forbid_ports`]).
+    #[cfg(target_os = "linux")]
+    own_ports: Option<landlock::RulesetCreated>,
+    /// Drop every capability before exec ([`drop_capabilities`]); not for the
+    /// operator's servers.
+    #[cfg(target_os = "linux")]
+    drop_capabilities: bool,
     /// (resource, limit) pairs for setrlimit.
     #[cfg(target_os = "linux")]
     limits: Vec<(libc::__rlimit_resource_t, u64)>,
@@ -305,15 +324,22 @@ pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxE
             }
             _ => None,
         };
-        let filter = kernel
+        let filters = kernel
             .seccomp
-            .then(|| seccomp::filter(sandbox.network))
+            .then(|| seccomp::filters(sandbox.network))
             .transpose()?;
+        let own_ports = if sandbox.network && kernel.landlock_abi >= 4 {
+            rules::own_ports(&own_ports(), kernel.landlock_abi)?
+        } else {
+            None
+        };
         let mib = 1024 * 1024;
         let spec = &sandbox.spec;
         Ok(Prepared {
             ruleset,
-            filter,
+            filters,
+            own_ports,
+            drop_capabilities: true,
             limits: vec![
                 (libc::RLIMIT_CPU, spec.cpu_secs),
                 (libc::RLIMIT_AS, spec.address_space_mb.saturating_mul(mib)),
@@ -343,7 +369,9 @@ impl Prepared {
             let kernel = Kernel::get();
             Prepared {
                 ruleset: rules::domain_only(kernel.landlock_abi),
-                filter: None,
+                filters: None,
+                own_ports: None,
+                drop_capabilities: false,
                 limits: Vec::new(),
                 required: false,
                 own_proc: None,
@@ -369,6 +397,9 @@ impl Prepared {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            if self.drop_capabilities {
+                drop_capabilities()?;
+            }
             // SAFETY: a prctl with integer arguments only.
             if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -386,16 +417,123 @@ impl Prepared {
                     }
                 }
             }
-            if let Some(filter) = self.filter
-                && seccompiler::apply_filter(filter).is_err()
-            {
-                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+            if let Some(ruleset) = self.own_ports.take() {
+                match ruleset.restrict_self() {
+                    Ok(status) if status.ruleset != landlock::RulesetStatus::NotEnforced => {}
+                    Ok(_) if !self.required => {}
+                    Ok(_) | Err(_) => {
+                        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+                    }
+                }
+            }
+            for filter in self.filters.into_iter().flatten() {
+                if seccompiler::apply_filter(filter).is_err() {
+                    return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+                }
             }
         }
         #[cfg(not(target_os = "linux"))]
         let _ = self.required;
         Ok(())
     }
+}
+
+/// The TCP ports agentplane itself listens on, which no confined process may connect
+/// to or bind, whatever its network settings ([`forbid_ports`]).
+static OWN_PORTS: std::sync::RwLock<Vec<u16>> = std::sync::RwLock::new(Vec::new());
+
+/// Closes `ports` (our own listeners) to every process confined from now on: an agent
+/// without network reaches no TCP port at all; one with network reaches every port
+/// but these. Called by `serve` once it listens.
+pub fn forbid_ports(ports: impl IntoIterator<Item = u16>) {
+    let mut own = match OWN_PORTS.write() {
+        Ok(own) => own,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    for port in ports {
+        if !own.contains(&port) {
+            own.push(port);
+        }
+    }
+    own.sort_unstable();
+}
+
+fn own_ports() -> Vec<u16> {
+    match OWN_PORTS.read() {
+        Ok(own) => own.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
+/// Empties every capability set of the calling process: bounding (so an exec as root
+/// regains nothing), ambient, inheritable, permitted and effective; and, where it may,
+/// locks root's special treatment off (`SECBIT_NOROOT`). Run as a user without
+/// capabilities the bounding set cannot be changed (`EPERM`) and needs no change: the
+/// sets are empty and `no_new_privs` keeps file capabilities from adding any.
+#[cfg(target_os = "linux")]
+fn drop_capabilities() -> std::io::Result<()> {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    // SAFETY: prctl and capset with integers and structs on our stack only.
+    unsafe {
+        // Best effort: needs CAP_SETPCAP, which only a privileged server has.
+        libc::prctl(
+            libc::PR_SET_SECUREBITS,
+            SECBIT_NOROOT
+                | SECBIT_NOROOT_LOCKED
+                | SECBIT_NO_SETUID_FIXUP
+                | SECBIT_NO_SETUID_FIXUP_LOCKED,
+            0,
+            0,
+            0,
+        );
+        for cap in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                match std::io::Error::last_os_error().raw_os_error() {
+                    // Past the last capability this kernel knows.
+                    Some(libc::EINVAL) => break,
+                    // No CAP_SETPCAP: nothing to drop from a process without privileges.
+                    Some(libc::EPERM) => break,
+                    _ => return Err(std::io::Error::last_os_error()),
+                }
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let mut header = Header {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let empty = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &mut header as *mut Header, empty.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Adds the calling process's own `/proc/self` directory (read files and list) to the

@@ -4,8 +4,8 @@
 //! What must not live here: deciding which paths (that is [`super::Sandbox`]).
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 use super::{Sandbox, SandboxError};
@@ -42,9 +42,56 @@ pub(super) fn confined(
         .map_err(setup)?
         .add_rules(path_beneath_rules(
             sandbox.read_write(workspace),
-            AccessFs::from_all(abi),
+            AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock),
         ))
         .map_err(setup)
+}
+
+/// A second layer for an agent with network: TCP `connect` and `bind` handled, and
+/// granted on every port but `forbidden` (agentplane's own listeners). Landlock rules
+/// are per port, so that is up to 65,536 rules: built once per set of ports and shared
+/// (each process gets a duplicate of the descriptor). `None` when nothing is forbidden.
+pub(super) fn own_ports(
+    forbidden: &[u16],
+    kernel_abi: i32,
+) -> Result<Option<RulesetCreated>, SandboxError> {
+    static BUILT: std::sync::Mutex<Option<(Vec<u16>, RulesetCreated)>> =
+        std::sync::Mutex::new(None);
+    if forbidden.is_empty() {
+        return Ok(None);
+    }
+    let setup = |e: landlock::RulesetError| SandboxError::Setup(e.to_string());
+    let mut built = match BUILT.lock() {
+        Ok(built) => built,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some((ports, ruleset)) = built.as_ref()
+        && ports == forbidden
+    {
+        return ruleset
+            .try_clone()
+            .map(Some)
+            .map_err(|e| SandboxError::Setup(e.to_string()));
+    }
+    let abi = ABI::from(kernel_abi);
+    let tcp = AccessNet::from_all(abi);
+    let ruleset = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(tcp)
+        .map_err(setup)?
+        .create()
+        .map_err(setup)?
+        .add_rules(
+            (0..=u16::MAX)
+                .filter(|port| forbidden.binary_search(port).is_err())
+                .map(|port| Ok::<_, landlock::RulesetError>(NetPort::new(port, tcp))),
+        )
+        .map_err(setup)?;
+    let copy = ruleset
+        .try_clone()
+        .map_err(|e| SandboxError::Setup(e.to_string()))?;
+    *built = Some((forbidden.to_vec(), ruleset));
+    Ok(Some(copy))
 }
 
 /// A ruleset that restricts nothing a server does with files (only creating block

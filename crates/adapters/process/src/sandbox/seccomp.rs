@@ -1,8 +1,22 @@
-//! The seccomp filter of a tool's process: system calls no build or inspection tool
-//! needs fail with `EPERM` (everything else is allowed). Compiled once per variant
-//! (with and without network) and kept for the life of the process.
+//! The seccomp filters of a confined process. Two kinds of rule:
 //!
-//! What must not live here: file or TCP rules (Landlock does those, with paths).
+//! - system calls no build or inspection tool needs fail with `EPERM` whatever the
+//!   agent (a list of what is refused: the kernel's surface beyond these is what a
+//!   program is);
+//! - sockets are an allowlist: [`socket_rules`] refuses every family, type and protocol
+//!   but the few a confined tool needs. Without network that is none (UNIX socket
+//!   pairs stay: runtimes use them as pipes); with network, TCP and UDP over IPv4 and
+//!   IPv6, and nothing else — not MPTCP, SCTP or raw IP, which Landlock's TCP rule does
+//!   not see, nor NETLINK, PACKET, VSOCK or pathname UNIX sockets, which it cannot.
+//!
+//! On x86_64 a second, hand-written filter refuses the x32 system call numbers, which
+//! seccompiler's filter (matching exact numbers) would let through to a kernel built
+//! with the x32 ABI.
+//!
+//! Compiled once per variant (with and without network) and kept for the life of the
+//! process.
+//!
+//! What must not live here: file or TCP port rules (Landlock does those, with paths).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -62,10 +76,13 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_io_uring_register,
 ];
 
-/// The compiled filter for an agent with or without network.
-pub(super) fn filter(network: bool) -> Result<&'static BpfProgram, SandboxError> {
-    static WITH_NETWORK: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
-    static WITHOUT_NETWORK: OnceLock<Result<BpfProgram, String>> = OnceLock::new();
+/// A confined process's filters, in the order they are installed.
+pub(super) type Filters = Vec<BpfProgram>;
+
+/// The compiled filters for an agent with or without network.
+pub(super) fn filters(network: bool) -> Result<&'static Filters, SandboxError> {
+    static WITH_NETWORK: OnceLock<Result<Filters, String>> = OnceLock::new();
+    static WITHOUT_NETWORK: OnceLock<Result<Filters, String>> = OnceLock::new();
     let cell = if network {
         &WITH_NETWORK
     } else {
@@ -76,13 +93,19 @@ pub(super) fn filter(network: bool) -> Result<&'static BpfProgram, SandboxError>
         .map_err(|e| SandboxError::Setup(format!("seccomp: {e}")))
 }
 
-fn compile(network: bool) -> Result<BpfProgram, String> {
+fn compile(network: bool) -> Result<Filters, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    let failed = |e: seccompiler::BackendError| e.to_string();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         REFUSED.iter().map(|&call| (call, Vec::new())).collect();
-    if !network {
-        rules.insert(libc::SYS_socket, socket_rules().map_err(|e| e.to_string())?);
-    }
+    rules.insert(libc::SYS_socket, socket_rules(network).map_err(failed)?);
+    rules.insert(libc::SYS_socketpair, socketpair_rules().map_err(failed)?);
+    let (mknod, mknodat) = device_node_rules().map_err(failed)?;
+    #[cfg(target_arch = "x86_64")]
+    rules.insert(libc::SYS_mknod, mknod);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = mknod;
+    rules.insert(libc::SYS_mknodat, mknodat);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -90,34 +113,128 @@ fn compile(network: bool) -> Result<BpfProgram, String> {
         arch,
     )
     .map_err(|e| e.to_string())?;
-    BpfProgram::try_from(filter).map_err(|e| e.to_string())
+    let mut filters = vec![BpfProgram::try_from(filter).map_err(|e| e.to_string())?];
+    if let Some(x32) = x32_guard() {
+        filters.push(x32);
+    }
+    Ok(filters)
 }
 
-/// Without network: IP sockets other than TCP (which Landlock refuses by port) and
-/// packet sockets. UNIX sockets stay (builds use them locally).
-fn socket_rules() -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
-    let domain = |family: i32| {
-        SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
-    };
-    // The type's low bits; SOCK_CLOEXEC and SOCK_NONBLOCK are flags above them.
-    let kind = |kind: i32| {
+fn arg(
+    index: u8,
+    op: SeccompCmpOp,
+    value: i64,
+) -> Result<SeccompCondition, seccompiler::BackendError> {
+    SeccompCondition::new(index, SeccompCmpArgLen::Dword, op, value as u64)
+}
+
+/// The type's low bits; `SOCK_CLOEXEC` and `SOCK_NONBLOCK` are flags above them.
+const SOCK_TYPE_MASK: u64 = 0xf;
+
+/// When `socket(family, type, protocol)` is refused: every rule is one refused shape,
+/// so together they are the complement of what is allowed. Without network nothing
+/// is allowed; with it, `(AF_INET | AF_INET6, SOCK_STREAM, 0 | IPPROTO_TCP)` — which
+/// Landlock's TCP rule governs — and `(AF_INET | AF_INET6, SOCK_DGRAM, 0 |
+/// IPPROTO_UDP)`.
+fn socket_rules(network: bool) -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    use SeccompCmpOp::{Eq, MaskedEq, Ne};
+    if !network {
+        // An empty rule list matches every call.
+        return Ok(Vec::new());
+    }
+    let type_is = |value: i32| {
         SeccompCondition::new(
             1,
             SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(0xf),
-            kind as u64,
+            MaskedEq(SOCK_TYPE_MASK),
+            value as u64,
         )
     };
-    let mut rules = vec![SeccompRule::new(vec![domain(libc::AF_PACKET)?])?];
+    // "type & 0xf is neither" has no single comparison (a masked one compares equal
+    // only), so the refused types are listed one by one: every value of the mask.
+    let mut rules = vec![SeccompRule::new(vec![
+        arg(0, Ne, libc::AF_INET.into())?,
+        arg(0, Ne, libc::AF_INET6.into())?,
+    ])?];
     for family in [libc::AF_INET, libc::AF_INET6] {
-        for sock in [
-            libc::SOCK_DGRAM,
-            libc::SOCK_RAW,
-            libc::SOCK_SEQPACKET,
-            libc::SOCK_RDM,
+        for sock in 0..=SOCK_TYPE_MASK as i32 {
+            if sock != libc::SOCK_STREAM && sock != libc::SOCK_DGRAM {
+                rules.push(SeccompRule::new(vec![
+                    arg(0, Eq, family.into())?,
+                    type_is(sock)?,
+                ])?);
+            }
+        }
+        for (sock, protocol) in [
+            (libc::SOCK_STREAM, libc::IPPROTO_TCP),
+            (libc::SOCK_DGRAM, libc::IPPROTO_UDP),
         ] {
-            rules.push(SeccompRule::new(vec![domain(family)?, kind(sock)?])?);
+            rules.push(SeccompRule::new(vec![
+                arg(0, Eq, family.into())?,
+                type_is(sock)?,
+                arg(2, Ne, 0)?,
+                arg(2, Ne, protocol.into())?,
+            ])?);
         }
     }
     Ok(rules)
+}
+
+/// `socketpair` only for UNIX sockets: a connected pair reaches nothing outside the
+/// process tree.
+fn socketpair_rules() -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    Ok(vec![SeccompRule::new(vec![arg(
+        0,
+        SeccompCmpOp::Ne,
+        libc::AF_UNIX.into(),
+    )?])?])
+}
+
+/// `mknod` and `mknodat` of a character or block device (Landlock grants no device
+/// creation either, and the capability is dropped: three walls).
+fn device_node_rules() -> Result<(Vec<SeccompRule>, Vec<SeccompRule>), seccompiler::BackendError> {
+    let of = |mode_arg: u8| -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+        [libc::S_IFCHR, libc::S_IFBLK]
+            .into_iter()
+            .map(|kind| {
+                SeccompRule::new(vec![SeccompCondition::new(
+                    mode_arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(u64::from(libc::S_IFMT)),
+                    u64::from(kind),
+                )?])
+            })
+            .collect()
+    };
+    Ok((of(1)?, of(2)?))
+}
+
+/// On x86_64: a filter that refuses (`ENOSYS`, as a kernel without x32 answers)
+/// every system call number with the x32 bit set, checked after the architecture.
+#[cfg(target_arch = "x86_64")]
+fn x32_guard() -> Option<BpfProgram> {
+    use seccompiler::sock_filter;
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const JGE_K: u16 = 0x35;
+    const RET_K: u16 = 0x06;
+    const ARCH_OFFSET: u32 = 4;
+    const NR_OFFSET: u32 = 0;
+    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    Some(vec![
+        op(LD_W_ABS, 0, 0, ARCH_OFFSET),
+        // Another architecture is the first filter's to refuse.
+        op(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+        op(LD_W_ABS, 0, 0, NR_OFFSET),
+        op(JGE_K, 0, 1, X32_SYSCALL_BIT),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        op(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ])
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn x32_guard() -> Option<BpfProgram> {
+    None
 }
