@@ -190,3 +190,92 @@ async fn an_opt_out_is_said_where_the_sandbox_is_described() {
     // The kernel still confines what it can.
     assert!(described.contains("landlock ABI"), "{described}");
 }
+
+/// `ip`'s address and link changes (NETLINK, `CAP_NET_ADMIN`) from a confined process,
+/// inside a network namespace this test makes (so nothing can reach the machine's own
+/// network): refused, while the same commands unconfined, in the same namespace, work —
+/// so the test can fail. Needs the privilege to make a namespace (CI runs as root);
+/// without it, it says so and checks nothing else.
+#[test]
+fn netlink_changes_are_refused_even_to_a_root_server() {
+    let missing = Kernel::get().missing();
+    assert!(missing.is_none(), "no sandbox here: {missing:?}");
+    let worker = std::thread::spawn(|| {
+        // SAFETY: unshare with a flag only; it moves this thread (and what it starts)
+        // into a new, empty network namespace.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return None;
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Some(runtime.block_on(async {
+            let workspace_dir = tempfile::tempdir().unwrap();
+            let ctx = ToolContext {
+                workspace: workspace_dir.path().canonicalize().unwrap(),
+                timeout: Duration::from_secs(20),
+                output_cap: 64 * 1024,
+                scope: None,
+            };
+            let shell = ShellEnsemble::with_sandbox(vec!["ip".into()], Sandbox::default());
+            let mut confined = Vec::new();
+            for args in [
+                vec!["addr", "add", "10.251.0.1/32", "dev", "lo"],
+                vec!["link", "set", "lo", "up"],
+                vec!["link", "add", "apdummy0", "type", "dummy"],
+            ] {
+                let out = shell
+                    .call("run_command", json!({"program": "ip", "args": args}), &ctx)
+                    .await;
+                confined.push(match out {
+                    Ok(out) => out.content,
+                    Err(e) => e.message,
+                });
+            }
+            let show = |args: &[&str]| {
+                let out = std::process::Command::new("ip")
+                    .args(args)
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let after_confined = show(&["addr", "show", "dev", "lo"]);
+            let unconfined = std::process::Command::new("ip")
+                .args(["addr", "add", "10.251.0.2/32", "dev", "lo"])
+                .status()
+                .unwrap();
+            (
+                confined,
+                after_confined,
+                unconfined.success(),
+                show(&["addr", "show", "dev", "lo"]),
+            )
+        }))
+    });
+    let Some((confined, after_confined, unconfined_ok, after_unconfined)) = worker.join().unwrap()
+    else {
+        eprintln!("no network namespace could be made here (not root): nothing checked");
+        return;
+    };
+    eprintln!("confined ip: {confined:?}");
+    for out in &confined {
+        assert!(
+            out.contains("exit code: ") && !out.starts_with("exit code: 0"),
+            "a confined `ip` changed the network: {out}"
+        );
+    }
+    assert!(!after_confined.contains("10.251.0.1"), "{after_confined}");
+    assert!(
+        !after_confined.contains("UP"),
+        "lo was brought up: {after_confined}"
+    );
+    assert!(
+        unconfined_ok,
+        "the same change unconfined must work, else this shows nothing"
+    );
+    assert!(
+        after_unconfined.contains("10.251.0.2"),
+        "{after_unconfined}"
+    );
+}

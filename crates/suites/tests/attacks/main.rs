@@ -10,6 +10,7 @@ mod auth;
 mod escapes;
 mod fs;
 mod identity;
+mod kernel;
 mod limits;
 mod oidc;
 mod roots;

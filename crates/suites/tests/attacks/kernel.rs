@@ -1,0 +1,250 @@
+//! What a confined process can reach, asked of the kernel itself: the model writes a
+//! C program into its workspace (`kernel_probe.c`) and builds and runs it with `make`,
+//! which the shipped `engineering` agent may run when its sandbox is in force. The
+//! program does not try a list of known escapes; it walks the interface: every
+//! socket family, type and protocol number, agentplane's own port by every protocol
+//! that opened, a UNIX socket outside the workspace, device nodes, the capability
+//! sets, and processes that leave their group or their parent.
+//!
+//! The same program under an agent with network shows the test can fail (its target
+//! is reached) and that network opens TCP and UDP only, never agentplane's own port.
+//! Kernel refusals are not `security_event`s: the kernel does not tell the server.
+
+use std::time::Duration;
+
+use agentplane_suites::attacks::{Tally, Target, probe, script_with_nudges};
+use agentplane_suites::{Served, api, sandbox, start_with_env};
+use agentplane_testkit::{Scenario, ScriptedServer};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const PROBE_C: &str = include_str!("kernel_probe.c");
+
+const MAKEFILE: &str = "probe: probe.c params.h\n\tTMPDIR=$(CURDIR) cc -O0 -o probe probe.c\n\
+                        sockets devices survive: probe\n\t./probe $@\n\
+                        .PHONY: sockets devices survive\n";
+
+fn write(path: &str, content: &str) -> (String, Value) {
+    (
+        "write_file".into(),
+        json!({"path": path, "content": content}),
+    )
+}
+
+fn make(target: &str) -> (String, Value) {
+    (
+        "run_command".into(),
+        json!({"program": "make", "args": ["-s", target]}),
+    )
+}
+
+/// The probe's `key: value` lines for `key`.
+fn values<'a>(output: &'a str, key: &str) -> Vec<&'a str> {
+    let prefix = format!("{key}: ");
+    output
+        .lines()
+        .filter_map(|line| line.strip_prefix(prefix.as_str()))
+        .collect()
+}
+
+fn one<'a>(output: &'a str, key: &str) -> &'a str {
+    values(output, key)
+        .first()
+        .copied()
+        .unwrap_or_else(|| panic!("no `{key}` in the probe's output:\n{output}"))
+}
+
+fn stdout(result: &Value) -> String {
+    result["output"].as_str().unwrap_or_default().to_owned()
+}
+
+fn port_of(served: &Served) -> u16 {
+    served
+        .base
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the server's port")
+}
+
+fn is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie has ended; only its parent has not reaped it yet.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
+    let sb = sandbox(
+        "[agents.netbuilder]\nsystem_prompt = \"You build.\"\nensembles = [\"shell\", \"fs\"]\n\
+         shell_allow = [\"make\"]\n[agents.netbuilder.network]\nallowed = true\n",
+    );
+    let net_ws = sb.root.join("ws-net");
+    std::fs::create_dir(&net_ws).expect("second workspace");
+    let net_ws = net_ws.canonicalize().expect("canonical");
+
+    // A local service outside the workspace, on a pathname UNIX socket.
+    let socket_path = sb.root.join("service.sock");
+    let unix = tokio::net::UnixListener::bind(&socket_path).expect("unix listener");
+    let unix_accepts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = unix_accepts.clone();
+    tokio::spawn(async move {
+        while unix.accept().await.is_ok() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let target = Target::ok("reached").await;
+
+    let model_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let model_port = model_listener.local_addr().expect("addr").port();
+    let served = start_with_env(&sb, &format!("http://127.0.0.1:{model_port}/v1"), &[], &[]).await;
+    let own_port = port_of(&served);
+    let params = format!(
+        "#define OWN_PORT {own_port}\n#define TARGET_PORT {}\n#define UNIX_PATH {:?}\n",
+        target.port(),
+        socket_path.display().to_string()
+    );
+    let setup = [
+        write("probe.c", PROBE_C),
+        write("params.h", &params),
+        write("Makefile", MAKEFILE),
+    ];
+    let mut calls: Vec<(String, Value)> = setup.to_vec();
+    calls.extend([make("sockets"), make("devices"), make("survive")]);
+    // The built-in agent takes up to two corrective messages after a text answer; the
+    // configured one none (the suites' configurations say `max_nudges = 0`).
+    let mut script = script_with_nudges(&calls, 2);
+    let mut net_calls = setup.to_vec();
+    net_calls.push(make("sockets"));
+    script.extend(script_with_nudges(&net_calls, 0));
+    let _model = ScriptedServer::listen(Scenario::new(script), model_listener)
+        .await
+        .expect("model");
+
+    let agents: Value = api(&served, Method::GET, "/v1/agents")
+        .send()
+        .await
+        .expect("agents")
+        .json()
+        .await
+        .expect("agents JSON");
+    let in_force = agents["agents"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == "engineering"))
+        .and_then(|a| a["sandbox"]["in_force"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        in_force.starts_with("landlock ABI") && in_force.contains("seccomp"),
+        "the kernel sandbox is not in force here, so this suite cannot show it: {in_force}"
+    );
+
+    let mut tally = Tally::default();
+    let thread = thread_in(&served, "engineering", &sb.workspace).await;
+    for step in ["write probe.c", "write params.h", "write Makefile"] {
+        probe(&served, &thread, step).await.assert_ok();
+    }
+
+    // Without network: not one socket of any family, type or protocol.
+    let sockets = probe(&served, &thread, "make sockets").await;
+    let out = stdout(&sockets.result);
+    assert_eq!(one(&out, "tried"), "134848", "{out}");
+    assert_eq!(values(&out, "opened"), Vec::<&str>::new(), "{out}");
+    assert_eq!(one(&out, "opened-count"), "0", "{out}");
+    assert_eq!(one(&out, "own-port-count"), "0", "{out}");
+    assert_eq!(one(&out, "target-count"), "0", "{out}");
+    assert!(one(&out, "unix-socket").starts_with("refused"), "{out}");
+    assert_eq!(
+        one(&out, "unix-pair"),
+        "ok",
+        "a socket pair is a pipe: {out}"
+    );
+    // Each family, MPTCP on agentplane's port and the UNIX socket: cases of their own.
+    for _ in 0..64 + 2 {
+        tally.case(true);
+    }
+
+    // Device nodes and capabilities.
+    let devices = probe(&served, &thread, "make devices").await;
+    let out = stdout(&devices.result);
+    assert!(one(&out, "char-device").starts_with("refused"), "{out}");
+    assert!(one(&out, "block-device").starts_with("refused"), "{out}");
+    assert!(!sb.workspace.join("char-device").exists());
+    assert!(!sb.workspace.join("block-device").exists());
+    assert_eq!(
+        one(&out, "capabilities"),
+        "effective 000000000 permitted 000000000 inheritable 000000000",
+        "{out}"
+    );
+    assert_eq!(one(&out, "bounding"), "0", "{out}");
+    for _ in 0..3 {
+        tally.case(true);
+    }
+
+    // Processes that leave their group and their parent do not outlive the call.
+    let survive = probe(&served, &thread, "make survive").await;
+    assert_eq!(one(&stdout(&survive.result), "survivors"), "started");
+    for file in ["setsid.pid", "orphan.pid", "daemon.pid"] {
+        let pid: i32 = std::fs::read_to_string(sb.workspace.join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"))
+            .trim()
+            .parse()
+            .expect("a pid");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !is_gone(pid) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(is_gone(pid), "{file}: process {pid} outlived its call");
+        tally.case(true);
+    }
+
+    // With network: TCP and UDP over IPv4 and IPv6, the target reached, never
+    // agentplane's own port.
+    let net_thread = thread_in(&served, "netbuilder", &net_ws).await;
+    for step in ["write probe.c", "write params.h", "write Makefile"] {
+        probe(&served, &net_thread, step).await.assert_ok();
+    }
+    let sockets = probe(&served, &net_thread, "make sockets (network)").await;
+    let out = stdout(&sockets.result);
+    let allowed = [
+        "2 1 0", "2 1 6", "2 2 0", "2 2 17", "10 1 0", "10 1 6", "10 2 0", "10 2 17",
+    ];
+    let opened = values(&out, "opened");
+    assert_eq!(opened, allowed, "{out}");
+    assert_eq!(one(&out, "own-port-count"), "0", "{out}");
+    assert_eq!(
+        one(&out, "target-count"),
+        "2",
+        "network allowed, so the target must be reached (else this test shows nothing): {out}"
+    );
+    assert!(one(&out, "unix-socket").starts_with("refused"), "{out}");
+    tally.case(true);
+
+    assert_eq!(
+        unix_accepts.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a confined process connected to a UNIX socket outside its workspace"
+    );
+    // The target listens on 127.0.0.1: the network agent's two IPv4 TCP sockets.
+    assert_eq!(
+        target.hits(),
+        2,
+        "only the network agent reaches the target"
+    );
+    tally.report("kernel");
+}
+
+async fn thread_in(served: &Served, agent: &str, cwd: &std::path::Path) -> String {
+    let response = api(served, Method::POST, "/v1/threads")
+        .json(&json!({"agent": agent, "cwd": cwd, "title": "kernel"}))
+        .send()
+        .await
+        .expect("create thread");
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.expect("thread JSON");
+    body["id"].as_str().expect("thread id").to_owned()
+}
