@@ -249,6 +249,19 @@ impl WebEnsemble {
                 format!("{host} has no addresses"),
             ));
         }
+        // agentplane's own API is never a target, whatever the agent may reach: a
+        // fetch from inside would act with the server's own address (issue 30).
+        let own = crate::sandbox::own_ports();
+        if let Some(addr) = addrs
+            .iter()
+            .find(|addr| own.contains(&addr.port()) && (self.screen)(addr.ip()).is_some())
+        {
+            return Err(denied(&format!(
+                "{host} resolves to {}, and port {} is agentplane's own; no agent reaches it",
+                addr.ip(),
+                addr.port()
+            )));
+        }
         if !self.access.allow_private {
             for addr in &addrs {
                 if let Some(kind) = (self.screen)(addr.ip()) {

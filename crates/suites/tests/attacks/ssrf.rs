@@ -207,6 +207,74 @@ async fn fetch_url_refuses_private_addresses_in_every_spelling_and_redirects_to_
     tally.report("ssrf-fetch");
 }
 
+/// agentplane's own API is never a fetch target, even for an agent that may reach
+/// private networks and whose scope names 127.0.0.1: directly, as `localhost`, over
+/// IPv6, or at the end of a redirect from an allowed host. The same agent reaches
+/// another port on 127.0.0.1, so the refusals are not a broken network.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_url_never_reaches_agentplanes_own_port() {
+    let other = Target::ok(INTERNAL).await;
+    let model_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let model_port = model_listener.local_addr().expect("addr").port();
+    let sb = sandbox(AGENTS);
+    std::fs::create_dir(sb.root.join("policies")).expect("policies");
+    std::fs::write(
+        sb.root.join("policies/scope.yaml"),
+        "name: scoped-hosts\ntype: data_scope\ntargets: {agents: [scoped]}\n\
+         rules:\n  hosts: [\"127.0.0.1\", \"localhost\", \"::1\"]\n",
+    )
+    .expect("policy");
+    let served = agentplane_suites::start_with_env(
+        &sb,
+        &format!("http://127.0.0.1:{model_port}/v1"),
+        &[],
+        &[],
+    )
+    .await;
+    let own = served
+        .base
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let redirect = Target::redirect(&format!("http://127.0.0.1:{own}/v1/keys")).await;
+    let cases = [
+        ("own-port", format!("http://127.0.0.1:{own}/v1/agents")),
+        (
+            "own-port-localhost",
+            format!("http://localhost:{own}/v1/agents"),
+        ),
+        ("own-port-ipv6", format!("http://[::1]:{own}/v1/agents")),
+        ("own-port-redirect", redirect.url()),
+    ];
+    let mut calls: Vec<(String, Value)> = cases.iter().map(|(_, url)| fetch(url.clone())).collect();
+    calls.push(fetch(other.url()));
+    let _model = ScriptedServer::listen(Scenario::new(script(&calls)), model_listener)
+        .await
+        .expect("model");
+
+    let mut tally = Tally::default();
+    let thread = create_thread(&served, &sb, "scoped", "own-port").await;
+    for (name, _) in &cases {
+        let probe = probe(&served, &thread, name).await;
+        if probe.output().contains("could not resolve") {
+            probe.assert_failed("execution_failed");
+        } else {
+            probe.assert_refused_as("not_allowed", "network_denied");
+        }
+        assert!(
+            !probe.output().contains("\"agents\""),
+            "{name}: the fetch reached agentplane's API: {}",
+            probe.output()
+        );
+        tally.case(true);
+    }
+    let control = probe(&served, &thread, "another-local-port").await;
+    control.assert_ok();
+    assert!(control.output().contains(INTERNAL), "{}", control.output());
+    tally.report("ssrf-own-port");
+}
+
 /// Webhooks signed with a secret read from a file, private receivers refused.
 const WEBHOOKS: &str = "[executions]\nworkers = 1\npoll_interval_ms = 20\n\
     webhook_secret = \"HOOK\"\nallow_private_webhooks = false\nwebhook_max_attempts = 2\n\

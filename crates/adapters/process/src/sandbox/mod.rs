@@ -458,7 +458,8 @@ pub fn forbid_ports(ports: impl IntoIterator<Item = u16>) {
     own.sort_unstable();
 }
 
-fn own_ports() -> Vec<u16> {
+/// The ports named by [`forbid_ports`]: agentplane's own listeners.
+pub fn own_ports() -> Vec<u16> {
     match OWN_PORTS.read() {
         Ok(own) => own.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
