@@ -4,7 +4,7 @@
 //!
 //! - [`process`]: spawning (a confined run of a tool's program, or a long-lived server
 //!   on stdio) and ending whole process trees.
-//! - [`keeper`] (Linux): the process between us and every program we start, which
+//! - [`reaper`] (Linux): the process between us and every program we start, which
 //!   kills all its descendants when the program ends or we say so.
 //! - [`sandbox`]: the kernel confinement those processes get (Landlock, seccomp,
 //!   rlimits, `no_new_privs`; ADR 0023), prepared before the fork.
@@ -14,9 +14,9 @@
 //! policies, or any protocol; this crate runs what it is given, where it is allowed.
 
 pub mod confine;
-#[cfg(target_os = "linux")]
-pub mod keeper;
 pub mod process;
+#[cfg(target_os = "linux")]
+pub mod reaper;
 pub mod sandbox;
 
 pub use confine::{Access, resolve_in_workspace};

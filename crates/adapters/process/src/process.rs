@@ -10,7 +10,7 @@
 //! output cap and is drained (and discarded) beyond it, so the program never blocks on
 //! a full pipe, until [`DRAIN_CEILING`], where the group is killed.
 //!
-//! Every process starts under a [`keeper`](crate::keeper): the whole tree below it —
+//! Every process starts under a [`reaper`](crate::reaper): the whole tree below it —
 //! also what left the process group (`setsid`) or was orphaned by a double fork — is
 //! killed on timeout, on output overflow, when the run's future is dropped (the
 //! engine's own timeout, a cancelled turn), and also right after the program exits:
@@ -23,7 +23,7 @@
 //! `AGENTPLANE_*` secrets, run in a Landlock domain of their own (so they cannot read
 //! this process's `/proc` entries or signal it), keep their pipes open, and are ended by
 //! [`ServerProcess::terminate`]: SIGTERM to the group and to every descendant found
-//! through `/proc` (also those that left the group), a short grace, then the keeper
+//! through `/proc` (also those that left the group), a short grace, then the reaper
 //! kills the whole tree. Dropping a [`ServerProcess`] kills the same tree at once.
 //!
 //! What must not live here: allowlists and how results read for the model (the
@@ -149,7 +149,7 @@ fn is_executable(path: &Path) -> bool {
 /// [`Outcome`].
 pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
     let confinement = sandbox::prepare(invocation.sandbox, invocation.workspace)?;
-    let (ending, keeper_end) = Ending::pair()?;
+    let (ending, reaper_end) = Ending::pair()?;
     let mut command = Command::new(invocation.program);
     command
         .args(invocation.args)
@@ -163,14 +163,14 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Never SIGKILL the keeper: ending the tree is closing its control pipe.
+        // Never SIGKILL the reaper: ending the tree is closing its control pipe.
         .kill_on_drop(false);
     #[cfg(unix)]
     command.arg0(invocation.name);
-    pre_exec(command.as_std_mut(), confinement, keeper_end);
+    pre_exec(command.as_std_mut(), confinement, reaper_end);
 
     let spawned = command.spawn();
-    // The closure holds the keeper's end of the control pipe: let it go here.
+    // The closure holds the reaper's end of the control pipe: let it go here.
     drop(command);
     let mut child = spawned?;
     let mut group = ending.of(child.id());
@@ -224,8 +224,8 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
     }
 
     if status.is_none() {
-        // Ended above: the keeper kills the tree, then itself. Reap it so no zombie is
-        // left; only a keeper that does not go in time is killed from here.
+        // Ended above: the reaper kills the tree, then itself. Reap it so no zombie is
+        // left; only a reaper that does not go in time is killed from here.
         status = tokio::time::timeout(PIPE_GRACE, child.wait())
             .await
             .ok()
@@ -272,26 +272,26 @@ async fn drain<R: AsyncRead + Unpin>(pipe: Option<R>, cap: usize, into: &mut Cap
     }
 }
 
-/// How a started tree is ended: on Linux its keeper (closing the control pipe kills
+/// How a started tree is ended: on Linux its reaper (closing the control pipe kills
 /// every descendant); elsewhere the process group, with SIGKILL.
 struct Ending {
     #[cfg(target_os = "linux")]
-    keeper: crate::keeper::Keeper,
+    reaper: crate::reaper::Reaper,
     pgid: Option<u32>,
 }
 
-/// What the child needs to become a keeper (nothing off Linux).
+/// What the child needs to become a reaper (nothing off Linux).
 #[cfg(target_os = "linux")]
-type KeeperEnd = crate::keeper::KeeperEnd;
+type ReaperEnd = crate::reaper::ReaperEnd;
 #[cfg(not(target_os = "linux"))]
-type KeeperEnd = ();
+type ReaperEnd = ();
 
 impl Ending {
-    fn pair() -> std::io::Result<(Self, KeeperEnd)> {
+    fn pair() -> std::io::Result<(Self, ReaperEnd)> {
         #[cfg(target_os = "linux")]
         {
-            let (keeper, end) = crate::keeper::pair()?;
-            Ok((Self { keeper, pgid: None }, end))
+            let (reaper, end) = crate::reaper::pair()?;
+            Ok((Self { reaper, pgid: None }, end))
         }
         #[cfg(not(target_os = "linux"))]
         Ok((Self { pgid: None }, ()))
@@ -306,7 +306,7 @@ impl Ending {
     /// Kills the whole tree (once; later calls do nothing).
     fn kill(&mut self) {
         #[cfg(target_os = "linux")]
-        self.keeper.end();
+        self.reaper.end();
         #[cfg(all(unix, not(target_os = "linux")))]
         if let Some(pgid) = self.pgid.and_then(|p| i32::try_from(p).ok()) {
             // SAFETY: kill(2) takes plain integers and touches no memory of ours. A
@@ -329,34 +329,34 @@ impl Drop for Ending {
     }
 }
 
-/// Sets up the child between fork and exec: on Linux it becomes the keeper and its
+/// Sets up the child between fork and exec: on Linux it becomes the reaper and its
 /// own child is confined and execs; elsewhere the child is confined directly. In a
 /// process group of its own either way.
 fn pre_exec(
     command: &mut std::process::Command,
     mut confinement: sandbox::Prepared,
-    keeper_end: KeeperEnd,
+    reaper_end: ReaperEnd,
 ) {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
         command.process_group(0);
         #[cfg(target_os = "linux")]
-        // SAFETY: the keeper and `apply` make system calls only (no allocation, no
+        // SAFETY: the reaper and `apply` make system calls only (no allocation, no
         // lock), which is what a forked child of a multithreaded process may do.
         unsafe {
-            command.pre_exec(move || keeper_end.become_keeper(|| confinement.apply()));
+            command.pre_exec(move || reaper_end.become_reaper(|| confinement.apply()));
         }
         #[cfg(not(target_os = "linux"))]
         // SAFETY: as above.
         unsafe {
-            let () = keeper_end;
+            let () = reaper_end;
             command.pre_exec(move || confinement.apply());
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = (command, &mut confinement, keeper_end);
+        let _ = (command, &mut confinement, reaper_end);
     }
 }
 
@@ -451,8 +451,8 @@ fn spawn_server(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    let (ending, keeper_end) = Ending::pair()?;
-    pre_exec(cmd.as_std_mut(), confinement, keeper_end);
+    let (ending, reaper_end) = Ending::pair()?;
+    pre_exec(cmd.as_std_mut(), confinement, reaper_end);
 
     let spawned = cmd.spawn();
     drop(cmd);
@@ -481,7 +481,7 @@ pub struct ServerProcess {
     child: tokio::process::Child,
     /// `None` once reaped: the id may then belong to someone else.
     pid: Option<u32>,
-    /// Ends the whole tree (the keeper), also when dropped.
+    /// Ends the whole tree (the reaper), also when dropped.
     ending: Ending,
 }
 
@@ -529,7 +529,7 @@ impl ServerProcess {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // The keeper kills what is left, then itself; only if it does not go in time
+        // The reaper kills what is left, then itself; only if it does not go in time
         // is the remembered tree killed from here.
         self.ending.kill();
         if tokio::time::timeout(PIPE_GRACE, self.child.wait())

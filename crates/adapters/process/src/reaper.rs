@@ -1,31 +1,31 @@
-//! The keeper: how every process we start is ended with all its descendants, also
+//! The reaper: how every process we start is ended with all its descendants, also
 //! those that left its process group (`setsid`) or were orphaned on purpose (a double
 //! fork).
 //!
-//! Between fork and exec the child we started becomes a *keeper*: it marks itself a
+//! Between fork and exec the child we started becomes a *reaper*: it marks itself a
 //! child subreaper (`PR_SET_CHILD_SUBREAPER`), so every orphan below it is re-parented
 //! to it instead of to init, forks once more, and the second child goes on to be
-//! confined and to exec the program. The keeper never execs; it blocks every signal it
+//! confined and to exec the program. The reaper never execs; it blocks every signal it
 //! can, closes every descriptor but two, and waits on them:
 //!
-//! - a `signalfd` for `SIGCHLD`: when the program exits, the keeper *sweeps* (below)
+//! - a `signalfd` for `SIGCHLD`: when the program exits, the reaper *sweeps* (below)
 //!   and exits with the program's status (the same code, or the same signal);
 //! - the read end of a control pipe whose write end only the server holds: when the
-//!   server closes it ([`Keeper::end`], dropping the handle) or dies, the keeper sweeps
+//!   server closes it ([`Reaper::end`], dropping the handle) or dies, the reaper sweeps
 //!   and kills itself.
 //!
-//! A sweep reads the keeper's children (`/proc/thread-self/children`), kills each with
+//! A sweep reads the reaper's children (`/proc/thread-self/children`), kills each with
 //! `SIGKILL` and reaps, again and again, until it has no child left: a descendant whose
-//! parent is killed becomes the keeper's child and is killed in the next round. When
+//! parent is killed becomes the reaper's child and is killed in the next round. When
 //! that file cannot be read (no `/proc`, a kernel without `CONFIG_PROC_CHILDREN`), only
 //! the program itself is killed and the survivors are documented (`docs/security.md`).
 //!
-//! The keeper is outside the sandbox's Landlock domain, so a confined program cannot
+//! The reaper is outside the sandbox's Landlock domain, so a confined program cannot
 //! signal it where the kernel scopes signals (Landlock ABI 6); `SIGTERM` to the group
-//! reaches the program and leaves the keeper alone (it blocks it). Nobody else ever
+//! reaches the program and leaves the reaper alone (it blocks it). Nobody else ever
 //! sends it `SIGKILL`: ending a tree is closing the control pipe.
 //!
-//! Everything the keeper does is a system call on memory of its own stack: a forked
+//! Everything the reaper does is a system call on memory of its own stack: a forked
 //! child of a multithreaded process may not allocate or take a lock.
 //!
 //! What must not live here: confinement (`sandbox`), reading output (`process`).
@@ -33,20 +33,20 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// The server's end of a keeper: closing it (or dropping it) ends the whole tree.
+/// The server's end of a reaper: closing it (or dropping it) ends the whole tree.
 #[derive(Debug)]
-pub struct Keeper {
+pub struct Reaper {
     control: Option<OwnedFd>,
 }
 
-/// The keeper's end, moved into the child before fork.
+/// The reaper's end, moved into the child before fork.
 #[derive(Debug)]
-pub struct KeeperEnd {
+pub struct ReaperEnd {
     control: OwnedFd,
 }
 
-/// A control pipe: the server's end and the keeper's end.
-pub fn pair() -> io::Result<(Keeper, KeeperEnd)> {
+/// A control pipe: the server's end and the reaper's end.
+pub fn pair() -> io::Result<(Reaper, ReaperEnd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: pipe2 writes two descriptors into the array on our stack.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -55,30 +55,30 @@ pub fn pair() -> io::Result<(Keeper, KeeperEnd)> {
     // SAFETY: both descriptors were just created and are owned by nothing else.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     Ok((
-        Keeper {
+        Reaper {
             control: Some(write),
         },
-        KeeperEnd { control: read },
+        ReaperEnd { control: read },
     ))
 }
 
-impl Keeper {
-    /// Ends the tree: the keeper kills every descendant, then itself.
+impl Reaper {
+    /// Ends the tree: the reaper kills every descendant, then itself.
     pub fn end(&mut self) {
         self.control = None;
     }
 }
 
-impl KeeperEnd {
+impl ReaperEnd {
     /// Called in the forked child (from `pre_exec`). Returns only in the grandchild,
-    /// which goes on to `confine` itself and exec the program; the keeper never
-    /// returns from here. An error means the keeper could not be set up, and nothing
+    /// which goes on to `confine` itself and exec the program; the reaper never
+    /// returns from here. An error means the reaper could not be set up, and nothing
     /// was started.
     ///
     /// # Safety
     /// Only between fork and exec, in the child: it forks and never returns in the
-    /// keeper.
-    pub unsafe fn become_keeper(&self, confine: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    /// reaper.
+    pub unsafe fn become_reaper(&self, confine: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
         let control = self.control.as_raw_fd();
         // SAFETY: system calls on our own stack only (see the module docs).
         unsafe {
@@ -120,11 +120,11 @@ impl KeeperEnd {
     }
 }
 
-/// The keeper's life: wait for the program's exit or the control pipe's end, sweep,
+/// The reaper's life: wait for the program's exit or the control pipe's end, sweep,
 /// exit as the program did.
 ///
 /// # Safety
-/// Only in the keeper (see [`KeeperEnd::become_keeper`]).
+/// Only in the reaper (see [`ReaperEnd::become_reaper`]).
 unsafe fn keep(program: libc::pid_t, signals: RawFd, control: RawFd) -> ! {
     // SAFETY: system calls on our own stack only.
     unsafe {
@@ -188,7 +188,7 @@ unsafe fn keep(program: libc::pid_t, signals: RawFd, control: RawFd) -> ! {
 /// Returns false when there is no child left.
 ///
 /// # Safety
-/// Only in the keeper.
+/// Only in the reaper.
 unsafe fn reap(program: libc::pid_t, status: &mut Option<libc::c_int>, flags: libc::c_int) -> bool {
     let mut flags = flags;
     loop {
@@ -214,10 +214,10 @@ unsafe fn reap(program: libc::pid_t, status: &mut Option<libc::c_int>, flags: li
 }
 
 /// Kills every child and reaps it until there is none: descendants become children
-/// as their parents die (the keeper is their subreaper), and are killed in turn.
+/// as their parents die (the reaper is their subreaper), and are killed in turn.
 ///
 /// # Safety
-/// Only in the keeper.
+/// Only in the reaper.
 unsafe fn sweep(program: libc::pid_t, status: &mut Option<libc::c_int>) {
     // SAFETY: system calls on our own stack only.
     unsafe {
@@ -239,7 +239,7 @@ unsafe fn sweep(program: libc::pid_t, status: &mut Option<libc::c_int>) {
 /// the list cannot be read.
 ///
 /// # Safety
-/// Only in the keeper.
+/// Only in the reaper.
 unsafe fn kill_children() -> bool {
     // SAFETY: open/read/close on a static path and a buffer on our stack.
     unsafe {
@@ -288,7 +288,7 @@ unsafe fn kill_children() -> bool {
 /// program has its own copies, and a copy held here would keep pipes open).
 ///
 /// # Safety
-/// Only in the keeper.
+/// Only in the reaper.
 unsafe fn close_all_except(a: RawFd, b: RawFd) {
     let (low, high) = if a < b { (a, b) } else { (b, a) };
     // SAFETY: close_range takes plain integers; the fallback closes one by one.
