@@ -218,9 +218,10 @@ async fn declare_and_wait(base: &str, path: &str, length: u64) -> String {
 }
 
 /// A caller whose roles may not do a thing gets `403` whatever its body: malformed
-/// JSON, wrong types, the wrong content type. Before: `400` describing the body (the
-/// body was read and validated before the role check), so a viewer could probe every
-/// write route's input rules.
+/// JSON, wrong types, the wrong content type; over MCP, a `FORBIDDEN` tool result
+/// whatever it names. Before: `400` (or invalid params) describing the body, which was
+/// read and validated before the role check, so a viewer could probe every write
+/// route's input rules.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authorization_comes_before_validation() {
     let model = chatty_model().await;
@@ -342,6 +343,32 @@ async fn authorization_comes_before_validation() {
         refused(&mut tally, status, &text, 403, "FORBIDDEN", what);
         assert!(text.contains("role"), "{what}: names the role: {text}");
     }
+    // The same over MCP: a viewer's `tools/call` is refused as FORBIDDEN whatever it
+    // names or sends (before: invalid-params errors describing its arguments).
+    let session = mcp_session(&served, &viewer).await;
+    for (id, (what, params)) in [
+        ("MCP, viewer, no arguments", json!({"name": "chat"})),
+        (
+            "MCP, viewer, unknown fields",
+            json!({"name": "chat", "arguments": {"task": 5, "sudo": true}}),
+        ),
+        (
+            "MCP, viewer, unknown tool",
+            json!({"name": "nope", "arguments": {"task": "x"}}),
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = mcp_request(&served, &viewer, &session, id + 10, "tools/call", params).await;
+        let result = &answer["result"];
+        assert_eq!(result["isError"], true, "{what}: {answer}");
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let body: Value = serde_json::from_str(text).unwrap_or_default();
+        assert_eq!(body["code"], "FORBIDDEN", "{what}: {answer}");
+        tally.case(true);
+    }
+
     // Callers who may do the thing still get their body's errors.
     let (status, text) = send(
         call(&served, Method::POST, &turns, Some(&operator), None)
@@ -367,6 +394,61 @@ async fn authorization_comes_before_validation() {
         "{stored}"
     );
     tally.report("gaps-authorization-order");
+}
+
+/// Opens an MCP session on `/mcp` with `key`; returns its id.
+async fn mcp_session(served: &agentplane_suites::Served, key: &str) -> String {
+    let response = call(served, Method::POST, "/mcp", Some(key), None)
+        .json(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "gaps", "version": "1"}}
+        }))
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(response.status(), 200);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let _ = response.bytes().await;
+    let response = call(served, Method::POST, "/mcp", Some(key), None)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .expect("initialized");
+    assert!(response.status().is_success(), "{}", response.status());
+    session
+}
+
+/// One JSON-RPC request in an MCP session; the response with its id (sent as JSON or
+/// as an event of an SSE stream).
+async fn mcp_request(
+    served: &agentplane_suites::Served,
+    key: &str,
+    session: &str,
+    id: usize,
+    method: &str,
+    params: Value,
+) -> Value {
+    let (status, text) = send(
+        call(served, Method::POST, "/mcp", Some(key), None)
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    std::iter::once(text.as_str())
+        .chain(text.lines().filter_map(|l| l.strip_prefix("data:")))
+        .filter_map(|candidate| serde_json::from_str::<Value>(candidate.trim()).ok())
+        .find(|message| message["id"] == id)
+        .unwrap_or_else(|| panic!("no response {id}: {text}"))
 }
 
 /// `/mcp` validates `Origin` (the MCP transport requires it): absent or loopback is
