@@ -217,17 +217,18 @@ async fn declare_and_wait(base: &str, path: &str, length: u64) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-/// A caller whose roles may not do a thing gets `403` whatever its body: malformed
-/// JSON, wrong types, the wrong content type; over MCP, a `FORBIDDEN` tool result
-/// whatever it names. Before: `400` (or invalid params) describing the body, which was
-/// read and validated before the role check, so a viewer could probe every write
-/// route's input rules.
+/// A caller whose roles may not do a thing gets `403` whatever its body or query:
+/// malformed JSON, wrong types, the wrong content type, a bad query; over MCP, a
+/// `FORBIDDEN` tool result whatever it names. Before: `400` (or invalid params)
+/// describing the input, which was read and validated before the role check, so a
+/// caller could probe every route's input rules.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authorization_comes_before_validation() {
     let model = chatty_model().await;
     let sb = sandbox("");
     let viewer = cli_key(&sb, &model.base_url(), "alice", &["viewer"]);
     let operator = cli_key(&sb, &model.base_url(), "alice", &["operator"]);
+    let approver = cli_key(&sb, &model.base_url(), "alice", &["approver"]);
     let served = start(&sb, &model.base_url(), &[]).await;
     let (status, text) = send(
         call(&served, Method::POST, "/v1/threads", Some(&operator), None)
@@ -343,6 +344,44 @@ async fn authorization_comes_before_validation() {
         refused(&mut tally, status, &text, 403, "FORBIDDEN", what);
         assert!(text.contains("role"), "{what}: names the role: {text}");
     }
+    // Query strings too: an approver may not read threads, a viewer may not list
+    // approvals, whatever their queries say.
+    for (what, key, path) in [
+        (
+            "approver, threads, bad limit",
+            &approver,
+            "/v1/threads?limit=abc".to_owned(),
+        ),
+        (
+            "approver, history, unknown flag",
+            &approver,
+            format!("/v1/threads/{thread}/history?includeEvents=maybe"),
+        ),
+        (
+            "approver, events, negative position",
+            &approver,
+            format!("/v1/threads/{thread}/events?after=-1"),
+        ),
+        (
+            "approver, costs, unknown grouping",
+            &approver,
+            "/v1/costs?group_by=nope".to_owned(),
+        ),
+        (
+            "approver, executions, unknown field",
+            &approver,
+            "/v1/executions?sudo=1".to_owned(),
+        ),
+        (
+            "viewer, approvals, unknown status",
+            &viewer,
+            "/v1/approvals?status=bogus".to_owned(),
+        ),
+    ] {
+        let (status, text) = send(call(&served, Method::GET, &path, Some(key), None)).await;
+        refused(&mut tally, status, &text, 403, "FORBIDDEN", what);
+    }
+
     // The same over MCP: a viewer's `tools/call` is refused as FORBIDDEN whatever it
     // names or sends (before: invalid-params errors describing its arguments).
     let session = mcp_session(&served, &viewer).await;
