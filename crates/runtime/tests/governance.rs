@@ -206,6 +206,13 @@ async fn tool_access_denies_a_call_and_deny_beats_approval() {
     assert_eq!(results[0].2, Some(ToolErrorKind::PolicyDenied));
     assert!(results[0].3.contains("no-writes"), "{}", results[0].3);
     assert!(!kinds(&events).contains(&"approval_requested"));
+    // The refusal is a `policy_denied` and, like every refused call, a `security_event`.
+    let k = kinds(&events);
+    let denied = k
+        .iter()
+        .position(|k| *k == "policy_denied")
+        .expect("policy_denied");
+    assert_eq!(k[denied + 1], "security_event", "{k:?}");
     assert!(!std::path::Path::new(&s.workspace).join("a.txt").exists());
 }
 

@@ -307,6 +307,8 @@ async fn bad_tool_calls_are_tool_errors_not_failures() {
         )
     });
     assert!(planned_null, "unparseable arguments are recorded as null");
+    // Bad arguments are just invalid; a tool that was not offered is a probe.
+    assert_eq!(security_events(&events), ["unknown_tool"]);
     assert!(!h.workspace.join("a.txt").exists());
 }
 

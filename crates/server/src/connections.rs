@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::http::Request;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -79,10 +80,11 @@ impl Default for ConnectionLimits {
 
 /// The address a per-address cap counts under: IPv4 whole, IPv6 by its /64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct AddressKey(IpAddr);
+pub(crate) struct AddressKey(pub(crate) IpAddr);
 
 impl AddressKey {
-    fn of(addr: SocketAddr) -> Self {
+    /// The key `addr` counts under.
+    pub(crate) fn of(addr: SocketAddr) -> Self {
         match addr.ip() {
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
                 Some(v4) => Self(IpAddr::V4(v4)),
@@ -437,14 +439,19 @@ async fn serve_connection(
     stop: CancellationToken,
 ) {
     let connection = registration.connection.clone();
+    // Handlers that count per address (event-stream followers) read it from here.
+    let peer = tcp.peer_addr().ok();
     let io = TokioIo::new(Watched {
         inner: tcp,
         connection: connection.clone(),
     });
     let for_service = connection.clone();
-    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         let guard = for_service.begin_request();
         let app = app.clone();
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(ConnectInfo(peer));
+        }
         async move {
             let request = request.map(|body| {
                 Body::new(Deadline {

@@ -4,34 +4,76 @@
 //! 422; these wrappers turn every rejection into an [`ApiError`] instead. They only
 //! parse; whether a parsed value makes sense is the hub's call.
 //!
+//! Authorization comes before validation: a JSON body or a query string is read only
+//! once the caller's roles allow what it is for ([`Guarded`], one table in
+//! `guarded.rs`), so a caller who may not do a thing gets `403` whatever it sent, never
+//! a `400` that describes its input. The bounds on [`ApiJson`] and [`ApiQuery`] make
+//! every such route declare it.
+//!
 //! A malformed id in a path (`thr_../../etc`, a turn id where a thread id belongs) is
 //! `404 NOT_FOUND`, like an id that does not exist or belongs to another client: a
 //! client learns nothing from the difference, and there is one answer to handle.
 
+use agentplane_engine::identity::Access;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{Extensions, StatusCode};
 use serde::de::DeserializeOwned;
 
+use crate::AppState;
+use crate::auth::Identity;
 use crate::error::ApiError;
 
-/// A JSON body; a rejection is `400`, `413` (too large) or `415` (not JSON).
+/// A request body or query and who may send it: the access the hub method it is for
+/// requires, checked before it is read (implemented in `guarded.rs`).
+pub(crate) trait Guarded {
+    /// What the caller's roles must allow.
+    const ACCESS: Access;
+    /// What a refusal names ("starting a turn"), as the hub's own check does.
+    const ACTION: &'static str;
+}
+
+/// A JSON body, read once the caller may send it; a rejection is `403` (its roles do
+/// not allow what the body is for), `400`, `413` (too large) or `415` (not JSON).
 #[derive(Debug, Clone)]
 pub struct ApiJson<T>(pub T);
 
-impl<T, S> FromRequest<S> for ApiJson<T>
+impl<T> FromRequest<AppState> for ApiJson<T>
 where
-    T: DeserializeOwned,
-    S: Send + Sync,
+    T: DeserializeOwned + Guarded,
 {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Self(value)),
-            Err(rejection) => Err(json_rejection(&rejection)),
-        }
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        authorize::<T>(&request, state)?;
+        json(request, state).await.map(Self)
+    }
+}
+
+/// Refuses a caller whose roles do not allow what a `T` is for (`403` and a
+/// `security_event`, from the hub).
+pub(crate) fn authorize<T: Guarded>(request: &Request, state: &AppState) -> Result<(), ApiError> {
+    check::<T>(request.extensions(), state)
+}
+
+/// [`authorize`], from the request's extensions.
+fn check<T: Guarded>(extensions: &Extensions, state: &AppState) -> Result<(), ApiError> {
+    let Identity(caller) = extensions
+        .get::<Identity>()
+        // Only reachable if a route were mounted without the middleware.
+        .ok_or_else(|| ApiError::unauthorized("this route was mounted without auth"))?;
+    Ok(state.hub.authorize(caller, T::ACCESS, T::ACTION)?)
+}
+
+/// Reads a JSON body as `T`, every rejection in the envelope. Call [`authorize`] first.
+pub(crate) async fn json<T: DeserializeOwned>(
+    request: Request,
+    state: &AppState,
+) -> Result<T, ApiError> {
+    match axum::Json::<T>::from_request(request, state).await {
+        Ok(axum::Json(value)) => Ok(value),
+        Err(rejection) => Err(json_rejection(&rejection)),
     }
 }
 
@@ -51,18 +93,19 @@ fn json_rejection(rejection: &JsonRejection) -> ApiError {
     }
 }
 
-/// A query string; a rejection is `400`.
+/// A query string, read once the caller may send it (as [`ApiJson`]); a rejection is
+/// `403` or `400`.
 #[derive(Debug, Clone)]
 pub struct ApiQuery<T>(pub T);
 
-impl<T, S> FromRequestParts<S> for ApiQuery<T>
+impl<T> FromRequestParts<AppState> for ApiQuery<T>
 where
-    T: DeserializeOwned,
-    S: Send + Sync,
+    T: DeserializeOwned + Guarded,
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        check::<T>(&parts.extensions, state)?;
         match Query::<T>::from_request_parts(parts, state).await {
             Ok(Query(value)) => Ok(Self(value)),
             Err(rejection) => Err(query_rejection(&rejection)),

@@ -47,14 +47,17 @@ mod access_log;
 mod acp_agent;
 mod auth;
 mod body;
+mod body_limit;
 mod connections;
 mod error;
 mod extract;
 mod followers;
+mod guarded;
 mod mcp;
 mod metrics_layer;
 mod model_probe;
 mod openapi;
+mod origin;
 mod routes;
 mod sse;
 mod summary;
@@ -86,6 +89,7 @@ pub use error::{ApiError, status_of};
 pub use followers::FollowerLimits;
 pub use mcp::{StdioError, StdioOptions, serve_stdio};
 pub use model_probe::{AgentModel, MODEL_PROBE_TIMEOUT, probe_models};
+pub use origin::AllowedOrigins;
 pub use summary::{StartupSummary, startup_summary};
 
 use crate::routes::{agents, events, health, permissions, threads, turns};
@@ -116,6 +120,8 @@ pub struct RouterOptions {
     pub executions: Option<Arc<Executions>>,
     /// How many event streams may follow threads at once.
     pub followers: FollowerLimits,
+    /// Browser origins `/mcp` accepts besides loopback ones.
+    pub allowed_origins: AllowedOrigins,
 }
 
 impl Default for RouterOptions {
@@ -127,6 +133,7 @@ impl Default for RouterOptions {
             metrics: None,
             executions: None,
             followers: FollowerLimits::default(),
+            allowed_origins: AllowedOrigins::default(),
         }
     }
 }
@@ -143,6 +150,7 @@ impl fmt::Debug for RouterOptions {
             .field("metrics", &self.metrics.is_some())
             .field("executions", &self.executions.is_some())
             .field("followers", &self.followers)
+            .field("allowed_origins", &self.allowed_origins)
             .finish()
     }
 }
@@ -176,6 +184,8 @@ pub struct ServeOptions {
     pub connections: ConnectionLimits,
     /// How many event streams may follow threads at once.
     pub followers: FollowerLimits,
+    /// Browser origins `/mcp` accepts besides loopback ones (`[server] allowed_origins`).
+    pub allowed_origins: AllowedOrigins,
 }
 
 impl fmt::Debug for ServeOptions {
@@ -194,6 +204,7 @@ impl fmt::Debug for ServeOptions {
             .field("stop", &self.stop.is_some())
             .field("connections", &self.connections)
             .field("followers", &self.followers)
+            .field("allowed_origins", &self.allowed_origins)
             .finish()
     }
 }
@@ -366,7 +377,12 @@ fn build(
                 },
             ),
         )
-        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate));
+        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate))
+        // Outside the credential check: a foreign page is refused whatever it sends.
+        .route_layer(from_fn_with_state(
+            Arc::new(options.allowed_origins.clone()),
+            origin::check,
+        ));
     let router = router.merge(mcp);
     let router = router.merge(routes::ui::routes());
     // Not OpenAPI routes either: their contract is OpenAI's (ADR 0014). Same auth.
@@ -395,6 +411,10 @@ fn build(
     };
     router
         .layer(DefaultBodyLimit::max(options.body_limit))
+        .layer(from_fn_with_state(
+            options.body_limit,
+            body_limit::refuse_declared_oversize,
+        ))
         .layer(from_fn(access_log::log_requests))
         .with_state(state)
 }
@@ -435,6 +455,7 @@ pub async fn serve(
             metrics: options.metrics.clone(),
             executions: options.executions.clone(),
             followers: options.followers,
+            allowed_origins: options.allowed_origins.clone(),
         },
         streams_end.clone(),
         mcp_stop.clone(),
@@ -513,6 +534,7 @@ mod tests {
             stop: None,
             connections: ConnectionLimits::default(),
             followers: FollowerLimits::default(),
+            allowed_origins: AllowedOrigins::default(),
         }
     }
 

@@ -345,10 +345,11 @@ async fn event_stream_followers_are_capped_per_client_and_in_total() {
     let model = ScriptedServer::start(Scenario::new(vec![]))
         .await
         .expect("model");
-    // All from 127.0.0.1: the per-address connection cap (256) must not refuse first.
+    // All from 127.0.0.1: the per-address caps (256 connections, 256 followers) must
+    // not refuse first.
     let sb = sandbox(
         "[server]\nmax_sse_followers = 300\nmax_sse_followers_per_client = 200\n\
-         max_connections_per_address = 1000\n",
+         max_connections_per_address = 1000\nmax_sse_followers_per_address = 1000\n",
     );
     let served = start(&sb, &model.base_url(), &[]).await;
     let pid = served.pid();

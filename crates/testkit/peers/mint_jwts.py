@@ -1,5 +1,6 @@
-"""Mints the OIDC tests' tokens with PyJWT (a third-party JWT library): two key sets
-(before and after a rotation) and one token per case, printed as one JSON object.
+"""Mints the OIDC tests' tokens with PyJWT (a third-party JWT library): three key sets
+(before and after a rotation, and one key without a kid) and one token per case,
+printed as one JSON object.
 
 Usage: python mint_jwts.py ISSUER AUDIENCE
 """
@@ -74,5 +75,10 @@ print(json.dumps({
         "hostile client id": rs(claims(sub="../x y")),
     },
     "rotated": rs(claims(sub="alice"), kid="k2", key=rsa2),
+    # No kid: accepted only when the key set holds exactly one key.
+    "no_kid": jwt.encode(claims(), rsa1, algorithm="RS256"),
+    "no_kid_other_key": jwt.encode(claims(), rsa2, algorithm="RS256"),
+    "jwks_single_no_kid": {"keys": [{k: v for k, v in jwk_of(rsa1, "k1", "RS256").items()
+                                     if k != "kid"}]},
     "unknown_kids": [rs(claims(), kid=f"nope-{i}") for i in range(20)],
 }))

@@ -6,10 +6,11 @@
 //! algorithm are refused before a key is looked at. `iss`, `aud`, `exp` and `nbf` are
 //! required and checked with the configured leeway. Keys are cached; a token naming an
 //! unknown `kid` refetches the set (key rotation), at most once per [`MIN_REFETCH`], so
-//! a flood of made-up `kid`s costs the provider one request a second. Nothing here
-//! logs or returns a token.
+//! a flood of made-up `kid`s costs the provider one request a second. A token without
+//! a `kid` is checked against the provider's only key when it publishes exactly one
+//! (providers with a single key often name none); with several it is refused, since
+//! trying each would let the token pick. Nothing here logs or returns a token.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -41,8 +42,36 @@ pub struct OidcVerifier {
 
 #[derive(Default)]
 struct Keys {
-    by_kid: HashMap<String, (Algorithm, DecodingKey)>,
+    set: Vec<SigningKey>,
     fetched: Option<Instant>,
+}
+
+/// One usable key of the provider's set.
+#[derive(Clone)]
+struct SigningKey {
+    kid: Option<String>,
+    alg: Algorithm,
+    key: DecodingKey,
+}
+
+/// Which key of `set` a token's `kid` (or its absence) names.
+fn select(set: &[SigningKey], kid: Option<&str>) -> Result<(Algorithm, DecodingKey), String> {
+    let found = match kid {
+        Some(kid) => set.iter().find(|k| k.kid.as_deref() == Some(kid)),
+        None => match set {
+            [only] => Some(only),
+            [] => None,
+            several => {
+                return Err(format!(
+                    "the token names no signing key (kid) and the provider publishes {}",
+                    several.len()
+                ));
+            }
+        },
+    };
+    found
+        .map(|k| (k.alg, k.key.clone()))
+        .ok_or_else(|| "the token's signing key is unknown".into())
 }
 
 impl OidcVerifier {
@@ -61,8 +90,8 @@ impl OidcVerifier {
         })
     }
 
-    /// Fetches the key set, keeping RS256 and ES256 keys that have a `kid`.
-    async fn fetch(&self) -> Result<HashMap<String, (Algorithm, DecodingKey)>, String> {
+    /// Fetches the key set, keeping its RS256 and ES256 keys.
+    async fn fetch(&self) -> Result<Vec<SigningKey>, String> {
         if let Ok(mut n) = self.fetches.lock() {
             *n += 1;
         }
@@ -87,11 +116,8 @@ impl OidcVerifier {
         }
         let set: JwkSet = serde_json::from_slice(&body)
             .map_err(|e| format!("the provider's key set is not a JWKS: {e}"))?;
-        let mut keys = HashMap::new();
+        let mut keys = Vec::new();
         for jwk in &set.keys {
-            let Some(kid) = &jwk.common.key_id else {
-                continue;
-            };
             let alg = match &jwk.algorithm {
                 AlgorithmParameters::RSA(_) => Algorithm::RS256,
                 AlgorithmParameters::EllipticCurve(_) => Algorithm::ES256,
@@ -99,29 +125,31 @@ impl OidcVerifier {
                 _ => continue,
             };
             if let Ok(key) = DecodingKey::from_jwk(jwk) {
-                keys.insert(kid.clone(), (alg, key));
+                keys.push(SigningKey {
+                    kid: jwk.common.key_id.clone(),
+                    alg,
+                    key,
+                });
             }
         }
         Ok(keys)
     }
 
-    /// The key named `kid`, refetching the set once if it is unknown and the last
-    /// fetch is old enough.
-    async fn key(&self, kid: &str) -> Result<(Algorithm, DecodingKey), String> {
+    /// The key a token's `kid` names ([`select`]), refetching the set once if it has
+    /// none such and the last fetch is old enough.
+    async fn key(&self, kid: Option<&str>) -> Result<(Algorithm, DecodingKey), String> {
         let mut keys = self.keys.lock().await;
-        if let Some(found) = keys.by_kid.get(kid) {
-            return Ok(found.clone());
+        let cached = select(&keys.set, kid);
+        if cached.is_ok() {
+            return cached;
         }
         let due = keys.fetched.is_none_or(|at| at.elapsed() >= MIN_REFETCH);
         if !due {
-            return Err("the token's signing key is unknown".into());
+            return cached;
         }
         keys.fetched = Some(Instant::now());
-        keys.by_kid = self.fetch().await?;
-        keys.by_kid
-            .get(kid)
-            .cloned()
-            .ok_or_else(|| "the token's signing key is unknown".into())
+        keys.set = self.fetch().await?;
+        select(&keys.set, kid)
     }
 
     /// How many times the key set was fetched.
@@ -137,8 +165,7 @@ impl TokenVerifier for OidcVerifier {
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {
             return Err(format!("algorithm {:?} is not accepted", header.alg));
         }
-        let kid = header.kid.ok_or("the token names no signing key (kid)")?;
-        let (alg, key) = self.key(&kid).await?;
+        let (alg, key) = self.key(header.kid.as_deref()).await?;
         if alg != header.alg {
             return Err("the token's algorithm does not match its key".into());
         }
@@ -191,5 +218,49 @@ fn reason(e: &jsonwebtoken::errors::Error) -> &'static str {
         ErrorKind::MissingRequiredClaim(_) => "a required claim is missing",
         ErrorKind::InvalidAlgorithm => "the algorithm does not match the key",
         _ => "the token is malformed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(kid: Option<&str>, alg: Algorithm) -> SigningKey {
+        SigningKey {
+            kid: kid.map(str::to_owned),
+            alg,
+            key: DecodingKey::from_secret(b"only the selection is tested"),
+        }
+    }
+
+    #[test]
+    fn a_token_without_kid_uses_the_only_key_and_no_other() {
+        let only = [key(None, Algorithm::RS256)];
+        assert_eq!(select(&only, None).map(|(a, _)| a), Ok(Algorithm::RS256));
+        let named = [key(Some("k1"), Algorithm::ES256)];
+        assert_eq!(select(&named, None).map(|(a, _)| a), Ok(Algorithm::ES256));
+        let several = [
+            key(Some("k1"), Algorithm::RS256),
+            key(None, Algorithm::ES256),
+        ];
+        let refused = select(&several, None).err().expect("ambiguous");
+        assert!(refused.contains("publishes 2"), "{refused}");
+        assert!(select(&[], None).is_err());
+    }
+
+    #[test]
+    fn a_kid_names_exactly_its_key() {
+        let set = [
+            key(Some("k1"), Algorithm::RS256),
+            key(Some("e1"), Algorithm::ES256),
+        ];
+        assert_eq!(
+            select(&set, Some("e1")).map(|(a, _)| a),
+            Ok(Algorithm::ES256)
+        );
+        assert!(select(&set, Some("k2")).is_err());
+        // A key without a kid is never what a kid names.
+        let unnamed = [key(None, Algorithm::RS256)];
+        assert!(select(&unnamed, Some("k1")).is_err());
     }
 }

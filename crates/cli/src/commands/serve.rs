@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use agentplane_runtime::{Config, ModelStatus};
 use agentplane_server::{
-    ConnectionLimits, DEFAULT_HEARTBEAT, FollowerLimits, MODEL_PROBE_TIMEOUT, ServeOptions,
-    StartupSummary, check_bind, probe_models, serve, startup_summary,
+    AllowedOrigins, ConnectionLimits, DEFAULT_HEARTBEAT, FollowerLimits, MODEL_PROBE_TIMEOUT,
+    ServeOptions, StartupSummary, check_bind, probe_models, serve, startup_summary,
 };
 use clap::Args;
 
@@ -74,6 +74,10 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             ));
         }
     };
+    let allowed_origins = match AllowedOrigins::parse(&config.server.allowed_origins) {
+        Ok(allowed) => allowed,
+        Err(e) => return usage(&format!("`server.allowed_origins`: {e}")),
+    };
     let mut options = ServeOptions {
         listen,
         auth_token: config.server.auth_token.clone(),
@@ -92,7 +96,9 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         followers: FollowerLimits {
             max_total: config.server.limits.max_sse_followers,
             max_per_client: config.server.limits.max_sse_followers_per_client,
+            max_per_address: config.server.limits.max_sse_followers_per_address,
         },
+        allowed_origins,
     };
     fit_connections_to_open_files(&mut options.connections);
     // Refuse a public bind before the store is opened or a port is taken.

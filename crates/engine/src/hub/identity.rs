@@ -67,6 +67,14 @@ impl Hub {
         )))
     }
 
+    /// The same check, for an interface that must decide before it looks at a
+    /// request's input (the HTTP layer, before it reads a body): a caller whose roles
+    /// may not do the thing learns nothing about what it sent. The hub method it then
+    /// calls checks again.
+    pub fn authorize(&self, caller: &Caller, access: Access, action: &str) -> Result<(), HubError> {
+        self.require(caller, access, action).map(|_| ())
+    }
+
     /// Verifies OIDC bearer tokens with `verifier`; from then on credentials are
     /// required, as with keys.
     pub fn use_token_verifier(&self, verifier: Arc<dyn TokenVerifier>) {

@@ -59,11 +59,19 @@ impl ActiveTurn<'_> {
         })
     }
 
-    /// Refuses a call by a policy: recorded as `policy_denied`, answered as a tool error.
+    /// Refuses a call by a policy: recorded as `policy_denied` and, being a call the
+    /// agent was not allowed to make, as a `security_event` of the same type (as an
+    /// external agent's refused ask is); answered as a tool error.
     async fn refuse(&self, call: &ToolCall, refusal: &Refusal) -> Result<Gated, Stop> {
         let what = format!("`{}`", call.name);
         self.record(refusal.event(&what, Some(&call.name), Some(&call.id)))
             .await?;
+        self.record(EventPayload::SecurityEvent {
+            event_type: "policy_denied".to_owned(),
+            tool: Some(call.name.clone()),
+            detail: refusal.message(&what),
+        })
+        .await?;
         Ok(Gated::Done(Err(ToolError::new(
             refusal.tool_error_kind(),
             refusal.message(&what),
@@ -88,8 +96,11 @@ impl ActiveTurn<'_> {
         let Some(entry) = tools.get(&call.name) else {
             let mut known: Vec<&str> = tools.keys().map(String::as_str).collect();
             known.sort_unstable();
-            return done(Err(ToolError::new(
+            // A tool that was not offered: a probe past the agent's tool list, so also
+            // a `security_event` (recorded with the result, in `finish_call`).
+            return done(Err(ToolError::violation(
                 ToolErrorKind::UnknownTool,
+                "unknown_tool",
                 format!(
                     "there is no tool `{}`; the tools are: {}",
                     call.name,

@@ -192,6 +192,9 @@ pub struct ServerConfig {
     pub permission_timeout: Duration,
     /// How long shutdown lets running turns finish before cancelling them.
     pub shutdown_grace: Duration,
+    /// Browser origins `/mcp` accepts besides loopback ones, as written (the server
+    /// parses them when it starts).
+    pub allowed_origins: Vec<String>,
     /// Connection timeouts and caps, event stream caps.
     pub limits: ServerLimits,
     /// Absolute directories that outside callers' workspaces must lie in (ADR 0031);
@@ -210,6 +213,7 @@ impl fmt::Debug for ServerConfig {
             .field("allow_public", &self.allow_public)
             .field("permission_timeout", &self.permission_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("allowed_origins", &self.allowed_origins)
             .field("limits", &self.limits)
             .field("workspace_roots", &self.workspace_roots)
             .finish()
@@ -313,12 +317,14 @@ struct FileServer {
     allow_public: Option<bool>,
     permission_timeout_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
+    allowed_origins: Option<Vec<String>>,
     header_read_timeout_secs: Option<u64>,
     idle_timeout_secs: Option<u64>,
     max_connections: Option<usize>,
     max_connections_per_address: Option<usize>,
     max_sse_followers: Option<usize>,
     max_sse_followers_per_client: Option<usize>,
+    max_sse_followers_per_address: Option<usize>,
     workspace_roots: Option<Vec<PathBuf>>,
 }
 
@@ -521,6 +527,7 @@ impl Config {
             max_connections_per_address: server.max_connections_per_address,
             max_sse_followers: server.max_sse_followers,
             max_sse_followers_per_client: server.max_sse_followers_per_client,
+            max_sse_followers_per_address: server.max_sse_followers_per_address,
         }
         .resolve()
         .map_err(|(key, m)| in_file(&format!("server.{key}"), m))?;
@@ -617,6 +624,7 @@ impl Config {
                 allow_public: server.allow_public.unwrap_or(false),
                 permission_timeout: Duration::from_secs(permission_timeout_secs),
                 shutdown_grace: Duration::from_secs(server.shutdown_grace_secs.unwrap_or(30)),
+                allowed_origins: server.allowed_origins.clone().unwrap_or_default(),
                 limits,
                 workspace_roots,
             },

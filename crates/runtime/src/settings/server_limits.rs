@@ -9,6 +9,7 @@
 //! max_connections_per_address = 256  # from one address (IPv6: one /64)
 //! max_sse_followers = 1024           # `GET /v1/threads/{id}/events` streams at once
 //! max_sse_followers_per_client = 32  # ... per client id
+//! max_sse_followers_per_address = 256 # ... per remote address (every loopback address is one)
 //! ```
 //!
 //! The server crate owns what the values do; this file only checks them.
@@ -32,6 +33,8 @@ pub struct ServerLimits {
     pub max_sse_followers: usize,
     /// Event streams following threads at once, per client.
     pub max_sse_followers_per_client: usize,
+    /// Event streams following threads at once, per remote address.
+    pub max_sse_followers_per_address: usize,
 }
 
 impl Default for ServerLimits {
@@ -43,6 +46,7 @@ impl Default for ServerLimits {
             max_connections_per_address: 256,
             max_sse_followers: 1024,
             max_sse_followers_per_client: 32,
+            max_sse_followers_per_address: 256,
         }
     }
 }
@@ -56,6 +60,7 @@ pub struct FileServerLimits {
     pub max_connections_per_address: Option<usize>,
     pub max_sse_followers: Option<usize>,
     pub max_sse_followers_per_client: Option<usize>,
+    pub max_sse_followers_per_address: Option<usize>,
 }
 
 /// The largest timeout accepted: a day.
@@ -111,6 +116,11 @@ impl FileServerLimits {
                 self.max_sse_followers_per_client,
                 defaults.max_sse_followers_per_client,
             )?,
+            max_sse_followers_per_address: cap(
+                "max_sse_followers_per_address",
+                self.max_sse_followers_per_address,
+                defaults.max_sse_followers_per_address,
+            )?,
         };
         Ok(limits)
     }
@@ -136,5 +146,13 @@ mod tests {
             ..FileServerLimits::default()
         };
         assert_eq!(huge.resolve().unwrap_err().0, "max_connections");
+        let zero = FileServerLimits {
+            max_sse_followers_per_address: Some(0),
+            ..FileServerLimits::default()
+        };
+        assert_eq!(
+            zero.resolve().unwrap_err().0,
+            "max_sse_followers_per_address"
+        );
     }
 }

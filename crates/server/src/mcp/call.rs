@@ -197,7 +197,7 @@ fn error_result(ids: &Ids, code: &str, message: &str, text: Option<String>) -> C
 
 /// A hub error before the turn ran: the caller's mistake as invalid params, anything
 /// else as a failed tool call (internal causes are logged, never sent).
-fn failure(error: HubError) -> Result<CallToolResult, ErrorData> {
+pub(super) fn failure(error: HubError) -> Result<CallToolResult, ErrorData> {
     let error = ApiError::from(error);
     match error.code() {
         ErrorCode::InvalidArgument | ErrorCode::NotFound => Err(ErrorData::invalid_params(

@@ -23,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentplane_engine::hub::Hub;
+use agentplane_engine::identity::Access;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -117,6 +118,14 @@ impl ServerHandler for AgentTools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let client = self.client(&context)?;
+        // Authorization before validation: a caller who may not start turns is refused
+        // whatever it names or sends, as on `/v1`.
+        if let Err(refused) = self
+            .hub
+            .authorize(&client, Access::Operate, "calling an agent")
+        {
+            return call::failure(refused).map(CallToolResponse::Complete);
+        }
         let agent = self
             .hub
             .agents()

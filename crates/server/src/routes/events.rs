@@ -6,8 +6,11 @@
 //! newer position of the same client. The stream follows the thread until the client
 //! leaves or the server shuts down.
 
+use std::net::SocketAddr;
+
 use agentplane_core::ThreadId;
-use axum::extract::State;
+use axum::Extension;
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
@@ -46,8 +49,8 @@ pub(crate) struct EventsQuery {
         (status = 200, description = "The thread's events as Server-Sent Events, as for a \
             turn, followed until the client disconnects or the server shuts down.",
             content_type = "text/event-stream", body = StreamedEvent),
-        (status = 429, description = "Too many event streams open (per client or in \
-            total): `RATE_LIMITED`, with `Retry-After`.", body = crate::error::ErrorEnvelope),
+        (status = 429, description = "Too many event streams open (per client, per \
+            address or in total): `RATE_LIMITED`, with `Retry-After`.", body = crate::error::ErrorEnvelope),
     )
 )]
 pub(crate) async fn follow(
@@ -56,6 +59,7 @@ pub(crate) async fn follow(
     IdPath(thread): IdPath<ThreadId>,
     ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
 ) -> Result<Response, ApiError> {
     // Seqs are positive 64-bit signed integers, as the document says. Both positions
     // are checked, even the one that loses.
@@ -71,7 +75,8 @@ pub(crate) async fn follow(
         None => after,
     };
     // Counted before subscribing, so a refused stream costs the hub nothing.
-    let follower = state.followers.admit(caller.0.client())?;
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr);
+    let follower = state.followers.admit(caller.0.client(), peer)?;
     let events = state.hub.subscribe(&caller.0, &thread, after).await?;
     Ok(sse::respond(events, follower, state.stream_options()))
 }

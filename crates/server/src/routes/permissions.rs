@@ -36,6 +36,12 @@ pub(crate) async fn resolve(
     IdPath(id): IdPath<PermissionId>,
     body: Result<ApiJson<DecisionBody>, ApiError>,
 ) -> Result<Json<PermissionView>, ApiError> {
+    // A caller who may not answer was refused before its body was read.
+    if let Err(refused) = &body
+        && refused.code() == ErrorCode::Forbidden
+    {
+        return Err(refused.clone());
+    }
     // An unreadable body still reaches the hub, as a decision it will refuse: the
     // permission is declined either way.
     let decision = match &body {

@@ -25,7 +25,7 @@ use crate::AppState;
 use crate::auth::Identity;
 use crate::body::{ThreadList, ThreadView};
 use crate::error::{ApiError, ErrorEnvelope};
-use crate::extract::{ApiJson, IdPath};
+use crate::extract::{self, Guarded, IdPath};
 
 // ----- requests ------------------------------------------------------------------------
 
@@ -286,15 +286,18 @@ where
 /// (`["1.2.0"]`), a shape nobody means.
 pub(crate) struct ObjectJson<T>(T);
 
-impl<T, S> axum::extract::FromRequest<S> for ObjectJson<T>
+impl<T> axum::extract::FromRequest<AppState> for ObjectJson<T>
 where
-    T: serde::de::DeserializeOwned,
-    S: Send + Sync,
+    T: serde::de::DeserializeOwned + Guarded,
 {
     type Rejection = ApiError;
 
-    async fn from_request(request: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
-        let ApiJson(value) = ApiJson::<Value>::from_request(request, state).await?;
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &AppState,
+    ) -> Result<Self, ApiError> {
+        extract::authorize::<T>(&request, state)?;
+        let value: Value = extract::json(request, state).await?;
         if !value.is_object() {
             return Err(ApiError::invalid("the request body must be a JSON object"));
         }

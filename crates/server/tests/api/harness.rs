@@ -184,6 +184,7 @@ impl Setup {
                 stop: None,
                 connections: agentplane_server::ConnectionLimits::default(),
                 followers: agentplane_server::FollowerLimits::default(),
+                allowed_origins: agentplane_server::AllowedOrigins::default(),
             },
             async move {
                 let _ = stopped.await;

@@ -60,6 +60,7 @@ async fn serve_refuses_a_public_listener_without_permission_or_token() {
                     stop: None,
                     connections: agentplane_server::ConnectionLimits::default(),
                     followers: agentplane_server::FollowerLimits::default(),
+                    allowed_origins: agentplane_server::AllowedOrigins::default(),
                 },
                 std::future::pending(),
             ),

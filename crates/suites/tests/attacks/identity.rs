@@ -56,7 +56,7 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> (u16, String) {
 
 /// `agentplane keys create` before the server holds the file; the secret is the last
 /// line of its output.
-fn cli_key(sb: &Sandbox, model_url: &str, client: &str, roles: &[&str]) -> String {
+pub(crate) fn cli_key(sb: &Sandbox, model_url: &str, client: &str, roles: &[&str]) -> String {
     let mut cmd = command(sb, model_url);
     cmd.args(["keys", "create", "--client", client]);
     for role in roles {

@@ -9,6 +9,7 @@
 mod auth;
 mod escapes;
 mod fs;
+mod gaps;
 mod identity;
 mod kernel;
 mod limits;

@@ -58,7 +58,8 @@ impl Jwks {
 /// audience or issuer, an expired or not-yet-valid token, `alg: none`, HS256 signed
 /// with the public key, a tampered payload, another key's signature and an
 /// algorithm that does not match the key are 401; a key rotated in is fetched on its
-/// first token, and a flood of unknown `kid`s fetches the set at most once a second.
+/// first token, and a flood of unknown `kid`s fetches the set at most once a second. A
+/// token without a `kid` is accepted only against a key set of one key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oidc_tokens_from_a_third_party_library_are_verified() {
     let issuer = "https://id.example.test";
@@ -158,6 +159,26 @@ async fn oidc_tokens_from_a_third_party_library_are_verified() {
         assert!(!text.contains(bad), "{name}: the answer echoes the token");
     }
 
+    // A token without a kid while the provider publishes two keys: which one it means
+    // is not for the token to say.
+    let no_kid = token("no_kid");
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        Some(&no_kid),
+        None,
+    ))
+    .await;
+    refused(
+        &mut tally,
+        status,
+        &text,
+        401,
+        "UNAUTHORIZED",
+        "no kid, two keys published",
+    );
+
     // A rotation: the new key's token is refused until the provider publishes it, then
     // fetched on its first use.
     let rotated = token("rotated");
@@ -236,8 +257,30 @@ async fn oidc_tokens_from_a_third_party_library_are_verified() {
         "identity-figures oidc: 20 unknown kids in {:?} fetched the key set {fetched} time(s)",
         started.elapsed()
     );
+    // A provider with a single key that names no kid (docs/identity.md): a token
+    // without a kid is checked against that key; one signed by another key, or naming
+    // a kid, is not accepted.
+    *jwks.body.lock().expect("body") = minted["jwks_single_no_kid"].to_string();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (status, text) = send(call(
+        &served,
+        Method::GET,
+        "/v1/threads",
+        Some(&no_kid),
+        None,
+    ))
+    .await;
+    assert_eq!(status, 200, "no kid, the provider's only key: {text}");
+    for (what, bad) in [
+        ("no kid, signed by another key", token("no_kid_other_key")),
+        ("a kid the single-key set does not name", valid.clone()),
+    ] {
+        let (status, text) =
+            send(call(&served, Method::GET, "/v1/threads", Some(&bad), None)).await;
+        refused(&mut tally, status, &text, 401, "UNAUTHORIZED", what);
+    }
     let log = served.stderr();
-    for secret in [&valid, &es, &rotated] {
+    for secret in [&valid, &es, &rotated, &no_kid] {
         let signature = secret.rsplit('.').next().expect("signature");
         assert!(!log.contains(signature), "the log holds a token");
     }

@@ -1,0 +1,77 @@
+//! The body limit, enforced from the declared length: a request whose `Content-Length`
+//! is over the limit is refused with `413` in the standard envelope before anything
+//! reads it, on every route (`/v1`, `/openai/v1`, `/mcp`).
+//!
+//! Without it a route learns the size only while reading, so a client declaring
+//! 99,999,999,999 bytes and sending a few held its request open until the body
+//! timeout. A body without a declared length (chunked) is still cut at the limit by
+//! the reader (`extract.rs`, rmcp's own limit on `/mcp`). What must not live here:
+//! any other check of the request.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+
+/// The middleware: `limit` is the largest body accepted, in bytes.
+pub(crate) async fn refuse_declared_oversize(
+    State(limit): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match declared_length(request.headers()) {
+        Some(declared) if declared > limit as u64 => ApiError::invalid(format!(
+            "the request body is larger than the server accepts ({declared} bytes declared, \
+             at most {limit})"
+        ))
+        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+        .with_detail("max_bytes", limit)
+        .into_response(),
+        _ => next.run(request).await,
+    }
+}
+
+/// The length a request declares, if it declares one that is a number (hyper has
+/// already refused conflicting or malformed `Content-Length` headers).
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with_length(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn the_declared_length_is_read_as_a_number() {
+        assert_eq!(declared_length(&HeaderMap::new()), None);
+        assert_eq!(declared_length(&with_length("0")), Some(0));
+        assert_eq!(
+            declared_length(&with_length("99999999999")),
+            Some(99_999_999_999)
+        );
+        assert_eq!(
+            declared_length(&with_length("18446744073709551615")),
+            Some(u64::MAX)
+        );
+        // Past u64, signed or not a number: not a declared length (hyper refuses these
+        // before a handler runs).
+        for bad in ["18446744073709551616", "-1", "12abc", ""] {
+            assert_eq!(declared_length(&with_length(bad)), None, "{bad}");
+        }
+    }
+}
