@@ -16,15 +16,14 @@
 //! ports. Tools offered by a gateway client are never executed here; their calls go
 //! back to the client, which is why `approval_required` policies do not apply.
 
-use std::sync::Arc;
-
 use agentplane_core::policy::Timestamp;
-use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice};
+use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
 use tokio_util::task::TaskTracker;
 
 use crate::error::HubError;
+use crate::governance::budget::worst_case_tokens;
 use crate::governance::rules::RequestContext;
-use crate::governance::{AdmissionError, Governance, Reservation, admission, worst_case_micros};
+use crate::governance::{AdmissionError, Charge, Meter, admission};
 use crate::ports::{ModelCallRecord, ModelError, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
 
@@ -69,7 +68,9 @@ pub struct GatewayReply {
 }
 
 /// A call that passed admission and holds its budget reservation. Dropping it (or the
-/// future of [`AdmittedCall::call`]) before the call settles releases the reservation.
+/// future of [`AdmittedCall::call`]) before the call settles charges the worst case and
+/// records the call: a client that leaves does not make the model's work free
+/// (`governance::meter`).
 pub struct AdmittedCall {
     id: CompletionId,
     deps: TurnDeps,
@@ -78,7 +79,7 @@ pub struct AdmittedCall {
     tags: Vec<String>,
     client: String,
     request: ChatRequest,
-    held: Held,
+    meter: Meter,
     tasks: TaskTracker,
 }
 
@@ -183,7 +184,10 @@ pub(crate) async fn admit(
         client,
         at: Timestamp::now(),
     };
-    let worst = worst_case_micros(&governance.prices, &request, u64::from(max_output));
+    let worst_tokens = worst_case_tokens(&request, u64::from(max_output));
+    let worst = governance
+        .prices
+        .cost_micros(&request.model, worst_tokens.0, worst_tokens.1);
     let reservation = match admission::admit(governance, deps.store.as_ref(), &ctx, worst).await {
         Ok(reservation) => reservation,
         Err(AdmissionError::Refused(refusal)) => {
@@ -202,17 +206,36 @@ pub(crate) async fn admit(
         Err(AdmissionError::RateLimitsUnavailable(e)) => return Err(e.into()),
         Err(AdmissionError::Store(e)) => return Err(e.into()),
     };
+    let id = CompletionId::new();
+    let mut meter = Meter::new(governance.clone(), reservation, worst_tokens);
+    // Abandoned (the client left, the future was dropped): recorded at the worst case.
+    let abandoned = Recorder {
+        deps: deps.clone(),
+        tasks: tasks.clone(),
+        id: id.clone(),
+        client: client.to_owned(),
+        agent: config.agent.clone(),
+        model: request.model.clone(),
+    };
+    meter.on_abandon(Box::new(move |charge| {
+        let provider = abandoned
+            .deps
+            .providers
+            .names()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let model = abandoned.model.clone();
+        abandoned.record(provider, model, None, &charge);
+    }));
     Ok(AdmittedCall {
-        id: CompletionId::new(),
+        id,
         deps: deps.clone(),
         agent: config.agent.clone(),
         tags: config.tags.clone(),
         client: client.to_owned(),
         request,
-        held: Held {
-            governance: governance.clone(),
-            reservation: Some(reservation),
-        },
+        meter,
         tasks,
     })
 }
@@ -229,37 +252,84 @@ impl AdmittedCall {
     }
 
     /// Makes the call, streaming text deltas to `on_text`; prices it, settles the
-    /// budget, and records it (in the background: the answer does not wait for the
-    /// store). A failed call costs nothing and is not recorded.
-    pub async fn call(mut self, on_text: &mut TextSink<'_>) -> Result<GatewayReply, HubError> {
-        let (mut response, provider) =
-            call_model(&self.deps, &self.agent, &self.tags, &self.request, on_text).await?;
+    /// budget (`governance::meter`: at most the worst case), and records it (in the
+    /// background: the answer does not wait for the store). A call that fails before
+    /// any text arrived costs nothing and is not recorded; after text, it costs the
+    /// worst case.
+    pub async fn call(self, on_text: &mut TextSink<'_>) -> Result<GatewayReply, HubError> {
+        let mut texted = false;
+        let answered = {
+            let mut seen = |text: &str| {
+                texted = true;
+                on_text(text);
+            };
+            call_model(
+                &self.deps,
+                &self.agent,
+                &self.tags,
+                &self.request,
+                &mut seen,
+            )
+            .await
+        };
+        let recorder = Recorder {
+            deps: self.deps.clone(),
+            tasks: self.tasks.clone(),
+            id: self.id.clone(),
+            client: self.client.clone(),
+            agent: self.agent.clone(),
+            model: self.request.model.clone(),
+        };
+        let (mut response, provider) = match answered {
+            Ok(answered) => answered,
+            Err(e) if texted => {
+                let charge = self.meter.worst_charge();
+                self.meter.settle(&charge, &self.agent, "").await;
+                recorder.record(String::new(), self.request.model.clone(), None, &charge);
+                return Err(e.into());
+            }
+            Err(e) => {
+                self.meter.release().await;
+                return Err(e.into());
+            }
+        };
         if response.model.is_empty() {
             response.model = self.request.model.clone();
         }
-        let usage = response.usage.unwrap_or_default();
-        let governance = &self.deps.governance;
-        // Usage the server did not report costs the reserved worst case, never 0.
-        let usd_micros = match response.usage {
-            Some(_) => governance.prices.cost_micros(
-                &response.model,
-                usage.input_tokens,
-                usage.output_tokens,
-            ),
-            None => self.held.amount(),
-        };
-        self.held.settle(usd_micros).await;
+        let charge = self.meter.price(&response.model, response.usage);
+        self.meter.settle(&charge, &self.agent, &provider).await;
+        recorder.record(provider, response.model.clone(), response.usage, &charge);
+        Ok(GatewayReply {
+            id: self.id,
+            response,
+        })
+    }
+}
+
+/// Records a gateway call for cost reports and the tap, in the background.
+struct Recorder {
+    deps: TurnDeps,
+    tasks: TaskTracker,
+    id: CompletionId,
+    client: String,
+    agent: String,
+    model: String,
+}
+
+impl Recorder {
+    fn record(self, provider: String, model: String, usage: Option<Usage>, charge: &Charge) {
+        let usage = usage.unwrap_or_default();
         let record = ModelCallRecord {
-            id: self.id.clone(),
+            id: self.id,
             client: self.client,
             agent: self.agent,
             provider,
-            model: response.model.clone(),
+            model,
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
-            usd_micros,
+            usd_micros: charge.usd_micros,
         };
-        if let Some(tap) = &governance.tap {
+        if let Some(tap) = &self.deps.governance.tap {
             tap.on_model_call(&record);
         }
         let store = self.deps.store.clone();
@@ -269,10 +339,6 @@ impl AdmittedCall {
                 tracing::error!(call = %id, error = %e, "a gateway call could not be recorded");
             }
         });
-        Ok(GatewayReply {
-            id: self.id,
-            response,
-        })
     }
 }
 
@@ -310,33 +376,6 @@ pub(crate) async fn models(
         size: crate::models::TaskSize::Small,
     };
     Ok(deps.providers.list_models(&key).await?)
-}
-
-/// A budget reservation that is released (settled at 0) if the call never settles:
-/// a client that leaves mid-call must not keep money held.
-struct Held {
-    governance: Arc<Governance>,
-    reservation: Option<Reservation>,
-}
-
-impl Held {
-    fn amount(&self) -> u64 {
-        self.reservation.as_ref().map_or(0, Reservation::amount)
-    }
-
-    async fn settle(&mut self, actual: u64) {
-        if let Some(reservation) = self.reservation.take() {
-            self.governance.budgets.settle(reservation, actual).await;
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(reservation) = self.reservation.take() {
-            self.governance.budgets.release_later(reservation);
-        }
-    }
 }
 
 #[cfg(test)]

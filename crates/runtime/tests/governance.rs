@@ -439,7 +439,7 @@ async fn priced_input_is_reserved_as_its_worst_case_and_never_overspends() {
 #[tokio::test]
 async fn a_cost_event_follows_every_model_call() {
     let s = setup(
-        vec![Step::text("hello").with_usage(2_000_000, 1_000_000)],
+        vec![Step::text("hello").with_usage(100, 200)],
         &[],
         "[prices.\"scripted-model\"]\ninput_per_mtok = 0.5\noutput_per_mtok = 1.5\n",
     )
@@ -461,9 +461,10 @@ async fn a_cost_event_follows_every_model_call() {
             _ => None,
         })
         .expect("a cost event");
-    assert_eq!(cost.0, 2_500_000);
-    assert!((cost.1 - 2.5).abs() < 1e-9);
-    assert_eq!(cost.2, 2_000_000);
+    // 100 × $0.5 + 200 × $1.5 per million tokens.
+    assert_eq!(cost.0, 350);
+    assert!((cost.1 - 0.000_35).abs() < 1e-12);
+    assert_eq!(cost.2, 100);
 }
 
 /// Starts a writer turn in the background that the model drives into a write_file

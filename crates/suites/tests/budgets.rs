@@ -417,3 +417,254 @@ async fn two_replicas_on_postgresql_never_jointly_pass_a_budget_and_a_dead_ones_
             .await;
     }
 }
+
+/// The PostgreSQL URL for the tests that run on both stores; `None` (and a note) where
+/// none is configured outside CI.
+fn postgres_url() -> Option<String> {
+    match std::env::var("AGENTPLANE_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("CI").is_err(),
+                "CI must provide AGENTPLANE_TEST_POSTGRES_URL (scripts/test.sh starts it)"
+            );
+            eprintln!("AGENTPLANE_TEST_POSTGRES_URL is not set: the PostgreSQL half is skipped");
+            None
+        }
+    }
+}
+
+/// Runs `body` on SQLite, then on a fresh PostgreSQL database when one is configured.
+async fn on_both_stores<F, Fut>(body: F)
+where
+    F: Fn(Vec<String>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    body(Vec::new()).await;
+    if let Some(postgres) = postgres_url() {
+        let (db, name, client) = fresh_database(&postgres).await;
+        body(vec!["--db".to_owned(), db]).await;
+        drop(client);
+        if let Ok((admin, connection)) =
+            tokio_postgres::connect(&postgres, tokio_postgres::NoTls).await
+        {
+            tokio::spawn(connection);
+            let _ = admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await;
+        }
+    }
+}
+
+/// A streamed gateway call with the 500-token cap, read until its first text delta and
+/// then dropped: the client leaves right after the text arrives.
+async fn abandon_after_text(served: &Served) {
+    let response = as_client(
+        served,
+        CLIENT,
+        reqwest::Method::POST,
+        "/openai/v1/chat/completions",
+    )
+    .json(&json!({
+        "model": "scripted-model",
+        "max_tokens": 500,
+        "stream": true,
+        "messages": [{"role": "user", "content": "hi"}],
+    }))
+    .send()
+    .await
+    .expect("gateway call");
+    assert_eq!(response.status(), 200);
+    let mut reader = SseReader::from_response(response);
+    loop {
+        let event = reader
+            .next()
+            .await
+            .expect("a chunk before the client leaves");
+        if event.data["choices"][0]["delta"]["content"].is_string() {
+            return;
+        }
+    }
+}
+
+/// Waits until `client` has `calls` recorded calls (gateway calls are recorded in the
+/// background), then returns what was spent.
+async fn spent_when(served: &Served, client: &str, calls: u64) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (usd, recorded) = spent(served, client).await;
+        if recorded >= calls || Instant::now() > deadline {
+            return (usd, recorded);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Twenty streamed gateway calls whose client leaves as soon as the text arrives are
+/// all charged: ten whose usage arrives after the client left (charged that usage),
+/// ten whose server then goes silent (charged the worst case, which here equals it).
+/// Under a budget of exactly twenty calls, the next call is refused: the abandoned
+/// calls were charged on the budget too, not only in the reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_streamed_gateway_calls_are_charged_on_both_stores() {
+    on_both_stores(|extra| async move {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let usage_later = Step::text("answer in pieces")
+            .with_usage(100, 500)
+            .with_split(3)
+            .with_chunk_delay_ms(300);
+        let silent = Step::text("answer then silence")
+            .with_usage(100, 500)
+            .with_split(3)
+            .stalled_after(2);
+        let mut steps = vec![usage_later; 10];
+        steps.extend(vec![silent; 10]);
+        steps.push(Step::text("one more").with_usage(100, 500));
+        let model = ScriptedServer::start(Scenario::new(steps))
+            .await
+            .expect("model");
+        let sb = sandbox(PRICED);
+        // Twenty calls' worth.
+        std::fs::create_dir_all(sb.root.join("policies")).expect("policies dir");
+        std::fs::write(
+            sb.root.join("policies/twenty.yaml"),
+            "name: twenty\ntype: budget\nrules: {usd: 0.04, period: month}\n",
+        )
+        .expect("policy");
+        let served = start(&sb, &model.base_url(), &extra).await;
+
+        for _ in 0..10 {
+            abandon_after_text(&served).await;
+        }
+        futures_util::future::join_all((0..10).map(|_| abandon_after_text(&served))).await;
+        let (usd, calls) = spent_when(&served, CLIENT, 20).await;
+        println!("abandoned ({extra:?}): {calls} calls, {usd} µ$");
+        assert_eq!(calls, 20, "every abandoned call is recorded");
+        assert_eq!(
+            usd,
+            20 * CALL_MICROS,
+            "each is charged its usage or worst case"
+        );
+        // The budget saw them too: a twenty-first call does not fit.
+        let response = as_client(
+            &served,
+            CLIENT,
+            reqwest::Method::POST,
+            "/openai/v1/chat/completions",
+        )
+        .json(&json!({
+            "model": "scripted-model",
+            "max_tokens": 500,
+            "messages": [{"role": "user", "content": "hi"}],
+        }))
+        .send()
+        .await
+        .expect("gateway call");
+        assert_eq!(response.status(), 402, "the budget was not charged");
+    })
+    .await;
+}
+
+/// An upstream that reports 1,000,000 tokens each way against `max_tokens: 50`: thirty
+/// concurrent streamed gateway calls and five turns settle within a $0.005 cap, each
+/// charged its worst case (50 output tokens, $0.0002); the over-report is flagged (a
+/// `security_event` in each turn, the metric for all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_over_reports_usage_is_charged_at_most_the_worst_case_on_both_stores() {
+    const WORST: u64 = 200;
+    const CAP: u64 = 5_000;
+    on_both_stores(|extra| async move {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let model = ScriptedServer::start(
+            Scenario::new(vec![
+                Step::text("lying")
+                    .with_usage(1_000_000, 1_000_000)
+                    .with_delay_ms(50),
+            ])
+            .repeating(true),
+        )
+        .await
+        .expect("model");
+        let sb = sandbox(&format!(
+            "{PRICED}[agents.liar]\nsystem_prompt = \"You answer.\"\nmax_output_tokens = 50\n"
+        ));
+        std::fs::create_dir_all(sb.root.join("policies")).expect("policies dir");
+        std::fs::write(
+            sb.root.join("policies/cap.yaml"),
+            "name: cap\ntype: budget\nrules: {usd: 0.005, period: month}\n",
+        )
+        .expect("policy");
+        let served = start(&sb, &model.base_url(), &extra).await;
+
+        // Five turns first: each records what it was charged and why.
+        for _ in 0..5 {
+            let response = as_client(&served, CLIENT, reqwest::Method::POST, "/v1/threads")
+                .json(&json!({"agent": "liar", "cwd": sb.workspace}))
+                .send()
+                .await
+                .expect("thread");
+            let thread: Value = response.json().await.expect("thread JSON");
+            let thread = thread["id"].as_str().expect("id").to_owned();
+            let response = post_turn(&served, CLIENT, &thread).await;
+            assert_eq!(response.status(), 200);
+            let events = SseReader::from_response(response)
+                .until("turn_completed")
+                .await;
+            let cost = events
+                .iter()
+                .find(|e| e.event == "cost")
+                .expect("cost event");
+            assert_eq!(cost.data["usd_micros"], WORST, "{:?}", cost.data);
+            let flagged = events.iter().find(|e| {
+                e.event == "security_event" && e.data["event_type"] == "usage_over_reported"
+            });
+            assert!(flagged.is_some(), "no security_event: {events:?}");
+            let usage = events.iter().find(|e| e.event == "usage").expect("usage");
+            assert_eq!(
+                usage.data["input_tokens"], 1_000_000,
+                "recorded as reported"
+            );
+        }
+        // Thirty streamed gateway calls at once with `max_tokens: 50`.
+        let calls = (0..30).map(|_| async {
+            let response = as_client(
+                &served,
+                CLIENT,
+                reqwest::Method::POST,
+                "/openai/v1/chat/completions",
+            )
+            .json(&json!({
+                "model": "scripted-model",
+                "max_tokens": 50,
+                "stream": true,
+                "messages": [{"role": "user", "content": "hi"}],
+            }))
+            .send()
+            .await
+            .expect("gateway call");
+            let status = response.status().as_u16();
+            let _ = response.text().await;
+            status
+        });
+        let statuses = futures_util::future::join_all(calls).await;
+        let ok = statuses.iter().filter(|s| **s == 200).count() as u64;
+        assert_eq!(ok, CAP / WORST - 5, "{statuses:?}");
+        let (usd, calls) = spent_when(&served, CLIENT, ok + 5).await;
+        println!("over-reported ({extra:?}): {calls} calls, {usd} µ$ of {CAP}");
+        assert_eq!(usd, (ok + 5) * WORST);
+        assert!(usd <= CAP, "settled past the cap: {usd}");
+        let metrics = reqwest::get(format!("{}/metrics", served.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        let flagged: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("usage_over_reported_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(flagged, (ok + 5) as f64, "{metrics}");
+    })
+    .await;
+}

@@ -118,6 +118,15 @@ impl EventTap for Metrics {
     }
 
     /// A gateway call costs what a turn's model call does, under the gateway's agent.
+    fn on_usage_over_reported(&self, agent: &str, provider: &str) {
+        self.over_reported
+            .get_or_create(&AgentProviderLabels {
+                agent: self.agents.admit(agent),
+                provider: self.providers.admit(provider),
+            })
+            .inc();
+    }
+
     fn on_model_call(&self, call: &ModelCallRecord) {
         self.cost_usd
             .get_or_create(&AgentProviderLabels {

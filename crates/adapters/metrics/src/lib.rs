@@ -153,6 +153,8 @@ pub struct Metrics {
     approval_queue: Gauge,
     tool_calls: Family<ToolStatusLabels, Counter>,
     recovered_calls: Family<ToolLabel, Counter>,
+    /// Model calls whose server reported more usage than the call could have used.
+    over_reported: Family<AgentProviderLabels, Counter>,
     tool_seconds: Family<ToolLabel, Histogram, Buckets>,
     http_requests: Family<RouteStatusLabels, Counter>,
     http_seconds: Family<RouteLabels, Histogram, Buckets>,
@@ -241,6 +243,13 @@ impl Metrics {
              events marked recovered), by tool",
             Listed(recovered_calls.clone()),
         );
+        let over_reported = Family::default();
+        registry.register(
+            "usage_over_reported",
+            "Model calls (turns and gateway) whose server reported more usage than the \
+             call could have used; each was charged its worst case, by agent and provider",
+            Listed(over_reported.clone()),
+        );
         let tool_seconds: Family<ToolLabel, Histogram, Buckets> =
             Family::new_with_constructor(|| Histogram::new(TOOL_SECONDS));
         registry.register(
@@ -288,6 +297,7 @@ impl Metrics {
             approval_queue,
             tool_calls,
             recovered_calls,
+            over_reported,
             tool_seconds,
             http_requests,
             http_seconds,

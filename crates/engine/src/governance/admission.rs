@@ -125,7 +125,7 @@ pub async fn admit(
 ) -> Result<Reservation, AdmissionError> {
     let set = governance.policies.current();
     if set.is_empty() {
-        return Ok(Reservation::default());
+        return Ok(Reservation::unbudgeted(amount));
     }
     if let Decision::Deny { policy, reason } = rules::evaluate(&set, ctx) {
         return Err(AdmissionError::Refused(Refusal::denied(

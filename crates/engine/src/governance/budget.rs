@@ -31,15 +31,10 @@ const TEMPLATE_TOKENS_PER_MESSAGE: u64 = 16;
 /// And around the whole request (the tool block's framing, the generation prompt).
 const TEMPLATE_TOKENS_PER_REQUEST: u64 = 256;
 
-/// The most a call can cost: its input priced as one token per byte of what is sent
+/// The most tokens a call can use: as input one token per byte of what is sent
 /// (messages, tool calls and tool schemas; no tokenizer makes a token of less than one
-/// byte, template markers aside) and `max_output_tokens` priced as output. 0 for a
-/// model without a price.
-pub fn worst_case_micros(
-    prices: &PriceTable,
-    request: &ChatRequest,
-    max_output_tokens: u64,
-) -> u64 {
+/// byte, template markers aside), as output `max_output_tokens`.
+pub fn worst_case_tokens(request: &ChatRequest, max_output_tokens: u64) -> (u64, u64) {
     let mut bytes: u64 = 0;
     for message in &request.messages {
         bytes += message.content.as_deref().map_or(0, str::len) as u64;
@@ -55,7 +50,18 @@ pub fn worst_case_micros(
         bytes += TEMPLATE_TOKENS_PER_MESSAGE;
     }
     bytes += TEMPLATE_TOKENS_PER_REQUEST;
-    prices.cost_micros(&request.model, bytes, max_output_tokens)
+    (bytes, max_output_tokens)
+}
+
+/// The most a call can cost, priced as the model it asks for: its
+/// [`worst_case_tokens`] at the price table's rate. 0 for a model without a price.
+pub fn worst_case_micros(
+    prices: &PriceTable,
+    request: &ChatRequest,
+    max_output_tokens: u64,
+) -> u64 {
+    let (input, output) = worst_case_tokens(request, max_output_tokens);
+    prices.cost_micros(&request.model, input, output)
 }
 
 /// Why a reservation failed.
@@ -77,9 +83,20 @@ pub struct Reservation {
 }
 
 impl Reservation {
+    /// The worst case of a call no budget applies to: nothing held, the amount kept so
+    /// the call is still charged within it (`meter.rs`).
+    pub fn unbudgeted(amount: u64) -> Self {
+        Self { hold: None, amount }
+    }
+
     /// The amount held.
     pub fn amount(&self) -> u64 {
         self.amount
+    }
+
+    /// Whether money is held on a budget for it (some budget applies).
+    pub fn is_held(&self) -> bool {
+        self.hold.is_some()
     }
 }
 
@@ -118,7 +135,7 @@ impl BudgetKeeper {
     ) -> Result<Reservation, BudgetError> {
         let budgets = rules::budgets(set, ctx);
         if budgets.is_empty() {
-            return Ok(Reservation::default());
+            return Ok(Reservation::unbudgeted(amount));
         }
         let mut needs = Vec::with_capacity(budgets.len());
         for (name, budget) in &budgets {
@@ -168,6 +185,12 @@ impl BudgetKeeper {
     /// Releases a reservation from where no `await` is possible (a drop): settled at 0
     /// on a task of its own.
     pub fn release_later(&self, reservation: Reservation) {
+        self.settle_later(reservation, 0);
+    }
+
+    /// Settles `reservation` at `actual` in the background: for a reservation dropped
+    /// where nothing can be awaited (an abandoned call's meter).
+    pub fn settle_later(&self, reservation: Reservation, actual: u64) {
         let Some(hold) = reservation.hold else {
             return;
         };
@@ -175,8 +198,8 @@ impl BudgetKeeper {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    if let Err(e) = ledger.settle(&hold, 0).await {
-                        tracing::error!(%hold, error = %e, "a budget reservation could not be released");
+                    if let Err(e) = ledger.settle(&hold, actual).await {
+                        tracing::error!(%hold, error = %e, "a budget reservation could not be settled");
                     }
                 });
             }

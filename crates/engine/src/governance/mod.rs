@@ -5,6 +5,7 @@
 //! - `policies`: the active, hot-swappable policy set.
 //! - `rate`: exact sliding-window counters in memory (the default `RateLimits`).
 //! - `budget`: reserve-then-settle spending accounts.
+//! - `meter`: one model call's money, reserved to settled (the turn's and the gateway's).
 //! - `prices`: the price table that turns tokens into micro-dollars.
 //! - `admission`: the one check before a turn or a gateway call starts.
 //! - `audit`: the post-turn comparison of what happened with what policy allows.
@@ -13,6 +14,7 @@ pub mod active;
 pub mod admission;
 pub mod audit;
 pub mod budget;
+pub mod meter;
 pub mod prices;
 pub mod rate;
 pub mod rules;
@@ -28,6 +30,7 @@ pub use admission::{AdmissionError, Refusal, admit};
 pub use budget::{
     BudgetError, BudgetKeeper, Exceeded, MemoryLedger, Reservation, worst_case_micros,
 };
+pub use meter::{Charge, Meter};
 pub use prices::{Price, PriceTable};
 pub use rate::{Limited, RateError, RateFacts, RateLimiter, RateLimits};
 
@@ -56,6 +59,10 @@ pub trait EventTap: Send + Sync {
     /// A refusal by a policy outside any thread (a gateway call), which has no
     /// `policy_denied` event to count. The default ignores it.
     fn on_policy_denied(&self, _agent: &str, _refusal: &Refusal) {}
+
+    /// A model server reported more usage than the call could have used (`meter.rs`):
+    /// charged the worst case, counted here.
+    fn on_usage_over_reported(&self, _agent: &str, _provider: &str) {}
 }
 
 /// Everything governance needs at run time. One per process, shared by every turn.

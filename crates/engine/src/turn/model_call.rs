@@ -3,7 +3,11 @@
 //! cost recorded, and Harmony markup turned into tool calls.
 
 use super::*;
-use crate::governance::{Refusal, worst_case_micros};
+use crate::governance::budget::worst_case_tokens;
+use crate::governance::{Charge, Meter, Refusal};
+
+/// The `security_event` type of usage reported above a call's worst case.
+pub const USAGE_OVER_REPORTED: &str = "usage_over_reported";
 
 /// What the model call passes to the task recording its stream.
 pub(super) enum Streamed {
@@ -32,11 +36,10 @@ impl ActiveTurn<'_> {
         let governance = self.deps.governance.clone();
         let policies = governance.policies.current();
         // The call's worst case: every byte sent a token, and the whole output cap.
-        let worst = worst_case_micros(
-            &governance.prices,
-            chat,
-            chat.max_tokens.map_or(0, u64::from),
-        );
+        let worst_tokens = worst_case_tokens(chat, chat.max_tokens.map_or(0, u64::from));
+        let worst = governance
+            .prices
+            .cost_micros(&chat.model, worst_tokens.0, worst_tokens.1);
         let reservation = match governance
             .budgets
             .reserve(
@@ -60,11 +63,22 @@ impl ActiveTurn<'_> {
             }
             Err(BudgetError::Store(e)) => return Err(Stop::Store(e)),
         };
-        let answered = self.stream_model(chat, request, cancel).await;
+        let meter = Meter::new(governance.clone(), reservation, worst_tokens);
+        let mut texted = false;
+        let answered = self.stream_model(chat, request, cancel, &mut texted).await;
+        let agent = request.agent.name.as_str();
         let (response, provider) = match answered {
             Ok(routed) => (routed.response, routed.provider),
+            // Cancelled, or failed after text arrived: the model was asked and worked.
+            Err(stop) if texted || matches!(stop, Stop::Cancelled) => {
+                let charge = meter.worst_charge();
+                meter.settle(&charge, agent, "").await;
+                self.record_charge(&chat.model, String::new(), None, &charge)
+                    .await?;
+                return Err(stop);
+            }
             Err(stop) => {
-                governance.budgets.settle(reservation, 0).await;
+                meter.release().await;
                 return Err(stop);
             }
         };
@@ -74,36 +88,58 @@ impl ActiveTurn<'_> {
         } else {
             response.model.clone()
         };
-        // A call whose usage the server did not report costs its worst case, never 0.
-        let usd_micros = match response.usage {
-            Some(_) => {
-                governance
-                    .prices
-                    .cost_micros(&model, usage.input_tokens, usage.output_tokens)
-            }
-            None => worst,
-        };
-        governance.budgets.settle(reservation, usd_micros).await;
+        let charge = meter.price(&model, response.usage);
+        meter.settle(&charge, agent, &provider).await;
         self.usage.input_tokens += usage.input_tokens;
         self.usage.output_tokens += usage.output_tokens;
+        self.record_charge(&model, provider, response.usage, &charge)
+            .await?;
+        Ok(response)
+    }
+
+    /// Records one call's `usage` and `cost` events (and, when the server claimed more
+    /// than the worst case, a `security_event` saying so): the cost is what was charged.
+    async fn record_charge(
+        &self,
+        model: &str,
+        provider: String,
+        usage: Option<agentplane_core::Usage>,
+        charge: &Charge,
+    ) -> Result<(), Stop> {
+        let reported = usage.unwrap_or_default();
+        if charge.over_reported() {
+            self.record(EventPayload::SecurityEvent {
+                event_type: USAGE_OVER_REPORTED.to_owned(),
+                tool: None,
+                detail: format!(
+                    "the model server reported {} input and {} output tokens (${}), more \
+                     than this call could have used (${}); charged the worst case",
+                    reported.input_tokens,
+                    reported.output_tokens,
+                    usd_of_micros(charge.reported_micros.unwrap_or_default()),
+                    usd_of_micros(charge.worst_micros),
+                ),
+            })
+            .await?;
+        }
         self.record(EventPayload::Usage {
             provider: provider.clone(),
-            model: model.clone(),
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            reported: response.usage.is_some(),
+            model: model.to_owned(),
+            input_tokens: reported.input_tokens,
+            output_tokens: reported.output_tokens,
+            reported: usage.is_some(),
         })
         .await?;
         self.record(EventPayload::Cost {
             provider,
-            model,
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            usd_micros,
-            usd: usd_of_micros(usd_micros),
+            model: model.to_owned(),
+            input_tokens: reported.input_tokens,
+            output_tokens: reported.output_tokens,
+            usd_micros: charge.usd_micros,
+            usd: usd_of_micros(charge.usd_micros),
         })
         .await?;
-        Ok(response)
+        Ok(())
     }
 
     /// The model call itself, through the providers' routing and failover, streaming
@@ -115,6 +151,7 @@ impl ActiveTurn<'_> {
         chat: &ChatRequest,
         request: &TurnRequest,
         cancel: &CancellationToken,
+        texted: &mut bool,
     ) -> Result<crate::models::Routed, Stop> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Streamed>();
         let providers = self.deps.providers.clone();
@@ -153,7 +190,10 @@ impl ActiveTurn<'_> {
             let mut last_flush = Instant::now();
             while let Some(streamed) = rx.recv().await {
                 let text = match streamed {
-                    Streamed::Text(text) => text,
+                    Streamed::Text(text) => {
+                        *texted = true;
+                        text
+                    }
                     Streamed::Failover(failover) => {
                         if !pending.is_empty() {
                             let text = std::mem::take(&mut pending);

@@ -6,8 +6,8 @@
 //! call (policies, rate limits, budget: a refusal is an HTTP status in the standard
 //! envelope, before any stream starts), then makes it. A streamed answer forwards text
 //! deltas as they arrive; a failure after the stream began is one `data:` frame with
-//! the error envelope. A client that leaves mid-stream ends the call and releases its
-//! budget reservation. Every answer passes the process-wide secret redactor, as turn
+//! the error envelope. A client that leaves mid-stream stops the forwarding; the call
+//! goes on for [`ABANDONED_GRACE`] to be charged its usage, else the worst case. Every answer passes the process-wide secret redactor, as turn
 //! events do: a `[secrets]` value or the model API key the model echoes goes out as
 //! `[REDACTED:NAME]`, also when the deltas split it. These routes are not in `/openapi.json`: their contract is
 //! OpenAI's (ADR 0014).
@@ -36,6 +36,9 @@ pub(crate) fn routes() -> axum::Router<AppState> {
         .route("/openai/v1/chat/completions", post(chat_completions))
         .route("/openai/v1/models", get(models))
 }
+
+/// How long a streamed call goes on after its client left, for the usage it reports.
+const ABANDONED_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Now, in Unix seconds (OpenAI's `created`).
 fn unix_now() -> u64 {
@@ -73,10 +76,19 @@ async fn chat_completions(
                 let _ = deltas.send(chunks.text(&safe));
             }
         };
-        let answered = tokio::select! {
-            answered = call.call(&mut on_text) => answered,
-            // The client left: dropping the call releases its budget reservation.
-            () = tx.closed() => return,
+        let answered = {
+            let called = call.call(&mut on_text);
+            tokio::pin!(called);
+            tokio::select! {
+                answered = &mut called => answered,
+                () = tx.closed() => {
+                    // The client left. The model was asked: the call goes on a little
+                    // longer so it is charged the usage it reports; past that, dropping
+                    // it charges the worst case (`governance::meter`), never nothing.
+                    let _ = tokio::time::timeout(ABANDONED_GRACE, &mut called).await;
+                    return;
+                }
+            }
         };
         if let Some(rest) = held.finish() {
             let _ = tx.send(chunks.text(&rest));

@@ -77,7 +77,7 @@ async fn costs(api: &Api, client: &str, query: &str) -> Value {
 #[tokio::test]
 async fn real_turns_are_priced_by_the_built_in_table_and_local_models_are_free() {
     // The model server says which model answered: a hosted one, then a local one.
-    let mut hosted = Step::text("first answer").with_usage(1_000, 100);
+    let mut hosted = Step::text("first answer").with_usage(100, 50);
     hosted.model = Some("gpt-4o-mini".into());
     let local = Step::text("second answer").with_usage(50, 5);
     let api = Setup::new(vec![hosted, local]).start().await;
@@ -92,18 +92,18 @@ async fn real_turns_are_priced_by_the_built_in_table_and_local_models_are_free()
     }
 
     let by_model = costs(&api, "alice", "?group_by=model").await;
-    // gpt-4o-mini at $0.15 / $0.60 per Mtok: 1,000 × 0.15 + 100 × 0.60 = 210 µ$.
+    // gpt-4o-mini at $0.15 / $0.60 per Mtok: 100 × 0.15 + 50 × 0.60 = 45 µ$.
     assert_eq!(
         rows(&by_model),
-        [row("gpt-4o-mini", 1, 210), row("scripted-model", 1, 0)]
+        [row("gpt-4o-mini", 1, 45), row("scripted-model", 1, 0)]
     );
-    assert_eq!(by_model["total"]["input_tokens"], 1_050);
-    assert_eq!(by_model["total"]["output_tokens"], 105);
-    assert_eq!(by_model["total"]["usd"].as_f64(), Some(0.00021));
+    assert_eq!(by_model["total"]["input_tokens"], 150);
+    assert_eq!(by_model["total"]["output_tokens"], 55);
+    assert_eq!(by_model["total"]["usd"].as_f64(), Some(0.000045));
     let per_turn = costs(&api, "alice", &format!("?group_by=turn&thread_id={thread}")).await;
     let usd: Vec<u64> = rows(&per_turn).into_iter().map(|r| r.2).collect();
     assert_eq!(usd.len(), 2, "{per_turn}");
-    assert_eq!(usd.iter().sum::<u64>(), 210);
+    assert_eq!(usd.iter().sum::<u64>(), 45);
     assert_eq!(rows(&costs(&api, "bob", "?group_by=model").await), []);
 }
 

@@ -380,7 +380,9 @@ async fn a_rate_limit_on_the_gateway_agent_is_429_with_retry_after_per_client() 
 
 #[tokio::test]
 async fn a_spent_budget_is_402_and_gateway_calls_show_in_costs_for_their_client_only() {
-    let api = Setup::new(vec![Step::text("pricey").with_usage(1_000_000, 0)])
+    // 4,000 output tokens at $100/M: $0.40 of the $0.50; the next call's worst case
+    // (4,096 tokens, $0.41) no longer fits.
+    let api = Setup::new(vec![Step::text("pricey").with_usage(0, 4_000)])
         .policy(
             "budget.yaml",
             "name: tiny\ntype: budget\ntargets: {tags: [external]}\n\
@@ -388,7 +390,7 @@ async fn a_spent_budget_is_402_and_gateway_calls_show_in_costs_for_their_client_
         )
         .extra_config(
             "[gateway]\ntags = [\"external\"]\n\
-             [prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n",
+             [prices.\"scripted-model\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 100.0\n",
         )
         .start()
         .await;
@@ -410,8 +412,8 @@ async fn a_spent_budget_is_402_and_gateway_calls_show_in_costs_for_their_client_
     let costs = costs_when(&api, "alice", "?group_by=agent", 1).await;
     assert_eq!(costs["rows"][0]["key"], "gateway", "{costs}");
     assert_eq!(costs["rows"][0]["calls"], 1, "{costs}");
-    assert_eq!(costs["rows"][0]["usd_micros"], 1_000_000, "{costs}");
-    assert_eq!(costs["total"]["input_tokens"], 1_000_000, "{costs}");
+    assert_eq!(costs["rows"][0]["usd_micros"], 400_000, "{costs}");
+    assert_eq!(costs["total"]["output_tokens"], 4_000, "{costs}");
     let bob = api.get("/v1/costs", "bob").await;
     assert_eq!(bob.body["total"]["calls"], 0, "{:?}", bob.body);
 }
@@ -466,10 +468,11 @@ async fn model_failures_are_envelopes_before_and_after_the_stream_begins() {
     assert!(!raw.contains("[DONE]"), "{raw}");
     let last = chunks.last().expect("an error frame");
     assert_eq!(last["error"]["code"], "UPSTREAM_UNAVAILABLE", "{raw}");
-    // Failed calls cost nothing and are not recorded.
+    // A call that failed before any text costs nothing and is not recorded; one that
+    // failed after its text began is recorded at its worst case (free here).
     tokio::time::sleep(Duration::from_millis(100)).await;
     let costs = api.get("/v1/costs", "alice").await;
-    assert_eq!(costs.body["total"]["calls"], 0, "{:?}", costs.body);
+    assert_eq!(costs.body["total"]["calls"], 1, "{:?}", costs.body);
 }
 
 #[tokio::test]

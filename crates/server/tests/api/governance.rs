@@ -86,12 +86,16 @@ async fn a_time_window_that_excludes_every_day_but_a_past_one_is_403() {
 
 #[tokio::test]
 async fn a_spent_budget_is_402_before_the_turn_starts() {
-    let api = Setup::new(vec![Step::text("pricey").with_usage(1_000_000, 0)])
+    // The whole output cap (4,096 tokens at $100/M, $0.4096) is spent: exactly the
+    // budget, so the call fits and nothing is left for another.
+    let api = Setup::new(vec![Step::text("pricey").with_usage(0, 4_096)])
         .policy(
             "budget.yaml",
-            "name: tiny\ntype: budget\nrules: {usd: 0.5, period: day, per: [client]}\n",
+            "name: tiny\ntype: budget\nrules: {usd: 0.4096, period: day, per: [client]}\n",
         )
-        .extra_config("[prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 1.0\n")
+        .extra_config(
+            "[prices.\"scripted-model\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 100.0\n",
+        )
         .start()
         .await;
     let thread = api.create_thread("alice", "chat").await;
@@ -108,5 +112,5 @@ async fn a_spent_budget_is_402_before_the_turn_starts() {
     );
     let costs = api.get("/v1/costs?group_by=model", "alice").await;
     assert_eq!(costs.status.as_u16(), 200, "{:?}", costs.body);
-    assert_eq!(costs.body["total"]["usd_micros"], 1_000_000);
+    assert_eq!(costs.body["total"]["usd_micros"], 409_600);
 }
