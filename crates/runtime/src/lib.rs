@@ -69,6 +69,15 @@ impl RuntimeError {
     }
 }
 
+impl From<providers::BuildError> for RuntimeError {
+    fn from(e: providers::BuildError) -> Self {
+        match e {
+            providers::BuildError::Config(e) => Self::Config(e),
+            providers::BuildError::Model(e) => Self::Model(e),
+        }
+    }
+}
+
 /// A task to run as a new thread's first turn.
 #[derive(Debug, Clone)]
 pub struct Task {
@@ -632,9 +641,9 @@ fn acp_agents(
     config
         .agents
         .iter()
-        .filter(|(_, agent)| settings::acp::is_acp(agent))
+        .filter(|(_, agent)| agent.is_acp())
         .filter_map(|(name, agent)| {
-            let resolved = settings::acp::resolve(agent, secrets)?;
+            let resolved = agents::acp_config(agent, secrets)?;
             let external: Arc<dyn agentplane_engine::ports::ExternalAgent> =
                 Arc::new(agentplane_acp_client::AcpAgent::new(resolved));
             Some((name.clone(), external))

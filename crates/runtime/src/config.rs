@@ -5,6 +5,13 @@
 //! its default, which targets a local Ollama. Unknown keys and bad values are load
 //! errors naming the key and the file (or the variable), never silently ignored.
 //! Secrets (the API key) are held here but never printed: `Debug` redacts them.
+//!
+//! Two steps: [`Config::load_from`] finds and reads the file and reads the overriding
+//! variables once ([`Overrides::read`]); [`Config::parse`] is a pure function of the
+//! file's text and those overrides. Each section is checked by its own file under
+//! `settings/`; this file only puts them together and names a bad key in the file
+//! ([`InFile`]). `Config::load`, which reads the process's own (sealed) environment,
+//! is in `environment.rs`, so nothing here reads the process.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,48 +23,29 @@ use agentplane_engine::gateway::GatewayConfig;
 use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
 
-use crate::settings;
-
-mod agent;
-
-use crate::settings::cluster::{ClusterConfig, DatabaseUrl, FileCluster, Location};
-use crate::settings::executions::{self, ExecutionsConfig, FileExecutions};
+use crate::settings::agents::{AgentConfig, check_agent};
+use crate::settings::auth::{FileAuth, OidcConfig};
+use crate::settings::cluster::{ClusterConfig, FileCluster};
+use crate::settings::context::FileContext;
+use crate::settings::executions::{ExecutionsConfig, FileExecutions};
 use crate::settings::gateway::FileGateway;
-use crate::settings::governance::{self, FileApprovals, FileRetention};
+use crate::settings::governance::{FileApprovals, FileRetention};
+use crate::settings::llm::{FileLlm, LlmConfig, check_base_url};
+use crate::settings::mcp::{FileMcp, McpServerConfig, check_mcp_server};
+use crate::settings::overrides::Overrides;
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
-use crate::settings::prices::{self, FilePrice};
-use crate::settings::providers::{
-    self as provider_settings, FileProvider, FileRouting, ProvidersConfig,
-};
-use crate::settings::rate_limits::{self, FileRateLimits, RateLimitsConfig};
-use crate::settings::secrets::{self, FileSecret, SecretsConfig};
-use crate::settings::server_limits::{FileServerLimits, ServerLimits};
-use crate::settings::versions::{self as version_settings, FileVersions};
-pub use agent::{AgentConfig, McpServerConfig, NetworkConfig};
-use agent::{check_agent, check_mcp_server};
-
-/// Whether a model server URL names this machine (`127.0.0.1`, `::1`, `localhost`):
-/// the servers `[llm] ensure_available` starts by default.
-fn is_loopback_url(url: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let host = rest.split(['/', '?']).next().unwrap_or_default();
-    let host = host.rsplit_once('@').map_or(host, |(_, host)| host);
-    let host = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => host.split(':').next().unwrap_or_default(),
-    };
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
+use crate::settings::prices::FilePrice;
+use crate::settings::providers::{FileProvider, FileRouting, ProvidersConfig};
+use crate::settings::rate_limits::{FileRateLimits, RateLimitsConfig};
+use crate::settings::run::FileRun;
+use crate::settings::secrets::{FileSecret, SecretsConfig};
+use crate::settings::server::{FileServer, ServerConfig};
+use crate::settings::store::{FileStore, StoreConfig};
+use crate::settings::versions::FileVersions;
+use crate::settings::{self, BadValue};
 
 /// The file name looked for in the current directory.
 pub const CONFIG_FILE_NAME: &str = "agentplane.toml";
-
-/// Defaults: Ollama's OpenAI-compatible endpoint and a tool-capable model it offers.
-pub const DEFAULT_LLM_BASE_URL: &str = "http://127.0.0.1:11434/v1";
-pub const DEFAULT_LLM_MODEL: &str = "qwen2.5:7b";
 
 /// A configuration that could not be loaded. The message names the source and the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -73,6 +61,28 @@ impl ConfigError {
         Self {
             source_name: source_name.into(),
             message: message.into(),
+        }
+    }
+}
+
+/// Names a bad value in the file: `` FILE: `section.key`: message ``, or the variable
+/// that overrode it. The one place a key path is written.
+pub struct InFile<'a> {
+    /// The file's path as shown, or `defaults`.
+    name: &'a str,
+}
+
+impl InFile<'_> {
+    /// The error for `key`, a whole path (`llm.base_url`, `mcp.servers.NAME.env.KEY`).
+    pub fn key(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.name, format!("`{key}`: {}", message.into()))
+    }
+
+    /// The error for a section's bad value: its key under `section`, or its variable.
+    pub fn under(&self, section: &str, bad: impl Into<BadValue>) -> ConfigError {
+        match bad.into() {
+            BadValue::Key(key, message) => self.key(&format!("{section}.{key}"), message),
+            BadValue::Variable(name, message) => ConfigError::new(name, message),
         }
     }
 }
@@ -112,7 +122,7 @@ pub struct Config {
     /// `[cluster]`: heartbeats and the timeout after which a replica is dead.
     pub cluster: ClusterConfig,
     /// `[auth.oidc]`: bearer tokens from an identity provider, when set.
-    pub oidc: Option<crate::settings::auth::OidcConfig>,
+    pub oidc: Option<OidcConfig>,
     /// `[rate_limits]`: in memory, or shared in Redis.
     pub rate_limits: RateLimitsConfig,
 }
@@ -140,115 +150,6 @@ impl fmt::Debug for Config {
             .field("oidc", &self.oidc)
             .field("rate_limits", &self.rate_limits)
             .finish()
-    }
-}
-
-/// The model server.
-#[derive(Clone, PartialEq)]
-pub struct LlmConfig {
-    pub base_url: String,
-    pub model: String,
-    pub api_key: Option<String>,
-    pub stream: bool,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub max_retries: u32,
-    /// Start the model server when it does not answer (ADR 0033); default on for a
-    /// loopback URL.
-    pub ensure_available: bool,
-    /// What to start: program and arguments (empty: `ollama serve` for Ollama's URL
-    /// when `ollama` is on `PATH`, else nothing).
-    pub start_command: Vec<String>,
-    /// How long a started server has to answer.
-    pub start_timeout: Duration,
-}
-
-impl fmt::Debug for LlmConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LlmConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("stream", &self.stream)
-            .field("request_timeout", &self.request_timeout)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("max_retries", &self.max_retries)
-            .field("ensure_available", &self.ensure_available)
-            .field("start_command", &self.start_command)
-            .field("start_timeout", &self.start_timeout)
-            .finish()
-    }
-}
-
-/// `agentplane serve`.
-#[derive(Clone, PartialEq)]
-pub struct ServerConfig {
-    /// The address to listen on; loopback unless `allow_public`.
-    pub listen: String,
-    /// Bearer token required on `/v1/*` (`AGENTPLANE_AUTH_TOKEN`).
-    pub auth_token: Option<String>,
-    pub allow_public: bool,
-    /// How long a turn waits for a permission decision before declining.
-    pub permission_timeout: Duration,
-    /// How long shutdown lets running turns finish before cancelling them.
-    pub shutdown_grace: Duration,
-    /// Connection timeouts and caps, event stream caps.
-    pub limits: ServerLimits,
-    /// Absolute directories that outside callers' workspaces must lie in (ADR 0031);
-    /// `None`: `serve` on loopback uses the directory it started in.
-    pub workspace_roots: Option<Vec<PathBuf>>,
-}
-
-impl fmt::Debug for ServerConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServerConfig")
-            .field("listen", &self.listen)
-            .field(
-                "auth_token",
-                &self.auth_token.as_ref().map(|_| "<redacted>"),
-            )
-            .field("allow_public", &self.allow_public)
-            .field("permission_timeout", &self.permission_timeout)
-            .field("shutdown_grace", &self.shutdown_grace)
-            .field("limits", &self.limits)
-            .field("workspace_roots", &self.workspace_roots)
-            .finish()
-    }
-}
-
-/// The default listen address.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:8686";
-
-/// Where events are stored: the SQLite file (the default), or a PostgreSQL database
-/// several replicas share.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoreConfig {
-    /// The SQLite file; with PostgreSQL, still where executions' working directories
-    /// go (beside it).
-    pub path: PathBuf,
-    /// `Some`: the store is this PostgreSQL database, not the file.
-    pub postgres: Option<DatabaseUrl>,
-}
-
-impl StoreConfig {
-    /// Selects the store a `--db` value names (a path, `sqlite:PATH` or `postgres://…`).
-    pub fn select(&mut self, value: &str) -> Result<(), String> {
-        match crate::settings::cluster::location(value)? {
-            Location::Sqlite(path) => {
-                self.path = path;
-                self.postgres = None;
-            }
-            Location::Postgres(url) => self.postgres = Some(url),
-        }
-        Ok(())
-    }
-
-    /// The store for people: the file's path, or the URL without its password.
-    pub fn describe(&self) -> String {
-        match &self.postgres {
-            Some(url) => url.redacted(),
-            None => self.path.display().to_string(),
-        }
     }
 }
 
@@ -295,66 +196,7 @@ struct FileConfig {
     #[serde(default)]
     rate_limits: FileRateLimits,
     #[serde(default)]
-    auth: crate::settings::auth::FileAuth,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileMcp {
-    #[serde(default)]
-    servers: BTreeMap<String, McpServerConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileServer {
-    listen: Option<String>,
-    auth_token: Option<String>,
-    allow_public: Option<bool>,
-    permission_timeout_secs: Option<u64>,
-    shutdown_grace_secs: Option<u64>,
-    header_read_timeout_secs: Option<u64>,
-    idle_timeout_secs: Option<u64>,
-    max_connections: Option<usize>,
-    max_connections_per_address: Option<usize>,
-    max_sse_followers: Option<usize>,
-    max_sse_followers_per_client: Option<usize>,
-    workspace_roots: Option<Vec<PathBuf>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileContext {
-    max_chars: Option<usize>,
-    recent_turns: Option<usize>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileLlm {
-    base_url: Option<String>,
-    model: Option<String>,
-    api_key: Option<String>,
-    stream: Option<bool>,
-    request_timeout_secs: Option<u64>,
-    connect_timeout_secs: Option<u64>,
-    max_retries: Option<u32>,
-    ensure_available: Option<bool>,
-    start_command: Option<Vec<String>>,
-    start_timeout_secs: Option<u64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileStore {
-    path: Option<PathBuf>,
-    url: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileRun {
-    default_agent: Option<String>,
+    auth: FileAuth,
 }
 
 /// Where to look, and the environment to read. Passed in so tests need no global state.
@@ -368,260 +210,123 @@ pub struct ConfigSource<'a> {
 }
 
 impl Config {
-    /// Loads the configuration from the process environment and current directory.
-    pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
-        let cwd = std::env::current_dir()
-            .map_err(|e| ConfigError::new("current directory", e.to_string()))?;
-        let env = crate::environment::var;
-        Self::load_from(&ConfigSource {
-            explicit,
-            cwd: &cwd,
-            env: &env,
-        })
-    }
-
-    /// Loads the configuration from the given sources.
+    /// Loads the configuration from the given sources: the file they point to, under
+    /// the variables their environment sets.
     pub fn load_from(source: &ConfigSource<'_>) -> Result<Self, ConfigError> {
-        let env = |name: &str| (source.env)(name).filter(|v| !v.is_empty());
-        let file = match (source.explicit, env("AGENTPLANE_CONFIG")) {
+        let overrides = Overrides::read(source.env);
+        let file = match (source.explicit, &overrides.config) {
             (Some(path), _) => Some(path.to_path_buf()),
-            (None, Some(path)) => Some(PathBuf::from(path)),
+            (None, Some(path)) => Some(path.clone()),
             (None, None) => {
                 let local = source.cwd.join(CONFIG_FILE_NAME);
                 local.is_file().then_some(local)
             }
         };
-        let parsed = match &file {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
+        let text = match &file {
+            Some(path) => std::fs::read_to_string(path).map_err(|e| {
+                ConfigError::new(
+                    path.display().to_string(),
+                    format!("cannot read the file: {e}"),
+                )
+            })?,
+            None => String::new(),
         };
-        let file_name = file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "defaults".to_owned());
-        let in_file = |key: &str, message: String| {
-            ConfigError::new(file_name.clone(), format!("`{key}`: {message}"))
-        };
+        Self::parse(&text, file.as_deref(), &overrides)
+    }
 
-        let llm_server = (parsed.llm.base_url.is_some(), parsed.llm.api_key.is_some());
-        let base_url = match env("AGENTPLANE_LLM_BASE_URL") {
-            Some(url) => {
-                check_base_url(&url).map_err(|m| ConfigError::new("AGENTPLANE_LLM_BASE_URL", m))?
-            }
-            None => match parsed.llm.base_url {
-                Some(url) => check_base_url(&url).map_err(|m| in_file("llm.base_url", m))?,
-                None => DEFAULT_LLM_BASE_URL.to_owned(),
-            },
-        };
-        let model = env("AGENTPLANE_LLM_MODEL")
-            .or(parsed.llm.model)
-            .unwrap_or_else(|| DEFAULT_LLM_MODEL.to_owned());
-        let api_key =
-            env("AGENTPLANE_LLM_API_KEY").or(parsed.llm.api_key.filter(|k| !k.is_empty()));
-        let request_timeout_secs = parsed.llm.request_timeout_secs.unwrap_or(300);
-        if request_timeout_secs == 0 {
-            return Err(in_file(
-                "llm.request_timeout_secs",
-                "must be at least 1".into(),
-            ));
-        }
-        let connect_timeout_secs = parsed.llm.connect_timeout_secs.unwrap_or(5);
-        if connect_timeout_secs == 0 {
-            return Err(in_file(
-                "llm.connect_timeout_secs",
-                "must be at least 1".into(),
-            ));
-        }
-        let max_retries = parsed.llm.max_retries.unwrap_or(3);
-        if max_retries > 10 {
-            return Err(in_file("llm.max_retries", "must be at most 10".into()));
-        }
-        let start_command = parsed.llm.start_command.unwrap_or_default();
-        if start_command.first().is_some_and(|p| p.trim().is_empty()) {
-            return Err(in_file(
-                "llm.start_command",
-                "the program (first item) must not be empty".into(),
-            ));
-        }
-        let start_timeout_secs = parsed.llm.start_timeout_secs.unwrap_or(300);
-        if start_timeout_secs == 0 {
-            return Err(in_file(
-                "llm.start_timeout_secs",
-                "must be at least 1".into(),
-            ));
-        }
-        let ensure_available = parsed
-            .llm
-            .ensure_available
-            .unwrap_or_else(|| is_loopback_url(&base_url));
+    /// The configuration `text` (the file at `file`, if any; relative paths in it are
+    /// relative to its directory) describes under `overrides`. Reads nothing: the same
+    /// arguments give the same answer.
+    pub fn parse(
+        text: &str,
+        file: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let name = file.map_or_else(|| "defaults".to_owned(), |p| p.display().to_string());
+        let parsed: FileConfig = toml::from_str(text)
+            .map_err(|e| ConfigError::new(name.clone(), e.to_string().trim_end().to_owned()))?;
+        let in_file = InFile { name: &name };
+        let relative = |path: PathBuf| relative_to_file(file, path);
 
-        let store_path = match parsed.store.path {
-            Some(path) if path.as_os_str().is_empty() => {
-                return Err(in_file("store.path", "must not be empty".into()));
-            }
-            Some(path) => relative_to_file(file.as_deref(), path),
-            None => default_db_path(source.env),
-        };
-        let mut store = StoreConfig {
-            path: store_path,
-            postgres: None,
-        };
-        if let Some(url) = &parsed.store.url {
-            match settings::cluster::location(url).map_err(|m| in_file("store.url", m))? {
-                Location::Sqlite(path) => store.path = relative_to_file(file.as_deref(), path),
-                Location::Postgres(url) => store.postgres = Some(url),
-            }
-        }
-        if let Some(db) = env("AGENTPLANE_DB") {
-            store.select(&db).map_err(|m| ConfigError {
-                source_name: "AGENTPLANE_DB".into(),
-                message: m,
-            })?;
-        }
-        let cluster = settings::cluster::resolve(parsed.cluster)
-            .map_err(|(key, m)| in_file(&format!("cluster.{key}"), m))?;
-        let oidc = settings::auth::resolve(parsed.auth)
-            .map_err(|(key, m)| in_file(&format!("auth.{key}"), m))?;
-
-        let server = &parsed.server;
-        let listen = env("AGENTPLANE_LISTEN")
-            .or(server.listen.clone())
-            .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        if listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(in_file(
-                "server.listen",
-                format!("must be an address such as 127.0.0.1:8686, got {listen:?}"),
-            ));
-        }
-        let workspace_roots = server.workspace_roots.clone();
-        if let Some(root) = workspace_roots
-            .iter()
-            .flatten()
-            .find(|root| !root.is_absolute())
-        {
-            return Err(in_file(
-                "server.workspace_roots",
-                format!(
-                    "every root must be an absolute directory, got {}",
-                    root.display()
-                ),
-            ));
-        }
-        let permission_timeout_secs = server.permission_timeout_secs.unwrap_or(300);
-        if permission_timeout_secs == 0 {
-            return Err(in_file(
-                "server.permission_timeout_secs",
-                "must be at least 1".into(),
-            ));
-        }
-        let limits = FileServerLimits {
-            header_read_timeout_secs: server.header_read_timeout_secs,
-            idle_timeout_secs: server.idle_timeout_secs,
-            max_connections: server.max_connections,
-            max_connections_per_address: server.max_connections_per_address,
-            max_sse_followers: server.max_sse_followers,
-            max_sse_followers_per_client: server.max_sse_followers_per_client,
-        }
-        .resolve()
-        .map_err(|(key, m)| in_file(&format!("server.{key}"), m))?;
-        let defaults = ContextBudget::default();
-        let context = ContextBudget {
-            max_chars: parsed.context.max_chars.unwrap_or(defaults.max_chars),
-            recent_turns: parsed.context.recent_turns.unwrap_or(defaults.recent_turns),
-        };
-        if context.max_chars < 1_000 {
-            return Err(in_file("context.max_chars", "must be at least 1000".into()));
-        }
+        let llm_server = parsed.llm.server_keys();
+        let llm =
+            settings::llm::resolve(parsed.llm, overrides).map_err(|e| in_file.under("llm", e))?;
+        let store = settings::store::resolve(parsed.store, &relative, overrides)
+            .map_err(|e| in_file.under("store", e))?;
+        let cluster =
+            settings::cluster::resolve(parsed.cluster).map_err(|e| in_file.under("cluster", e))?;
+        let oidc = settings::auth::resolve(parsed.auth).map_err(|e| in_file.under("auth", e))?;
+        let server = settings::server::resolve(parsed.server, overrides)
+            .map_err(|e| in_file.under("server", e))?;
+        let context =
+            settings::context::resolve(parsed.context).map_err(|e| in_file.under("context", e))?;
 
         let mut mcp_servers = parsed.mcp.servers;
         for (name, server) in &mut mcp_servers {
             check_mcp_server(name, server)
-                .map_err(|(key, m)| in_file(&format!("mcp.servers.{name}.{key}"), m))?;
+                .map_err(|e| in_file.under(&format!("mcp.servers.{name}"), e))?;
             if let Some(cwd) = server.cwd.take() {
-                server.cwd = Some(relative_to_file(file.as_deref(), cwd));
+                server.cwd = Some(relative(cwd));
             }
         }
+        let mcp_names = mcp_servers.keys().map(String::as_str).collect();
         for (name, agent) in &parsed.agents {
-            check_agent(name, agent, &mcp_servers)
-                .map_err(|(key, m)| in_file(&format!("agents.{name}.{key}"), m))?;
+            check_agent(name, agent, &mcp_names)
+                .map_err(|e| in_file.under(&format!("agents.{name}"), e))?;
         }
-        let relative = |path: PathBuf| relative_to_file(file.as_deref(), path);
         let policies = parsed
             .policies
             .resolve(&relative)
-            .map_err(|(key, m)| in_file(&format!("policies.{key}"), m))?;
-        let prices = prices::resolve(parsed.prices)
-            .map_err(|(key, m)| in_file(&format!("prices.{key}"), m))?;
-        let secrets = secrets::resolve(parsed.secrets)
-            .map_err(|(key, m)| in_file(&format!("secrets.{key}"), m))?;
+            .map_err(|e| in_file.under("policies", e))?;
+        let prices =
+            settings::prices::resolve(parsed.prices).map_err(|e| in_file.under("prices", e))?;
+        let secrets =
+            settings::secrets::resolve(parsed.secrets).map_err(|e| in_file.under("secrets", e))?;
         // Every `${secret:NAME}` in an MCP server's env or headers names a known secret.
-        secrets::mcp_references(&mcp_servers, &secrets).map_err(|(key, m)| in_file(&key, m))?;
-        let approval_ttl = governance::approval_ttl(&parsed.approvals)
-            .map_err(|(key, m)| in_file(&format!("approvals.{key}"), m))?;
-        let tool_args = governance::args_retention(&parsed.retention)
-            .map_err(|(key, m)| in_file(&format!("retention.{key}"), m))?;
-        let executions = executions::resolve(parsed.executions, &secrets)
-            .map_err(|(key, m)| in_file(&format!("executions.{key}"), m))?;
-        let providers =
-            provider_settings::resolve(parsed.providers, parsed.routing, &secrets, &check_base_url)
-                .map_err(|(key, m)| in_file(&key, m))?;
+        settings::mcp::secret_references(&mcp_servers, &secrets)
+            .map_err(|(key, m)| in_file.key(&key, m))?;
+        let approval_ttl = settings::governance::approval_ttl(&parsed.approvals)
+            .map_err(|e| in_file.under("approvals", e))?;
+        let tool_args = settings::governance::args_retention(&parsed.retention)
+            .map_err(|e| in_file.under("retention", e))?;
+        let executions = settings::executions::resolve(parsed.executions, &secrets)
+            .map_err(|e| in_file.under("executions", e))?;
+        let providers = settings::providers::resolve(
+            parsed.providers,
+            parsed.routing,
+            &secrets,
+            &check_base_url,
+        )
+        .map_err(|(key, m)| in_file.key(&key, m))?;
         if providers.is_configured() {
             // The file's `[llm]` server settings would be silently unused: refuse them.
-            for (key, set) in [
-                ("llm.base_url", llm_server.0),
-                ("llm.api_key", llm_server.1),
-            ] {
-                if set {
-                    return Err(in_file(
-                        key,
-                        "is not used when [providers] are configured; set it on a provider".into(),
-                    ));
-                }
+            if let Some(key) = llm_server.first() {
+                return Err(in_file.under(
+                    "llm",
+                    (
+                        *key,
+                        "is not used when [providers] are configured; set it on a provider"
+                            .to_owned(),
+                    ),
+                ));
             }
         }
-        let version_admins = version_settings::admins(&parsed.versions)
-            .map_err(|(key, m)| in_file(&format!("versions.{key}"), m))?;
+        let version_admins = settings::versions::admins(&parsed.versions)
+            .map_err(|e| in_file.under("versions", e))?;
         let gateway = parsed
             .gateway
             .resolve()
-            .map_err(|(key, m)| in_file(&format!("gateway.{key}"), m))?;
-        let rate_limits = rate_limits::resolve(parsed.rate_limits, env("AGENTPLANE_REDIS_URL"))
-            .map_err(|(key, m)| match key.as_str() {
-                "AGENTPLANE_REDIS_URL" => ConfigError::new(key, m),
-                _ => in_file(&format!("rate_limits.{key}"), m),
-            })?;
-        let default_agent = parsed
-            .run
-            .default_agent
-            .unwrap_or_else(|| "engineering".to_owned());
+            .map_err(|e| in_file.under("gateway", e))?;
+        let rate_limits = settings::rate_limits::resolve(parsed.rate_limits, overrides)
+            .map_err(|e| in_file.under("rate_limits", e))?;
 
         Ok(Self {
-            file,
-            llm: LlmConfig {
-                base_url,
-                model,
-                api_key,
-                stream: parsed.llm.stream.unwrap_or(true),
-                request_timeout: Duration::from_secs(request_timeout_secs),
-                connect_timeout: Duration::from_secs(connect_timeout_secs),
-                max_retries,
-                ensure_available,
-                start_command,
-                start_timeout: Duration::from_secs(start_timeout_secs),
-            },
+            file: file.map(Path::to_path_buf),
+            llm,
             store,
-            server: ServerConfig {
-                listen,
-                auth_token: env("AGENTPLANE_AUTH_TOKEN")
-                    .or(server.auth_token.clone().filter(|t| !t.is_empty())),
-                allow_public: server.allow_public.unwrap_or(false),
-                permission_timeout: Duration::from_secs(permission_timeout_secs),
-                shutdown_grace: Duration::from_secs(server.shutdown_grace_secs.unwrap_or(30)),
-                limits,
-                workspace_roots,
-            },
+            server,
             context,
-            default_agent,
+            default_agent: settings::run::default_agent(parsed.run),
             agents: parsed.agents,
             mcp_servers,
             policies,
@@ -640,25 +345,7 @@ impl Config {
     }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(name.clone(), format!("cannot read the file: {e}")))?;
-    toml::from_str(&text).map_err(|e| ConfigError::new(name, e.to_string().trim_end().to_owned()))
-}
-
-pub(crate) fn check_base_url(url: &str) -> Result<String, String> {
-    let trimmed = url.trim().trim_end_matches('/');
-    let rest = trimmed
-        .strip_prefix("http://")
-        .or_else(|| trimmed.strip_prefix("https://"))
-        .ok_or_else(|| format!("must be an http:// or https:// URL, got {url:?}"))?;
-    if rest.is_empty() || rest.starts_with('/') || rest.chars().any(char::is_whitespace) {
-        return Err(format!("must name a host, got {url:?}"));
-    }
-    Ok(trimmed.to_owned())
-}
-
+/// `path` against the directory of `file` when it is relative and there is a file.
 fn relative_to_file(file: Option<&Path>, path: PathBuf) -> PathBuf {
     match file.and_then(Path::parent) {
         Some(dir) if path.is_relative() => dir.join(path),
@@ -666,45 +353,9 @@ fn relative_to_file(file: Option<&Path>, path: PathBuf) -> PathBuf {
     }
 }
 
-/// `$XDG_DATA_HOME/agentplane/agentplane.db`, else `~/.local/share/…`, else `./`.
-fn default_db_path(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    let data = env("XDG_DATA_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            env("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".local").join("share"))
-        });
-    match data {
-        Some(dir) => dir.join("agentplane").join("agentplane.db"),
-        None => PathBuf::from("agentplane.db"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ensure_available_defaults_to_loopback_urls_only() {
-        for url in [
-            "http://127.0.0.1:11434/v1",
-            "http://localhost:8080/v1",
-            "http://[::1]:1/v1",
-            "http://user:pw@127.0.0.2/v1",
-        ] {
-            assert!(is_loopback_url(url), "{url}");
-        }
-        for url in [
-            "https://api.openai.com/v1",
-            "http://10.0.0.1:11434/v1",
-            "http://localhost.example.com/v1",
-            "http://127.0.0.1.nip.io/v1",
-        ] {
-            assert!(!is_loopback_url(url), "{url}");
-        }
-    }
 
     fn load(dir: &Path, file: Option<&str>, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let path = dir.join(CONFIG_FILE_NAME);
@@ -730,8 +381,8 @@ mod tests {
     fn defaults_need_no_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = load(dir.path(), None, &[("HOME", "/home/u")]).expect("loads");
-        assert_eq!(config.llm.base_url, DEFAULT_LLM_BASE_URL);
-        assert_eq!(config.llm.model, DEFAULT_LLM_MODEL);
+        assert_eq!(config.llm.base_url, settings::llm::DEFAULT_LLM_BASE_URL);
+        assert_eq!(config.llm.model, settings::llm::DEFAULT_LLM_MODEL);
         assert_eq!(config.file, None);
         assert_eq!(
             config.store.path,
