@@ -54,8 +54,8 @@ pub fn catalogue(config: &Config) -> BTreeMap<String, AgentSpec> {
 }
 
 /// The kernel confinement of the processes `agent`'s tools start.
-pub fn sandbox_of(agent: &AgentSpec) -> agentplane_tools::Sandbox {
-    agentplane_tools::Sandbox {
+pub fn sandbox_of(agent: &AgentSpec) -> agentplane_process::Sandbox {
+    agentplane_process::Sandbox {
         spec: agent.sandbox.clone(),
         network: agent.network.allowed,
         own_proc: false,
@@ -64,7 +64,9 @@ pub fn sandbox_of(agent: &AgentSpec) -> agentplane_tools::Sandbox {
 
 /// Whether the kernel enforces the default sandbox (what the built-in agents get).
 fn sandbox_in_force() -> bool {
-    agentplane_tools::sandbox::Kernel::get().missing().is_none()
+    agentplane_process::sandbox::Kernel::get()
+        .missing()
+        .is_none()
 }
 
 fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
@@ -279,7 +281,7 @@ pub fn acp_config(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConf
         terminal_output_cap: agent
             .tool_output_cap_bytes
             .unwrap_or(limits.tool_output_cap_bytes),
-        sandbox: (overrides.sandbox != Some(false)).then(|| agentplane_tools::Sandbox {
+        sandbox: (overrides.sandbox != Some(false)).then(|| agentplane_process::Sandbox {
             spec: agent.sandbox.clone(),
             network: true,
             own_proc: true,

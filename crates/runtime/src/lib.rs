@@ -148,7 +148,7 @@ impl Runtime {
         let secrets = secrets::Secrets::load(&config)?;
         agentplane_core::secret::install(secrets.redactor());
         // Server processes never inherit the variables secrets are read from.
-        agentplane_tools::process::withhold_env(config.secrets.sources.values().filter_map(
+        agentplane_process::process::withhold_env(config.secrets.sources.values().filter_map(
             |source| match source {
                 settings::secrets::SecretSource::Env(name) => Some(name.clone()),
                 settings::secrets::SecretSource::File(_) => None,
@@ -347,7 +347,7 @@ impl Runtime {
     /// that port by any protocol, whatever its agent's network settings (issue 30:
     /// a build step once reached the server's own API).
     pub fn listening_on(&self, addr: std::net::SocketAddr) {
-        agentplane_tools::sandbox::forbid_ports([addr.port()]);
+        agentplane_process::sandbox::forbid_ports([addr.port()]);
     }
 
     /// Confines the workspaces of callers from outside the process (ADR 0031): inside

@@ -53,7 +53,7 @@ pub fn model_server_keeper(config: &Config) -> Option<ModelServerKeeper> {
     let command = if !config.llm.start_command.is_empty() {
         config.llm.start_command.clone()
     } else if config.llm.base_url.contains(":11434")
-        && agentplane_tools::process::find_program("ollama").is_some()
+        && agentplane_process::process::find_program("ollama").is_some()
     {
         vec!["ollama".to_owned(), "serve".to_owned()]
     } else {
