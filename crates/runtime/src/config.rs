@@ -67,19 +67,19 @@ impl ConfigError {
 
 /// Names a bad value in the file: `` FILE: `section.key`: message ``, or the variable
 /// that overrode it. The one place a key path is written.
-pub struct InFile<'a> {
+struct InFile<'a> {
     /// The file's path as shown, or `defaults`.
     name: &'a str,
 }
 
 impl InFile<'_> {
     /// The error for `key`, a whole path (`llm.base_url`, `mcp.servers.NAME.env.KEY`).
-    pub fn key(&self, key: &str, message: impl Into<String>) -> ConfigError {
+    fn key(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::new(self.name, format!("`{key}`: {}", message.into()))
     }
 
     /// The error for a section's bad value: its key under `section`, or its variable.
-    pub fn under(&self, section: &str, bad: impl Into<BadValue>) -> ConfigError {
+    fn under(&self, section: &str, bad: impl Into<BadValue>) -> ConfigError {
         match bad.into() {
             BadValue::Key(key, message) => self.key(&format!("{section}.{key}"), message),
             BadValue::Variable(name, message) => ConfigError::new(name, message),

@@ -24,8 +24,10 @@ const RETRY_BASE_DELAY: Duration = Duration::from_millis(250);
 /// settings. The composition root turns each into its `RuntimeError`.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// A setting that cannot be used as it is.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A client that cannot be made (a URL or key a request cannot carry).
     #[error(transparent)]
     Model(#[from] ModelError),
 }

@@ -1,8 +1,7 @@
-//! `[mcp.servers.NAME]`: MCP servers agents attach by naming them in their
-//! `ensembles`, as written, and the checks that turn a bad value into a load error
-//! naming the key, and the secrets their `env` and `headers` refer to
-//! (`${secret:NAME}`, the reference syntax is `secrets.rs`'s); the clients are the tools
-//! adapter's.
+//! `[mcp.servers.NAME]`: MCP servers agents attach by naming them in their `ensembles`,
+//! as written; the checks that turn a bad value into a load error naming the key; and
+//! the secrets their `env` and `headers` values refer to (`${secret:NAME}`). The
+//! clients are the tools adapter's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -18,6 +17,7 @@ use super::secrets::{SecretsConfig, references};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileMcp {
+    /// `[mcp.servers.NAME]`, by name.
     #[serde(default)]
     pub servers: BTreeMap<String, McpServerConfig>,
 }
