@@ -584,6 +584,54 @@ mod tests {
     }
 
     #[test]
+    fn the_environment_is_read_in_one_step_and_parsing_is_pure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(CONFIG_FILE_NAME);
+        let text = "[llm]\nmodel = \"file-model\"\n[server]\nlisten = \"127.0.0.1:1\"\n";
+        std::fs::write(&path, text).expect("write config");
+        let vars: BTreeMap<&str, &str> = [
+            ("AGENTPLANE_LLM_MODEL", "env-model"),
+            ("AGENTPLANE_DB", "postgres://u:pw@db/agentplane"),
+            ("HOME", "/home/u"),
+        ]
+        .into();
+        let reads = std::cell::RefCell::new(Vec::new());
+        let env = |name: &str| {
+            reads.borrow_mut().push(name.to_owned());
+            vars.get(name).map(|v| (*v).to_owned())
+        };
+        let loaded = Config::load_from(&ConfigSource {
+            explicit: None,
+            cwd: dir.path(),
+            env: &env,
+        })
+        .expect("loads");
+        // Each variable was asked for once: the one read of `Overrides::read`.
+        let mut asked = reads.take();
+        let count = asked.len();
+        asked.sort();
+        asked.dedup();
+        assert_eq!(asked.len(), count, "{asked:?}");
+        assert!(
+            asked.iter().any(|v| v == "AGENTPLANE_LLM_MODEL"),
+            "{asked:?}"
+        );
+
+        // The same text under the same overrides is the same configuration, read again
+        // with no environment at all; without overrides, the file's own values.
+        let overrides = Overrides::read(&|name: &str| vars.get(name).map(|v| (*v).to_owned()));
+        let parsed = Config::parse(text, Some(&path), &overrides).expect("parses");
+        assert_eq!(parsed, loaded);
+        assert_eq!(loaded.llm.model, "env-model");
+        assert!(loaded.store.postgres.is_some());
+        let plain = Config::parse(text, Some(&path), &Overrides::default()).expect("parses");
+        assert_eq!(plain.llm.model, "file-model");
+        assert_eq!(plain.store.postgres, None);
+        assert_eq!(plain.store.path, PathBuf::from("agentplane.db"));
+        assert_eq!(plain.server.listen, "127.0.0.1:1");
+    }
+
+    #[test]
     fn an_explicit_file_must_exist() {
         let dir = tempfile::tempdir().expect("tempdir");
         let missing = dir.path().join("nope.toml");
