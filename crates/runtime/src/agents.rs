@@ -1,15 +1,19 @@
 //! The agent catalogue: built-in `engineering` and `research`, plus every agent defined
-//! in the configuration. A configured agent with a built-in's name replaces it.
+//! in the configuration. A configured agent with a built-in's name replaces it. An ACP
+//! agent's client configuration, with its secrets filled in, is built here too.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use agentplane_acp_client::{AcpAgentConfig, builtin_profile};
 use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec, ToolCallMode};
 use serde_json::{Value, json};
 
-use crate::config::{AgentConfig, Config};
-
-/// Ensembles an agent may name.
-pub const KNOWN_ENSEMBLES: &[&str] = &["fs", "shell", "web"];
+use crate::config::Config;
+use crate::secrets::Secrets;
+use crate::settings::agents::AgentConfig;
+use crate::settings::secrets::{REFERENCE_OPEN, references};
 
 /// Programs the built-in `engineering` agent may always run: none of them runs code
 /// from an argument, from a file it is pointed at, or from a configuration file the
@@ -50,8 +54,8 @@ pub fn catalogue(config: &Config) -> BTreeMap<String, AgentSpec> {
 }
 
 /// The kernel confinement of the processes `agent`'s tools start.
-pub fn sandbox_of(agent: &AgentSpec) -> agentplane_tools::Sandbox {
-    agentplane_tools::Sandbox {
+pub fn sandbox_of(agent: &AgentSpec) -> agentplane_process::Sandbox {
+    agentplane_process::Sandbox {
         spec: agent.sandbox.clone(),
         network: agent.network.allowed,
         own_proc: false,
@@ -60,7 +64,9 @@ pub fn sandbox_of(agent: &AgentSpec) -> agentplane_tools::Sandbox {
 
 /// Whether the kernel enforces the default sandbox (what the built-in agents get).
 fn sandbox_in_force() -> bool {
-    agentplane_tools::sandbox::Kernel::get().missing().is_none()
+    agentplane_process::sandbox::Kernel::get()
+        .missing()
+        .is_none()
 }
 
 fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
@@ -201,6 +207,92 @@ fn research() -> AgentSpec {
         tool_calls: ToolCallMode::Auto,
         temperature: None,
     }
+}
+
+/// An ACP agent's (`kind = "acp"`, settings/acp.rs) configuration with secrets filled in. Variables that could not be
+/// filled are listed in `missing_env` (the agent is then unavailable), never guessed.
+pub fn acp_config(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConfig> {
+    let profile = builtin_profile(agent.profile.as_deref()?)?;
+    let overrides = agent.acp.clone().unwrap_or_default();
+    let limits = agentplane_core::AgentLimits::default();
+    let mut env = BTreeMap::new();
+    let mut missing_env = Vec::new();
+    for (name, value) in &overrides.env {
+        let mut text = value.clone();
+        let mut complete = true;
+        for secret in references(value).unwrap_or_default() {
+            match secrets.get(secret) {
+                Some(v) => text = text.replacen(&format!("{REFERENCE_OPEN}{secret}}}"), v, 1),
+                None => {
+                    complete = false;
+                    missing_env.push(format!("{name} (secret `{secret}` is not set)"));
+                }
+            }
+        }
+        if complete {
+            env.insert(name.clone(), text);
+        }
+    }
+    for name in profile.required_env {
+        if env.contains_key(*name) || overrides.env.contains_key(*name) {
+            continue;
+        }
+        match secrets.get(name) {
+            Some(value) => {
+                env.insert((*name).to_owned(), value.to_owned());
+            }
+            None => missing_env.push(format!(
+                "{name} (no secret `{name}`: add `[secrets.{name}] env = \"{name}\"`, \
+                 or set it in `[agents.NAME.acp.env]`)"
+            )),
+        }
+    }
+    let auth_method = match overrides.auth_method {
+        Some(method) if method.is_empty() => None,
+        Some(method) => Some(method),
+        None => profile.auth_method.map(str::to_owned),
+    };
+    Some(AcpAgentConfig {
+        profile: profile.name.to_owned(),
+        command: overrides
+            .command
+            .unwrap_or_else(|| profile.command.to_owned()),
+        legacy_args: match overrides.args {
+            Some(_) => None,
+            None => profile
+                .legacy_args
+                .map(|args| args.iter().map(|a| (*a).to_owned()).collect()),
+        },
+        args: overrides
+            .args
+            .unwrap_or_else(|| profile.args.iter().map(|a| (*a).to_owned()).collect()),
+        env,
+        missing_env,
+        auth_method,
+        handshake_timeout: Duration::from_secs(overrides.handshake_timeout_secs.unwrap_or(30)),
+        terminal: (!agent.shell_allow.is_empty()).then(|| {
+            Arc::new(agentplane_tools::ShellEnsemble::new(
+                agent.shell_allow.clone(),
+            )) as Arc<dyn agentplane_engine::ports::Ensemble>
+        }),
+        terminal_timeout: Duration::from_millis(
+            agent.tool_timeout_ms.unwrap_or(limits.tool_timeout_ms),
+        ),
+        terminal_output_cap: agent
+            .tool_output_cap_bytes
+            .unwrap_or(limits.tool_output_cap_bytes),
+        sandbox: (overrides.sandbox != Some(false)).then(|| agentplane_process::Sandbox {
+            spec: agent.sandbox.clone(),
+            network: true,
+            own_proc: true,
+        }),
+        state_dirs: profile
+            .state_dirs
+            .iter()
+            .map(|d| (*d).to_owned())
+            .chain(overrides.state_dirs.iter().cloned())
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //! (`environ`, `mem`, `maps`) and `ptrace` are refused to every process of the same
 //! user without `CAP_SYS_PTRACE`.
 //!
+//! `Config::load` is here too: the configuration read under this process's (sealed)
+//! environment, while the loader itself (`config.rs`) only reads what it is handed.
+//!
 //! What must not live here: which secrets exist (`settings/secrets.rs`), how they are
 //! redacted (core's `secret`).
 
@@ -19,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::config::{Config, ConfigSource};
+use crate::config::{Config, ConfigError, ConfigSource};
 use crate::settings::secrets::SecretSource;
 
 /// Variables that hold a credential whatever the configuration says: the auth token,
@@ -40,6 +43,20 @@ pub fn var(name: &str) -> Option<String> {
         .get()
         .and_then(|sealed| sealed.get(name).cloned())
         .or_else(|| std::env::var(name).ok())
+}
+
+impl Config {
+    /// Loads the configuration from this process's environment (what [`seal`] kept
+    /// included) and current directory.
+    pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| ConfigError::new("current directory", e.to_string()))?;
+        Self::load_from(&ConfigSource {
+            explicit,
+            cwd: &cwd,
+            env: &var,
+        })
+    }
 }
 
 /// Takes every credential variable out of the environment (see the module comment)

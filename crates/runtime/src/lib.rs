@@ -69,6 +69,15 @@ impl RuntimeError {
     }
 }
 
+impl From<providers::BuildError> for RuntimeError {
+    fn from(e: providers::BuildError) -> Self {
+        match e {
+            providers::BuildError::Config(e) => Self::Config(e),
+            providers::BuildError::Model(e) => Self::Model(e),
+        }
+    }
+}
+
 /// A task to run as a new thread's first turn.
 #[derive(Debug, Clone)]
 pub struct Task {
@@ -139,7 +148,7 @@ impl Runtime {
         let secrets = secrets::Secrets::load(&config)?;
         agentplane_core::secret::install(secrets.redactor());
         // Server processes never inherit the variables secrets are read from.
-        agentplane_tools::process::withhold_env(config.secrets.sources.values().filter_map(
+        agentplane_process::process::withhold_env(config.secrets.sources.values().filter_map(
             |source| match source {
                 settings::secrets::SecretSource::Env(name) => Some(name.clone()),
                 settings::secrets::SecretSource::File(_) => None,
@@ -338,7 +347,7 @@ impl Runtime {
     /// that port by any protocol, whatever its agent's network settings (issue 30:
     /// a build step once reached the server's own API).
     pub fn listening_on(&self, addr: std::net::SocketAddr) {
-        agentplane_tools::sandbox::forbid_ports([addr.port()]);
+        agentplane_process::sandbox::forbid_ports([addr.port()]);
     }
 
     /// Confines the workspaces of callers from outside the process (ADR 0031): inside
@@ -632,9 +641,9 @@ fn acp_agents(
     config
         .agents
         .iter()
-        .filter(|(_, agent)| settings::acp::is_acp(agent))
+        .filter(|(_, agent)| agent.is_acp())
         .filter_map(|(name, agent)| {
-            let resolved = settings::acp::resolve(agent, secrets)?;
+            let resolved = agents::acp_config(agent, secrets)?;
             let external: Arc<dyn agentplane_engine::ports::ExternalAgent> =
                 Arc::new(agentplane_acp_client::AcpAgent::new(resolved));
             Some((name.clone(), external))

@@ -7,7 +7,7 @@
 //! server lists its models, with a progress line on stderr every few seconds, and tries
 //! once more. Only "unreachable" starts anything: a model that is there but cannot do
 //! something (no tools, not found) is another path and is never answered by starting a
-//! process. The process is started through `agentplane_tools::process` like every other
+//! process. The process is started through `agentplane_process::process` like every other
 //! one, and its output goes to the log.
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use agentplane_core::{ChatRequest, ChatResponse};
 use agentplane_engine::ports::{Capabilities, ChatModel, ModelError, ModelInfo, TextSink};
-use agentplane_tools::process::{self, ServerCommand, ServerProcess};
+use agentplane_process::process::{self, ServerCommand, ServerProcess};
 use async_trait::async_trait;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::Mutex;

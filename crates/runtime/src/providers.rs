@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_engine::models::{ProviderConfig, ProviderTap, Providers};
-use agentplane_engine::ports::ChatModel;
+use agentplane_engine::ports::{ChatModel, ModelError};
 use agentplane_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
 
 use crate::config::{Config, ConfigError};
@@ -19,10 +19,21 @@ use crate::settings::providers::ProviderKind;
 /// The pause before a first retry, for every provider.
 const RETRY_BASE_DELAY: Duration = Duration::from_millis(250);
 
+/// Why the providers could not be built: a setting (a provider's secret has no value,
+/// routing names an unknown provider), or a client that cannot be made from its
+/// settings. The composition root turns each into its `RuntimeError`.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A setting that cannot be used as it is.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A client that cannot be made (a URL or key a request cannot carry).
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
 /// The `[llm]` client.
-pub fn llm_client(
-    config: &Config,
-) -> Result<Arc<dyn ChatModel>, agentplane_engine::ports::ModelError> {
+pub fn llm_client(config: &Config) -> Result<Arc<dyn ChatModel>, ModelError> {
     Ok(Arc::new(OpenAiCompatible::new(OpenAiConfig {
         base_url: config.llm.base_url.clone(),
         api_key: config.llm.api_key.clone(),
@@ -44,7 +55,7 @@ pub fn model_server_keeper(config: &Config) -> Option<ModelServerKeeper> {
     let command = if !config.llm.start_command.is_empty() {
         config.llm.start_command.clone()
     } else if config.llm.base_url.contains(":11434")
-        && agentplane_tools::process::find_program("ollama").is_some()
+        && agentplane_process::process::find_program("ollama").is_some()
     {
         vec!["ollama".to_owned(), "serve".to_owned()]
     } else {
@@ -64,7 +75,7 @@ pub fn build(
     secrets: &Secrets,
     tap: Option<Arc<dyn ProviderTap>>,
     keeper: Option<Arc<ModelServerKeeper>>,
-) -> Result<Providers, crate::RuntimeError> {
+) -> Result<Providers, BuildError> {
     if !config.providers.is_configured() {
         let model = llm_client(config)?;
         let model = match keeper {

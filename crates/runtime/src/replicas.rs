@@ -24,8 +24,8 @@ use agentplane_sqlite::SqliteStore;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::StoreConfig;
 use crate::settings::cluster::ClusterConfig;
+use crate::settings::store::StoreConfig;
 
 /// Every store port in one object: what the runtime holds, SQLite or PostgreSQL.
 pub trait Store: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore {}

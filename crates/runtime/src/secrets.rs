@@ -209,15 +209,14 @@ impl McpSecretGate {
     /// The gate for the configured servers against the live policy set. A reference to
     /// an unknown secret is a configuration error naming the key.
     pub fn new(config: &Config, policies: Arc<ActivePolicies>) -> Result<Self, ConfigError> {
-        let needs = secrets::mcp_references(&config.mcp_servers, &config.secrets).map_err(
-            |(key, message)| ConfigError {
-                source_name: config
-                    .file
-                    .as_ref()
-                    .map_or_else(|| "defaults".to_owned(), |f| f.display().to_string()),
-                message: format!("`{key}`: {message}"),
-            },
-        )?;
+        let needs = crate::settings::mcp::secret_references(&config.mcp_servers, &config.secrets)
+            .map_err(|(key, message)| ConfigError {
+            source_name: config
+                .file
+                .as_ref()
+                .map_or_else(|| "defaults".to_owned(), |f| f.display().to_string()),
+            message: format!("`{key}`: {message}"),
+        })?;
         Ok(Self { needs, policies })
     }
 

@@ -276,7 +276,7 @@ async fn a_permission_shows_what_will_actually_run() {
             _ => None,
         })
         .expect("a permission with what runs");
-    let git = agentplane_tools::process::find_program("git").expect("git on PATH");
+    let git = agentplane_process::process::find_program("git").expect("git on PATH");
     for needle in [
         git.display().to_string().as_str(),
         "\"status\" \"--short\"",

@@ -1,9 +1,11 @@
 //! The tool ensembles: builtin `fs`, `shell` and `web`, and one per MCP server ([`mcp`]), each an
 //! [`Ensemble`](agentplane_engine::ports::Ensemble) the engine calls.
 //!
-//! Each one is confined on its own terms: files to the workspace ([`confine`]), programs
-//! to an allowlist run without a shell ([`process`]) and confined by the kernel
-//! ([`sandbox`]) — those three from `agentplane-process` —, the network to public addresses
+//! Each one is confined on its own terms: files to the workspace
+//! ([`confine`](agentplane_process::confine)), programs to an allowlist run without a
+//! shell ([`process`](agentplane_process::process)) and confined by the kernel
+//! ([`sandbox`](agentplane_process::sandbox)) — those three from `agentplane-process` —,
+//! the network to public addresses
 //! unless the agent allows more ([`web`]). A refused breach is a `ToolError` that carries
 //! a security violation, so the engine records a `security_event` besides the error.
 //!
@@ -19,14 +21,14 @@ mod text;
 pub mod web;
 pub mod webhook;
 
-// Spawning and confinement live in `agentplane-process`, shared with the ACP client;
-// re-exported under their old paths for the runtime's wiring.
-pub use agentplane_process::{confine, process, sandbox};
+// Spawning and confinement live in `agentplane-process`, shared with the ACP client and
+// the runtime, which depend on it themselves; named here for this crate's own modules
+// (`crate::process`, …) only, so no other crate reaches it through this one.
+use agentplane_process::{confine, process, sandbox};
+
 pub use changes::WorkspaceFiles;
-pub use confine::{Access, resolve_in_workspace};
 pub use fs::{FsEnsemble, MAX_EDIT_FILE_BYTES};
 pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport};
-pub use sandbox::Sandbox;
 pub use shell::ShellEnsemble;
 pub use web::{WebEnsemble, WebLimits};
 pub use webhook::{WebhookClient, WebhookSettings};

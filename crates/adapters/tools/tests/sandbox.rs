@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use agentplane_core::SandboxSpec;
 use agentplane_engine::ports::{Ensemble, ToolContext};
-use agentplane_tools::sandbox::Kernel;
-use agentplane_tools::{Sandbox, ShellEnsemble};
+use agentplane_process::Sandbox;
+use agentplane_process::sandbox::Kernel;
+use agentplane_tools::ShellEnsemble;
 use serde_json::json;
 
 /// Each probe prints `name: ok` or `name: refused CODE`.

@@ -16,7 +16,8 @@ use std::time::Duration;
 use agentplane_redis::{OnUnavailable, RedisRateConfig, check_url};
 use serde::Deserialize;
 
-use super::SettingError;
+use super::BadValue;
+use super::overrides::Overrides;
 
 /// The default of `timeout_ms`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -37,17 +38,14 @@ pub struct RateLimitsConfig {
     pub redis: Option<RedisRateConfig>,
 }
 
-/// Checks `[rate_limits]`; `env_url` is `AGENTPLANE_REDIS_URL`, which wins over the file.
-/// A bad URL is reported without its text (it may hold a password).
-pub fn resolve(
-    file: FileRateLimits,
-    env_url: Option<String>,
-) -> Result<RateLimitsConfig, SettingError> {
+/// Checks `[rate_limits]`; `AGENTPLANE_REDIS_URL` wins over the file's `redis`. A bad
+/// URL is reported without its text (it may hold a password).
+pub fn resolve(file: FileRateLimits, env: &Overrides) -> Result<RateLimitsConfig, BadValue> {
     let on_unavailable = match file.on_unavailable.as_deref() {
         None | Some("refuse") => OnUnavailable::Refuse,
         Some("local") => OnUnavailable::Local,
         Some(other) => {
-            return Err((
+            return Err(BadValue::Key(
                 "on_unavailable".into(),
                 format!("must be \"refuse\" or \"local\", got {other:?}"),
             ));
@@ -55,18 +53,18 @@ pub fn resolve(
     };
     let timeout = match file.timeout_ms {
         None => DEFAULT_TIMEOUT,
-        Some(0) => return Err(("timeout_ms".into(), "must be at least 1".into())),
+        Some(0) => return Err(("timeout_ms", "must be at least 1".into()).into()),
         Some(ms) if ms > 60_000 => {
-            return Err(("timeout_ms".into(), "must be at most 60000".into()));
+            return Err(("timeout_ms", "must be at most 60000".into()).into());
         }
         Some(ms) => Duration::from_millis(ms),
     };
-    let (url, key) = match (env_url.filter(|u| !u.is_empty()), file.redis) {
-        (Some(url), _) => (url, "AGENTPLANE_REDIS_URL"),
-        (None, Some(url)) => (url, "redis"),
+    let (url, from_env) = match (env.redis_url.clone(), file.redis) {
+        (Some(url), _) => (url, true),
+        (None, Some(url)) => (url, false),
         (None, None) => {
             if file.on_unavailable.is_some() || file.timeout_ms.is_some() {
-                return Err((
+                return Err(BadValue::Key(
                     "redis".into(),
                     "is needed for on_unavailable and timeout_ms (without it rate limits \
                      are counted in memory)"
@@ -76,7 +74,13 @@ pub fn resolve(
             return Ok(RateLimitsConfig::default());
         }
     };
-    check_url(&url).map_err(|m| (key.to_owned(), m))?;
+    check_url(&url).map_err(|m| {
+        if from_env {
+            BadValue::Variable("AGENTPLANE_REDIS_URL", m)
+        } else {
+            BadValue::Key("redis".into(), m)
+        }
+    })?;
     Ok(RateLimitsConfig {
         redis: Some(RedisRateConfig {
             url,

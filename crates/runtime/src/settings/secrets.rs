@@ -4,13 +4,12 @@
 //! Only where each value comes from is configuration; the values themselves are read
 //! at start-up by `crate::secrets` and never kept here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
 use super::SettingError;
-use crate::config::McpServerConfig;
 
 /// The longest secret name: names appear in `[REDACTED:NAME]` markers and policies.
 const MAX_NAME_LEN: usize = 64;
@@ -110,51 +109,6 @@ pub fn references(value: &str) -> Result<Vec<&str>, String> {
         rest = &after[close + 1..];
     }
     Ok(names)
-}
-
-/// The secrets each MCP server's `env` and `headers` values refer to, by server.
-/// A reference to a secret not in `[secrets]` is an error naming the key.
-pub fn mcp_references(
-    servers: &BTreeMap<String, McpServerConfig>,
-    secrets: &SecretsConfig,
-) -> Result<BTreeMap<String, BTreeSet<String>>, SettingError> {
-    let mut needs = BTreeMap::new();
-    for (server, config) in servers {
-        let values = config
-            .env
-            .iter()
-            .map(|(k, v)| (format!("mcp.servers.{server}.env.{k}"), v))
-            .chain(
-                config
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (format!("mcp.servers.{server}.headers.{k}"), v)),
-            );
-        let mut names = BTreeSet::new();
-        for (key, value) in values {
-            for name in references(value).map_err(|m| (key.clone(), m))? {
-                if !secrets.sources.contains_key(name) {
-                    let known: Vec<&str> = secrets.sources.keys().map(String::as_str).collect();
-                    return Err((
-                        key,
-                        format!(
-                            "unknown secret `{name}` (configured: {})",
-                            if known.is_empty() {
-                                "none".to_owned()
-                            } else {
-                                known.join(", ")
-                            }
-                        ),
-                    ));
-                }
-                names.insert(name.to_owned());
-            }
-        }
-        if !names.is_empty() {
-            needs.insert(server.clone(), names);
-        }
-    }
-    Ok(needs)
 }
 
 #[cfg(test)]

@@ -1,9 +1,16 @@
-//! The agent and MCP server sections of `agentplane.toml` (`[agents.NAME]`,
-//! `[mcp_servers.NAME]`): their types as written, and the checks that turn a bad value
-//! into a load error naming the key. The loader (`mod.rs`) reads them; what an agent
-//! becomes at run time is `agents.rs`'s.
+//! `[agents.NAME]`: agents defined in the configuration file, as written, and the
+//! checks that turn a bad value into a load error naming the key. What an agent becomes
+//! at run time (its `AgentSpec`, an ACP agent's client) is the runtime's `agents.rs`;
+//! `kind = "acp"` agents' own keys are `acp.rs`'s.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+use super::acp::{self, AcpOverrides};
+
+/// Ensembles an agent may name besides MCP servers.
+pub const KNOWN_ENSEMBLES: &[&str] = &["fs", "shell", "web"];
 
 /// An agent defined in the configuration file (`[agents.NAME]`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -63,56 +70,13 @@ pub struct AgentConfig {
     #[serde(default)]
     pub profile: Option<String>,
     #[serde(default)]
-    pub acp: Option<crate::settings::acp::AcpOverrides>,
+    pub acp: Option<AcpOverrides>,
 }
 
-/// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,
-/// `args`, `env`, `cwd`) or a streamable HTTP endpoint (`url`, `headers`). Agents attach
-/// it by naming it in their `ensembles`.
-#[derive(Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    #[serde(default)]
-    pub command: Option<String>,
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Added to the server's environment (which never holds `AGENTPLANE_*` variables).
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// The server's working directory; relative to the configuration file.
-    #[serde(default)]
-    pub cwd: Option<PathBuf>,
-    #[serde(default)]
-    pub url: Option<String>,
-    /// Sent with every HTTP request (an `Authorization` header, say). Never logged.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// How long starting and initializing may take. Default 30 s (an `npx` cold start).
-    #[serde(default)]
-    pub startup_timeout_secs: Option<u64>,
-    /// Longest tool call; the agent's tool timeout applies too, the shorter wins.
-    #[serde(default)]
-    pub call_timeout_secs: Option<u64>,
-    /// Keep the connection for the thread's next turns this long; 0 (the default) ends
-    /// it after every turn.
-    #[serde(default)]
-    pub idle_timeout_secs: Option<u64>,
-}
-
-/// Values of `env` and `headers` often are credentials: only their names are shown.
-impl std::fmt::Debug for McpServerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServerConfig")
-            .field("command", &self.command)
-            .field("args", &self.args)
-            .field("env", &self.env.keys().collect::<Vec<_>>())
-            .field("cwd", &self.cwd)
-            .field("url", &self.url)
-            .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .field("startup_timeout_secs", &self.startup_timeout_secs)
-            .field("call_timeout_secs", &self.call_timeout_secs)
-            .field("idle_timeout_secs", &self.idle_timeout_secs)
-            .finish()
+impl AgentConfig {
+    /// Whether the agent is an external ACP one (`kind = "acp"`).
+    pub fn is_acp(&self) -> bool {
+        acp::is_acp(self.kind.as_deref())
     }
 }
 
@@ -127,95 +91,39 @@ pub struct NetworkConfig {
 }
 
 /// Letters, digits, `-` and `_`: names that fit in tool names and URLs as they are.
-pub(super) fn is_plain_name(name: &str) -> bool {
+pub fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// Checks an MCP server's values; on error, the key within the server and the message.
-pub(super) fn check_mcp_server(
-    name: &str,
-    server: &McpServerConfig,
-) -> Result<(), (&'static str, String)> {
-    // Tools are named `mcp__NAME__TOOL` and tool names are at most 64 characters.
-    if !is_plain_name(name) || name.contains("__") || name.len() > 32 {
-        return Err((
-            "",
-            "MCP server names use letters, digits, `-` and single `_`, at most 32 characters"
-                .into(),
-        ));
-    }
-    if crate::agents::KNOWN_ENSEMBLES.contains(&name) {
-        return Err(("", format!("`{name}` is a builtin ensemble's name")));
-    }
-    match (&server.command, &server.url) {
-        (Some(_), Some(_)) => {
-            return Err((
-                "url",
-                "give either `command` (stdio) or `url` (HTTP), not both".into(),
-            ));
-        }
-        (None, None) => {
-            return Err(("command", "give `command` (stdio) or `url` (HTTP)".into()));
-        }
-        (Some(command), None) => {
-            if command.trim().is_empty() {
-                return Err(("command", "must not be empty".into()));
-            }
-            if !server.headers.is_empty() {
-                return Err(("headers", "only HTTP servers (`url`) take headers".into()));
-            }
-        }
-        (None, Some(url)) => {
-            check_base_url(url).map_err(|m| ("url", m))?;
-            if !server.args.is_empty() || !server.env.is_empty() || server.cwd.is_some() {
-                return Err((
-                    "url",
-                    "`args`, `env` and `cwd` belong to stdio servers (`command`)".into(),
-                ));
-            }
-        }
-    }
-    for key in server.env.keys() {
-        if key.is_empty() || key.contains('=') || key.contains('\0') {
-            return Err(("env", format!("{key:?} is not a variable name")));
-        }
-    }
-    for (key, timeout) in [
-        ("startup_timeout_secs", server.startup_timeout_secs),
-        ("call_timeout_secs", server.call_timeout_secs),
-    ] {
-        if timeout == Some(0) {
-            return Err((key, "must be at least 1".into()));
-        }
-    }
-    Ok(())
-}
-
 /// Checks an agent's values; on error, the key within the agent and the message.
-pub(super) fn check_agent(
+pub fn check_agent(
     name: &str,
     agent: &AgentConfig,
-    mcp_servers: &BTreeMap<String, McpServerConfig>,
+    mcp_servers: &BTreeSet<&str>,
 ) -> Result<(), (&'static str, String)> {
     if !is_plain_name(name) {
         return Err(("", "agent names use letters, digits, `-` and `_`".into()));
     }
-    crate::settings::acp::check(agent)?;
-    if agent.system_prompt.trim().is_empty() && !crate::settings::acp::is_acp(agent) {
+    acp::check(
+        agent.kind.as_deref(),
+        agent.profile.as_deref(),
+        agent.acp.as_ref(),
+        &agent.ensembles,
+    )?;
+    if agent.system_prompt.trim().is_empty() && !agent.is_acp() {
         return Err(("system_prompt", "must not be empty".into()));
     }
-    version_settings::baseline_version(agent.version.as_deref()).map_err(|m| ("version", m))?;
+    super::versions::baseline_version(agent.version.as_deref()).map_err(|m| ("version", m))?;
     for ensemble in &agent.ensembles {
-        if !crate::agents::KNOWN_ENSEMBLES.contains(&ensemble.as_str())
-            && !mcp_servers.contains_key(ensemble)
+        if !KNOWN_ENSEMBLES.contains(&ensemble.as_str()) && !mcp_servers.contains(ensemble.as_str())
         {
-            let known: Vec<&str> = crate::agents::KNOWN_ENSEMBLES
+            let known: Vec<&str> = KNOWN_ENSEMBLES
                 .iter()
                 .copied()
-                .chain(mcp_servers.keys().map(String::as_str))
+                .chain(mcp_servers.iter().copied())
                 .collect();
             return Err((
                 "ensembles",
@@ -230,7 +138,7 @@ pub(super) fn check_agent(
     // An ACP agent's `shell_allow` is what it may run through our terminals.
     if !agent.shell_allow.is_empty()
         && !agent.ensembles.iter().any(|e| e == "shell")
-        && !crate::settings::acp::is_acp(agent)
+        && !agent.is_acp()
     {
         return Err((
             "shell_allow",
