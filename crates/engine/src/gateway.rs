@@ -284,8 +284,8 @@ impl AdmittedCall {
             Ok(answered) => answered,
             Err(e) if texted => {
                 let charge = self.meter.worst_charge();
-                self.meter.settle(&charge, &self.agent, "").await;
                 recorder.record(String::new(), self.request.model.clone(), None, &charge);
+                self.meter.settle(&charge, &self.agent, "").await;
                 return Err(e.into());
             }
             Err(e) => {
@@ -297,8 +297,15 @@ impl AdmittedCall {
             response.model = self.request.model.clone();
         }
         let charge = self.meter.price(&response.model, response.usage);
+        // Recorded first (a task of its own): a client leaving during the settlement
+        // must not lose the record; the settlement completes on its own task too.
+        recorder.record(
+            provider.clone(),
+            response.model.clone(),
+            response.usage,
+            &charge,
+        );
         self.meter.settle(&charge, &self.agent, &provider).await;
-        recorder.record(provider, response.model.clone(), response.usage, &charge);
         Ok(GatewayReply {
             id: self.id,
             response,

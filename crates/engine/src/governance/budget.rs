@@ -185,25 +185,31 @@ impl BudgetKeeper {
     /// Releases a reservation from where no `await` is possible (a drop): settled at 0
     /// on a task of its own.
     pub fn release_later(&self, reservation: Reservation) {
-        self.settle_later(reservation, 0);
+        let _ = self.settle_later(reservation, 0);
     }
 
-    /// Settles `reservation` at `actual` in the background: for a reservation dropped
-    /// where nothing can be awaited (an abandoned call's meter).
-    pub fn settle_later(&self, reservation: Reservation, actual: u64) {
-        let Some(hold) = reservation.hold else {
-            return;
-        };
+    /// Settles `reservation` at `actual` on a task of its own, which goes on whatever
+    /// happens to the caller: for a reservation dropped where nothing can be awaited
+    /// (an abandoned call's meter), and for a settlement that must not be cut off
+    /// half-way when the caller's future is dropped. The handle, if a task was started,
+    /// says when it is done.
+    pub fn settle_later(
+        &self,
+        reservation: Reservation,
+        actual: u64,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let hold = reservation.hold?;
         let ledger = self.ledger.clone();
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    if let Err(e) = ledger.settle(&hold, actual).await {
-                        tracing::error!(%hold, error = %e, "a budget reservation could not be settled");
-                    }
-                });
+            Ok(runtime) => Some(runtime.spawn(async move {
+                if let Err(e) = ledger.settle(&hold, actual).await {
+                    tracing::error!(%hold, error = %e, "a budget reservation could not be settled");
+                }
+            })),
+            Err(_) => {
+                tracing::error!(%hold, "a budget reservation was dropped outside a runtime");
+                None
             }
-            Err(_) => tracing::error!(%hold, "a budget reservation was dropped outside a runtime"),
         }
     }
 

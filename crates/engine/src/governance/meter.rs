@@ -155,17 +155,14 @@ impl Meter {
             } else {
                 charge.usd_micros
             };
-            self.governance
-                .budgets
-                .settle(reservation, usd_micros)
-                .await;
+            settle_to_the_end(&self.governance, reservation, usd_micros).await;
         }
     }
 
     /// The call failed before any text arrived: nothing is charged.
     pub async fn release(mut self) {
         if let Some(reservation) = self.reservation.take() {
-            self.governance.budgets.settle(reservation, 0).await;
+            settle_to_the_end(&self.governance, reservation, 0).await;
         }
     }
 }
@@ -176,12 +173,22 @@ impl Drop for Meter {
             return;
         };
         let charge = self.worst_charge();
-        self.governance
+        let _ = self
+            .governance
             .budgets
             .settle_later(reservation, charge.usd_micros);
         if let Some(hook) = self.on_abandon.take() {
             hook(charge);
         }
+    }
+}
+
+/// Settles on a task of its own and waits for it: if the caller's future is dropped
+/// while the ledger is being written (a client leaves at that moment), the settlement
+/// still completes instead of leaving the money held.
+async fn settle_to_the_end(governance: &Governance, reservation: Reservation, usd_micros: u64) {
+    if let Some(done) = governance.budgets.settle_later(reservation, usd_micros) {
+        let _ = done.await;
     }
 }
 
