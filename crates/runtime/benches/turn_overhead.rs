@@ -131,7 +131,7 @@ async fn main() {
                 &file,
                 format!(
                     "[llm]\nbase_url = \"{base_url}\"\nmodel = \"scripted-model\"\n\
-                     [store]\npath = \"bench.db\"\n\
+                     [store]\npath = \"bench-{name}.db\"\n\
                      [agents.chat]\nsystem_prompt = \"Answer briefly.\"\n\
                      [agents.lister]\nsystem_prompt = \"List files.\"\nensembles = [\"fs\"]\n"
                 ),
