@@ -668,3 +668,72 @@ async fn an_upstream_that_over_reports_usage_is_charged_at_most_the_worst_case_o
     })
     .await;
 }
+
+/// Five turns cancelled as soon as their first text arrives (the model asked, its
+/// answer still coming) are each charged the worst case — a `usage` event marked
+/// unreported and a `cost` of $0.002 — and a budget of exactly five calls then refuses
+/// the next turn: a cancel does not make the model's work free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_cancelled_mid_answer_are_charged_on_both_stores() {
+    on_both_stores(|extra| async move {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let slow = Step::text("a slow answer in pieces")
+            .with_usage(100, 500)
+            .with_split(4)
+            .with_chunk_delay_ms(1_500);
+        let model = ScriptedServer::start(Scenario::new(vec![slow]).repeating(true))
+            .await
+            .expect("model");
+        let sb = sandbox(PRICED);
+        std::fs::create_dir_all(sb.root.join("policies")).expect("policies dir");
+        std::fs::write(
+            sb.root.join("policies/five.yaml"),
+            "name: five\ntype: budget\nrules: {usd: 0.01, period: month}\n",
+        )
+        .expect("policy");
+        let served = start(&sb, &model.base_url(), &extra).await;
+        for _ in 0..5 {
+            let thread = new_thread(&served, &sb, CLIENT).await;
+            let response = post_turn(&served, CLIENT, &thread).await;
+            assert_eq!(response.status(), 200);
+            let mut reader = SseReader::from_response(response);
+            let started = reader.until("message_delta").await;
+            let turn = started
+                .iter()
+                .find_map(|e| e.data["turn_id"].as_str())
+                .expect("a turn id")
+                .to_owned();
+            let cancelled = as_client(
+                &served,
+                CLIENT,
+                reqwest::Method::POST,
+                &format!("/v1/turns/{turn}/cancel"),
+            )
+            .send()
+            .await
+            .expect("cancel");
+            assert_eq!(cancelled.status(), 202);
+            let events = reader.until("turn_completed").await;
+            let end = events.last().expect("end");
+            assert_eq!(end.data["stop_reason"], "cancelled", "{:?}", end.data);
+            let cost = events
+                .iter()
+                .find(|e| e.event == "cost")
+                .expect("a cost event");
+            assert_eq!(cost.data["usd_micros"], CALL_MICROS, "{:?}", cost.data);
+            let usage = events.iter().find(|e| e.event == "usage").expect("usage");
+            assert_eq!(usage.data["reported"], false, "{:?}", usage.data);
+        }
+        let (usd, calls) = spent(&served, CLIENT).await;
+        println!("cancelled ({extra:?}): {calls} calls, {usd} µ$");
+        assert_eq!((usd, calls), (5 * CALL_MICROS, 5));
+        let thread = new_thread(&served, &sb, CLIENT).await;
+        let refused = post_turn(&served, CLIENT, &thread).await;
+        assert_eq!(
+            refused.status(),
+            402,
+            "the budget did not see the cancelled calls"
+        );
+    })
+    .await;
+}
