@@ -34,7 +34,8 @@ pub const WORKSPACE_MOVED: &str = "workspace_moved";
 pub struct WorkspaceRoots {
     /// `None`: no roots configured, any directory but the forbidden ones.
     pub roots: Option<Vec<PathBuf>>,
-    /// The data directory: never a workspace nor inside one; its descendants may be.
+    /// The data directory: never a workspace nor inside one; the executions' folders
+    /// in it may be.
     pub data: Option<PathBuf>,
     /// The configuration directory, the policies directory and every `[secrets]`
     /// file's folder: never a workspace, inside one, or above one.
@@ -85,21 +86,19 @@ impl WorkspaceRoots {
         Ok(())
     }
 
-    /// Whether `cwd` is strictly below the data directory.
+    /// Whether `cwd` is strictly below the executions' folder in the data directory
+    /// (where an execution without a `cwd` works).
     fn below_data(&self, cwd: &Path) -> bool {
-        self.data
-            .as_ref()
-            .is_some_and(|data| cwd.starts_with(data) && cwd != data)
+        self.data.as_ref().is_some_and(|data| {
+            let executions = data.join("executions");
+            cwd.starts_with(&executions) && cwd != executions
+        })
     }
 
-    /// Whether `cwd` is strictly below the data directory, which lies strictly below
-    /// the sealed `dir` (a data directory kept beside the configuration file).
+    /// Whether `cwd` is an execution's folder in a data directory kept in the sealed
+    /// `dir` (the database beside the configuration file).
     fn data_below(&self, dir: &Path, cwd: &Path) -> bool {
-        self.below_data(cwd)
-            && self
-                .data
-                .as_ref()
-                .is_some_and(|data| data.starts_with(dir) && data != dir)
+        self.below_data(cwd) && self.data.as_ref().is_some_and(|data| data.starts_with(dir))
     }
 }
 
@@ -234,6 +233,8 @@ mod tests {
                 .check(Path::new("/srv/work/data/executions/x"))
                 .is_ok()
         );
+        assert!(roots.check(Path::new("/srv/work/data/other")).is_ok());
+        assert!(roots.check(Path::new("/srv/work/data/executions")).is_ok());
         for refused in ["/srv/work", "/srv/work/data", "/srv/workshop", "/etc", "/"] {
             let e = roots.check(Path::new(refused)).expect_err(refused);
             assert!(!e.to_string().contains("/srv"), "{e}");
@@ -274,6 +275,15 @@ mod tests {
         }
         // Executions' folders beside the database, kept in the configuration directory.
         assert!(roots.check(Path::new("/etc/ap/data/executions/x")).is_ok());
+        assert!(roots.check(Path::new("/etc/ap/data/other")).is_err());
+        let beside = WorkspaceRoots {
+            data: Some(PathBuf::from("/etc/ap")),
+            ..roots.clone()
+        };
+        assert!(beside.check(Path::new("/etc/ap/executions/x")).is_ok());
+        for refused in ["/etc/ap/executions", "/etc/ap/sub", "/etc/ap"] {
+            beside.check(Path::new(refused)).expect_err(refused);
+        }
         assert!(roots.check(Path::new("/srv/work")).is_ok());
         assert!(roots.check(Path::new("/etc/apx")).is_ok());
     }
