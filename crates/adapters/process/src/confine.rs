@@ -500,4 +500,40 @@ mod tests {
         assert_eq!(empty.kind, ToolErrorKind::InvalidArguments);
         assert!(empty.security.is_none());
     }
+
+    /// The workspace itself swapped for a symlink after the turn began (ADR 0040):
+    /// every resolve and every open refuses it as a violation, never following it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_workspace_swapped_for_a_symlink_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let workspace = base.join("ws");
+        let outside = base.join("outside");
+        fs::create_dir(&workspace).unwrap();
+        fs::create_dir(&outside).unwrap();
+        fs::write(workspace.join("f.txt"), "inside").unwrap();
+        fs::write(outside.join("f.txt"), "outside").unwrap();
+        let path = resolve_in_workspace(&workspace, "f.txt", Access::Read).unwrap();
+        fs::rename(&workspace, base.join("ws.orig")).unwrap();
+        std::os::unix::fs::symlink(&outside, &workspace).unwrap();
+        for intent in [Access::Read, Access::Write, Access::List] {
+            let err = resolve_in_workspace(&workspace, "f.txt", intent).unwrap_err();
+            assert_eq!(err.kind, ToolErrorKind::SandboxViolation, "{intent:?}");
+            assert!(err.security.is_some());
+        }
+        // Checked before the swap, opened after: the open refuses it too.
+        match open_regular_file(&workspace, &path, "f.txt") {
+            Err(err) => assert_eq!(err.kind, ToolErrorKind::SandboxViolation),
+            Ok(_) => panic!("the swapped workspace was followed"),
+        }
+        match create_regular_file(&workspace, &path, "f.txt") {
+            Err(err) => assert_eq!(err.kind, ToolErrorKind::SandboxViolation),
+            Ok(_) => panic!("the swapped workspace was written through"),
+        }
+        assert_eq!(
+            fs::read_to_string(outside.join("f.txt")).unwrap(),
+            "outside"
+        );
+    }
 }
