@@ -62,8 +62,9 @@ for _ in $(seq 100); do [[ -s "$work/model.url" ]] && break; sleep 0.1; done
 model_url="$(head -n1 "$work/model.url")"
 [[ -n "$model_url" ]] || { echo "scripted-llm did not start:" >&2; cat "$work/model.log" >&2; exit 1; }
 
-mkdir -p "$work/ws"
-cat >"$work/agentplane.toml" <<'TOML'
+# The configuration in a folder of its own: a workspace below it is refused (ADR 0040).
+mkdir -p "$work/ws" "$work/config"
+cat >"$work/config/agentplane.toml" <<'TOML'
 [llm]
 max_retries = 0
 [server]
@@ -72,11 +73,11 @@ permission_timeout_secs = 2
 TOML
 # The thread below works in $work/ws: a root of its own, since `serve` on loopback
 # otherwise confines workspaces to the directory it started in (docs/identity.md).
-printf 'workspace_roots = ["%s"]\n' "$work/ws" >>"$work/agentplane.toml"
+printf 'workspace_roots = ["%s"]\n' "$work/ws" >>"$work/config/agentplane.toml"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 token="schemathesis-$RANDOM$RANDOM"
 base="http://127.0.0.1:$port"
-AGENTPLANE_CONFIG="$work/agentplane.toml" \
+AGENTPLANE_CONFIG="$work/config/agentplane.toml" \
   AGENTPLANE_LLM_BASE_URL="$model_url" AGENTPLANE_LLM_MODEL="scripted-model" \
   AGENTPLANE_AUTH_TOKEN="$token" \
   "$bin/agentplane" serve --listen "127.0.0.1:$port" --db "$work/events.db" \

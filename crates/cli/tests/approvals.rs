@@ -30,20 +30,27 @@ const REVIEW: &str = "name: review\ntype: approval_required\nrules: {tools: [wri
 
 struct Sandbox {
     _dir: tempfile::TempDir,
+    /// Where `serve` starts: holds the configuration folder and the workspace.
+    base: PathBuf,
+    /// The configuration folder.
     root: PathBuf,
     workspace: PathBuf,
 }
 
 fn sandbox() -> Sandbox {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().to_path_buf();
-    let workspace = root.join("ws");
+    // The configuration in a folder of its own beside the workspace (ADR 0040).
+    let base = dir.path().canonicalize().expect("canonical");
+    let root = base.join("config");
+    std::fs::create_dir(&root).expect("config folder");
+    let workspace = base.join("ws");
     std::fs::create_dir(&workspace).expect("workspace");
     std::fs::create_dir(root.join("policies")).expect("policies");
     std::fs::write(root.join("policies").join("review.yaml"), REVIEW).expect("policy");
     std::fs::write(root.join("agentplane.toml"), CONFIG).expect("config");
     Sandbox {
         _dir: dir,
+        base,
         root,
         workspace: workspace.canonicalize().expect("canonical workspace"),
     }
@@ -52,8 +59,8 @@ fn sandbox() -> Sandbox {
 /// The binary with a clean agentplane environment, pointed at the scripted model.
 fn command(sb: &Sandbox, model_url: &str) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.current_dir(&sb.root)
-        .env_remove("AGENTPLANE_CONFIG")
+    cmd.current_dir(&sb.base)
+        .env("AGENTPLANE_CONFIG", sb.root.join("agentplane.toml"))
         .env_remove("AGENTPLANE_DB")
         .env_remove("AGENTPLANE_LISTEN")
         .env_remove("AGENTPLANE_AUTH_TOKEN")

@@ -35,6 +35,9 @@ fn secret() -> String {
 
 struct Sandbox {
     _dir: tempfile::TempDir,
+    /// Where `serve` starts: holds the configuration folder and the workspace.
+    base: PathBuf,
+    /// The configuration folder.
     root: PathBuf,
     workspace: PathBuf,
 }
@@ -44,8 +47,11 @@ struct Sandbox {
 /// names the same server without a grant.
 fn sandbox() -> Sandbox {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().canonicalize().expect("canonical");
-    let workspace = root.join("ws");
+    // The configuration in a folder of its own beside the workspace (ADR 0040).
+    let base = dir.path().canonicalize().expect("canonical");
+    let root = base.join("config");
+    std::fs::create_dir(&root).expect("config folder");
+    let workspace = base.join("ws");
     std::fs::create_dir_all(&workspace).expect("workspace");
     std::fs::create_dir_all(root.join("policies")).expect("policies");
     std::fs::write(
@@ -72,6 +78,7 @@ fn sandbox() -> Sandbox {
     .expect("config");
     Sandbox {
         _dir: dir,
+        base,
         root,
         workspace,
     }
@@ -112,8 +119,8 @@ async fn start(sb: &Sandbox, model_url: &str) -> Served {
     let stdout = sb.root.join("serve.out");
     let stderr = sb.root.join("serve.err");
     let child = Command::new(BIN)
-        .current_dir(&sb.root)
-        .env_remove("AGENTPLANE_CONFIG")
+        .current_dir(&sb.base)
+        .env("AGENTPLANE_CONFIG", sb.root.join("agentplane.toml"))
         .env_remove("AGENTPLANE_DB")
         .env_remove("AGENTPLANE_LISTEN")
         .env_remove("AGENTPLANE_AUTH_TOKEN")

@@ -352,8 +352,9 @@ impl Runtime {
 
     /// Confines the workspaces of callers from outside the process (ADR 0031): inside
     /// `[server] workspace_roots`, else inside `default_root` (`serve` on loopback: the
-    /// directory it started in), and never the data or configuration directory or one
-    /// that contains them. Returns how many roots are in force (0: none).
+    /// directory it started in), never the data directory or one that contains it, and
+    /// never the configuration directory, the policies directory, a secret file's
+    /// folder, anything below them or anything that contains them (ADR 0040). Returns how many roots are in force (0: none).
     pub fn confine_workspaces(&self, default_root: Option<&Path>) -> Result<usize, RuntimeError> {
         let configured = self.config.server.workspace_roots.clone();
         let roots = match (configured, default_root) {
@@ -377,28 +378,45 @@ impl Runtime {
             })
             .transpose()?;
         // Where the database is (or, on PostgreSQL, executions' directories are), and
-        // where the configuration came from.
-        let forbidden = [
-            self.config.store.path.parent().map(Path::to_path_buf),
-            self.config
-                .file
-                .as_ref()
-                .and_then(|file| file.parent().map(Path::to_path_buf)),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|dir| {
-            if dir.as_os_str().is_empty() {
-                PathBuf::from(".")
+        // where the configuration, the policies and the secret files are (ADR 0040).
+        let canonical = |dir: &Path| -> Option<PathBuf> {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
             } else {
                 dir
-            }
-        })
-        .filter_map(|dir| std::fs::canonicalize(dir).ok())
-        .collect();
+            };
+            std::fs::canonicalize(dir).ok()
+        };
+        let data = self.config.store.path.parent().and_then(canonical);
+        let config_dir = self.config.file.as_ref().and_then(|f| f.parent());
+        let secret_dirs = self
+            .config
+            .secrets
+            .sources
+            .values()
+            .filter_map(|source| match source {
+                crate::settings::secrets::SecretSource::File(file) => Some(match config_dir {
+                    Some(dir) if file.is_relative() => dir.join(file),
+                    _ => file.clone(),
+                }),
+                crate::settings::secrets::SecretSource::Env(_) => None,
+            })
+            .filter_map(|file| file.parent().map(Path::to_path_buf))
+            .collect::<Vec<_>>();
+        let sealed = config_dir
+            .map(Path::to_path_buf)
+            .into_iter()
+            .chain(self.config.policies.dir.clone())
+            .chain(secret_dirs)
+            .filter_map(|dir: PathBuf| canonical(&dir))
+            .collect();
         let count = roots.as_ref().map_or(0, Vec::len);
         self.hub
-            .confine_workspaces(agentplane_engine::hub::WorkspaceRoots { roots, forbidden });
+            .confine_workspaces(agentplane_engine::hub::WorkspaceRoots {
+                roots,
+                data,
+                sealed,
+            });
         Ok(count)
     }
 

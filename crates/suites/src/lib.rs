@@ -51,17 +51,25 @@ pub const EVENT_BUDGET: Duration = Duration::from_secs(20);
 
 pub struct Sandbox {
     _dir: tempfile::TempDir,
+    /// Where `serve` starts (and so the default workspace root): holds `root` and the
+    /// workspaces; other workspaces a test needs go here too.
+    pub base: PathBuf,
+    /// The configuration folder: `agentplane.toml`, the database, policies, secret
+    /// files. Never a workspace, nor anything below it (ADR 0040).
     pub root: PathBuf,
     pub workspace: PathBuf,
     pub db: PathBuf,
 }
 
-/// A temp dir with a workspace, a config naming `events.db`, a plain chat agent `chat`
-/// and an agent `careful` whose `list_files` needs a person's permission.
+/// A temp dir with a workspace, and beside it a configuration folder with a config
+/// naming `events.db`, a plain chat agent `chat` and an agent `careful` whose
+/// `list_files` needs a person's permission.
 pub fn sandbox(extra_config: &str) -> Sandbox {
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().to_path_buf();
-    let workspace = root.join("ws");
+    let base = dir.path().canonicalize().expect("canonical sandbox");
+    let root = base.join("config");
+    std::fs::create_dir(&root).expect("config folder");
+    let workspace = base.join("ws");
     std::fs::create_dir(&workspace).expect("workspace");
     let config = format!(
         "[llm]\nmax_retries = 0\n[store]\npath = \"events.db\"\n\
@@ -73,8 +81,9 @@ pub fn sandbox(extra_config: &str) -> Sandbox {
     let db = root.join("events.db");
     Sandbox {
         _dir: dir,
+        base,
         root,
-        workspace: workspace.canonicalize().expect("canonical workspace"),
+        workspace,
         db,
     }
 }
@@ -104,8 +113,8 @@ pub fn without_nudges(config: &str) -> String {
 /// The binary with a clean agentplane environment, pointed at the scripted model.
 pub fn command(sb: &Sandbox, model_url: &str) -> Command {
     let mut cmd = Command::new(binary());
-    cmd.current_dir(&sb.root)
-        .env_remove("AGENTPLANE_CONFIG")
+    cmd.current_dir(&sb.base)
+        .env("AGENTPLANE_CONFIG", sb.root.join("agentplane.toml"))
         .env_remove("AGENTPLANE_DB")
         .env_remove("AGENTPLANE_LISTEN")
         .env_remove("AGENTPLANE_AUTH_TOKEN")

@@ -94,6 +94,14 @@ pub fn resolve_in_workspace(
             format!("the workspace is not accessible: {e}"),
         )
     })?;
+    // The workspace was canonical when the turn began (ADR 0040): one that resolves
+    // elsewhere now had a folder on its path swapped for a symlink. Never followed.
+    if root != workspace {
+        return Err(breach(
+            requested,
+            "the workspace itself was replaced by a symlink since the turn began",
+        ));
+    }
     let joined = root.join(&relative);
 
     if intent == Access::Write
@@ -349,8 +357,10 @@ mod beneath {
         use std::os::fd::{AsRawFd, FromRawFd};
         use std::os::unix::ffi::OsStrExt;
 
-        let root = std::fs::canonicalize(workspace)?;
-        let Ok(relative) = path.strip_prefix(&root) else {
+        // The workspace is canonical (ADR 0040): opened with no symlink followed on
+        // its own path either, so a folder swapped for one since is refused (`ELOOP`).
+        let root = workspace;
+        let Ok(relative) = path.strip_prefix(root) else {
             // Not below the canonical workspace: the check would have refused it.
             return Err(io::Error::from_raw_os_error(libc::EXDEV));
         };
@@ -362,7 +372,7 @@ mod beneath {
         let Ok(name) = CString::new(relative.as_os_str().as_bytes()) else {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         };
-        let dir = File::open(&root)?;
+        let dir = open_workspace(root)?;
         let flags = match mode {
             Mode::Read => libc::O_RDONLY,
             Mode::Write => libc::O_WRONLY | libc::O_CREAT,
@@ -403,6 +413,56 @@ mod beneath {
         Ok(Some(unsafe { File::from_raw_fd(fd) }))
     }
 
+    /// The canonical workspace opened with no symlink followed anywhere on its path
+    /// (`openat2` from `/`, `RESOLVE_NO_SYMLINKS`): `ELOOP` when a folder on it was
+    /// swapped for a symlink. Without `openat2`, the path must still canonicalise to
+    /// itself (`EXDEV` otherwise), with the window the module docs describe.
+    #[cfg(target_os = "linux")]
+    fn open_workspace(workspace: &Path) -> io::Result<File> {
+        use std::ffi::CString;
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+
+        let Ok(name) = CString::new(workspace.as_os_str().as_bytes()) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        // SAFETY: `open_how` is a plain C struct; all-zero is its documented default.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64;
+        how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+        // SAFETY: `name` is a NUL-terminated string and `how` an `open_how` of the
+        // size passed.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                libc::AT_FDCWD,
+                name.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            let error = io::Error::last_os_error();
+            return match error.raw_os_error() {
+                Some(libc::ENOSYS | libc::EPERM) => {
+                    if std::fs::canonicalize(workspace)? != workspace {
+                        return Err(io::Error::from_raw_os_error(libc::EXDEV));
+                    }
+                    File::open(workspace)
+                }
+                _ => Err(error),
+            };
+        }
+        let Ok(fd) = i32::try_from(fd) else {
+            return Err(io::Error::other(
+                "openat2 returned an impossible descriptor",
+            ));
+        };
+        // SAFETY: `fd` was just returned by the kernel, is open, and is owned by
+        // nothing else.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
     #[cfg(not(target_os = "linux"))]
     pub(super) fn open(_workspace: &Path, _path: &Path, _mode: Mode) -> io::Result<Option<File>> {
         Ok(None)
@@ -439,5 +499,41 @@ mod tests {
         let empty = lexical_relative("").unwrap_err();
         assert_eq!(empty.kind, ToolErrorKind::InvalidArguments);
         assert!(empty.security.is_none());
+    }
+
+    /// The workspace itself swapped for a symlink after the turn began (ADR 0040):
+    /// every resolve and every open refuses it as a violation, never following it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_workspace_swapped_for_a_symlink_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let workspace = base.join("ws");
+        let outside = base.join("outside");
+        fs::create_dir(&workspace).unwrap();
+        fs::create_dir(&outside).unwrap();
+        fs::write(workspace.join("f.txt"), "inside").unwrap();
+        fs::write(outside.join("f.txt"), "outside").unwrap();
+        let path = resolve_in_workspace(&workspace, "f.txt", Access::Read).unwrap();
+        fs::rename(&workspace, base.join("ws.orig")).unwrap();
+        std::os::unix::fs::symlink(&outside, &workspace).unwrap();
+        for intent in [Access::Read, Access::Write, Access::List] {
+            let err = resolve_in_workspace(&workspace, "f.txt", intent).unwrap_err();
+            assert_eq!(err.kind, ToolErrorKind::SandboxViolation, "{intent:?}");
+            assert!(err.security.is_some());
+        }
+        // Checked before the swap, opened after: the open refuses it too.
+        match open_regular_file(&workspace, &path, "f.txt") {
+            Err(err) => assert_eq!(err.kind, ToolErrorKind::SandboxViolation),
+            Ok(_) => panic!("the swapped workspace was followed"),
+        }
+        match create_regular_file(&workspace, &path, "f.txt") {
+            Err(err) => assert_eq!(err.kind, ToolErrorKind::SandboxViolation),
+            Ok(_) => panic!("the swapped workspace was written through"),
+        }
+        assert_eq!(
+            fs::read_to_string(outside.join("f.txt")).unwrap(),
+            "outside"
+        );
     }
 }

@@ -57,38 +57,17 @@ impl Hub {
         refusal: &Refusal,
         what: &str,
     ) {
-        let store = &self.deps.store;
-        let turn = TurnId::new();
-        let recorded = async {
-            store.begin_turn(thread, &turn, input, false).await?;
-            let payloads = [
-                EventPayload::TurnStarted {
-                    agent: agent.name.clone(),
-                    input: input.to_owned(),
-                    model: String::new(),
-                    workspace: workspace.to_owned(),
-                    agent_version: None,
-                    shadow_of: None,
-                },
-                refusal.event(what, None, None),
-                EventPayload::Error {
-                    code: refused(refusal, what).code(),
-                    message: refusal.message(what),
-                },
-            ];
-            for payload in payloads {
-                let event = store.append(thread, &turn, payload).await?;
-                self.deps.governance.tap(&agent.name, &event);
-                self.publish(&event);
-            }
-            let event = store
-                .complete_turn(thread, &turn, StopReason::Error, serde_json::Value::Null)
-                .await?;
-            self.deps.governance.tap(&agent.name, &event);
-            self.publish(&event);
-            Ok::<(), crate::ports::StoreError>(())
-        };
-        if let Err(e) = recorded.await {
+        let why = [
+            refusal.event(what, None, None),
+            EventPayload::Error {
+                code: refused(refusal, what).code(),
+                message: refusal.message(what),
+            },
+        ];
+        if let Err(e) = self
+            .record_refusal(thread, &agent.name, input, workspace, why)
+            .await
+        {
             tracing::warn!(
                 %thread,
                 policy = refusal.policy(),
@@ -96,5 +75,39 @@ impl Hub {
                 "a refused turn could not be recorded"
             );
         }
+    }
+
+    /// Records a turn begun and ended at once with `why` (the refusal's events) between
+    /// its `turn_started` and its `turn_completed{stop_reason:"error"}`.
+    pub(super) async fn record_refusal(
+        &self,
+        thread: &ThreadId,
+        agent: &str,
+        input: &str,
+        workspace: &str,
+        why: impl IntoIterator<Item = EventPayload>,
+    ) -> Result<(), crate::ports::StoreError> {
+        let store = &self.deps.store;
+        let turn = TurnId::new();
+        store.begin_turn(thread, &turn, input, false).await?;
+        let started = EventPayload::TurnStarted {
+            agent: agent.to_owned(),
+            input: input.to_owned(),
+            model: String::new(),
+            workspace: workspace.to_owned(),
+            agent_version: None,
+            shadow_of: None,
+        };
+        for payload in std::iter::once(started).chain(why) {
+            let event = store.append(thread, &turn, payload).await?;
+            self.deps.governance.tap(agent, &event);
+            self.publish(&event);
+        }
+        let event = store
+            .complete_turn(thread, &turn, StopReason::Error, serde_json::Value::Null)
+            .await?;
+        self.deps.governance.tap(agent, &event);
+        self.publish(&event);
+        Ok(())
     }
 }

@@ -216,6 +216,14 @@ impl Hub {
                 return;
             }
         };
+        // The workspace is checked again before the waiting call runs in it (ADR 0040).
+        let workspace = match self.workspace_at_use(&thread.cwd) {
+            Ok(workspace) => workspace,
+            Err(refusal) => {
+                self.end_moved(&begun, refusal).await;
+                return;
+            }
+        };
         let model =
             turn::approval_model(&approval).unwrap_or_else(|| self.wanted_model(&agent).to_owned());
         let request = TurnRequest {
@@ -232,7 +240,7 @@ impl Hub {
                 broker: self.broker.clone(),
                 timeout: self.config.permission_timeout,
             }),
-            workspace: thread.cwd.clone().into(),
+            workspace,
             agent_version: Some(agent_version),
             shadow_of: None,
             native_tools: None,
@@ -255,6 +263,47 @@ impl Hub {
             }
             hub.unregister(&turn);
         });
+    }
+
+    /// Ends a suspended turn whose workspace can no longer be used: a moved one is
+    /// a breach (`security_event` `workspace_moved`, `error` `FORBIDDEN`).
+    async fn end_moved(
+        &self,
+        begun: &turn::BegunTurn,
+        refusal: super::workspaces::WorkspaceRefusal,
+    ) {
+        use super::workspaces::{WORKSPACE_MOVED, WorkspaceRefusal};
+        let message = match refusal {
+            WorkspaceRefusal::Gone(message) => message,
+            WorkspaceRefusal::Moved(detail) => {
+                let why = [
+                    agentplane_core::EventPayload::SecurityEvent {
+                        event_type: WORKSPACE_MOVED.to_owned(),
+                        tool: None,
+                        detail: detail.clone(),
+                    },
+                    agentplane_core::EventPayload::Error {
+                        code: agentplane_core::ErrorCode::Forbidden,
+                        message: detail.clone(),
+                    },
+                ];
+                for payload in why {
+                    match self
+                        .deps
+                        .store
+                        .append(begun.thread(), begun.turn(), payload)
+                        .await
+                    {
+                        Ok(event) => self.publish(&event),
+                        Err(e) => {
+                            tracing::error!(turn = %begun.turn(), error = %e, "could not record a refusal")
+                        }
+                    }
+                }
+                detail
+            }
+        };
+        self.end_orphan(begun, &message).await;
     }
 
     async fn end_orphan(&self, begun: &turn::BegunTurn, message: &str) {

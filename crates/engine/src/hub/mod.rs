@@ -604,16 +604,13 @@ impl Hub {
         }
         let record = self.thread(client, thread).await?;
         let (agent, agent_version) = self.route(&record).await?;
+        // Checked again at every turn, before anything runs in it (ADR 0040).
+        let workspace = self
+            .usable_workspace(thread, &agent.name, &input, &record.cwd)
+            .await?;
         if !internal {
             self.admit_turn(client, thread, &agent, &input, &record.cwd)
                 .await?;
-        }
-        let workspace = std::path::PathBuf::from(&record.cwd);
-        if !workspace.is_dir() {
-            return Err(HubError::InvalidArgument(format!(
-                "the thread's working directory {} no longer exists",
-                record.cwd
-            )));
         }
         let past = self.past_turns(thread).await?;
         let context = context::build(

@@ -665,6 +665,7 @@ impl Hub {
         messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
         let size = crate::models::TaskSize::estimate(&messages);
         let model = self.resolve_model(&agent, size).await?;
+        let workspace = self.workspace_for_copy(&thread.cwd)?;
         // A previous shadow run still going: this copy is skipped (`Conflict`).
         let begun = begin_turn(&self.deps, &thread.id, &input, false).await?;
         let request = TurnRequest {
@@ -678,7 +679,7 @@ impl Hub {
             history: context.history,
             // Nobody answers a shadow's questions; such calls are not executed anyway.
             permissions: None,
-            workspace: thread.cwd.clone().into(),
+            workspace,
             size: Some(size),
             agent_version: Some(shadow.version.clone()),
             shadow_of: Some(original.id.clone()),

@@ -1,25 +1,45 @@
-//! Workspace roots (ADR 0031): where a caller from outside the process may point a
-//! thread's `cwd` (and so an MCP call's `workspace`, an ACP agent's, an execution's).
+//! Workspace roots (ADR 0031, ADR 0040): where a thread's `cwd` may be (and so an MCP
+//! call's `workspace`, an ACP agent's, an execution's), checked when the thread is
+//! created and again at every use.
 //!
 //! A canonical `cwd` must lie inside one of the roots, and must never be, or contain,
-//! the server's data directory or configuration directory: from such a workspace the
-//! tools could read the database or the configuration by a relative path. Descendants
-//! of those directories are fine (executions' working directories live beside the
-//! database). A refusal names how many roots there are, never their paths. In-process
-//! callers (`run`, an execution's worker) are not confined here: `run` is unchanged.
+//! the server's data directory, configuration directory, policies directory or a
+//! folder holding a `[secrets]` file: from such a workspace the tools could read the
+//! database or the configuration by a relative path. Nor may it lie below the
+//! configuration directory, the policies directory or a secrets folder (the
+//! `sealed` ones): the tools could rewrite a policy or print a secret. Descendants of
+//! the data directory are fine (executions' working directories live beside the
+//! database), even when the data directory itself lies in a sealed one. A refusal
+//! names how many roots there are, never their paths.
+//!
+//! At creation, in-process callers (`run`, an execution's worker) are not confined to
+//! the roots. At use ([`Hub::workspace_at_use`]) every turn re-canonicalises its
+//! thread's `cwd`: a path that no longer canonicalises to itself (a folder on it was
+//! swapped for a symlink) or now lies in a forbidden place is refused, whoever made
+//! the thread.
 
 use std::path::{Path, PathBuf};
+
+use agentplane_core::{ErrorCode, EventPayload, ThreadId};
 
 use super::{Hub, HubError};
 use crate::identity::{Caller, Principal};
 
-/// The roots and the directories no workspace may be or contain; all canonical.
+/// The event type of a workspace refused at use.
+pub const WORKSPACE_MOVED: &str = "workspace_moved";
+
+/// The roots and the directories no workspace may be, contain or (for `sealed`) lie
+/// below; all canonical.
 #[derive(Debug, Clone, Default)]
 pub struct WorkspaceRoots {
     /// `None`: no roots configured, any directory but the forbidden ones.
     pub roots: Option<Vec<PathBuf>>,
-    /// The data directory and the configuration directory.
-    pub forbidden: Vec<PathBuf>,
+    /// The data directory: never a workspace nor inside one; the executions' folders
+    /// in it may be.
+    pub data: Option<PathBuf>,
+    /// The configuration directory, the policies directory and every `[secrets]`
+    /// file's folder: never a workspace, inside one, or above one.
+    pub sealed: Vec<PathBuf>,
 }
 
 impl WorkspaceRoots {
@@ -27,6 +47,7 @@ impl WorkspaceRoots {
     pub fn check(&self, cwd: &Path) -> Result<(), HubError> {
         if let Some(roots) = &self.roots
             && !roots.iter().any(|root| cwd.starts_with(root))
+            && !self.below_data(cwd)
         {
             return Err(HubError::InvalidArgument(format!(
                 "cwd must be inside one of the server's {} workspace root(s) \
@@ -34,12 +55,50 @@ impl WorkspaceRoots {
                 roots.len()
             )));
         }
-        if self.forbidden.iter().any(|dir| dir.starts_with(cwd)) {
+        self.check_forbidden(cwd)
+    }
+
+    /// The rule on the data, configuration, policies and secrets directories alone.
+    fn check_forbidden(&self, cwd: &Path) -> Result<(), HubError> {
+        if self
+            .data
+            .iter()
+            .chain(&self.sealed)
+            .any(|dir| dir.starts_with(cwd))
+        {
             return Err(HubError::InvalidArgument(
-                "cwd must not be or contain the server's data or configuration directory".into(),
+                "cwd must not be or contain the server's data, configuration, policies \
+                 or secrets directory"
+                    .into(),
+            ));
+        }
+        if self
+            .sealed
+            .iter()
+            .any(|dir| cwd.starts_with(dir) && !self.data_below(dir, cwd))
+        {
+            return Err(HubError::InvalidArgument(
+                "cwd must not lie below the server's configuration, policies or secrets \
+                 directory"
+                    .into(),
             ));
         }
         Ok(())
+    }
+
+    /// Whether `cwd` is strictly below the executions' folder in the data directory
+    /// (where an execution without a `cwd` works).
+    fn below_data(&self, cwd: &Path) -> bool {
+        self.data.as_ref().is_some_and(|data| {
+            let executions = data.join("executions");
+            cwd.starts_with(&executions) && cwd != executions
+        })
+    }
+
+    /// Whether `cwd` is an execution's folder in a data directory kept in the sealed
+    /// `dir` (the database beside the configuration file).
+    fn data_below(&self, dir: &Path, cwd: &Path) -> bool {
+        self.below_data(cwd) && self.data.as_ref().is_some_and(|data| data.starts_with(dir))
     }
 }
 
@@ -50,10 +109,12 @@ impl Hub {
         let _ = self.workspace_roots.set(roots);
     }
 
-    /// Checks a canonical `cwd` for `caller`: in-process callers are not confined.
+    /// Checks a canonical `cwd` for `caller`: in-process callers are not confined to
+    /// the roots, but nobody's workspace is a forbidden place.
     pub(crate) fn check_workspace(&self, caller: &Caller, cwd: &Path) -> Result<(), HubError> {
         match (self.workspace_roots.get(), caller.principal()) {
             (Some(roots), principal) if *principal != Principal::Local => roots.check(cwd),
+            (Some(roots), _) => roots.check_forbidden(cwd),
             _ => Ok(()),
         }
     }
@@ -65,6 +126,94 @@ impl Hub {
         self.check_workspace(caller, Path::new(&canonical))?;
         Ok(canonical)
     }
+
+    /// A thread's stored (canonical) `cwd` checked again at use: it must still exist,
+    /// still canonicalise to itself, and (when the server confines workspaces) still
+    /// lie where a workspace may. `Err(Refusal::Gone)` for a folder that no longer
+    /// exists; `Err(Refusal::Moved)` (a breach, recorded as `workspace_moved`) otherwise.
+    pub(crate) fn workspace_at_use(&self, cwd: &str) -> Result<PathBuf, WorkspaceRefusal> {
+        let stored = Path::new(cwd);
+        let canonical = match std::fs::canonicalize(stored) {
+            Ok(canonical) if canonical.is_dir() => canonical,
+            _ if std::fs::symlink_metadata(stored).is_ok() => {
+                return Err(WorkspaceRefusal::Moved(
+                    "the thread's workspace is no longer the directory it was created on \
+                     (a folder on its path was replaced)"
+                        .into(),
+                ));
+            }
+            _ => {
+                return Err(WorkspaceRefusal::Gone(format!(
+                    "the thread's working directory {cwd} no longer exists"
+                )));
+            }
+        };
+        if canonical != stored {
+            return Err(WorkspaceRefusal::Moved(
+                "the thread's workspace now resolves elsewhere than the directory it was \
+                 created on (a folder on its path was replaced by a symlink)"
+                    .into(),
+            ));
+        }
+        if let Some(roots) = self.workspace_roots.get() {
+            roots
+                .check(&canonical)
+                .map_err(|e| WorkspaceRefusal::Moved(format!("the thread's workspace: {e}")))?;
+        }
+        Ok(canonical)
+    }
+}
+
+impl Hub {
+    /// The workspace a shadow copy may use: only one still usable (ADR 0040), else the
+    /// copy is skipped (`Conflict`); the production turn recorded the refusal.
+    pub(super) fn workspace_for_copy(&self, cwd: &str) -> Result<PathBuf, HubError> {
+        self.workspace_at_use(cwd)
+            .map_err(|_| HubError::Conflict("the thread's workspace is not usable".into()))
+    }
+
+    /// The workspace a turn of `thread` may use now (its canonical `cwd`), or the
+    /// refusal: a moved one is recorded as a refused turn (`security_event`
+    /// `workspace_moved`, then `error` `FORBIDDEN`) and answered `Forbidden`.
+    pub(super) async fn usable_workspace(
+        &self,
+        thread: &ThreadId,
+        agent: &str,
+        input: &str,
+        cwd: &str,
+    ) -> Result<PathBuf, HubError> {
+        match self.workspace_at_use(cwd) {
+            Ok(workspace) => Ok(workspace),
+            Err(WorkspaceRefusal::Gone(message)) => Err(HubError::InvalidArgument(message)),
+            Err(WorkspaceRefusal::Moved(detail)) => {
+                tracing::warn!(%thread, "{detail}");
+                let why = [
+                    EventPayload::SecurityEvent {
+                        event_type: WORKSPACE_MOVED.to_owned(),
+                        tool: None,
+                        detail: detail.clone(),
+                    },
+                    EventPayload::Error {
+                        code: ErrorCode::Forbidden,
+                        message: detail.clone(),
+                    },
+                ];
+                if let Err(e) = self.record_refusal(thread, agent, input, cwd, why).await {
+                    tracing::warn!(%thread, error = %e, "a refused turn could not be recorded");
+                }
+                Err(HubError::Forbidden(detail))
+            }
+        }
+    }
+}
+
+/// Why a thread's workspace cannot be used now.
+#[derive(Debug)]
+pub(crate) enum WorkspaceRefusal {
+    /// The folder is gone: a plain error, not a breach.
+    Gone(String),
+    /// The folder was replaced, or lies where no workspace may: a breach.
+    Moved(String),
 }
 
 #[cfg(test)]
@@ -75,7 +224,8 @@ mod tests {
     fn roots_hold_and_the_data_directory_never_is_a_workspace() {
         let roots = WorkspaceRoots {
             roots: Some(vec![PathBuf::from("/srv/work")]),
-            forbidden: vec![PathBuf::from("/srv/work/data")],
+            data: Some(PathBuf::from("/srv/work/data")),
+            sealed: Vec::new(),
         };
         assert!(roots.check(Path::new("/srv/work/a")).is_ok());
         assert!(
@@ -83,15 +233,58 @@ mod tests {
                 .check(Path::new("/srv/work/data/executions/x"))
                 .is_ok()
         );
+        assert!(roots.check(Path::new("/srv/work/data/other")).is_ok());
+        assert!(roots.check(Path::new("/srv/work/data/executions")).is_ok());
         for refused in ["/srv/work", "/srv/work/data", "/srv/workshop", "/etc", "/"] {
             let e = roots.check(Path::new(refused)).expect_err(refused);
             assert!(!e.to_string().contains("/srv"), "{e}");
         }
         let open = WorkspaceRoots {
             roots: None,
-            forbidden: vec![PathBuf::from("/var/lib/ap")],
+            data: Some(PathBuf::from("/var/lib/ap")),
+            sealed: Vec::new(),
         };
         assert!(open.check(Path::new("/home/u")).is_ok());
         assert!(open.check(Path::new("/var")).is_err());
+    }
+
+    #[test]
+    fn nothing_below_the_configuration_policies_or_secrets_is_a_workspace() {
+        let roots = WorkspaceRoots {
+            roots: None,
+            data: Some(PathBuf::from("/etc/ap/data")),
+            sealed: vec![
+                PathBuf::from("/etc/ap"),
+                PathBuf::from("/srv/policies"),
+                PathBuf::from("/run/keys"),
+            ],
+        };
+        for refused in [
+            "/etc/ap",
+            "/etc/ap/ws",
+            "/etc/ap/data",
+            "/srv/policies",
+            "/srv/policies/a/b",
+            "/run/keys",
+            "/run/keys/x",
+            "/srv",
+            "/",
+        ] {
+            let e = roots.check(Path::new(refused)).expect_err(refused);
+            assert!(!e.to_string().contains('/'), "{e}");
+        }
+        // Executions' folders beside the database, kept in the configuration directory.
+        assert!(roots.check(Path::new("/etc/ap/data/executions/x")).is_ok());
+        assert!(roots.check(Path::new("/etc/ap/data/other")).is_err());
+        let beside = WorkspaceRoots {
+            data: Some(PathBuf::from("/etc/ap")),
+            ..roots.clone()
+        };
+        assert!(beside.check(Path::new("/etc/ap/executions/x")).is_ok());
+        for refused in ["/etc/ap/executions", "/etc/ap/sub", "/etc/ap"] {
+            beside.check(Path::new(refused)).expect_err(refused);
+        }
+        assert!(roots.check(Path::new("/srv/work")).is_ok());
+        assert!(roots.check(Path::new("/etc/apx")).is_ok());
     }
 }

@@ -83,7 +83,7 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
         "[agents.netbuilder]\nsystem_prompt = \"You build.\"\nensembles = [\"shell\", \"fs\"]\n\
          shell_allow = [\"make\"]\n[agents.netbuilder.network]\nallowed = true\n",
     );
-    let net_ws = sb.root.join("ws-net");
+    let net_ws = sb.base.join("ws-net");
     std::fs::create_dir(&net_ws).expect("second workspace");
     let net_ws = net_ws.canonicalize().expect("canonical");
 

@@ -13,6 +13,7 @@ mod gaps;
 mod identity;
 mod kernel;
 mod limits;
+mod moved;
 mod oidc;
 mod roots;
 mod secrets;

@@ -730,13 +730,23 @@ fn walk(
     })
 }
 
-fn canonical_workspace(ctx: &ToolContext) -> Result<PathBuf, ToolError> {
-    std::fs::canonicalize(&ctx.workspace).map_err(|e| {
+/// The workspace, canonical as the turn was given it (ADR 0040): one that resolves
+/// elsewhere now (a folder on its path swapped for a symlink) is refused, never followed.
+pub(crate) fn canonical_workspace(ctx: &ToolContext) -> Result<PathBuf, ToolError> {
+    let canonical = std::fs::canonicalize(&ctx.workspace).map_err(|e| {
         ToolError::new(
             ToolErrorKind::ExecutionFailed,
             format!("the workspace is not accessible: {e}"),
         )
-    })
+    })?;
+    if canonical != ctx.workspace {
+        return Err(ToolError::violation(
+            ToolErrorKind::SandboxViolation,
+            agentplane_process::confine::SANDBOX_VIOLATION,
+            "the workspace was replaced by a symlink since the turn began; nothing runs there",
+        ));
+    }
+    Ok(canonical)
 }
 
 /// `path` relative to the workspace root with `/` separators, as the model should

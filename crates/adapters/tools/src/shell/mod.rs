@@ -126,13 +126,9 @@ impl Ensemble for ShellEnsemble {
         let args: RunArgs = crate::parse_args(tool, args)?;
         let program = self.admit(&args)?;
         let env = self.screen(&args, &ctx.workspace)?;
+        // Checked at every call: a workspace swapped for a symlink is never entered.
+        let workspace = crate::fs::canonical_workspace(ctx)?;
         if ctx.scope.is_some() {
-            let workspace = std::fs::canonicalize(&ctx.workspace).map_err(|e| {
-                ToolError::new(
-                    ToolErrorKind::ExecutionFailed,
-                    format!("the workspace is not accessible: {e}"),
-                )
-            })?;
             crate::fs::check_path_scope(ctx, &workspace, ".")?;
         }
         let finished = process::run(&Invocation {
