@@ -309,3 +309,21 @@ pub fn assert_envelope(body: &str, code: &str) {
     assert!(value["error"]["message"].is_string(), "{body}");
     assert!(value["error"]["details"].is_object(), "{body}");
 }
+
+/// What `GET /v1/agents` says the kernel enforces for `agent` here (`sandbox.in_force`;
+/// empty when the agent is not listed).
+pub async fn sandbox_in_force(served: &Served, agent: &str) -> String {
+    let agents: Value = crate::api(served, reqwest::Method::GET, "/v1/agents")
+        .send()
+        .await
+        .expect("agents")
+        .json()
+        .await
+        .expect("agents JSON");
+    agents["agents"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["name"] == agent))
+        .and_then(|a| a["sandbox"]["in_force"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}

@@ -250,8 +250,18 @@ pub fn api(served: &Served, method: reqwest::Method, path: &str) -> reqwest::Req
 }
 
 pub async fn create_thread(served: &Served, sb: &Sandbox, agent: &str, title: &str) -> String {
+    create_thread_in(served, &sb.workspace, agent, title).await
+}
+
+/// A thread of `agent` as `CLIENT` working in `cwd`; its id.
+pub async fn create_thread_in(
+    served: &Served,
+    cwd: &std::path::Path,
+    agent: &str,
+    title: &str,
+) -> String {
     let response = api(served, reqwest::Method::POST, "/v1/threads")
-        .json(&json!({"agent": agent, "cwd": sb.workspace, "title": title}))
+        .json(&json!({"agent": agent, "cwd": cwd, "title": title}))
         .send()
         .await
         .expect("create thread");

@@ -456,10 +456,9 @@ where
     }
 }
 
-/// A streamed gateway call with the 500-token cap, read until its first text delta and
-/// then dropped: the client leaves right after the text arrives.
-async fn abandon_after_text(served: &Served) {
-    let response = as_client(
+/// A gateway call of `CLIENT` with the output cap `max_tokens`, streamed or not.
+async fn gateway_call(served: &Served, max_tokens: u32, stream: bool) -> reqwest::Response {
+    as_client(
         served,
         CLIENT,
         reqwest::Method::POST,
@@ -467,13 +466,19 @@ async fn abandon_after_text(served: &Served) {
     )
     .json(&json!({
         "model": "scripted-model",
-        "max_tokens": 500,
-        "stream": true,
+        "max_tokens": max_tokens,
+        "stream": stream,
         "messages": [{"role": "user", "content": "hi"}],
     }))
     .send()
     .await
-    .expect("gateway call");
+    .expect("gateway call")
+}
+
+/// A streamed gateway call with the 500-token cap, read until its first text delta and
+/// then dropped: the client leaves right after the text arrives.
+async fn abandon_after_text(served: &Served) {
+    let response = gateway_call(served, 500, true).await;
     assert_eq!(response.status(), 200);
     let mut reader = SseReader::from_response(response);
     loop {
@@ -546,20 +551,7 @@ async fn abandoned_streamed_gateway_calls_are_charged_on_both_stores() {
             "each is charged its usage or worst case"
         );
         // The budget saw them too: a twenty-first call does not fit.
-        let response = as_client(
-            &served,
-            CLIENT,
-            reqwest::Method::POST,
-            "/openai/v1/chat/completions",
-        )
-        .json(&json!({
-            "model": "scripted-model",
-            "max_tokens": 500,
-            "messages": [{"role": "user", "content": "hi"}],
-        }))
-        .send()
-        .await
-        .expect("gateway call");
+        let response = gateway_call(&served, 500, false).await;
         assert_eq!(response.status(), 402, "the budget was not charged");
     })
     .await;
@@ -627,21 +619,7 @@ async fn an_upstream_that_over_reports_usage_is_charged_at_most_the_worst_case_o
         }
         // Thirty streamed gateway calls at once with `max_tokens: 50`.
         let calls = (0..30).map(|_| async {
-            let response = as_client(
-                &served,
-                CLIENT,
-                reqwest::Method::POST,
-                "/openai/v1/chat/completions",
-            )
-            .json(&json!({
-                "model": "scripted-model",
-                "max_tokens": 50,
-                "stream": true,
-                "messages": [{"role": "user", "content": "hi"}],
-            }))
-            .send()
-            .await
-            .expect("gateway call");
+            let response = gateway_call(&served, 50, true).await;
             let status = response.status().as_u16();
             let _ = response.text().await;
             status

@@ -14,10 +14,11 @@
 
 use std::path::Path;
 
-use agentplane_suites::attacks::{Tally, Target, assert_nowhere, probe, script_with_nudges};
-use agentplane_suites::{api, create_thread, sandbox, start_with_env};
+use agentplane_suites::attacks::{
+    Tally, Target, assert_nowhere, probe, sandbox_in_force, script_with_nudges,
+};
+use agentplane_suites::{create_thread, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer};
-use reqwest::Method;
 use serde_json::{Value, json};
 
 const SECRET: &str = "escape-secret-Zx81Qw";
@@ -153,21 +154,7 @@ async fn the_shipped_engineering_agent_cannot_leave_its_workspace() {
             .expect("model");
 
     // The built-in agent, as shipped, with its sandbox in force.
-    let agents: Value = api(&served, Method::GET, "/v1/agents")
-        .send()
-        .await
-        .expect("agents")
-        .json()
-        .await
-        .expect("agents JSON");
-    let engineering = agents["agents"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "engineering"))
-        .expect("engineering is listed")
-        .clone();
-    let in_force = engineering["sandbox"]["in_force"]
-        .as_str()
-        .unwrap_or_default();
+    let in_force = sandbox_in_force(&served, "engineering").await;
     assert!(
         in_force.starts_with("landlock ABI") && in_force.contains("TCP denied"),
         "the kernel sandbox is not in force here, so this suite cannot show it: {in_force}"

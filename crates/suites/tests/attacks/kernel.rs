@@ -12,10 +12,9 @@
 
 use std::time::Duration;
 
-use agentplane_suites::attacks::{Tally, Target, probe, script_with_nudges};
-use agentplane_suites::{Served, api, sandbox, start_with_env};
+use agentplane_suites::attacks::{Tally, Target, probe, sandbox_in_force, script_with_nudges};
+use agentplane_suites::{Served, create_thread_in, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer};
-use reqwest::Method;
 use serde_json::{Value, json};
 
 const PROBE_C: &str = include_str!("kernel_probe.c");
@@ -125,26 +124,14 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
         .await
         .expect("model");
 
-    let agents: Value = api(&served, Method::GET, "/v1/agents")
-        .send()
-        .await
-        .expect("agents")
-        .json()
-        .await
-        .expect("agents JSON");
-    let in_force = agents["agents"]
-        .as_array()
-        .and_then(|a| a.iter().find(|a| a["name"] == "engineering"))
-        .and_then(|a| a["sandbox"]["in_force"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let in_force = sandbox_in_force(&served, "engineering").await;
     assert!(
         in_force.starts_with("landlock ABI") && in_force.contains("seccomp"),
         "the kernel sandbox is not in force here, so this suite cannot show it: {in_force}"
     );
 
     let mut tally = Tally::default();
-    let thread = thread_in(&served, "engineering", &sb.workspace).await;
+    let thread = create_thread_in(&served, &sb.workspace, "engineering", "kernel").await;
     for step in ["write probe.c", "write params.h", "write Makefile"] {
         probe(&served, &thread, step).await.assert_ok();
     }
@@ -204,7 +191,7 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
 
     // With network: TCP and UDP over IPv4 and IPv6, the target reached, never
     // agentplane's own port.
-    let net_thread = thread_in(&served, "netbuilder", &net_ws).await;
+    let net_thread = create_thread_in(&served, &net_ws, "netbuilder", "kernel").await;
     for step in ["write probe.c", "write params.h", "write Makefile"] {
         probe(&served, &net_thread, step).await.assert_ok();
     }
@@ -236,15 +223,4 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
         "only the network agent reaches the target"
     );
     tally.report("kernel");
-}
-
-async fn thread_in(served: &Served, agent: &str, cwd: &std::path::Path) -> String {
-    let response = api(served, Method::POST, "/v1/threads")
-        .json(&json!({"agent": agent, "cwd": cwd, "title": "kernel"}))
-        .send()
-        .await
-        .expect("create thread");
-    assert_eq!(response.status(), 201);
-    let body: Value = response.json().await.expect("thread JSON");
-    body["id"].as_str().expect("thread id").to_owned()
 }
