@@ -184,12 +184,16 @@ fn missing_paths_are_plain_failures_for_reads() {
 }
 
 #[test]
-fn a_non_canonical_workspace_is_canonicalized_first() {
+fn a_workspace_given_through_a_symlink_is_refused() {
+    // Turns hand tools the canonical workspace they checked (ADR 0040); a path that
+    // no longer resolves to itself is a workspace moved since, never followed.
     let d = dirs();
     let link_dir = tempfile::tempdir().unwrap();
     let ws_link = link_dir.path().join("ws");
     symlink(&d.ws, &ws_link).unwrap();
-    let resolved = resolve_in_workspace(&ws_link, "notes/a.txt", Access::Read).unwrap();
+    let refused = resolve_in_workspace(&ws_link, "notes/a.txt", Access::Read).unwrap_err();
+    assert_eq!(refused.kind, ToolErrorKind::SandboxViolation, "{refused:?}");
+    assert!(refused.security.is_some());
+    let resolved = resolve_in_workspace(&d.ws, "notes/a.txt", Access::Read).unwrap();
     assert_eq!(resolved, d.ws.join("notes/a.txt"));
-    assert!(resolved.starts_with(Path::new(&d.ws)));
 }
