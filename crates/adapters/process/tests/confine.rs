@@ -1,7 +1,7 @@
 //! `resolve_in_workspace` against hostile paths, on real directories and symlinks.
 
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::ToolError;
