@@ -642,3 +642,15 @@ fn a_lone_carriage_return_is_refused_before_parsing() {
         1
     );
 }
+
+/// Found by the fuzzer: a document the YAML parser rejects without a syntax error
+/// (here a repeated key), followed by more documents. Reading on after such an error
+/// made the parser panic ("unexpected end of mapping"); now the first error ends the
+/// stream, and the file is refused with it.
+#[test]
+fn a_document_error_ends_the_stream_instead_of_panicking() {
+    let text =
+        include_str!("../../../fuzz/corpus/policy_yaml/regression-multi-document-after-error");
+    let errors = parse_source("p.yaml", text).expect_err("refused");
+    assert!(!errors.is_empty());
+}

@@ -350,14 +350,13 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
                 let error = PolicyError::from_yaml(source, &e);
                 // The parser can hand the same error back for ever (a syntax error it
                 // does not advance past); the first one is the news.
-                let repeated = errors.last() == Some(&error);
-                if !repeated {
+                if errors.last() != Some(&error) {
                     errors.push(error);
                 }
-                // A syntax error ends the stream; later documents cannot be trusted.
-                if repeated || e.location().is_none() || e.to_string().contains("while ") {
-                    break;
-                }
+                // Any error ends the stream: the parser does not skip the rest of a
+                // document it gave up on, so the next one would start inside it (it
+                // panicked there, "unexpected end of mapping": found by the fuzzer).
+                break;
             }
         }
         if errors.len() >= MAX_ERRORS {
