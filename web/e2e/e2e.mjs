@@ -34,10 +34,13 @@ const PATIENCE = 20_000;
 const work = mkdtempSync(join(tmpdir(), "agentplane-web-e2e-"));
 const shots = process.env.AP_SHOTS ?? join(tmpdir(), "agentplane-web-e2e-shots");
 const workspace = join(work, "ws");
-const policies = join(work, "policies");
+// The configuration (and the database and policies beside it) in a folder of its own:
+// a workspace is never below the configuration directory (ADR 0040).
+const config = join(work, "config");
+const policies = join(config, "policies");
 mkdirSync(shots, { recursive: true });
 mkdirSync(workspace);
-mkdirSync(policies);
+mkdirSync(policies, { recursive: true });
 const children = new Set();
 let browser;
 
@@ -120,7 +123,7 @@ async function main() {
     "name: review-writes\ntype: approval_required\ndescription: A person reviews every file write.\nrules:\n  tools: [write_file]\n",
   );
   writeFileSync(
-    join(work, "agentplane.toml"),
+    join(config, "agentplane.toml"),
     `[llm]\nbase_url = "${llmUrl}"\nmodel = "scripted-model"\nmax_retries = 0\n` +
       `[store]\npath = "events.db"\n` +
       `[policies]\ndir = "policies"\nreload_interval_ms = 200\n` +
@@ -135,7 +138,7 @@ async function main() {
   );
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const serveArgs = ["--config", join(work, "agentplane.toml"), "serve", "--listen", `127.0.0.1:${port}`];
+  const serveArgs = ["--config", join(config, "agentplane.toml"), "serve", "--listen", `127.0.0.1:${port}`];
   const serveEnv = { AGENTPLANE_AUTH_TOKEN: TOKEN };
   let server = start("agentplane", serveArgs, serveEnv);
   await waitHealthy(url);
