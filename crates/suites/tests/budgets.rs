@@ -35,6 +35,17 @@ fn budget_policy(sb: &Sandbox, name: &str, extra: &str) {
     .expect("policy");
 }
 
+/// A monthly budget of `usd` dollars named `name`.
+fn budget_of(sb: &Sandbox, name: &str, usd: &str) {
+    let dir = sb.root.join("policies");
+    std::fs::create_dir_all(&dir).expect("policies dir");
+    std::fs::write(
+        dir.join(format!("{name}.yaml")),
+        format!("name: {name}\ntype: budget\nrules: {{usd: {usd}, period: month}}\n"),
+    )
+    .expect("policy");
+}
+
 /// A request to the server as `client`.
 fn as_client(
     served: &Served,
@@ -530,12 +541,7 @@ async fn abandoned_streamed_gateway_calls_are_charged_on_both_stores() {
             .expect("model");
         let sb = sandbox(PRICED);
         // Twenty calls' worth.
-        std::fs::create_dir_all(sb.root.join("policies")).expect("policies dir");
-        std::fs::write(
-            sb.root.join("policies/twenty.yaml"),
-            "name: twenty\ntype: budget\nrules: {usd: 0.04, period: month}\n",
-        )
-        .expect("policy");
+        budget_of(&sb, "twenty", "0.04");
         let served = start(&sb, &model.base_url(), &extra).await;
 
         for _ in 0..10 {
@@ -580,12 +586,7 @@ async fn an_upstream_that_over_reports_usage_is_charged_at_most_the_worst_case_o
         let sb = sandbox(&format!(
             "{PRICED}[agents.liar]\nsystem_prompt = \"You answer.\"\nmax_output_tokens = 50\n"
         ));
-        std::fs::create_dir_all(sb.root.join("policies")).expect("policies dir");
-        std::fs::write(
-            sb.root.join("policies/cap.yaml"),
-            "name: cap\ntype: budget\nrules: {usd: 0.005, period: month}\n",
-        )
-        .expect("policy");
+        budget_of(&sb, "cap", "0.005");
         let served = start(&sb, &model.base_url(), &extra).await;
 
         // Five turns first: each records what it was charged and why.
@@ -663,12 +664,7 @@ async fn turns_cancelled_mid_answer_are_charged_on_both_stores() {
             .await
             .expect("model");
         let sb = sandbox(PRICED);
-        std::fs::create_dir_all(sb.root.join("policies")).expect("policies dir");
-        std::fs::write(
-            sb.root.join("policies/five.yaml"),
-            "name: five\ntype: budget\nrules: {usd: 0.01, period: month}\n",
-        )
-        .expect("policy");
+        budget_of(&sb, "five", "0.01");
         let served = start(&sb, &model.base_url(), &extra).await;
         for _ in 0..5 {
             let thread = new_thread(&served, &sb, CLIENT).await;
