@@ -6,7 +6,9 @@
 //! checks, a cheap tool call. Reports medians and the ratio. Run with
 //! `cargo bench -p agentplane-runtime --bench turn_overhead`; method and figures are in
 //! `bench/README.md`. Environment: `BENCH_TURNS` (default 300), `BENCH_ROUND_TRIPS`
-//! (default 2000).
+//! (default 2000). Besides wall time it reports the CPU time the whole process (scripted
+//! server, client and runtime together) spent per operation, read from `/proc/self/stat`:
+//! on a shared machine that is the steadier figure.
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +41,25 @@ fn stats(mut samples: Vec<Duration>) -> Stats {
         p99: at(0.99),
         mean: total / samples.len() as u32,
     }
+}
+
+/// CPU time (user + system) this process has used so far, from `/proc/self/stat`.
+fn cpu_now() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let per_second = 100; // USER_HZ on Linux
+    Duration::from_micros((ticks(11) + ticks(12)) * 1_000_000 / per_second)
+}
+
+/// Runs `work`, returning its result and the CPU time the process spent meanwhile.
+async fn cpu_of<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let before = cpu_now();
+    let out = work.await;
+    (out, cpu_now().saturating_sub(before))
 }
 
 fn show(name: &str, s: &Stats) {
@@ -155,25 +176,35 @@ async fn main() {
         run(&tool_runtime, "lister").await.expect("warm-up");
     }
 
-    let baseline = stats(bare(round_trips).await);
-    let mut chat = Vec::with_capacity(turns);
-    for _ in 0..turns {
-        let started = Instant::now();
-        let outcome = run(&text_runtime, "chat").await.expect("turn");
-        assert!(outcome.stop_reason.is_success());
-        chat.push(started.elapsed());
-    }
+    let (baseline, bare_cpu) = cpu_of(bare(round_trips)).await;
+    let baseline = stats(baseline);
+    let (chat, chat_cpu) = cpu_of(async {
+        let mut chat = Vec::with_capacity(turns);
+        for _ in 0..turns {
+            let started = Instant::now();
+            let outcome = run(&text_runtime, "chat").await.expect("turn");
+            assert!(outcome.stop_reason.is_success());
+            chat.push(started.elapsed());
+        }
+        chat
+    })
+    .await;
     let chat = stats(chat);
-    let mut tool = Vec::with_capacity(turns);
-    for _ in 0..turns {
-        let started = Instant::now();
-        let outcome = run(&tool_runtime, "lister").await.expect("turn");
-        assert!(outcome.stop_reason.is_success());
-        // Two model calls per turn: report per call.
-        tool.push(started.elapsed() / 2);
-    }
+    let (tool, tool_cpu) = cpu_of(async {
+        let mut tool = Vec::with_capacity(turns);
+        for _ in 0..turns {
+            let started = Instant::now();
+            let outcome = run(&tool_runtime, "lister").await.expect("turn");
+            assert!(outcome.stop_reason.is_success());
+            // Two model calls per turn: report per call.
+            tool.push(started.elapsed() / 2);
+        }
+        tool
+    })
+    .await;
     let tool = stats(tool);
-    let baseline_again = stats(bare(round_trips).await);
+    let (baseline_again, bare_cpu_again) = cpu_of(bare(round_trips)).await;
+    let baseline_again = stats(baseline_again);
 
     println!(
         "turn loop overhead per model call ({turns} turns, {round_trips} bare round trips, each side)"
@@ -190,5 +221,14 @@ async fn main() {
         ratio(tool.p50),
         (chat.p50.as_secs_f64() - base.as_secs_f64()) * 1e6,
         (tool.p50.as_secs_f64() - base.as_secs_f64()) * 1e6,
+    );
+    let per = |cpu: Duration, n: usize| cpu.as_secs_f64() * 1e6 / n as f64;
+    let bare_per = per(bare_cpu + bare_cpu_again, 2 * round_trips);
+    let chat_per = per(chat_cpu, turns);
+    let tool_per = per(tool_cpu, 2 * turns);
+    println!(
+        "CPU per operation (whole process): bare round trip {bare_per:.0} µs, text turn {chat_per:.0} µs ({:.2}x), tool turn per call {tool_per:.0} µs ({:.2}x)",
+        chat_per / bare_per,
+        tool_per / bare_per,
     );
 }
