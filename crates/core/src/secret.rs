@@ -280,6 +280,35 @@ fn percent_encoded(value: &str) -> String {
     out
 }
 
+/// A stream of text on its way out (a gateway answer, a turn's `message_delta`s), held
+/// back where its end could begin a secret: the one hold-back every stream uses, so a
+/// secret split across two pieces (`sk-` in one, the rest in the next) is never sent
+/// in halves. What is released is redacted; the tail waits for the next piece or the end.
+#[derive(Debug, Default)]
+pub struct HeldBack {
+    pending: String,
+}
+
+impl HeldBack {
+    /// Adds a piece; returns the redacted text that can be sent now, if any.
+    pub fn push(&mut self, redactor: &Redactor, piece: &str) -> Option<String> {
+        self.pending.push_str(piece);
+        let safe = redactor.stream_safe_len(&self.pending);
+        if safe == 0 {
+            return None;
+        }
+        let sent = redactor.redact(&self.pending[..safe]).into_owned();
+        self.pending.drain(..safe);
+        Some(sent)
+    }
+
+    /// The stream ended (or another kind of output follows): what is still held,
+    /// redacted, if anything.
+    pub fn finish(self, redactor: &Redactor) -> Option<String> {
+        (!self.pending.is_empty()).then(|| redactor.redact(&self.pending).into_owned())
+    }
+}
+
 /// Whether a process-wide redactor with something to redact is installed: lets
 /// [`redact`] skip the lock on the common path of a process without secrets.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -333,6 +362,35 @@ mod tests {
 
     fn redactor(pairs: &[(&str, &str)]) -> Redactor {
         Redactor::new(pairs.iter().copied()).expect("valid secrets")
+    }
+
+    #[test]
+    fn a_held_back_stream_never_sends_a_secret_in_pieces() {
+        let r = redactor(&[("key", "sk-live-0123456789")]);
+        let secret = "sk-live-0123456789";
+        let text = format!("before {secret} between {secret} after");
+        // Every way of cutting the text in two, and one character at a time.
+        let mut cuts: Vec<Vec<String>> = (0..=text.len())
+            .filter(|&i| text.is_char_boundary(i))
+            .map(|i| vec![text[..i].to_owned(), text[i..].to_owned()])
+            .collect();
+        cuts.push(text.chars().map(String::from).collect());
+        for pieces in cuts {
+            let mut held = HeldBack::default();
+            let mut sent: Vec<String> = pieces.iter().filter_map(|p| held.push(&r, p)).collect();
+            sent.extend(held.finish(&r));
+            let joined = sent.concat();
+            assert_eq!(joined, r.redact(&text), "cut as {pieces:?}");
+            for piece in &sent {
+                for len in 4..=secret.len() {
+                    assert!(
+                        !piece.contains(&secret[..len]),
+                        "a piece carried `{}`: {piece:?}",
+                        &secret[..len]
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -18,13 +18,14 @@
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::HubError;
-use crate::governance::budget::worst_case_tokens;
 use crate::governance::rules::RequestContext;
-use crate::governance::{AdmissionError, Charge, Meter, admission};
-use crate::ports::{ModelCallRecord, ModelError, ModelInfo, TextSink};
+use crate::governance::{AdmissionError, Charge, Meter};
+use crate::metered;
+use crate::ports::{ModelCallRecord, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
 
 /// The agent name gateway calls run under unless configured.
@@ -175,7 +176,7 @@ pub(crate) async fn admit(
 ) -> Result<AdmittedCall, HubError> {
     validate(&request)?;
     // The output cap is always sent, so the worst case reserved is real.
-    let max_output = *request.max_tokens.get_or_insert(config.max_output_tokens);
+    request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
     let ctx = RequestContext {
         agent: &config.agent,
@@ -184,12 +185,16 @@ pub(crate) async fn admit(
         client,
         at: Timestamp::now(),
     };
-    let worst_tokens = worst_case_tokens(&request, u64::from(max_output));
-    let worst = governance
-        .prices
-        .cost_micros(&request.model, worst_tokens.0, worst_tokens.1);
-    let reservation = match admission::admit(governance, deps.store.as_ref(), &ctx, worst).await {
-        Ok(reservation) => reservation,
+    let admitted = metered::reserve(
+        governance,
+        deps.store.as_ref(),
+        &ctx,
+        &request,
+        metered::Admit::Whole,
+    )
+    .await;
+    let mut meter = match admitted {
+        Ok(meter) => meter,
         Err(AdmissionError::Refused(refusal)) => {
             let what = format!("a gateway call as `{}` now", config.agent);
             if let Some(tap) = &governance.tap {
@@ -207,7 +212,6 @@ pub(crate) async fn admit(
         Err(AdmissionError::Store(e)) => return Err(e.into()),
     };
     let id = CompletionId::new();
-    let mut meter = Meter::new(governance.clone(), reservation, worst_tokens);
     // Abandoned (the client left, the future was dropped): recorded at the worst case.
     let abandoned = Recorder {
         deps: deps.clone(),
@@ -257,21 +261,6 @@ impl AdmittedCall {
     /// any text arrived costs nothing and is not recorded; after text, it costs the
     /// worst case.
     pub async fn call(self, on_text: &mut TextSink<'_>) -> Result<GatewayReply, HubError> {
-        let mut texted = false;
-        let answered = {
-            let mut seen = |text: &str| {
-                texted = true;
-                on_text(text);
-            };
-            call_model(
-                &self.deps,
-                &self.agent,
-                &self.tags,
-                &self.request,
-                &mut seen,
-            )
-            .await
-        };
         let recorder = Recorder {
             deps: self.deps.clone(),
             tasks: self.tasks.clone(),
@@ -280,36 +269,51 @@ impl AdmittedCall {
             agent: self.agent.clone(),
             model: self.request.model.clone(),
         };
-        let (mut response, provider) = match answered {
-            Ok(answered) => answered,
-            Err(e) if texted => {
-                let charge = self.meter.worst_charge();
-                recorder.record(String::new(), self.request.model.clone(), None, &charge);
-                self.meter.settle(&charge, &self.agent, "").await;
-                return Err(e.into());
-            }
-            Err(e) => {
-                self.meter.release().await;
-                return Err(e.into());
+        // Routed like a small task of the gateway agent (its name and tags select
+        // `[routing]` rules); failovers are logged, a gateway call has no turn.
+        let call = metered::Call {
+            providers: &self.deps.providers,
+            route: crate::models::RouteKey {
+                agent: &self.agent,
+                tags: &self.tags,
+                size: crate::models::TaskSize::estimate(&self.request.messages),
+            },
+            request: &self.request,
+        };
+        let mut on_failover = |failover: crate::models::Failover<'_>| {
+            tracing::warn!(?failover, "a gateway call failed over to the next provider");
+        };
+        // Recorded before the settlement (a task of its own): a client leaving during
+        // the settlement must not lose the record; the settlement completes on its own.
+        let mut recorder = Some(recorder);
+        let mut on_charged = |charged: &metered::Charged| {
+            if let Some(recorder) = recorder.take() {
+                recorder.record(
+                    charged.provider.clone(),
+                    charged.model.clone(),
+                    charged.usage,
+                    &charged.charge,
+                );
             }
         };
-        if response.model.is_empty() {
-            response.model = self.request.model.clone();
+        let ended = metered::call(
+            self.meter,
+            call,
+            on_text,
+            &mut on_failover,
+            &mut on_charged,
+            &CancellationToken::new(),
+        )
+        .await;
+        match ended.outcome {
+            Ok(routed) => Ok(GatewayReply {
+                id: self.id,
+                response: routed.response,
+            }),
+            Err(metered::Unanswered::Failed(e)) => Err(e.into()),
+            // Its token never fires: only dropping the call ends it early.
+            Err(metered::Unanswered::Cancelled) => Err(HubError::ShuttingDown),
         }
-        let charge = self.meter.price(&response.model, response.usage);
-        // Recorded first (a task of its own): a client leaving during the settlement
-        // must not lose the record; the settlement completes on its own task too.
-        recorder.record(
-            provider.clone(),
-            response.model.clone(),
-            response.usage,
-            &charge,
-        );
-        self.meter.settle(&charge, &self.agent, &provider).await;
-        Ok(GatewayReply {
-            id: self.id,
-            response,
-        })
     }
 }
 
@@ -347,29 +351,6 @@ impl Recorder {
             }
         });
     }
-}
-
-/// The one place the gateway calls a model: routed like a small task of the gateway
-/// agent (its name and tags select `[routing]` rules), failing over on upstream errors.
-/// Returns the answer and the provider that gave it; failovers are logged, since a
-/// gateway call has no turn to record them in.
-async fn call_model(
-    deps: &TurnDeps,
-    agent: &str,
-    tags: &[String],
-    request: &ChatRequest,
-    on_text: &mut TextSink<'_>,
-) -> Result<(ChatResponse, String), ModelError> {
-    let size = crate::models::TaskSize::estimate(&request.messages);
-    let key = crate::models::RouteKey { agent, tags, size };
-    let mut on_failover = |failover: crate::models::Failover<'_>| {
-        tracing::warn!(?failover, "a gateway call failed over to the next provider");
-    };
-    let routed = deps
-        .providers
-        .chat(&key, request, on_text, &mut on_failover)
-        .await?;
-    Ok((routed.response, routed.provider))
 }
 
 /// What the model server offers, for `GET /openai/v1/models`.

@@ -14,6 +14,7 @@ pub mod governance;
 pub mod harmony;
 pub mod hub;
 pub mod identity;
+pub mod metered;
 pub mod models;
 pub mod permissions;
 

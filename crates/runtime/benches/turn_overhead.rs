@@ -49,7 +49,12 @@ fn cpu_now() -> Duration {
     // Fields after the command name (which may hold spaces) start after the last ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
     let per_second = 100; // USER_HZ on Linux
     Duration::from_micros((ticks(11) + ticks(12)) * 1_000_000 / per_second)

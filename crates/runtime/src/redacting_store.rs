@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use agentplane_core::secret::Redactor;
+use agentplane_core::secret::{HeldBack, Redactor};
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
@@ -35,7 +35,7 @@ pub struct RedactingStore {
     inner: Arc<dyn EventStore>,
     redactor: Redactor,
     /// Per turn, the end of the streamed text that could be the start of a secret.
-    held: Mutex<HashMap<TurnId, String>>,
+    held: Mutex<HashMap<TurnId, HeldBack>>,
 }
 
 impl RedactingStore {
@@ -48,36 +48,28 @@ impl RedactingStore {
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<TurnId, String>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<TurnId, HeldBack>> {
         self.held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// A streamed piece joined to what was held before it, redacted, minus a new end
-    /// that could begin a secret (held for the next piece).
-    fn streamed_piece(&self, turn: &TurnId, text: String) -> String {
+    /// that could begin a secret (held for the next piece: `secret::HeldBack`).
+    fn streamed_piece(&self, turn: &TurnId, text: &str) -> String {
         let mut held = self.held();
-        let joined = match held.remove(turn) {
-            Some(mut before) => {
-                before.push_str(&text);
-                before
-            }
-            None => text,
-        };
-        let mut redacted = self.redactor.redact(&joined).into_owned();
-        let keep = self.redactor.held_back(&redacted);
-        if keep > 0 {
-            let tail = redacted.split_off(redacted.len() - keep);
-            held.insert(turn.clone(), tail);
-        }
-        redacted
+        let stream = held.entry(turn.clone()).or_default();
+        stream.push(&self.redactor, text).unwrap_or_default()
     }
 
     /// Records what is still held for `turn` as a `message_delta` of its own, before
     /// the turn's next event of another kind.
     async fn release_held(&self, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
-        let Some(text) = self.held().remove(turn) else {
+        let Some(text) = self
+            .held()
+            .remove(turn)
+            .and_then(|held| held.finish(&self.redactor))
+        else {
             return Ok(());
         };
         self.inner
@@ -177,7 +169,7 @@ impl EventStore for RedactingStore {
         let payload = match payload {
             EventPayload::MessageDelta { text } if !self.redactor.is_empty() => {
                 EventPayload::MessageDelta {
-                    text: self.streamed_piece(turn, text),
+                    text: self.streamed_piece(turn, &text),
                 }
             }
             other => {

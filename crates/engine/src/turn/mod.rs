@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::governance::rules::{self, Decision, RequestContext};
-use crate::governance::{ArgsRetention, BudgetError, Governance, RateFacts};
+use crate::governance::{ArgsRetention, Governance, RateFacts};
 use crate::harmony;
 use crate::models::{Providers, RouteKey, TaskSize};
 use crate::permissions;

@@ -3,8 +3,8 @@
 //! cost recorded, and Harmony markup turned into tool calls.
 
 use super::*;
-use crate::governance::budget::worst_case_tokens;
-use crate::governance::{Charge, Meter, Refusal};
+use crate::governance::{AdmissionError, Meter};
+use crate::metered::{self, Charged, Unanswered};
 
 /// The `security_event` type of usage reported above a call's worst case.
 pub const USAGE_OVER_REPORTED: &str = "usage_over_reported";
@@ -25,35 +25,25 @@ pub(crate) const DELTA_FLUSH_BYTES: usize = 512;
 pub(super) const DELTA_FLUSH_AFTER: Duration = Duration::from_millis(50);
 
 impl ActiveTurn<'_> {
-    /// One model call: streams text into coalesced `message_delta` events while the
-    /// call runs, then records its usage.
+    /// One model call, metered (`crate::metered`): streams text into coalesced
+    /// `message_delta` events while the call runs, then records what it was charged.
     pub(super) async fn call_model(
         &mut self,
         chat: &ChatRequest,
         request: &TurnRequest,
         cancel: &CancellationToken,
     ) -> Result<agentplane_core::ChatResponse, Stop> {
-        let governance = self.deps.governance.clone();
-        let policies = governance.policies.current();
-        // The call's worst case: every byte sent a token, and the whole output cap.
-        let worst_tokens = worst_case_tokens(chat, chat.max_tokens.map_or(0, u64::from));
-        let worst = governance
-            .prices
-            .cost_micros(&chat.model, worst_tokens.0, worst_tokens.1);
-        let reservation = match governance
-            .budgets
-            .reserve(
-                self.deps.store.as_ref(),
-                &policies,
-                &self.policy_ctx(request, None),
-                &governance.agent_tags,
-                worst,
-            )
-            .await
+        let meter = match metered::reserve(
+            &self.deps.governance,
+            self.deps.store.as_ref(),
+            &self.policy_ctx(request, None),
+            chat,
+            metered::Admit::BudgetsOnly,
+        )
+        .await
         {
-            Ok(reservation) => reservation,
-            Err(BudgetError::Exceeded(exceeded)) => {
-                let refusal = Refusal::BudgetExceeded(exceeded);
+            Ok(meter) => meter,
+            Err(AdmissionError::Refused(refusal)) => {
                 self.record(refusal.event("a model call", None, None))
                     .await?;
                 return Err(failed(
@@ -61,51 +51,36 @@ impl ActiveTurn<'_> {
                     refusal.message("a model call"),
                 ));
             }
-            Err(BudgetError::Store(e)) => return Err(Stop::Store(e)),
-        };
-        let meter = Meter::new(governance.clone(), reservation, worst_tokens);
-        let mut texted = false;
-        let answered = self.stream_model(chat, request, cancel, &mut texted).await;
-        let agent = request.agent.name.as_str();
-        let (response, provider) = match answered {
-            Ok(routed) => (routed.response, routed.provider),
-            // Cancelled, or failed after text arrived: the model was asked and worked.
-            Err(stop) if texted || matches!(stop, Stop::Cancelled) => {
-                let charge = meter.worst_charge();
-                meter.settle(&charge, agent, "").await;
-                self.record_charge(&chat.model, String::new(), None, &charge)
-                    .await?;
-                return Err(stop);
-            }
-            Err(stop) => {
-                meter.release().await;
-                return Err(stop);
+            Err(AdmissionError::Store(e)) => return Err(Stop::Store(e)),
+            Err(AdmissionError::RateLimitsUnavailable(e)) => {
+                return Err(failed(ErrorCode::UpstreamUnavailable, e.to_string()));
             }
         };
-        let usage = response.usage.unwrap_or_default();
-        let model = if response.model.is_empty() {
-            chat.model.clone()
-        } else {
-            response.model.clone()
-        };
-        let charge = meter.price(&model, response.usage);
-        meter.settle(&charge, agent, &provider).await;
-        self.usage.input_tokens += usage.input_tokens;
-        self.usage.output_tokens += usage.output_tokens;
-        self.record_charge(&model, provider, response.usage, &charge)
-            .await?;
-        Ok(response)
+        let ended = self.stream_model(meter, chat, request, cancel).await?;
+        if let Some(charged) = &ended.charged {
+            if ended.outcome.is_ok() {
+                let usage = charged.usage.unwrap_or_default();
+                self.usage.input_tokens += usage.input_tokens;
+                self.usage.output_tokens += usage.output_tokens;
+            }
+            self.record_charge(charged).await?;
+        }
+        match ended.outcome {
+            Ok(routed) => Ok(routed.response),
+            Err(Unanswered::Cancelled) => Err(Stop::Cancelled),
+            Err(Unanswered::Failed(e)) => Err(failed(e.code(), e.to_string())),
+        }
     }
 
     /// Records one call's `usage` and `cost` events (and, when the server claimed more
     /// than the worst case, a `security_event` saying so): the cost is what was charged.
-    async fn record_charge(
-        &self,
-        model: &str,
-        provider: String,
-        usage: Option<agentplane_core::Usage>,
-        charge: &Charge,
-    ) -> Result<(), Stop> {
+    async fn record_charge(&self, charged: &Charged) -> Result<(), Stop> {
+        let Charged {
+            model,
+            provider,
+            usage,
+            charge,
+        } = charged;
         let reported = usage.unwrap_or_default();
         if charge.over_reported() {
             self.record(EventPayload::SecurityEvent {
@@ -124,15 +99,15 @@ impl ActiveTurn<'_> {
         }
         self.record(EventPayload::Usage {
             provider: provider.clone(),
-            model: model.to_owned(),
+            model: model.clone(),
             input_tokens: reported.input_tokens,
             output_tokens: reported.output_tokens,
             reported: usage.is_some(),
         })
         .await?;
         self.record(EventPayload::Cost {
-            provider,
-            model: model.to_owned(),
+            provider: provider.clone(),
+            model: model.clone(),
             input_tokens: reported.input_tokens,
             output_tokens: reported.output_tokens,
             usd_micros: charge.usd_micros,
@@ -142,26 +117,26 @@ impl ActiveTurn<'_> {
         Ok(())
     }
 
-    /// The model call itself, through the providers' routing and failover, streaming
-    /// text into coalesced `message_delta` events. A failover is recorded as a
-    /// `provider_failover` event after the text the failed attempt streamed (which
-    /// stays in the log): the deltas after it restart the answer.
+    /// The metered call itself (`crate::metered::call`: routing, failover, settling),
+    /// streaming text into coalesced `message_delta` events. A failover is recorded as a
+    /// `provider_failover` event after the text the failed attempt streamed (which stays
+    /// in the log): the deltas after it restart the answer. Fails only if the store does.
     pub(super) async fn stream_model(
         &self,
+        meter: Meter,
         chat: &ChatRequest,
         request: &TurnRequest,
         cancel: &CancellationToken,
-        texted: &mut bool,
-    ) -> Result<crate::models::Routed, Stop> {
+    ) -> Result<metered::Metered, Stop> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Streamed>();
-        let providers = self.deps.providers.clone();
-        let key = RouteKey {
+        let route = RouteKey {
             agent: &request.agent.name,
             tags: &request.agent.tags,
             size: self
                 .size
                 .unwrap_or_else(|| TaskSize::estimate(&chat.messages)),
         };
+        let providers = &self.deps.providers;
         let call = async move {
             let failovers = tx.clone();
             let mut on_text = move |text: &str| {
@@ -178,9 +153,22 @@ impl ActiveTurn<'_> {
                     },
                 )));
             };
-            providers
-                .chat(&key, chat, &mut on_text, &mut on_failover)
-                .await
+            let call = metered::Call {
+                providers,
+                route,
+                request: chat,
+            };
+            // The turn records the charge as events once the call has settled.
+            let mut on_charged = |_: &metered::Charged| {};
+            metered::call(
+                meter,
+                call,
+                &mut on_text,
+                &mut on_failover,
+                &mut on_charged,
+                cancel,
+            )
+            .await
         };
         let this = self;
         let stream_text = async move {
@@ -190,10 +178,7 @@ impl ActiveTurn<'_> {
             let mut last_flush = Instant::now();
             while let Some(streamed) = rx.recv().await {
                 let text = match streamed {
-                    Streamed::Text(text) => {
-                        *texted = true;
-                        text
-                    }
+                    Streamed::Text(text) => text,
                     Streamed::Failover(failover) => {
                         if !pending.is_empty() {
                             let text = std::mem::take(&mut pending);
@@ -237,12 +222,10 @@ impl ActiveTurn<'_> {
             }
             Ok::<(), StoreError>(())
         };
-        let (response, streamed) = tokio::select! {
-            _ = cancel.cancelled() => return Err(Stop::Cancelled),
-            both = async { tokio::join!(call, stream_text) } => both,
-        };
+        // A cancel ends the call (charged), which ends the text's channel and its task.
+        let (ended, streamed) = tokio::join!(call, stream_text);
         streamed?;
-        response.map_err(|e| failed(e.code(), e.to_string()))
+        Ok(ended)
     }
 }
 

@@ -69,9 +69,10 @@ async fn chat_completions(
     tokio::spawn(async move {
         let deltas = tx.clone();
         // Text that may be the start of a secret waits here for the next delta.
-        let mut held = HeldText::default();
+        let redactor = secret::current();
+        let mut held = secret::HeldBack::default();
         let mut on_text = |text: &str| {
-            if let Some(safe) = held.push(text) {
+            if let Some(safe) = held.push(&redactor, text) {
                 // Fails only once the client has gone; `closed()` below ends the call then.
                 let _ = deltas.send(chunks.text(&safe));
             }
@@ -90,7 +91,7 @@ async fn chat_completions(
                 }
             }
         };
-        if let Some(rest) = held.finish() {
+        if let Some(rest) = held.finish(&redactor) {
             let _ = tx.send(chunks.text(&rest));
         }
         let last = match answered {
@@ -112,34 +113,6 @@ async fn chat_completions(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(response)
-}
-
-/// A streamed answer's text on its way out: every secret value redacted, also one the
-/// model's deltas split (`sk-` in one, the rest in the next). A tail that could be the
-/// start of a secret is held until the next delta decides it, or the end flushes it.
-#[derive(Default)]
-struct HeldText {
-    pending: String,
-}
-
-impl HeldText {
-    /// Adds a delta; returns the redacted text that can be sent now, if any.
-    fn push(&mut self, delta: &str) -> Option<String> {
-        self.pending.push_str(delta);
-        let redactor = secret::current();
-        let safe = redactor.stream_safe_len(&self.pending);
-        if safe == 0 {
-            return None;
-        }
-        let sent = redactor.redact(&self.pending[..safe]).into_owned();
-        self.pending.drain(..safe);
-        Some(sent)
-    }
-
-    /// The stream ended: what is still held, redacted, if anything.
-    fn finish(self) -> Option<String> {
-        (!self.pending.is_empty()).then(|| secret::redact(&self.pending).into_owned())
-    }
 }
 
 /// `GET /openai/v1/models`.

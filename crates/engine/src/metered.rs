@@ -1,0 +1,176 @@
+//! One metered model call: the only way the engine calls a model with money at stake.
+//!
+//! [`reserve`] admits the call and reserves its worst case (every byte sent a token,
+//! the whole output cap, ADR 0029), giving a [`Meter`]; [`call`] makes the call through
+//! the providers' routing and failover and settles the meter by the rules of
+//! `governance::meter` (ADR 0042): an answer is charged its reported usage capped at the
+//! worst case; a cancel, or a failure after text arrived, the worst case; a failure
+//! before any text nothing. Dropping the future of [`call`] drops the meter unsettled,
+//! which charges the worst case (and tells its `on_abandon` hook). The turn (and so an
+//! execution's turn) and the gateway both go through here, so a third caller cannot get
+//! the guarantee subtly wrong.
+//!
+//! What must not live here: how a caller records the charge (events in a turn, a
+//! `ModelCallRecord` for the gateway), or what it does with the streamed text.
+
+use std::sync::Arc;
+
+use agentplane_core::{ChatRequest, ChatResponse, Usage};
+use tokio_util::sync::CancellationToken;
+
+use crate::governance::budget::worst_case_tokens;
+use crate::governance::rules::RequestContext;
+use crate::governance::{AdmissionError, Charge, Governance, Meter, admission};
+use crate::models::{Failover, Providers, RouteKey, Routed};
+use crate::ports::{EventStore, ModelError, TextSink};
+
+/// What admission a call passes before its reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// The whole admission (a policy's denial, the rate limits, the budgets): a call
+    /// outside any turn, such as the gateway's.
+    Whole,
+    /// The budgets only: a call inside a turn that was admitted when it began.
+    BudgetsOnly,
+}
+
+/// Admits a call of `request` for `ctx` and reserves its worst case: its input bytes
+/// as tokens and its output cap (`request.max_tokens`, which the caller always sets).
+pub async fn reserve(
+    governance: &Arc<Governance>,
+    store: &dyn EventStore,
+    ctx: &RequestContext<'_>,
+    request: &ChatRequest,
+    admit: Admit,
+) -> Result<Meter, AdmissionError> {
+    let worst_tokens = worst_case_tokens(request, request.max_tokens.map_or(0, u64::from));
+    let worst = governance
+        .prices
+        .cost_micros(&request.model, worst_tokens.0, worst_tokens.1);
+    let reservation = match admit {
+        Admit::Whole => admission::admit(governance, store, ctx, worst).await?,
+        Admit::BudgetsOnly => {
+            let policies = governance.policies.current();
+            governance
+                .budgets
+                .reserve(store, &policies, ctx, &governance.agent_tags, worst)
+                .await?
+        }
+    };
+    Ok(Meter::new(governance.clone(), reservation, worst_tokens))
+}
+
+/// What a call is made with.
+pub struct Call<'a> {
+    pub providers: &'a Providers,
+    /// How the providers route it.
+    pub route: RouteKey<'a>,
+    pub request: &'a ChatRequest,
+}
+
+/// Why a call gave no answer.
+#[derive(Debug)]
+pub enum Unanswered {
+    /// The caller's cancel token fired.
+    Cancelled,
+    /// Every provider failed, or the request was refused.
+    Failed(ModelError),
+}
+
+/// What a call was charged, for the caller to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charged {
+    /// The model it is priced as: the one that answered, else the one asked for.
+    pub model: String,
+    /// The provider that answered; empty when none did.
+    pub provider: String,
+    /// The usage the server reported, if it answered with any.
+    pub usage: Option<Usage>,
+    pub charge: Charge,
+}
+
+/// How a call ended.
+#[derive(Debug)]
+pub struct Metered {
+    /// The answer (its `model` filled with the requested one when the server named
+    /// none) and the provider that gave it.
+    pub outcome: Result<Routed, Unanswered>,
+    /// What was charged; `None` when nothing was (a failure before any text).
+    pub charged: Option<Charged>,
+}
+
+/// Makes the call, streaming text to `on_text` and failovers to `on_failover`, and
+/// settles `meter`. `on_charged` sees the charge before the settlement starts, so a
+/// caller whose future is dropped during the settlement has recorded it already.
+pub async fn call(
+    meter: Meter,
+    call: Call<'_>,
+    on_text: &mut TextSink<'_>,
+    on_failover: &mut (dyn FnMut(Failover<'_>) + Send),
+    on_charged: &mut (dyn FnMut(&Charged) + Send),
+    cancel: &CancellationToken,
+) -> Metered {
+    let agent = call.route.agent;
+    let mut texted = false;
+    let answered = {
+        let mut seen = |text: &str| {
+            texted = true;
+            on_text(text);
+        };
+        tokio::select! {
+            () = cancel.cancelled() => None,
+            answered = call.providers.chat(&call.route, call.request, &mut seen, on_failover) => {
+                Some(answered)
+            }
+        }
+    };
+    let asked = || call.request.model.clone();
+    match answered {
+        Some(Ok(mut routed)) => {
+            if routed.response.model.is_empty() {
+                routed.response.model = asked();
+            }
+            let ChatResponse { model, usage, .. } = &routed.response;
+            let charged = Charged {
+                charge: meter.price(model, *usage),
+                model: model.clone(),
+                provider: routed.provider.clone(),
+                usage: *usage,
+            };
+            on_charged(&charged);
+            meter
+                .settle(&charged.charge, agent, &charged.provider)
+                .await;
+            Metered {
+                outcome: Ok(routed),
+                charged: Some(charged),
+            }
+        }
+        // Failed before any text: the model did no work we saw; nothing is charged.
+        Some(Err(e)) if !texted => {
+            meter.release().await;
+            Metered {
+                outcome: Err(Unanswered::Failed(e)),
+                charged: None,
+            }
+        }
+        // Cancelled, or failed after text arrived: the model was asked and worked.
+        ended => {
+            let charged = Charged {
+                charge: meter.worst_charge(),
+                model: asked(),
+                provider: String::new(),
+                usage: None,
+            };
+            on_charged(&charged);
+            meter.settle(&charged.charge, agent, "").await;
+            Metered {
+                outcome: Err(match ended {
+                    Some(Err(e)) => Unanswered::Failed(e),
+                    _ => Unanswered::Cancelled,
+                }),
+                charged: Some(charged),
+            }
+        }
+    }
+}
