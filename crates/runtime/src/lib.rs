@@ -13,6 +13,7 @@ pub mod replicas;
 pub mod secrets;
 pub mod settings;
 pub mod shutdown;
+mod workspaces;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -99,6 +100,8 @@ pub struct Runtime {
     /// The one ordered shutdown; it also owns this replica's heartbeat (and the
     /// recovery of dead ones once serving) and the policy directory's watcher.
     shutdown: Arc<Shutdown>,
+    /// How many workspace roots confine outside callers.
+    workspace_roots: usize,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -133,6 +136,28 @@ impl Runtime {
     /// previous process left running end as `interrupted` here; on a shared database a
     /// dead replica's turns are recovered by the survivors (ADR 0019).
     pub async fn start(config: Config) -> Result<Self, RuntimeError> {
+        Self::start_confined(config, None).await
+    }
+
+    /// [`Runtime::start`] for a process that serves callers from outside (`serve`):
+    /// their workspaces are confined (ADR 0031, 0040; `workspaces.rs`) to `[server]
+    /// workspace_roots`, else to `default_root` (on loopback, the directory `serve`
+    /// started in).
+    pub async fn start_serving(
+        config: Config,
+        default_root: Option<&Path>,
+    ) -> Result<Self, RuntimeError> {
+        Self::start_confined(config, Some(default_root)).await
+    }
+
+    async fn start_confined(
+        config: Config,
+        serving: Option<Option<&Path>>,
+    ) -> Result<Self, RuntimeError> {
+        let roots = serving
+            .map(|default_root| workspaces::roots(&config, default_root))
+            .transpose()
+            .map_err(RuntimeError::Config)?;
         let store = replicas::open_store(&config.store).await?;
         if !store.shared() {
             replicas::forget_others(store.as_ref()).await?;
@@ -220,7 +245,7 @@ impl Runtime {
             admins: config.version_admins.clone(),
         };
         let external = acp_agents(&config, &secrets);
-        let hub = Hub::with_parts(
+        let mut hub = Hub::builder(
             TurnDeps {
                 // Redaction outside, so the metered timings are the database's.
                 store: Arc::new(redacting_store::RedactingStore::new(
@@ -246,22 +271,28 @@ impl Runtime {
                 gateway: config.gateway.clone(),
                 ..HubConfig::default()
             },
-            versions,
-            external,
-        );
-        hub.use_keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>);
+        )
+        .versions(versions)
+        .external(external)
+        .keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>);
         if let Some(oidc) = &config.oidc {
             let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())
                 .map_err(|m| RuntimeError::Config(config::ConfigError::new("auth.oidc", m)))?;
-            hub.use_token_verifier(Arc::new(verifier));
+            hub = hub.token_verifier(Arc::new(verifier));
+        }
+        let workspace_roots = roots.as_ref().map_or(0, |r| r.count());
+        if let Some(roots) = roots {
+            hub = hub.workspace_roots(roots);
+        }
+        let feed = store.announcements();
+        if feed.is_some() {
+            hub = hub.replicas(store.clone() as Arc<dyn agentplane_engine::ports::ReplicaStore>);
+        }
+        let hub = hub.build();
+        if let Some(feed) = feed {
+            hub.follow_replicas(feed);
         }
         let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
-        if let Some(feed) = store.announcements() {
-            hub.follow_replicas(
-                feed,
-                store.clone() as Arc<dyn agentplane_engine::ports::ReplicaStore>,
-            );
-        }
         let watch = replicas::ReplicaWatch::start(
             store.clone(),
             hub.clone(),
@@ -288,6 +319,7 @@ impl Runtime {
             executions,
             model_server,
             shutdown,
+            workspace_roots,
         })
     }
 
@@ -350,74 +382,9 @@ impl Runtime {
         agentplane_process::sandbox::forbid_ports([addr.port()]);
     }
 
-    /// Confines the workspaces of callers from outside the process (ADR 0031): inside
-    /// `[server] workspace_roots`, else inside `default_root` (`serve` on loopback: the
-    /// directory it started in), never the data directory or one that contains it, and
-    /// never the configuration directory, the policies directory, a secret file's
-    /// folder, anything below them or anything that contains them (ADR 0040). Returns how many roots are in force (0: none).
-    pub fn confine_workspaces(&self, default_root: Option<&Path>) -> Result<usize, RuntimeError> {
-        let configured = self.config.server.workspace_roots.clone();
-        let roots = match (configured, default_root) {
-            (Some(roots), _) => Some(roots),
-            (None, Some(root)) => Some(vec![root.to_path_buf()]),
-            (None, None) => None,
-        };
-        let roots = roots
-            .map(|roots| {
-                roots
-                    .iter()
-                    .map(|root| {
-                        std::fs::canonicalize(root).map_err(|e| {
-                            RuntimeError::Config(config::ConfigError::new(
-                                "server.workspace_roots",
-                                format!("{} is not a directory: {e}", root.display()),
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .transpose()?;
-        // Where the database is (or, on PostgreSQL, executions' directories are), and
-        // where the configuration, the policies and the secret files are (ADR 0040).
-        let canonical = |dir: &Path| -> Option<PathBuf> {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            std::fs::canonicalize(dir).ok()
-        };
-        let data = self.config.store.path.parent().and_then(canonical);
-        let config_dir = self.config.file.as_ref().and_then(|f| f.parent());
-        let secret_dirs = self
-            .config
-            .secrets
-            .sources
-            .values()
-            .filter_map(|source| match source {
-                crate::settings::secrets::SecretSource::File(file) => Some(match config_dir {
-                    Some(dir) if file.is_relative() => dir.join(file),
-                    _ => file.clone(),
-                }),
-                crate::settings::secrets::SecretSource::Env(_) => None,
-            })
-            .filter_map(|file| file.parent().map(Path::to_path_buf))
-            .collect::<Vec<_>>();
-        let sealed = config_dir
-            .map(Path::to_path_buf)
-            .into_iter()
-            .chain(self.config.policies.dir.clone())
-            .chain(secret_dirs)
-            .filter_map(|dir: PathBuf| canonical(&dir))
-            .collect();
-        let count = roots.as_ref().map_or(0, Vec::len);
-        self.hub
-            .confine_workspaces(agentplane_engine::hub::WorkspaceRoots {
-                roots,
-                data,
-                sealed,
-            });
-        Ok(count)
+    /// How many workspace roots confine outside callers (0: none, or not serving).
+    pub fn workspace_root_count(&self) -> usize {
+        self.workspace_roots
     }
 
     /// The process's metrics (`/metrics`).

@@ -33,9 +33,11 @@ pub async fn started(config: Option<&Path>) -> Result<Runtime, Exit> {
     start(config).await.map_err(|e| failed_to_start(&e))
 }
 
-/// The runtime of an already loaded configuration, or the exit code of why not.
-pub async fn started_with(config: Config) -> Result<Runtime, Exit> {
-    Runtime::start(config)
+/// The runtime of an already loaded configuration, serving callers from outside whose
+/// workspaces are confined (`default_root`: see `Runtime::start_serving`), or the exit
+/// code of why not.
+pub async fn started_serving(config: Config, default_root: Option<&Path>) -> Result<Runtime, Exit> {
+    Runtime::start_serving(config, default_root)
         .await
         .map_err(|e| failed_to_start(&e))
 }

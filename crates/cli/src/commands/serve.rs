@@ -106,7 +106,11 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         return usage(&e.to_string());
     }
 
-    let runtime = match super::started_with(config).await {
+    // Outside callers' workspaces: `[server] workspace_roots`, else on loopback the
+    // directory serve started in (ADR 0031).
+    let start_dir = std::env::current_dir().ok();
+    let default_root = start_dir.as_deref().filter(|_| listen.ip().is_loopback());
+    let runtime = match super::started_serving(config, default_root).await {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
@@ -115,20 +119,12 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         Err(e) => return usage(&format!("cannot listen on {listen}: {e}")),
     };
     runtime.listening_on(listener.local_addr().unwrap_or(listen));
-    // Outside callers' workspaces: `[server] workspace_roots`, else on loopback the
-    // directory serve started in (ADR 0031).
-    let start_dir = std::env::current_dir().ok();
-    let default_root = start_dir.as_deref().filter(|_| listen.ip().is_loopback());
-    match runtime.confine_workspaces(default_root) {
-        Ok(0) => tracing::warn!(
+    match runtime.workspace_root_count() {
+        0 => tracing::warn!(
             "no workspace roots: callers may use any directory but the data and \
              configuration directories; set [server] workspace_roots"
         ),
-        Ok(count) => tracing::info!(roots = count, "workspaces confined to the workspace roots"),
-        Err(e) => {
-            eprintln!("error [{}]: {e}", e.code());
-            return exit::of_error(&e);
-        }
+        count => tracing::info!(roots = count, "workspaces confined to the workspace roots"),
     }
     options.metrics = Some(runtime.metrics().clone());
     let hub = runtime.hub().clone();

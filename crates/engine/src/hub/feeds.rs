@@ -5,23 +5,13 @@
 use super::*;
 
 impl Hub {
-    /// A receiver of the thread's live feed, created on first use. Subscribing and
-    /// removing happen under one lock, so a receiver never hangs on a dropped feed.
+    /// A receiver of the thread's live feed (`live.rs`), with the lease that releases it.
     pub(super) fn subscribe_feed(
         self: &Arc<Self>,
         thread: &ThreadId,
     ) -> (broadcast::Receiver<Event>, FeedLease) {
-        let receiver = match self.feeds.lock() {
-            Ok(mut feeds) => feeds
-                .entry(thread.clone())
-                .or_insert_with(Feed::new)
-                .sender
-                .subscribe(),
-            // A poisoned map only loses live delivery; streams still read the store.
-            Err(_) => broadcast::channel(1).1,
-        };
         (
-            receiver,
+            self.live.subscribe(thread),
             FeedLease {
                 hub: Arc::downgrade(self),
                 thread: thread.clone(),
@@ -31,49 +21,12 @@ impl Hub {
 
     /// Drops a thread's feed once nobody listens and no turn runs on it.
     pub(super) fn release_feed(&self, thread: &ThreadId) {
-        let busy = self
-            .running
-            .lock()
-            .map(|r| r.values().any(|t| &t.thread == thread))
-            .unwrap_or(true);
-        if busy {
-            return;
-        }
-        if let Ok(mut feeds) = self.feeds.lock()
-            && feeds
-                .get(thread)
-                .is_some_and(|f| f.sender.receiver_count() == 0)
-        {
-            feeds.remove(thread);
-        }
+        self.live.release(thread);
     }
 
     /// Sends a stored event to the thread's live subscribers.
     pub(super) fn publish(&self, event: &Event) {
-        if let Ok(mut feeds) = self.feeds.lock()
-            && let Some(feed) = feeds.get_mut(&event.thread_id)
-        {
-            feed.last = feed.last.max(Some(event.seq));
-            // No receivers is fine: nobody is watching.
-            let _ = feed.sender.send(event.clone());
-        }
-    }
-}
-
-/// A thread's live feed in this process.
-pub(super) struct Feed {
-    pub(super) sender: broadcast::Sender<Event>,
-    /// The highest `seq` published on it; `None` before the first. Events committed by
-    /// other replicas below it need no reading (`replicas.rs`).
-    pub(super) last: Option<u64>,
-}
-
-impl Feed {
-    pub(super) fn new() -> Self {
-        Self {
-            sender: broadcast::channel(FEED_CAPACITY).0,
-            last: None,
-        }
+        self.live.publish(event);
     }
 }
 
@@ -99,7 +52,9 @@ pub struct DisconnectGuard {
 
 impl Drop for DisconnectGuard {
     fn drop(&mut self) {
-        if !self.hub.is_running(&self.turn) || self.hub.broker.pending_of(&self.turn).is_empty() {
+        if !self.hub.live.is_running(&self.turn)
+            || self.hub.broker.pending_of(&self.turn).is_empty()
+        {
             return;
         }
         let hub = self.hub.clone();

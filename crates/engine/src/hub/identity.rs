@@ -17,7 +17,7 @@ use agentplane_core::{KeyId, RoleSet};
 
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller, Principal};
-use crate::ports::{KeyRecord, KeyStore, NewKey, TokenVerifier};
+use crate::ports::{KeyRecord, KeyStore, NewKey};
 
 /// How long "no key exists" is believed before the store is asked again (a key
 /// created through another replica is required after at most this long).
@@ -39,11 +39,6 @@ pub struct CreateKey {
 }
 
 impl Hub {
-    /// Uses `store` for API keys. Without one (a hub built for tests), no key exists.
-    pub fn use_keys(&self, store: Arc<dyn KeyStore>) {
-        let _ = self.keys.set(store);
-    }
-
     /// The caller, if its roles grant `access`; else `Forbidden` naming the role it
     /// lacks, and a `security_event`. `action` says what was refused.
     pub(crate) fn require<'a, C: AsCaller + ?Sized>(
@@ -75,15 +70,9 @@ impl Hub {
         self.require(caller, access, action).map(|_| ())
     }
 
-    /// Verifies OIDC bearer tokens with `verifier`; from then on credentials are
-    /// required, as with keys.
-    pub fn use_token_verifier(&self, verifier: Arc<dyn TokenVerifier>) {
-        let _ = self.tokens.set(verifier);
-    }
-
     /// Whether OIDC bearer tokens are accepted.
     pub fn verifies_tokens(&self) -> bool {
-        self.tokens.get().is_some()
+        self.tokens.as_ref().is_some()
     }
 
     /// The caller a bearer token from the identity provider proves, acting as
@@ -96,7 +85,7 @@ impl Hub {
     ) -> Result<Caller, HubError> {
         let verifier = self
             .tokens
-            .get()
+            .as_ref()
             .ok_or_else(|| HubError::Unauthorized("bearer tokens are not accepted".into()))?;
         let verified = verifier.verify(token).await.map_err(|why| {
             tracing::info!(target: "agentplane::security", reason = %why, "bearer token refused");
@@ -123,7 +112,7 @@ impl Hub {
         if self.keys_seen.load(Ordering::Relaxed) || self.verifies_tokens() {
             return Ok(true);
         }
-        let Some(store) = self.keys.get() else {
+        let Some(store) = self.keys.as_ref() else {
             return Ok(false);
         };
         // "None yet" is believed for a second, so an open server does not read the
@@ -150,7 +139,7 @@ impl Hub {
         claimed: Option<&str>,
     ) -> Result<Caller, HubError> {
         let invalid = || HubError::Unauthorized("the API key is not valid".into());
-        let store = self.keys.get().ok_or_else(invalid)?;
+        let store = self.keys.as_ref().ok_or_else(invalid)?;
         if !looks_like_key(secret) {
             return Err(invalid());
         }
@@ -292,7 +281,7 @@ impl Hub {
 
     fn key_store(&self) -> Result<&Arc<dyn KeyStore>, HubError> {
         self.keys
-            .get()
+            .as_ref()
             .ok_or_else(|| HubError::InvalidArgument("this hub keeps no API keys".into()))
     }
 }

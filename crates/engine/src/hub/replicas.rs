@@ -13,31 +13,22 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use agentplane_core::{Event, EventPayload, PermissionId, ThreadId, TurnId};
 use tokio::sync::mpsc;
 
 use super::{Hub, HubError};
-use crate::ports::{Announcement, ReplicaStore};
+use crate::ports::Announcement;
 
 /// How many stored events one read of a catch-up takes.
 const PAGE: usize = 256;
 
-/// How long a cancel announced for a turn not running here is kept for it.
-const EARLY_CANCEL_KEPT: Duration = Duration::from_secs(30);
-
 impl Hub {
     /// Forwards the events other processes commit into this process's live feeds and
     /// stops the turns running here that another replica was asked to cancel, until
-    /// shutdown. `feed` is the store's (`ReplicaStore::announcements`), `replicas` the
-    /// store itself, through which cancels reach other replicas.
-    pub fn follow_replicas(
-        self: &Arc<Self>,
-        mut feed: mpsc::Receiver<Announcement>,
-        replicas: Arc<dyn ReplicaStore>,
-    ) {
-        let _ = self.replicas.set(replicas);
+    /// shutdown. `feed` is the store's (`ReplicaStore::announcements`); the store
+    /// itself, through which cancels reach other replicas, was given to the builder.
+    pub fn follow_replicas(self: &Arc<Self>, mut feed: mpsc::Receiver<Announcement>) {
         // Weakly held: the store this feed comes from belongs to the hub, so a strong
         // reference here would keep both alive for ever.
         let hub = Arc::downgrade(self);
@@ -87,7 +78,7 @@ impl Hub {
     /// Asks the replica running `turn` to cancel it (`cancel_turn` for a turn running
     /// elsewhere). The answer is the owner's: accepted while the turn runs.
     pub(super) async fn cancel_elsewhere(&self, turn: &TurnId) -> Result<(), HubError> {
-        let Some(replicas) = self.replicas.get().filter(|r| r.shared()) else {
+        let Some(replicas) = self.replicas.as_ref().filter(|r| r.shared()) else {
             // One process (SQLite): a running turn is in this hub's memory (maybe since
             // a moment: a resumed approval); a stored one that is not is ending.
             if self.cancel_here(turn) {
@@ -109,7 +100,7 @@ impl Hub {
     /// after the feed resumes and after every heartbeat, so a request whose
     /// announcement was missed (or came before the turn was registered) is honoured.
     pub async fn honour_cancel_requests(&self) {
-        let Some(replicas) = self.replicas.get() else {
+        let Some(replicas) = self.replicas.as_ref() else {
             return;
         };
         match replicas.cancels_requested().await {
@@ -124,11 +115,7 @@ impl Hub {
 
     /// Cancels `turn` if it runs in this process; `false` otherwise.
     fn cancel_here(&self, turn: &TurnId) -> bool {
-        let token = self
-            .running
-            .lock()
-            .ok()
-            .and_then(|running| running.get(turn).map(|r| r.cancel.clone()));
+        let token = self.live.cancel_token(turn, None);
         if let Some(token) = &token {
             tracing::info!(%turn, "cancel requested through the store");
             token.cancel();
@@ -139,47 +126,29 @@ impl Hub {
     /// Keeps a cancel announced for a turn that does not run here: it may be about to
     /// (a decided approval being resumed here), and is then cancelled as it registers.
     fn remember_cancel(&self, turn: TurnId) {
-        if let Ok(mut early) = self.early_cancels.lock() {
-            let now = Instant::now();
-            early.retain(|_, at| now.duration_since(*at) < EARLY_CANCEL_KEPT);
-            early.insert(turn, now);
-        }
-    }
-
-    /// Whether a cancel was announced for `turn` before it was registered here.
-    pub(super) fn cancelled_early(&self, turn: &TurnId) -> bool {
-        self.early_cancels
-            .lock()
-            .is_ok_and(|mut early| early.remove(turn).is_some())
+        self.live.remember_cancel(turn);
     }
 
     /// Those of `turns` that no task of this process runs. The runtime asks this of the
     /// turns the store records as running here: one found idle twice in a row is an
     /// orphan (its end could not be written, or its start failed halfway) and is ended.
     pub fn not_running_here(&self, turns: Vec<TurnId>) -> Vec<TurnId> {
-        match self.running.lock() {
-            Ok(running) => turns
-                .into_iter()
-                .filter(|turn| !running.contains_key(turn))
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        self.live.not_running(turns)
     }
 
     /// After a gap in the feed: every live feed here reads what the store committed
     /// since the last event it published. A feed that has published nothing yet gets
     /// the thread's stored events, which its streams drop or use to fill their gaps.
     async fn resume_feeds(&self) {
-        let threads: Vec<(ThreadId, FeedState)> = match self.feeds.lock() {
-            Ok(feeds) => feeds
-                .iter()
-                .map(|(thread, feed)| {
-                    let state = feed.last.map_or(FeedState::Empty, FeedState::Published);
-                    (thread.clone(), state)
-                })
-                .collect(),
-            Err(_) => return,
-        };
+        let threads: Vec<(ThreadId, FeedState)> = self
+            .live
+            .feeds_last()
+            .into_iter()
+            .map(|(thread, last)| {
+                let state = last.map_or(FeedState::Empty, FeedState::Published);
+                (thread, state)
+            })
+            .collect();
         for (thread, state) in threads {
             let after = match state {
                 FeedState::Published(last) => last,
@@ -260,12 +229,9 @@ impl Hub {
     }
 
     fn feed_last(&self, thread: &ThreadId) -> FeedState {
-        match self.feeds.lock() {
-            Ok(feeds) => match feeds.get(thread) {
-                None => FeedState::Absent,
-                Some(feed) => feed.last.map_or(FeedState::Empty, FeedState::Published),
-            },
-            Err(_) => FeedState::Absent,
+        match self.live.feed_last(thread) {
+            None => FeedState::Absent,
+            Some(last) => last.map_or(FeedState::Empty, FeedState::Published),
         }
     }
 }

@@ -43,6 +43,11 @@ pub struct WorkspaceRoots {
 }
 
 impl WorkspaceRoots {
+    /// How many roots confine workspaces (0: none configured).
+    pub fn count(&self) -> usize {
+        self.roots.as_ref().map_or(0, Vec::len)
+    }
+
     /// Whether a canonical `cwd` is allowed; the error says why without a path.
     pub fn check(&self, cwd: &Path) -> Result<(), HubError> {
         if let Some(roots) = &self.roots
@@ -103,16 +108,10 @@ impl WorkspaceRoots {
 }
 
 impl Hub {
-    /// Confines the workspaces of callers from outside the process to `roots`. Set
-    /// once, by `serve`.
-    pub fn confine_workspaces(&self, roots: WorkspaceRoots) {
-        let _ = self.workspace_roots.set(roots);
-    }
-
     /// Checks a canonical `cwd` for `caller`: in-process callers are not confined to
     /// the roots, but nobody's workspace is a forbidden place.
     pub(crate) fn check_workspace(&self, caller: &Caller, cwd: &Path) -> Result<(), HubError> {
-        match (self.workspace_roots.get(), caller.principal()) {
+        match (self.workspace_roots.as_ref(), caller.principal()) {
             (Some(roots), principal) if *principal != Principal::Local => roots.check(cwd),
             (Some(roots), _) => roots.check_forbidden(cwd),
             _ => Ok(()),
@@ -155,7 +154,7 @@ impl Hub {
                     .into(),
             ));
         }
-        if let Some(roots) = self.workspace_roots.get() {
+        if let Some(roots) = self.workspace_roots.as_ref() {
             roots
                 .check(&canonical)
                 .map_err(|e| WorkspaceRefusal::Moved(format!("the thread's workspace: {e}")))?;

@@ -1,0 +1,120 @@
+//! How a hub is put together: every part it will ever have is given before it exists
+//! (ADR 0043), so no method has to ask whether a part was set yet and nothing changes
+//! under a running turn. The composition root (`runtime`) is the builder's one real
+//! caller; tests build small hubs with [`Hub::new`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use agentplane_core::AgentSpec;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::live::Live;
+use super::versions::VersionSettings;
+use super::workspaces::WorkspaceRoots;
+use super::{Hub, HubConfig, Toolbox};
+use crate::permissions::PermissionBroker;
+use crate::ports::{ExternalAgent, KeyStore, ReplicaStore, TokenVerifier};
+use crate::turn::TurnDeps;
+
+/// The parts of a hub, given one by one; [`HubBuilder::build`] makes it.
+#[must_use = "a builder does nothing until `build`"]
+pub struct HubBuilder {
+    deps: TurnDeps,
+    agents: BTreeMap<String, AgentSpec>,
+    toolbox: Arc<dyn Toolbox>,
+    config: HubConfig,
+    versions: VersionSettings,
+    external: BTreeMap<String, Arc<dyn ExternalAgent>>,
+    keys: Option<Arc<dyn KeyStore>>,
+    tokens: Option<Arc<dyn TokenVerifier>>,
+    replicas: Option<Arc<dyn ReplicaStore>>,
+    workspace_roots: Option<WorkspaceRoots>,
+}
+
+impl HubBuilder {
+    /// A hub over the given ports; every other part is optional.
+    pub fn new(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+    ) -> Self {
+        Self {
+            deps,
+            agents,
+            toolbox,
+            config,
+            versions: VersionSettings::default(),
+            external: BTreeMap::new(),
+            keys: None,
+            tokens: None,
+            replicas: None,
+            workspace_roots: None,
+        }
+    }
+
+    /// Agent versions: their store, the baselines' numbers, who may change them
+    /// (ADR 0016). Without: every agent runs its configured definition.
+    pub fn versions(mut self, versions: VersionSettings) -> Self {
+        self.versions = versions;
+        self
+    }
+
+    /// Agents driven over ACP, by name (ADR 0018).
+    pub fn external(mut self, external: BTreeMap<String, Arc<dyn ExternalAgent>>) -> Self {
+        self.external = external;
+        self
+    }
+
+    /// Where API keys are kept. Without (a hub built for tests), no key exists.
+    pub fn keys(mut self, store: Arc<dyn KeyStore>) -> Self {
+        self.keys = Some(store);
+        self
+    }
+
+    /// Verifies OIDC bearer tokens; credentials are then required, as with keys.
+    pub fn token_verifier(mut self, verifier: Arc<dyn TokenVerifier>) -> Self {
+        self.tokens = Some(verifier);
+        self
+    }
+
+    /// The database shared with other replicas, through which cancels reach them;
+    /// [`Hub::follow_replicas`] then follows their events.
+    pub fn replicas(mut self, replicas: Arc<dyn ReplicaStore>) -> Self {
+        self.replicas = Some(replicas);
+        self
+    }
+
+    /// Where callers from outside the process may have workspaces (ADR 0031, 0040).
+    /// Without, nothing is confined (a process that serves no one from outside).
+    pub fn workspace_roots(mut self, roots: WorkspaceRoots) -> Self {
+        self.workspace_roots = Some(roots);
+        self
+    }
+
+    /// The hub.
+    pub fn build(self) -> Arc<Hub> {
+        Arc::new(Hub {
+            deps: self.deps,
+            agents: self.agents,
+            toolbox: self.toolbox,
+            config: self.config,
+            broker: Arc::new(PermissionBroker::default()),
+            live: Live::default(),
+            tasks: TaskTracker::new(),
+            accepting: AtomicBool::new(true),
+            stopping: CancellationToken::new(),
+            versions: self.versions,
+            external: self.external,
+            replicas: self.replicas,
+            keys: self.keys,
+            keys_seen: AtomicBool::new(false),
+            no_keys_at: std::sync::Mutex::new(None),
+            tokens: self.tokens,
+            workspace_roots: self.workspace_roots,
+        })
+    }
+}
