@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{
@@ -44,6 +45,29 @@ const OUTPUT_CAP: usize = 64 * 1024;
 /// Returns `Err` only when the store fails; an agent that cannot start, breaks the
 /// protocol or goes away ends the turn with an `error` event and `stop_reason: error`.
 pub async fn run_external_turn(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    agent: &dyn ExternalAgent,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    let span = crate::ports::telemetry::turn_span(
+        begun.thread(),
+        begun.turn(),
+        &request.agent.name,
+        &request.client,
+    );
+    let outcome = run_external(deps, begun, request, agent, observer, cancel)
+        .instrument(span.clone())
+        .await;
+    if let Ok(outcome) = &outcome {
+        span.record("agentplane.stop_reason", outcome.stop_reason.as_str());
+    }
+    outcome
+}
+
+async fn run_external(
     deps: &TurnDeps,
     begun: BegunTurn,
     request: TurnRequest,

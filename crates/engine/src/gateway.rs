@@ -20,6 +20,7 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::error::HubError;
 use crate::governance::rules::RequestContext;
@@ -197,9 +198,11 @@ pub(crate) async fn admit(
         Ok(meter) => meter,
         Err(AdmissionError::Refused(refusal)) => {
             let what = format!("a gateway call as `{}` now", config.agent);
-            if let Some(tap) = &governance.tap {
-                tap.on_policy_denied(&config.agent, &refusal);
-            }
+            governance.telemetry.policy_denied(
+                &config.agent,
+                refusal.policy(),
+                refusal.policy_type(),
+            );
             tracing::info!(
                 client,
                 policy = refusal.policy(),
@@ -296,6 +299,12 @@ impl AdmittedCall {
                 );
             }
         };
+        let span = crate::ports::telemetry::gateway_call_span(
+            &self.client,
+            &self.agent,
+            &self.request.model,
+            self.id.as_str(),
+        );
         let ended = metered::call(
             self.meter,
             call,
@@ -304,6 +313,7 @@ impl AdmittedCall {
             &mut on_charged,
             &CancellationToken::new(),
         )
+        .instrument(span)
         .await;
         match ended.outcome {
             Ok(routed) => Ok(GatewayReply {
@@ -340,9 +350,7 @@ impl Recorder {
             output_tokens: usage.output_tokens,
             usd_micros: charge.usd_micros,
         };
-        if let Some(tap) = &self.deps.governance.tap {
-            tap.on_model_call(&record);
-        }
+        self.deps.governance.telemetry.model_call(&record);
         let store = self.deps.store.clone();
         self.tasks.spawn(async move {
             let id = record.id.clone();

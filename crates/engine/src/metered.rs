@@ -17,12 +17,13 @@ use std::sync::Arc;
 
 use agentplane_core::{ChatRequest, ChatResponse, Usage};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::governance::budget::worst_case_tokens;
 use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Charge, Governance, Meter, admission};
 use crate::models::{Failover, Providers, RouteKey, Routed};
-use crate::ports::{EventStore, ModelError, TextSink};
+use crate::ports::{EventStore, ModelError, TextSink, telemetry};
 
 /// What admission a call passes before its reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,19 +112,55 @@ pub async fn call(
     cancel: &CancellationToken,
 ) -> Metered {
     let agent = call.route.agent;
+    let span = telemetry::model_call_span(agent, &call.request.model);
     let mut texted = false;
     let answered = {
         let mut seen = |text: &str| {
             texted = true;
             on_text(text);
         };
+        let chat = call
+            .providers
+            .chat(&call.route, call.request, &mut seen, on_failover)
+            .instrument(span.clone());
         tokio::select! {
             () = cancel.cancelled() => None,
-            answered = call.providers.chat(&call.route, call.request, &mut seen, on_failover) => {
-                Some(answered)
-            }
+            answered = chat => Some(answered),
         }
     };
+    let ended = settle(meter, &call, answered, texted, on_charged).await;
+    if !span.is_disabled() {
+        let charged = ended.charged.as_ref();
+        let usage = charged.and_then(|c| c.usage);
+        telemetry::record_model_call(
+            &span,
+            &telemetry::ModelCallEnd {
+                provider: charged.map_or("", |c| c.provider.as_str()),
+                model: charged.map_or(call.request.model.as_str(), |c| c.model.as_str()),
+                input_tokens: usage.map(|u| u.input_tokens),
+                output_tokens: usage.map(|u| u.output_tokens),
+                usd_micros: charged.map(|c| c.charge.usd_micros),
+                outcome: match &ended.outcome {
+                    Ok(_) => "answered",
+                    Err(Unanswered::Failed(_)) => "failed",
+                    Err(Unanswered::Cancelled) => "cancelled",
+                },
+            },
+        );
+    }
+    ended
+}
+
+/// Settles `meter` by how the call ended (`None`: cancelled), telling `on_charged`
+/// first.
+async fn settle(
+    meter: Meter,
+    call: &Call<'_>,
+    answered: Option<Result<Routed, ModelError>>,
+    texted: bool,
+    on_charged: &mut (dyn FnMut(&Charged) + Send),
+) -> Metered {
+    let agent = call.route.agent;
     let asked = || call.request.model.clone();
     match answered {
         Some(Ok(mut routed)) => {

@@ -26,7 +26,9 @@ use agentplane_engine::governance::{
     BudgetKeeper, Governance, MemoryLedger, RateLimiter, RateLimits,
 };
 use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox, VersionSettings};
-use agentplane_engine::ports::{ApprovalQuery, Ensemble, EventStore, ModelError, StoreError};
+use agentplane_engine::ports::{
+    ApprovalQuery, Ensemble, EventStore, ModelError, StoreError, Telemetry, TelemetrySink,
+};
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_metrics::{MeteredStore, Metrics};
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
@@ -182,11 +184,14 @@ impl Runtime {
         // Nothing starts here: each server is started by the first turn that needs it.
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
         let metrics = Arc::new(Metrics::new());
+        // The one telemetry handle: Prometheus is its sink; another sink (an exporter)
+        // is one more entry here.
+        let telemetry = Telemetry::new(vec![metrics.clone() as Arc<dyn TelemetrySink>]);
         let model_server = providers::model_server_keeper(&config).map(Arc::new);
         let providers = Arc::new(providers::build(
             &config,
             &secrets,
-            Some(metrics.clone()),
+            telemetry.clone(),
             model_server.clone(),
         )?);
         let pending = store
@@ -224,7 +229,7 @@ impl Runtime {
                     config.gateway.tags.clone(),
                 )))
                 .collect(),
-            tap: Some(metrics.clone()),
+            telemetry: telemetry.clone(),
             limiter: rate_limiter(&config)?,
             // Replicas on one database share its budget accounts; one process keeps
             // them in memory.
@@ -292,7 +297,7 @@ impl Runtime {
         if let Some(feed) = feed {
             hub.follow_replicas(feed);
         }
-        let executions = executions_service(&config, &store, &hub, &secrets, &metrics)?;
+        let executions = executions_service(&config, &store, &hub, &secrets, &telemetry)?;
         let watch = replicas::ReplicaWatch::start(
             store.clone(),
             hub.clone(),
@@ -476,7 +481,7 @@ fn executions_service(
     store: &Arc<dyn Store>,
     hub: &Arc<Hub>,
     secrets: &secrets::Secrets,
-    metrics: &Arc<Metrics>,
+    telemetry: &Telemetry,
 ) -> Result<Arc<Executions>, RuntimeError> {
     let settings = &config.executions;
     let webhooks = match &settings.webhook_secret {
@@ -509,7 +514,7 @@ fn executions_service(
             store: store.clone() as Arc<dyn agentplane_engine::ports::ExecutionStore>,
             webhooks,
             workspaces: Arc::new(ExecutionDirs { root }),
-            tap: Some(metrics.clone()),
+            telemetry: telemetry.clone(),
         },
         settings.engine(),
     ))

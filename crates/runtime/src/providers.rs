@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentplane_engine::models::{ProviderConfig, ProviderTap, Providers};
+use agentplane_engine::models::{ProviderConfig, Providers};
+use agentplane_engine::ports::Telemetry;
 use agentplane_engine::ports::{ChatModel, ModelError};
 use agentplane_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
 
@@ -68,12 +69,12 @@ pub fn model_server_keeper(config: &Config) -> Option<ModelServerKeeper> {
     }))
 }
 
-/// The providers `config` describes, reporting to `tap`; the `[llm]` client kept
+/// The providers `config` describes, reporting to `telemetry`; the `[llm]` client kept
 /// available by `keeper` when there is one.
 pub fn build(
     config: &Config,
     secrets: &Secrets,
-    tap: Option<Arc<dyn ProviderTap>>,
+    telemetry: Telemetry,
     keeper: Option<Arc<ModelServerKeeper>>,
 ) -> Result<Providers, BuildError> {
     if !config.providers.is_configured() {
@@ -85,7 +86,7 @@ pub fn build(
             }) as Arc<dyn ChatModel>,
             None => model,
         };
-        return Ok(Providers::single_with_tap(model, tap));
+        return Ok(Providers::single_reporting(model, telemetry));
     }
     let mut built = Vec::with_capacity(config.providers.providers.len());
     for (name, settings) in &config.providers.providers {
@@ -133,7 +134,7 @@ pub fn build(
         built,
         config.providers.routing.clone(),
         config.providers.circuit,
-        tap,
+        telemetry,
     )
     .map_err(|message| {
         ConfigError {

@@ -1,5 +1,6 @@
-//! What each stored event changes in the metrics: [`Metrics`] as the hub's
-//! [`EventTap`].
+//! [`Metrics`] as a telemetry sink (`agentplane_engine::ports::telemetry`): what each
+//! stored event changes in the metrics, and the signals outside turns; the provider and
+//! execution signals are counted in `providers.rs` and `executions.rs`.
 //!
 //! Called on the turn's task for every stored event, so each arm is a few atomic
 //! updates and at most one short lock; events that no metric counts cost a match.
@@ -9,8 +10,7 @@ use std::time::Instant;
 
 use agentplane_core::policy::PolicyKind;
 use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
-use agentplane_engine::governance::{EventTap, Refusal};
-use agentplane_engine::ports::ModelCallRecord;
+use agentplane_engine::ports::{CallOutcome, ExecutionStatus, ModelCallRecord, TelemetrySink};
 
 use crate::labels::OTHER;
 use crate::{
@@ -29,7 +29,7 @@ const POLICY_KINDS: [PolicyKind; 6] = [
     PolicyKind::ApprovalRequired,
 ];
 
-impl EventTap for Metrics {
+impl TelemetrySink for Metrics {
     fn on_event(&self, agent: &str, event: &Event) {
         match &event.payload {
             EventPayload::TurnStarted { .. } => self.turn_started(&event.turn_id),
@@ -113,8 +113,8 @@ impl EventTap for Metrics {
     }
 
     /// A gateway call refused by a policy: counted like a `policy_denied` event.
-    fn on_policy_denied(&self, agent: &str, refusal: &Refusal) {
-        self.count_denial(refusal.policy(), agent, refusal.policy_type());
+    fn on_policy_denied(&self, agent: &str, policy: &str, policy_type: &str) {
+        self.count_denial(policy, agent, policy_type);
     }
 
     /// A gateway call costs what a turn's model call does, under the gateway's agent.
@@ -134,6 +134,26 @@ impl EventTap for Metrics {
                 provider: self.providers.admit(&call.provider),
             })
             .inc_by(usd_of_micros(call.usd_micros));
+    }
+
+    fn on_provider_call(&self, provider: &str, outcome: CallOutcome) {
+        self.provider_call(provider, outcome);
+    }
+
+    fn on_failover(&self, from: &str, to: &str) {
+        self.provider_failover(from, to);
+    }
+
+    fn on_provider_health(&self, provider: &str, up: bool) {
+        self.provider_health(provider, up);
+    }
+
+    fn on_execution_queue(&self, queued: u64) {
+        self.queue_depth(queued);
+    }
+
+    fn on_execution_finished(&self, agent: &str, status: ExecutionStatus) {
+        self.finished(agent, status);
     }
 }
 

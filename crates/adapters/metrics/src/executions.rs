@@ -2,7 +2,6 @@
 //! The execution service reports through the engine's `ExecutionTap` port; nothing here
 //! decides anything about an execution.
 
-use agentplane_engine::executions::ExecutionTap;
 use agentplane_engine::ports::ExecutionStatus;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -38,14 +37,16 @@ impl ExecutionMetrics {
     }
 }
 
-impl ExecutionTap for Metrics {
-    fn queue_depth(&self, queued: u64) {
+impl Metrics {
+    /// The number of queued executions.
+    pub(crate) fn queue_depth(&self, queued: u64) {
         self.async_executions
             .queued
             .set(i64::try_from(queued).unwrap_or(i64::MAX));
     }
 
-    fn finished(&self, agent: &str, status: ExecutionStatus) {
+    /// An execution reached a terminal status.
+    pub(crate) fn finished(&self, agent: &str, status: ExecutionStatus) {
         self.async_executions
             .finished
             .get_or_create(&AgentStatusLabels {

@@ -1,7 +1,7 @@
 //! Prometheus metrics of agentplane, derived from the event log as it is written.
 //!
 //! One [`Metrics`] per process holds every metric. It learns about turns the way every
-//! other view does, from events: it is the hub's [`EventTap`], so executions, their
+//! other view does, from events: it is a [`TelemetrySink`], so executions, their
 //! durations, costs, policy violations, the approval queue and tool calls are counted
 //! from the stored events alone. HTTP requests are recorded by the server's middleware
 //! through [`Metrics::observe_http`], and store operations by [`MeteredStore`], which
@@ -14,7 +14,7 @@
 //! path that records an event: [`Metrics::on_event`] takes short locks and never
 //! waits on I/O.
 //!
-//! [`EventTap`]: agentplane_engine::governance::EventTap
+//! [`TelemetrySink`]: agentplane_engine::ports::TelemetrySink
 
 mod events;
 mod executions;
@@ -138,7 +138,7 @@ struct StoreOutcomeLabels {
 }
 
 /// Every metric of the process. Create one with [`Metrics::new`], share it in an
-/// `Arc`: give it to the hub as its event tap, wrap the event store in a
+/// `Arc`: give it to the engine's `Telemetry` as a sink, wrap the event store in a
 /// [`MeteredStore`] with it, and hand it to the HTTP router.
 ///
 /// Invariant: each label value passed a cap (see `labels.rs`), so the number of

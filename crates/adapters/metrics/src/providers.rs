@@ -4,7 +4,7 @@
 //! made without a turn (the OpenAI-compatible gateway) counts too. Provider names come
 //! from configuration and pass the same label cap as every other provider label.
 
-use agentplane_engine::models::{CallOutcome, ProviderTap};
+use agentplane_engine::ports::CallOutcome;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -69,8 +69,9 @@ impl ProviderMetrics {
     }
 }
 
-impl ProviderTap for Metrics {
-    fn on_call(&self, provider: &str, outcome: CallOutcome) {
+impl Metrics {
+    /// One provider call ended.
+    pub(crate) fn provider_call(&self, provider: &str, outcome: CallOutcome) {
         self.provider_metrics
             .requests
             .get_or_create(&ProviderOutcomeLabels {
@@ -80,7 +81,8 @@ impl ProviderTap for Metrics {
             .inc();
     }
 
-    fn on_failover(&self, from: &str, to: &str) {
+    /// A failover from one provider to the next.
+    pub(crate) fn provider_failover(&self, from: &str, to: &str) {
         self.provider_metrics
             .failovers
             .get_or_create(&FailoverLabels {
@@ -90,7 +92,8 @@ impl ProviderTap for Metrics {
             .inc();
     }
 
-    fn on_health(&self, provider: &str, up: bool) {
+    /// A provider's circuit closed (`up`) or opened.
+    pub(crate) fn provider_health(&self, provider: &str, up: bool) {
         self.provider_metrics
             .up
             .get_or_create(&ProviderLabel {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use agentplane_core::{
     ApprovalOutcome, Event, EventPayload, StopReason, ThreadId, ToolStatus, TurnId,
 };
-use agentplane_engine::governance::EventTap;
+use agentplane_engine::ports::TelemetrySink;
 use agentplane_engine::ports::{EventStore, NewThread};
 use agentplane_metrics::{
     CONTENT_TYPE, MAX_DISTINCT_VALUES, MAX_TIMED_TURNS, MeteredStore, Metrics, OTHER,

@@ -54,14 +54,6 @@ pub trait Workspaces: Send + Sync {
     fn create(&self, execution: &ExecutionId) -> Result<String, String>;
 }
 
-/// Counts what executions do, for metrics. Implemented by the metrics adapter.
-pub trait ExecutionTap: Send + Sync {
-    /// The number of queued executions, after any change.
-    fn queue_depth(&self, queued: u64);
-    /// An execution reached a terminal status.
-    fn finished(&self, agent: &str, status: ExecutionStatus);
-}
-
 /// Settings of the execution service (`[executions]`).
 #[derive(Debug, Clone)]
 pub struct ExecutionConfig {
@@ -115,7 +107,8 @@ pub struct ExecutionPorts {
     /// refused (webhooks are always signed).
     pub webhooks: Option<Arc<dyn WebhookSender>>,
     pub workspaces: Arc<dyn Workspaces>,
-    pub tap: Option<Arc<dyn ExecutionTap>>,
+    /// Where the queue and outcomes are reported (`ports::telemetry`).
+    pub telemetry: crate::ports::Telemetry,
 }
 
 /// An execution to submit.
@@ -157,7 +150,7 @@ pub struct Executions {
     store: Arc<dyn ExecutionStore>,
     webhooks: Option<Arc<dyn WebhookSender>>,
     workspaces: Arc<dyn Workspaces>,
-    tap: Option<Arc<dyn ExecutionTap>>,
+    telemetry: crate::ports::Telemetry,
     config: ExecutionConfig,
     /// Who claims executions: this process.
     worker_id: String,
@@ -180,7 +173,7 @@ impl Executions {
             store: ports.store,
             webhooks: ports.webhooks,
             workspaces: ports.workspaces,
-            tap: ports.tap,
+            telemetry: ports.telemetry,
             config,
             worker_id: format!(
                 "worker-{}",
@@ -526,9 +519,8 @@ impl Executions {
     // ----- reporting -----------------------------------------------------------------
 
     async fn finished(&self, record: &ExecutionRecord) {
-        if let Some(tap) = &self.tap {
-            tap.finished(&record.agent, record.status);
-        }
+        self.telemetry
+            .execution_finished(&record.agent, record.status);
         if record.webhook_url.is_some() {
             self.delivery_due.notify_one();
         }
@@ -536,10 +528,10 @@ impl Executions {
     }
 
     async fn report_queue(&self) {
-        if let Some(tap) = &self.tap
+        if !self.telemetry.is_empty()
             && let Ok(queued) = self.store.queued_executions().await
         {
-            tap.queue_depth(queued);
+            self.telemetry.execution_queue(queued);
         }
     }
 }

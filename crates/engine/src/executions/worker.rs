@@ -3,6 +3,7 @@
 //! the recovery of executions whose worker died.
 
 use super::*;
+use tracing::Instrument;
 
 impl Executions {
     /// One worker: claims due executions one at a time until shutdown.
@@ -48,7 +49,12 @@ impl Executions {
         let result = if cancelled_before {
             None
         } else {
-            Some(self.attempt(&execution, token).await)
+            let span = crate::ports::telemetry::execution_span(
+                &id.to_string(),
+                &execution.agent,
+                execution.attempts,
+            );
+            Some(self.attempt(&execution, token).instrument(span).await)
         };
         if let Ok(mut running) = self.running.lock() {
             running.remove(&id);

@@ -145,9 +145,9 @@ impl Meter {
                 "a model server reported more usage than the call could have used; \
                  charged the worst case"
             );
-            if let Some(tap) = &self.governance.tap {
-                tap.on_usage_over_reported(agent, provider);
-            }
+            self.governance
+                .telemetry
+                .usage_over_reported(agent, provider);
         }
         if let Some(reservation) = self.reservation.take() {
             let usd_micros = if self.held {

@@ -47,24 +47,6 @@ pub enum ArgsRetention {
     Hash,
 }
 
-/// Sees every stored event of every turn with the turn's agent (metrics, audit sinks).
-/// Called on the turn's task: keep it quick and never block.
-pub trait EventTap: Send + Sync {
-    fn on_event(&self, agent: &str, event: &Event);
-
-    /// A model call made outside any turn (the gateway's), priced, before it is
-    /// stored. The default ignores it.
-    fn on_model_call(&self, _call: &crate::ports::ModelCallRecord) {}
-
-    /// A refusal by a policy outside any thread (a gateway call), which has no
-    /// `policy_denied` event to count. The default ignores it.
-    fn on_policy_denied(&self, _agent: &str, _refusal: &Refusal) {}
-
-    /// A model server reported more usage than the call could have used (`meter.rs`):
-    /// charged the worst case, counted here.
-    fn on_usage_over_reported(&self, _agent: &str, _provider: &str) {}
-}
-
 /// Everything governance needs at run time. One per process, shared by every turn.
 pub struct Governance {
     pub policies: Arc<ActivePolicies>,
@@ -75,8 +57,9 @@ pub struct Governance {
     pub retention: ArgsRetention,
     /// How long an approval waits before it expires (a rejection).
     pub approval_ttl: Duration,
-    /// Told about every stored event, when set.
-    pub tap: Option<Arc<dyn EventTap>>,
+    /// Where every stored event, refusals outside threads and over-reported usage are
+    /// reported (`ports::telemetry`).
+    pub telemetry: crate::ports::Telemetry,
     /// Each agent's tags, to count the past spending of the agents a budget selects.
     pub agent_tags: BTreeMap<String, Vec<String>>,
 }
@@ -90,17 +73,15 @@ impl Default for Governance {
             prices: PriceTable::default(),
             retention: ArgsRetention::Full,
             approval_ttl: DEFAULT_APPROVAL_TTL,
-            tap: None,
+            telemetry: crate::ports::Telemetry::default(),
             agent_tags: BTreeMap::new(),
         }
     }
 }
 
 impl Governance {
-    /// Tells the tap, if any, about a stored event of a turn of `agent`.
+    /// Reports a stored event of a turn of `agent` to the telemetry.
     pub fn tap(&self, agent: &str, event: &Event) {
-        if let Some(tap) = &self.tap {
-            tap.on_event(agent, event);
-        }
+        self.telemetry.event(agent, event);
     }
 }

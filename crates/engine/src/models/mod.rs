@@ -50,35 +50,8 @@ pub struct ProviderConfig {
     pub client: Arc<dyn ChatModel>,
 }
 
-/// How one provider call ended, for metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallOutcome {
-    Ok,
-    /// An upstream failure: counted by the circuit, may fail over.
-    UpstreamError,
-    /// A capability or request error: returned as it is.
-    Error,
-}
-
-impl CallOutcome {
-    /// The `outcome` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::UpstreamError => "upstream_error",
-            Self::Error => "error",
-        }
-    }
-}
-
-/// Sees provider calls, failovers and circuit changes (the metrics adapter).
-/// Called on the caller's task: keep it quick.
-pub trait ProviderTap: Send + Sync {
-    fn on_call(&self, provider: &str, outcome: CallOutcome);
-    fn on_failover(&self, from: &str, to: &str);
-    /// The provider's circuit closed (`up`) or opened; also once per provider at start.
-    fn on_health(&self, provider: &str, up: bool);
-}
+use crate::ports::Telemetry;
+pub use crate::ports::telemetry::CallOutcome;
 
 /// A failover about to happen: `from` failed upstream with `error`, `to` is next.
 #[derive(Debug)]
@@ -141,7 +114,8 @@ pub struct Providers {
     entries: Vec<Entry>,
     routing: Routing,
     circuit: CircuitSettings,
-    tap: Option<Arc<dyn ProviderTap>>,
+    /// Where provider calls, failovers and circuit changes are reported.
+    telemetry: Telemetry,
     /// Models seen answering a request with tools in text instead of native calls,
     /// for the life of the process (ADR 0037): `auto` constrains their turns at once.
     text_calls: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -170,7 +144,7 @@ impl Providers {
         providers: Vec<ProviderConfig>,
         routing: Routing,
         circuit: CircuitSettings,
-        tap: Option<Arc<dyn ProviderTap>>,
+        telemetry: Telemetry,
     ) -> Result<Self, String> {
         if providers.is_empty() {
             return Err("no provider is configured".to_owned());
@@ -191,17 +165,17 @@ impl Providers {
                 return Err(format!("routing names an unknown provider `{unknown}`"));
             }
         }
-        Ok(Self::unchecked(providers, routing, circuit, tap))
+        Ok(Self::unchecked(providers, routing, circuit, telemetry))
     }
 
     /// One provider named [`DEFAULT_PROVIDER`] that every route uses: what `[llm]`
     /// alone configures, and what tests with one model server need.
     pub fn single(client: Arc<dyn ChatModel>) -> Self {
-        Self::single_with_tap(client, None)
+        Self::single_reporting(client, Telemetry::default())
     }
 
-    /// [`Providers::single`] reporting to `tap`.
-    pub fn single_with_tap(client: Arc<dyn ChatModel>, tap: Option<Arc<dyn ProviderTap>>) -> Self {
+    /// [`Providers::single`] reporting to `telemetry`.
+    pub fn single_reporting(client: Arc<dyn ChatModel>, telemetry: Telemetry) -> Self {
         let kind = client.provider().to_owned();
         let provider = ProviderConfig {
             name: DEFAULT_PROVIDER.to_owned(),
@@ -214,19 +188,22 @@ impl Providers {
             rules: Vec::new(),
         };
         // One provider named in its own default chain: nothing to check.
-        Self::unchecked(vec![provider], routing, CircuitSettings::default(), tap)
+        Self::unchecked(
+            vec![provider],
+            routing,
+            CircuitSettings::default(),
+            telemetry,
+        )
     }
 
     fn unchecked(
         providers: Vec<ProviderConfig>,
         routing: Routing,
         circuit: CircuitSettings,
-        tap: Option<Arc<dyn ProviderTap>>,
+        telemetry: Telemetry,
     ) -> Self {
-        if let Some(tap) = &tap {
-            for provider in &providers {
-                tap.on_health(&provider.name, true);
-            }
+        for provider in &providers {
+            telemetry.provider_health(&provider.name, true);
         }
         Self {
             entries: providers
@@ -239,7 +216,7 @@ impl Providers {
                 .collect(),
             routing,
             circuit,
-            tap,
+            telemetry,
             text_calls: Default::default(),
         }
     }
@@ -300,10 +277,8 @@ impl Providers {
     }
 
     fn succeeded(&self, entry: &Entry) {
-        if entry.health.succeeded()
-            && let Some(tap) = &self.tap
-        {
-            tap.on_health(entry.name(), true);
+        if entry.health.succeeded() {
+            self.telemetry.provider_health(entry.name(), true);
         }
     }
 
@@ -316,9 +291,7 @@ impl Providers {
                 .failed_upstream(error.to_string(), &self.circuit, Instant::now())
             {
                 tracing::warn!(provider = entry.name(), %error, "provider circuit opened");
-                if let Some(tap) = &self.tap {
-                    tap.on_health(entry.name(), false);
-                }
+                self.telemetry.provider_health(entry.name(), false);
             }
         } else {
             entry.health.failed_otherwise(error.to_string());
@@ -481,7 +454,7 @@ impl Providers {
             let error = match answered {
                 Ok(response) => {
                     self.succeeded(entry);
-                    self.tapped(|tap| tap.on_call(entry.name(), CallOutcome::Ok));
+                    self.telemetry.provider_call(entry.name(), CallOutcome::Ok);
                     return Ok(Routed {
                         response,
                         provider: entry.config.name.clone(),
@@ -499,11 +472,11 @@ impl Providers {
             } else {
                 CallOutcome::Error
             };
-            self.tapped(|tap| tap.on_call(entry.name(), outcome));
+            self.telemetry.provider_call(entry.name(), outcome);
             match attempts.peek() {
                 Some(next) if upstream => {
                     tracing::warn!(from = entry.name(), to = next.name(), %error, "provider failover");
-                    self.tapped(|tap| tap.on_failover(entry.name(), next.name()));
+                    self.telemetry.failover(entry.name(), next.name());
                     on_failover(Failover {
                         from: entry.name(),
                         to: next.name(),
@@ -517,12 +490,6 @@ impl Providers {
             reason: "no provider is routed to".to_owned(),
             available: Vec::new(),
         })
-    }
-
-    fn tapped(&self, f: impl FnOnce(&dyn ProviderTap)) {
-        if let Some(tap) = &self.tap {
-            f(tap.as_ref());
-        }
     }
 }
 

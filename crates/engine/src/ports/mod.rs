@@ -9,6 +9,7 @@ pub mod rate;
 pub mod records;
 pub mod replicas;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 pub mod versions;
 pub mod workspace;
@@ -28,6 +29,7 @@ pub use store::{
     EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
     PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
+pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
 pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};
 pub use workspace::{FileState, WorkspaceScanner, WorkspaceSnapshot};

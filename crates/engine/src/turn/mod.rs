@@ -26,12 +26,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::governance::rules::{self, Decision, RequestContext};
 use crate::governance::{ArgsRetention, Governance, RateFacts};
 use crate::harmony;
 use crate::models::{Providers, RouteKey, TaskSize};
 use crate::permissions;
+use crate::ports::telemetry;
 use crate::ports::{
     ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
     ToolContext, ToolError,
@@ -242,7 +244,31 @@ pub async fn resume_turn(
     run(deps, begun, request, Some(approval), observer, cancel).await
 }
 
+/// [`run_inner`] inside the turn's span (`ports::telemetry`), its stop reason recorded.
 async fn run(
+    deps: &TurnDeps,
+    begun: BegunTurn,
+    request: TurnRequest,
+    approval: Option<ApprovalRecord>,
+    observer: &dyn TurnObserver,
+    cancel: CancellationToken,
+) -> Result<TurnOutcome, EngineError> {
+    let span = telemetry::turn_span(
+        &begun.thread,
+        &begun.turn,
+        &request.agent.name,
+        &request.client,
+    );
+    let outcome = run_inner(deps, begun, request, approval, observer, cancel)
+        .instrument(span.clone())
+        .await;
+    if let Ok(outcome) = &outcome {
+        span.record("agentplane.stop_reason", outcome.stop_reason.as_str());
+    }
+    outcome
+}
+
+async fn run_inner(
     deps: &TurnDeps,
     begun: BegunTurn,
     request: TurnRequest,

@@ -5,6 +5,7 @@
 use super::*;
 use crate::governance::Refusal;
 use crate::ports::RateError;
+use tracing::Instrument;
 
 impl ActiveTurn<'_> {
     /// Waits for a person to allow a call (`permissions::ask`): a decision, the
@@ -83,6 +84,35 @@ impl ActiveTurn<'_> {
     /// policies are satisfied (denials still hold: deny wins, even after approval).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn execute(
+        &self,
+        call: &ToolCall,
+        args: Value,
+        tools: &HashMap<String, ToolEntry>,
+        request: &TurnRequest,
+        ctx: &ToolContext,
+        cancel: &CancellationToken,
+        approved: bool,
+    ) -> Result<Gated, Stop> {
+        let span = crate::ports::telemetry::tool_call_span(&call.name, &call.id);
+        let gated = self
+            .gate(call, args, tools, request, ctx, cancel, approved)
+            .instrument(span.clone())
+            .await;
+        if !span.is_disabled() {
+            let status = match &gated {
+                Ok(Gated::Done(Ok(_))) => "ok",
+                Ok(Gated::Done(Err(e))) => e.kind.as_str(),
+                Ok(Gated::Suspend { .. }) => "awaiting_approval",
+                Err(_) => "stopped",
+            };
+            span.record("agentplane.status", status);
+        }
+        gated
+    }
+
+    /// [`Self::execute`] without its span.
+    #[allow(clippy::too_many_arguments)]
+    async fn gate(
         &self,
         call: &ToolCall,
         args: Value,

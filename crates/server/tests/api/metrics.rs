@@ -4,7 +4,7 @@
 //! and no route at all without metrics.
 //!
 //! The hub here is built like the runtime's, plus what `serve` wires when metrics are
-//! on: the store wrapped in `MeteredStore` and `Metrics` as the governance event tap.
+//! on: the store wrapped in `MeteredStore` and `Metrics` as the telemetry sink.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +83,7 @@ async fn start(steps: Vec<Step>, token: Option<&str>, with_metrics: bool) -> Met
     let store: Arc<dyn EventStore> =
         Arc::new(MeteredStore::new(deps.store.clone(), metrics.clone()));
     let governance = Governance {
-        tap: Some(metrics.clone()),
+        telemetry: agentplane_engine::ports::Telemetry::new(vec![metrics.clone()]),
         ..Governance::default()
     };
     let hub = Hub::new(

@@ -1,0 +1,290 @@
+//! The telemetry seam: everything the engine reports about what it does, in one place.
+//!
+//! Two kinds of report leave the engine here:
+//!
+//! - **Signals** to [`TelemetrySink`]s through one [`Telemetry`] handle: every stored
+//!   event of a turn, a model call outside any turn (the gateway's), a refusal outside
+//!   any thread, usage a server over-reported, each provider call, failover and circuit
+//!   change, the executions' queue and outcomes. The Prometheus metrics adapter is one
+//!   sink; another (an audit sink, an OpenTelemetry metrics exporter) is one more sink
+//!   given to [`Telemetry::new`] by the composition root, without an engine edit.
+//! - **Spans** from `tracing`, opened by the functions below at the turn, the model call,
+//!   the tool call, the gateway call and the execution, with stable names and
+//!   OpenTelemetry's GenAI attribute names where one exists (`gen_ai.request.model`,
+//!   `gen_ai.usage.input_tokens`…). A `tracing` layer (the log formatter today, an
+//!   OpenTelemetry exporter tomorrow) sees them; with no layer interested (the default
+//!   filter is `warn`) a span costs one cached check.
+//!
+//! Sinks are called on the reporting task: each must be quick and must never block.
+
+use std::sync::Arc;
+
+use agentplane_core::{Event, ThreadId, TurnId};
+use tracing::Span;
+
+use super::executions::ExecutionStatus;
+use super::store::ModelCallRecord;
+
+/// How one provider call ended, for its counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    Ok,
+    /// An upstream failure: counted by the circuit, may fail over.
+    UpstreamError,
+    /// A capability or request error: returned as it is.
+    Error,
+}
+
+impl CallOutcome {
+    /// The `outcome` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::UpstreamError => "upstream_error",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// What a telemetry adapter sees. Every method has a default that ignores it, so a sink
+/// implements only what it uses.
+pub trait TelemetrySink: Send + Sync {
+    /// A stored event of a turn of `agent`.
+    fn on_event(&self, _agent: &str, _event: &Event) {}
+
+    /// A model call made outside any turn (the gateway's), priced, before it is stored.
+    fn on_model_call(&self, _call: &ModelCallRecord) {}
+
+    /// A refusal by a policy outside any thread (a gateway call), which has no
+    /// `policy_denied` event to count.
+    fn on_policy_denied(&self, _agent: &str, _policy: &str, _policy_type: &str) {}
+
+    /// A model server reported more usage than the call could have used: charged the
+    /// worst case (`governance/meter.rs`).
+    fn on_usage_over_reported(&self, _agent: &str, _provider: &str) {}
+
+    /// One call to one provider ended.
+    fn on_provider_call(&self, _provider: &str, _outcome: CallOutcome) {}
+
+    /// A model call moved from one provider to the next after an upstream failure.
+    fn on_failover(&self, _from: &str, _to: &str) {}
+
+    /// A provider's circuit closed (`up`) or opened; also once per provider at start.
+    fn on_provider_health(&self, _provider: &str, _up: bool) {}
+
+    /// The number of queued executions, after any change.
+    fn on_execution_queue(&self, _queued: u64) {}
+
+    /// An execution reached a terminal status.
+    fn on_execution_finished(&self, _agent: &str, _status: ExecutionStatus) {}
+}
+
+/// The engine's one telemetry handle: tells every sink. Cheap to clone; the default has
+/// no sink.
+#[derive(Clone, Default)]
+pub struct Telemetry {
+    sinks: Arc<[Arc<dyn TelemetrySink>]>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("sinks", &self.sinks.len())
+            .finish()
+    }
+}
+
+impl Telemetry {
+    /// A handle telling each of `sinks`, in order.
+    pub fn new(sinks: Vec<Arc<dyn TelemetrySink>>) -> Self {
+        Self {
+            sinks: sinks.into(),
+        }
+    }
+
+    /// Whether no sink listens: a report that costs work to gather can be skipped.
+    pub fn is_empty(&self) -> bool {
+        self.sinks.is_empty()
+    }
+
+    fn each(&self, f: impl Fn(&dyn TelemetrySink)) {
+        for sink in self.sinks.iter() {
+            f(sink.as_ref());
+        }
+    }
+
+    /// See [`TelemetrySink::on_event`].
+    pub fn event(&self, agent: &str, event: &Event) {
+        self.each(|s| s.on_event(agent, event));
+    }
+
+    /// See [`TelemetrySink::on_model_call`].
+    pub fn model_call(&self, call: &ModelCallRecord) {
+        self.each(|s| s.on_model_call(call));
+    }
+
+    /// See [`TelemetrySink::on_policy_denied`].
+    pub fn policy_denied(&self, agent: &str, policy: &str, policy_type: &str) {
+        self.each(|s| s.on_policy_denied(agent, policy, policy_type));
+    }
+
+    /// See [`TelemetrySink::on_usage_over_reported`].
+    pub fn usage_over_reported(&self, agent: &str, provider: &str) {
+        self.each(|s| s.on_usage_over_reported(agent, provider));
+    }
+
+    /// See [`TelemetrySink::on_provider_call`].
+    pub fn provider_call(&self, provider: &str, outcome: CallOutcome) {
+        self.each(|s| s.on_provider_call(provider, outcome));
+    }
+
+    /// See [`TelemetrySink::on_failover`].
+    pub fn failover(&self, from: &str, to: &str) {
+        self.each(|s| s.on_failover(from, to));
+    }
+
+    /// See [`TelemetrySink::on_provider_health`].
+    pub fn provider_health(&self, provider: &str, up: bool) {
+        self.each(|s| s.on_provider_health(provider, up));
+    }
+
+    /// See [`TelemetrySink::on_execution_queue`].
+    pub fn execution_queue(&self, queued: u64) {
+        self.each(|s| s.on_execution_queue(queued));
+    }
+
+    /// See [`TelemetrySink::on_execution_finished`].
+    pub fn execution_finished(&self, agent: &str, status: ExecutionStatus) {
+        self.each(|s| s.on_execution_finished(agent, status));
+    }
+}
+
+// ----- spans ----------------------------------------------------------------------------
+
+/// The span of one turn, from its plan to its `turn_completed`.
+pub fn turn_span(thread: &ThreadId, turn: &TurnId, agent: &str, client: &str) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.turn",
+        "agentplane.thread" = %thread,
+        "agentplane.turn" = %turn,
+        "gen_ai.agent.name" = agent,
+        "agentplane.client" = client,
+        "agentplane.stop_reason" = tracing::field::Empty,
+    )
+}
+
+/// The span of one model call (a turn's or the gateway's): the provider that answered,
+/// the usage and the charge are recorded on it by [`record_model_call`].
+pub fn model_call_span(agent: &str, model: &str) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "gen_ai.chat",
+        "gen_ai.operation.name" = "chat",
+        "gen_ai.agent.name" = agent,
+        "gen_ai.request.model" = model,
+        "gen_ai.provider.name" = tracing::field::Empty,
+        "gen_ai.response.model" = tracing::field::Empty,
+        "gen_ai.usage.input_tokens" = tracing::field::Empty,
+        "gen_ai.usage.output_tokens" = tracing::field::Empty,
+        "agentplane.cost_usd_micros" = tracing::field::Empty,
+        "agentplane.outcome" = tracing::field::Empty,
+    )
+}
+
+/// What a model call ended with, on its span.
+pub struct ModelCallEnd<'a> {
+    pub provider: &'a str,
+    pub model: &'a str,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub usd_micros: Option<u64>,
+    /// `answered`, `failed`, `cancelled`.
+    pub outcome: &'static str,
+}
+
+/// Records how a model call ended on its span.
+pub fn record_model_call(span: &Span, end: &ModelCallEnd<'_>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("gen_ai.provider.name", end.provider);
+    span.record("gen_ai.response.model", end.model);
+    if let Some(tokens) = end.input_tokens {
+        span.record("gen_ai.usage.input_tokens", tokens);
+    }
+    if let Some(tokens) = end.output_tokens {
+        span.record("gen_ai.usage.output_tokens", tokens);
+    }
+    if let Some(micros) = end.usd_micros {
+        span.record("agentplane.cost_usd_micros", micros);
+    }
+    span.record("agentplane.outcome", end.outcome);
+}
+
+/// The span of one tool call through the gate: its status is recorded on it.
+pub fn tool_call_span(tool: &str, call_id: &str) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.tool_call",
+        "gen_ai.operation.name" = "execute_tool",
+        "gen_ai.tool.name" = tool,
+        "gen_ai.tool.call.id" = call_id,
+        "agentplane.status" = tracing::field::Empty,
+    )
+}
+
+/// The span of one OpenAI-compatible gateway call, around its model call.
+pub fn gateway_call_span(client: &str, agent: &str, model: &str, id: &str) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.gateway_call",
+        "agentplane.client" = client,
+        "gen_ai.agent.name" = agent,
+        "gen_ai.request.model" = model,
+        "agentplane.completion" = id,
+    )
+}
+
+/// The span of one attempt of an asynchronous execution, around its turn.
+pub fn execution_span(execution: &str, agent: &str, attempt: u32) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.execution",
+        "agentplane.execution" = execution,
+        "gen_ai.agent.name" = agent,
+        "agentplane.attempt" = attempt,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Counting(Mutex<Vec<String>>);
+
+    impl TelemetrySink for Counting {
+        fn on_failover(&self, from: &str, to: &str) {
+            if let Ok(mut seen) = self.0.lock() {
+                seen.push(format!("{from}->{to}"));
+            }
+        }
+    }
+
+    #[test]
+    fn every_sink_is_told_in_order_and_the_default_ignores() {
+        let a = Arc::new(Counting::default());
+        let b = Arc::new(Counting::default());
+        let telemetry = Telemetry::new(vec![a.clone(), b.clone()]);
+        telemetry.failover("p1", "p2");
+        // A signal a sink does not implement is ignored, not an error.
+        telemetry.provider_health("p1", false);
+        for sink in [a, b] {
+            assert_eq!(*sink.0.lock().expect("lock"), vec!["p1->p2".to_owned()]);
+        }
+        Telemetry::default().failover("x", "y");
+    }
+}
