@@ -104,6 +104,8 @@ pub struct Runtime {
     shutdown: Arc<Shutdown>,
     /// How many workspace roots confine outside callers.
     workspace_roots: usize,
+    /// The ports the hub was built on.
+    deps: TurnDeps,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -250,20 +252,21 @@ impl Runtime {
             admins: config.version_admins.clone(),
         };
         let external = acp_agents(&config, &secrets);
-        let mut hub = Hub::builder(
-            TurnDeps {
-                // Redaction outside, so the metered timings are the database's.
-                store: Arc::new(redacting_store::RedactingStore::new(
-                    Arc::new(MeteredStore::new(
-                        store.clone() as Arc<dyn EventStore>,
-                        metrics.clone(),
-                    )),
-                    secrets.redactor(),
+        let deps = TurnDeps {
+            // Redaction outside, so the metered timings are the database's.
+            store: Arc::new(redacting_store::RedactingStore::new(
+                Arc::new(MeteredStore::new(
+                    store.clone() as Arc<dyn EventStore>,
+                    metrics.clone(),
                 )),
-                providers,
-                governance: Arc::new(governance),
-                workspace: Some(Arc::new(agentplane_tools::WorkspaceFiles)),
-            },
+                secrets.redactor(),
+            )),
+            providers,
+            governance: Arc::new(governance),
+            workspace: Some(Arc::new(agentplane_tools::WorkspaceFiles)),
+        };
+        let mut hub = Hub::builder(
+            deps.clone(),
             catalogue,
             Arc::new(AgentToolbox {
                 mcp: mcp.clone(),
@@ -325,6 +328,7 @@ impl Runtime {
             model_server,
             shutdown,
             workspace_roots,
+            deps,
         })
     }
 
@@ -415,6 +419,12 @@ impl Runtime {
     /// The hub: threads, turns, streams, permissions.
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+
+    /// The ports the hub runs on (the redacting, metered store, the providers, the
+    /// governance), for tests and benchmarks that work beside the hub.
+    pub fn turn_deps(&self) -> &TurnDeps {
+        &self.deps
     }
 
     /// Asynchronous executions; their workers run once [`Executions::start`] is called

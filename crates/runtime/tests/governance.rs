@@ -685,8 +685,7 @@ async fn the_audit_flags_a_call_that_a_policy_changed_during_the_turn_forbids() 
     .expect("write policy");
     for _ in 0..100 {
         if s.runtime
-            .hub()
-            .deps()
+            .turn_deps()
             .governance
             .policies
             .current()

@@ -17,7 +17,7 @@ type Call = (&'static str, &'static str, u64, u64, u64);
 /// Records a turn on `thread` whose model calls cost these amounts, through the hub's
 /// own store (what the turn loop does for each call).
 async fn spend(api: &Api, thread: &str, calls: &[Call]) -> String {
-    let store = api.runtime.hub().deps().store.clone();
+    let store = api.runtime.turn_deps().store.clone();
     let thread = ThreadId::parse(thread).expect("thread id");
     let turn = TurnId::new();
     store

@@ -79,7 +79,7 @@ async fn start(steps: Vec<Step>, token: Option<&str>, with_metrics: bool) -> Met
     .expect("config loads");
     let runtime = Runtime::start(config).await.expect("runtime starts");
     let metrics = Arc::new(Metrics::new());
-    let deps = runtime.hub().deps();
+    let deps = runtime.turn_deps();
     let store: Arc<dyn EventStore> =
         Arc::new(MeteredStore::new(deps.store.clone(), metrics.clone()));
     let governance = Governance {

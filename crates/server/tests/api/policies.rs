@@ -76,7 +76,7 @@ struct PolicyServer {
 impl PolicyServer {
     async fn start(policies: Arc<ActivePolicies>) -> Self {
         let api = Setup::new(vec![]).token(TOKEN).start().await;
-        let deps = api.runtime.hub().deps();
+        let deps = api.runtime.turn_deps();
         let hub = Hub::new(
             TurnDeps {
                 store: deps.store.clone(),
@@ -366,8 +366,7 @@ async fn the_runtime_without_a_policies_directory_lists_nothing_and_follows_its_
     // The route reads the live handle the watcher updates, not a copy taken at start.
     let set = parse(&[("email.yaml", EMAIL)]).expect("valid");
     api.runtime
-        .hub()
-        .deps()
+        .turn_deps()
         .governance
         .policies
         .replace(set, LOADED_AT.to_owned());
