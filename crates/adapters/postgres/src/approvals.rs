@@ -3,9 +3,8 @@
 //! claimed once, each step enforced by a trigger). A decision locks the turn, then the
 //! approval, so two replicas deciding at once are ordered and the second sees the first.
 
-use agentplane_core::{
-    ApprovalId, ApprovalOutcome, Event, EventPayload, ReplicaId, ThreadId, TurnId,
-};
+use agentplane_core::{ApprovalId, ApprovalOutcome, Event, ReplicaId, ThreadId, TurnId};
+use agentplane_engine::ports::records;
 use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, NewApproval, StoreError,
@@ -13,9 +12,8 @@ use agentplane_engine::ports::{
 use tokio_postgres::Row;
 
 use crate::db::Db;
-use crate::events::{insert_event, opt_text, require_running, text};
 use crate::nul::{enc, enc_opt};
-use crate::{pg, unique_violation};
+use crate::rows::{insert_event, opt_text, pg, require_running, text, unique_violation};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -57,20 +55,7 @@ pub(crate) async fn create(
         &id,
         serde_json::to_string(&approval.snapshot),
     )?;
-    let payload = EventPayload::ApprovalRequested {
-        approval_id: id.to_string(),
-        call_id: approval.call_id.clone(),
-        tool: approval.tool.clone(),
-        arguments: if approval.arguments_in_event {
-            approval.arguments.clone()
-        } else {
-            serde_json::Value::Null
-        },
-        args_preview_hash: approval.args_preview_hash.clone(),
-        policy: approval.policy.clone(),
-        approvers: approval.approvers.clone(),
-        expires_at: approval.expires_at.clone(),
-    };
+    let payload = records::approval_requested(&approval);
     let event = insert_event(db, &approval.thread_id, &approval.turn_id, payload).await?;
     let inserted = db
         .execute(

@@ -14,7 +14,7 @@ use deadpool_postgres::{Object, Pool};
 
 use crate::db::Db;
 use crate::nul::enc;
-use crate::pg;
+use crate::rows::pg;
 
 /// The budget accounts of one database, as one replica uses them.
 pub struct PostgresLedger {

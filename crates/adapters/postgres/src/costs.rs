@@ -16,9 +16,8 @@ use agentplane_engine::ports::{CostQuery, CostRow, ModelCallRecord, StoreError};
 use tokio_postgres::types::ToSql;
 
 use crate::db::Db;
-use crate::events::text;
 use crate::nul::{enc, enc_opt};
-use crate::{pg, unique_violation};
+use crate::rows::{pg, text, unique_violation};
 
 /// Sums the cost events and model calls that `query` selects.
 pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {

@@ -15,6 +15,7 @@
 use agentplane_core::{
     Event, EventPayload, PermissionDecision, PermissionId, ReplicaId, StopReason, ThreadId, TurnId,
 };
+use agentplane_engine::ports::records;
 use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
@@ -22,9 +23,10 @@ use agentplane_engine::ports::{
 };
 use tokio_postgres::Row;
 
+use crate::approvals;
 use crate::db::Db;
-use crate::nul::{dec, enc, enc_opt};
-use crate::{approvals, damaged, pg, unique_violation};
+use crate::nul::{enc, enc_opt};
+use crate::rows::{damaged, insert_event, opt_text, pg, require_running, text, unique_violation};
 
 /// Why interrupting declines the permissions it finds pending (SQLite's words).
 const STOPPED_WHILE_PENDING: &str = "agentplane stopped while this permission was pending";
@@ -278,44 +280,6 @@ pub(crate) async fn interrupt_locked(
     Ok(true)
 }
 
-/// Locks the turn's row until the transaction ends. `NotFound` unless `turn` is a turn
-/// of `thread` and the thread is not deleted; `Conflict` unless the turn is running.
-pub(crate) async fn require_running(
-    db: Db<'_>,
-    thread: &ThreadId,
-    turn: &TurnId,
-) -> Result<(), StoreError> {
-    let found = db
-        .query_opt(
-            "SELECT turns.thread_id, turns.status, threads.deleted_at IS NOT NULL
-             FROM turns JOIN threads ON threads.id = turns.thread_id WHERE turns.id = $1
-             FOR UPDATE OF turns",
-            &[&turn.as_str()],
-        )
-        .await
-        .map_err(pg)?;
-    let Some(row) = found else {
-        return Err(StoreError::NotFound(format!("turn {turn}")));
-    };
-    let owner = text(&row, 0)?;
-    let status = text(&row, 1)?;
-    let deleted: bool = row.try_get(2).map_err(pg)?;
-    if owner != thread.as_str() {
-        return Err(StoreError::NotFound(format!(
-            "turn {turn} in thread {thread}"
-        )));
-    }
-    if deleted {
-        return Err(StoreError::NotFound(format!("thread {thread}")));
-    }
-    if status != "running" {
-        return Err(StoreError::Conflict(format!(
-            "turn {turn} has already ended ({status})"
-        )));
-    }
-    Ok(())
-}
-
 /// Stores a pending permission and its `permission_required` event; `created_at` is
 /// the event's `ts`.
 pub(crate) async fn create_permission(
@@ -399,11 +363,7 @@ pub(crate) async fn resolve_permission(
         }
         other => other,
     })?;
-    let payload = EventPayload::PermissionResolved {
-        permission_id: id.to_string(),
-        decision,
-        reason: reason.to_owned(),
-    };
+    let payload = records::permission_resolved(id, decision, reason);
     let event = insert_event(db, &pending.thread_id, &pending.turn_id, payload).await?;
     let changed = db
         .execute(
@@ -435,13 +395,7 @@ async fn end_turn(
     stop_reason: StopReason,
     result: serde_json::Value,
 ) -> Result<Event, StoreError> {
-    let result_json = serde_json::to_string(&result).map_err(|e| {
-        StoreError::Backend(format!("turn {turn}: the result cannot be encoded: {e}"))
-    })?;
-    let payload = EventPayload::TurnCompleted {
-        stop_reason,
-        result,
-    };
+    let (payload, result_json) = records::turn_completed(turn, stop_reason, result)?;
     let event = insert_event(db, thread, turn, payload).await?;
     let changed = db
         .execute(
@@ -462,52 +416,6 @@ async fn end_turn(
         )));
     }
     Ok(event)
-}
-
-/// Appends one event with the thread's next `seq`. The counter and the row change in
-/// the same transaction, whose lock on the thread row makes other appenders wait: a
-/// rolled-back append gives its `seq` back, and no two get the same one.
-pub(crate) async fn insert_event(
-    db: Db<'_>,
-    thread: &ThreadId,
-    turn: &TurnId,
-    payload: EventPayload,
-) -> Result<Event, StoreError> {
-    let json = serde_json::to_string(&payload).map_err(|e| {
-        StoreError::Backend(format!(
-            "an event of thread {thread} cannot be encoded: {e}"
-        ))
-    })?;
-    let ts = stored_now();
-    let row = db
-        .query_opt(
-            "WITH next AS (
-                 UPDATE threads SET next_seq = next_seq + 1 WHERE id = $1
-                 RETURNING next_seq - 1 AS seq)
-             INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
-             SELECT $1, next.seq, $2, $3, $4, $5 FROM next
-             RETURNING seq",
-            &[
-                &thread.as_str(),
-                &turn.as_str(),
-                &payload.kind(),
-                &ts,
-                &json,
-            ],
-        )
-        .await
-        .map_err(pg)?
-        .ok_or_else(|| StoreError::NotFound(format!("thread {thread}")))?;
-    let raw_seq: i64 = row.try_get(0).map_err(pg)?;
-    let seq = u64::try_from(raw_seq)
-        .map_err(|_| StoreError::Backend(format!("thread {thread} has a negative seq")))?;
-    Ok(Event {
-        thread_id: thread.clone(),
-        turn_id: turn.clone(),
-        seq,
-        ts,
-        payload,
-    })
 }
 
 // ----- reads ----------------------------------------------------------------------------
@@ -638,18 +546,7 @@ async fn pending_permissions_of_turn(
 
 // ----- rows -----------------------------------------------------------------------------
 
-/// Column `i` as text.
-pub(crate) fn text(row: &Row, i: usize) -> Result<String, StoreError> {
-    row.try_get(i).map(dec).map_err(pg)
-}
-
-/// Column `i` as optional text.
-pub(crate) fn opt_text(row: &Row, i: usize) -> Result<Option<String>, StoreError> {
-    row.try_get::<_, Option<String>>(i)
-        .map(|t| t.map(dec))
-        .map_err(pg)
-}
-
+/// A thread row (`THREAD_COLUMNS`) as its record.
 pub(crate) fn decode_thread(row: &Row) -> Result<ThreadRecord, StoreError> {
     Ok(ThreadRecord {
         id: ThreadId::parse(&text(row, 0)?).map_err(|_| damaged("thread id"))?,

@@ -20,11 +20,11 @@ use agentplane_engine::ports::{
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
+use crate::PostgresStore;
 use crate::db::Db;
-use crate::events::{opt_text, text};
 use crate::nul::{enc, enc_opt};
+use crate::rows::{opt_text, pg, text, unique_violation};
 use crate::store::{in_tx, on_conn};
-use crate::{PostgresStore, pg, unique_violation};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;

@@ -11,11 +11,11 @@ use agentplane_engine::ports::{KeyRecord, KeyStore, NewKey, StoreError};
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
+use crate::PostgresStore;
 use crate::db::Db;
-use crate::events::{opt_text, text};
 use crate::nul::{enc, enc_opt};
+use crate::rows::{damaged, opt_text, pg, text, unique_violation};
 use crate::store::{in_tx, on_conn};
-use crate::{PostgresStore, damaged, pg, unique_violation};
 use agentplane_engine::ports::records::stored_now;
 
 const KEY_COLUMNS: &str =

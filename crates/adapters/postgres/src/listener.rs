@@ -20,7 +20,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_postgres::{AsyncMessage, Client, Config, NoTls};
 
-use crate::{pg, schema};
+use crate::rows::pg;
+use crate::schema;
 
 /// Wake-ups buffered for a consumer that is momentarily busy.
 const FEED: usize = 4_096;

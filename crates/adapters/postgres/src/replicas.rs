@@ -21,9 +21,9 @@ use agentplane_engine::ports::{Announcement, ExecutionRecord, ReplicaStore, Stor
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use crate::events::text;
+use crate::rows::{damaged, pg, text};
 use crate::store::{in_tx, on_conn};
-use crate::{PostgresStore, damaged, events, executions, pg, schema};
+use crate::{PostgresStore, events, executions, schema};
 
 #[async_trait]
 impl ReplicaStore for PostgresStore {

@@ -13,7 +13,7 @@
 use agentplane_engine::ports::StoreError;
 use deadpool_postgres::ClientWrapper;
 
-use crate::pg;
+use crate::rows::pg;
 
 /// The channel every committed event is announced on; the payload is `thread_id:seq`.
 pub(crate) const CHANNEL: &str = "agentplane_events";

@@ -39,12 +39,12 @@ const POOL_WAIT: Duration = Duration::from_secs(30);
 macro_rules! in_tx {
     ($store:expr, |$db:ident| $body:expr) => {{
         let mut conn = $store.conn().await?;
-        let tx = conn.transaction().await.map_err($crate::pg)?;
+        let tx = conn.transaction().await.map_err($crate::rows::pg)?;
         let out = {
             let $db = $crate::db::Db::Tx(&tx);
             $body.await?
         };
-        tx.commit().await.map_err($crate::pg)?;
+        tx.commit().await.map_err($crate::rows::pg)?;
         Ok(out)
     }};
 }

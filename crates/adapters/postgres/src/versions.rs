@@ -18,11 +18,12 @@ use agentplane_engine::ports::{
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
+use crate::PostgresStore;
 use crate::db::Db;
-use crate::events::{THREAD_COLUMNS, decode_thread, opt_text, text};
+use crate::events::{THREAD_COLUMNS, decode_thread};
 use crate::nul::{enc, enc_opt};
+use crate::rows::{opt_text, pg, text, unique_violation};
 use crate::store::{in_tx, on_conn};
-use crate::{PostgresStore, pg, unique_violation};
 
 const VERSION_COLUMNS: &str =
     "agent, version, stage, spec, shadow, created_by, created_at, updated_at";

@@ -7,14 +7,15 @@
 //! with an unclaimed approval is suspended: still `running` in `turns` (so the thread
 //! keeps its one active turn) but not run by any process, and a restart leaves it be.
 
-use agentplane_core::{ApprovalId, ApprovalOutcome, Event, EventPayload, ThreadId, TurnId};
+use agentplane_core::{ApprovalId, ApprovalOutcome, Event, ThreadId, TurnId};
+use agentplane_engine::ports::records;
 use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, NewApproval, StoreError,
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{backend, writer};
+use crate::rows::{self, backend};
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -31,22 +32,9 @@ pub(crate) fn create(
     approval: NewApproval,
 ) -> Result<(ApprovalRecord, Event), StoreError> {
     let id = approval.id.clone();
-    writer::require_running(c, &approval.thread_id, &approval.turn_id)?;
-    let payload = EventPayload::ApprovalRequested {
-        approval_id: id.to_string(),
-        call_id: approval.call_id.clone(),
-        tool: approval.tool.clone(),
-        arguments: if approval.arguments_in_event {
-            approval.arguments.clone()
-        } else {
-            serde_json::Value::Null
-        },
-        args_preview_hash: approval.args_preview_hash.clone(),
-        policy: approval.policy.clone(),
-        approvers: approval.approvers.clone(),
-        expires_at: approval.expires_at.clone(),
-    };
-    let event = writer::insert_event(
+    rows::require_running(c, &approval.thread_id, &approval.turn_id)?;
+    let payload = records::approval_requested(&approval);
+    let event = rows::insert_event(
         c,
         approval.thread_id.clone(),
         approval.turn_id.clone(),
@@ -81,13 +69,13 @@ pub(crate) fn create(
                 "approval {id}: the turn's state cannot be encoded: {e}"
             )));
         }
-        Err(e) if e.sqlite_extended_error_code() == Some(writer::UNIQUE_VIOLATION) => {
+        Err(e) if e.sqlite_extended_error_code() == Some(rows::UNIQUE_VIOLATION) => {
             return Err(StoreError::Conflict(format!(
                 "turn {} already waits for an approval",
                 approval.turn_id
             )));
         }
-        Err(e) if e.sqlite_extended_error_code() == Some(writer::PRIMARY_KEY_VIOLATION) => {
+        Err(e) if e.sqlite_extended_error_code() == Some(rows::PRIMARY_KEY_VIOLATION) => {
             return Err(StoreError::Conflict(format!(
                 "approval {id} already exists"
             )));
@@ -114,10 +102,10 @@ pub(crate) fn decide(
             earlier.as_str()
         )));
     }
-    writer::require_running(c, &pending.thread_id, &pending.turn_id)?;
+    rows::require_running(c, &pending.thread_id, &pending.turn_id)?;
     let edited = decision.edited(id)?;
     let payload = decision.decided_event(id, edited.as_ref());
-    let event = writer::insert_event(
+    let event = rows::insert_event(
         c,
         pending.thread_id.clone(),
         pending.turn_id.clone(),

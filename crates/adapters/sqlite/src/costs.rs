@@ -16,7 +16,7 @@ use agentplane_engine::ports::{CostQuery, CostRow, StoreError};
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
-use crate::backend;
+use crate::rows::backend;
 
 /// Sums the cost events that `query` selects.
 pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {

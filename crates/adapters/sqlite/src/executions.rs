@@ -18,7 +18,8 @@ use agentplane_engine::ports::{
 };
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{backend, writer};
+use crate::rows::{self, backend};
+use crate::writer;
 
 /// Longest list returned at once.
 const MAX_LIST: usize = 1_000;
@@ -64,7 +65,7 @@ pub(crate) fn create(
         ])
     })
     .map_err(|e| match e.sqlite_extended_error_code() {
-        Some(writer::PRIMARY_KEY_VIOLATION) => {
+        Some(rows::PRIMARY_KEY_VIOLATION) => {
             StoreError::Conflict(format!("execution {} already exists", new.id))
         }
         _ => backend(e),

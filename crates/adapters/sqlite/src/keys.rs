@@ -11,8 +11,8 @@ use agentplane_engine::ports::{KeyRecord, KeyStore, NewKey, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::writer::{PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION};
-use crate::{SqliteStore, backend};
+use crate::SqliteStore;
+use crate::rows::{PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION, backend};
 use agentplane_engine::ports::records::stored_now;
 
 const KEY_COLUMNS: &str =

@@ -18,16 +18,10 @@ mod model_calls;
 mod permissions;
 mod reader;
 mod replicas;
+mod rows;
 mod store;
 mod versions;
 mod writer;
 
 pub use migrations::SCHEMA_VERSION;
 pub use store::SqliteStore;
-
-use agentplane_engine::ports::StoreError;
-
-/// Any SQLite failure without a more specific meaning.
-fn backend(e: rusqlite::Error) -> StoreError {
-    StoreError::Backend(format!("sqlite: {e}"))
-}

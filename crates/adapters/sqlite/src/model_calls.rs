@@ -10,7 +10,7 @@ use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{ModelCallRecord, StoreError};
 use rusqlite::{Connection, params};
 
-use crate::{backend, writer};
+use crate::rows::{self, backend};
 
 /// Inserts one call, stamped with the store's clock. `Conflict` for a known id.
 pub(crate) fn record(c: &Connection, call: ModelCallRecord) -> Result<(), StoreError> {
@@ -36,7 +36,7 @@ pub(crate) fn record(c: &Connection, call: ModelCallRecord) -> Result<(), StoreE
         });
     match inserted {
         Ok(_) => Ok(()),
-        Err(e) if e.sqlite_extended_error_code() == Some(writer::PRIMARY_KEY_VIOLATION) => Err(
+        Err(e) if e.sqlite_extended_error_code() == Some(rows::PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("model call {} is already recorded", call.id)),
         ),
         Err(e) => Err(backend(e)),

@@ -3,12 +3,13 @@
 //! `permission_resolved` event. The write SQL, called by the writer thread inside its
 //! transaction.
 
-use agentplane_core::{Event, EventPayload, PermissionDecision, PermissionId};
+use agentplane_core::{Event, PermissionDecision, PermissionId};
+use agentplane_engine::ports::records;
 use agentplane_engine::ports::{NewPermission, PermissionRecord, PermissionStatus, StoreError};
 use rusqlite::{Connection, params};
 
-use crate::writer::{PRIMARY_KEY_VIOLATION, insert_event, require_running};
-use crate::{backend, reader};
+use crate::reader;
+use crate::rows::{PRIMARY_KEY_VIOLATION, backend, insert_event, require_running};
 
 /// Stores a pending permission and its `permission_required` event; `created_at` is
 /// the event's `ts`.
@@ -80,11 +81,7 @@ pub(crate) fn resolve_permission(
         }
         other => other,
     })?;
-    let payload = EventPayload::PermissionResolved {
-        permission_id: id.to_string(),
-        decision,
-        reason: reason.to_owned(),
-    };
+    let payload = records::permission_resolved(id, decision, reason);
     let event = insert_event(
         c,
         pending.thread_id.clone(),

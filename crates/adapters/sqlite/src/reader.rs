@@ -14,7 +14,8 @@ use agentplane_engine::ports::{
 };
 use rusqlite::{Connection, OptionalExtension, Row};
 
-use crate::{backend, connection};
+use crate::connection;
+use crate::rows::backend;
 
 /// Read-only connections, each used by one blocking task at a time.
 pub(crate) struct Readers {

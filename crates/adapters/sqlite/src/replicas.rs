@@ -11,7 +11,8 @@ use agentplane_engine::ports::{Announcement, ExecutionRecord, ReplicaStore, Stor
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::{SqliteStore, backend, executions, writer};
+use crate::rows::backend;
+use crate::{SqliteStore, executions, writer};
 
 /// Records `replica` alive now, joining the registry on the first beat.
 fn heartbeat(c: &Connection, replica: &str) -> Result<(), StoreError> {

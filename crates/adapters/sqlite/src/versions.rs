@@ -19,9 +19,10 @@ use agentplane_engine::ports::{
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::SqliteStore;
 use crate::reader::{RawThread, THREAD_COLUMNS};
-use crate::writer::{self, PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION};
-use crate::{SqliteStore, backend};
+use crate::rows::{PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION, backend};
+use crate::writer;
 
 const VERSION_COLUMNS: &str =
     "agent, version, stage, spec, shadow, created_by, created_at, updated_at";

@@ -12,16 +12,20 @@ use std::sync::mpsc::Receiver;
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
+use agentplane_engine::ports::records;
 use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
     StoreError, ThreadRecord, TurnRecord, TurnStatus,
 };
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
 use crate::permissions::{create_permission, resolve_permission};
-use crate::{approvals, backend, reader};
+use crate::rows::{
+    PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION, backend, insert_event, require_running,
+};
+use crate::{approvals, reader};
 
 /// Where a command's answer goes. Nobody may be listening any more (the caller was
 /// cancelled); the write still stands, as it would if the answer had been lost.
@@ -378,11 +382,6 @@ fn deliver<T>(reply: Reply<T>, outcome: Result<T, StoreError>, committed: &Resul
     drop(reply.send(answer));
 }
 
-/// SQLite's extended code for a violated `PRIMARY KEY`.
-pub(crate) const PRIMARY_KEY_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY;
-/// SQLite's extended code for a violated `UNIQUE` index.
-pub(crate) const UNIQUE_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE;
-
 fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, StoreError> {
     let created_at = stored_now();
     let inserted = c
@@ -585,39 +584,6 @@ pub(crate) fn interrupt_turns(
     Ok(ended)
 }
 
-/// `NotFound` unless `turn` is a turn of `thread` and the thread is not deleted;
-/// `Conflict` unless the turn is running.
-pub(crate) fn require_running(
-    c: &Connection,
-    thread: &ThreadId,
-    turn: &TurnId,
-) -> Result<(), StoreError> {
-    let found: Option<(String, String, bool)> = c
-        .prepare_cached(
-            "SELECT turns.thread_id, turns.status, threads.deleted_at IS NOT NULL
-             FROM turns JOIN threads ON threads.id = turns.thread_id WHERE turns.id = ?1",
-        )
-        .and_then(|mut select| {
-            select
-                .query_row([turn.as_str()], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                })
-                .optional()
-        })
-        .map_err(backend)?;
-    match found {
-        None => Err(StoreError::NotFound(format!("turn {turn}"))),
-        Some((owner, _, _)) if owner != thread.as_str() => Err(StoreError::NotFound(format!(
-            "turn {turn} in thread {thread}"
-        ))),
-        Some((_, _, true)) => Err(StoreError::NotFound(format!("thread {thread}"))),
-        Some((_, status, _)) if status != "running" => Err(StoreError::Conflict(format!(
-            "turn {turn} has already ended ({status})"
-        ))),
-        Some(_) => Ok(()),
-    }
-}
-
 /// Writes `turn_completed` and the turn's end together (the caller's savepoint makes
 /// them one unit); `ended_at` is the event's `ts`.
 fn end_turn(
@@ -627,13 +593,7 @@ fn end_turn(
     stop_reason: StopReason,
     result: serde_json::Value,
 ) -> Result<Event, StoreError> {
-    let result_json = serde_json::to_string(&result).map_err(|e| {
-        StoreError::Backend(format!("turn {turn}: the result cannot be encoded: {e}"))
-    })?;
-    let payload = EventPayload::TurnCompleted {
-        stop_reason,
-        result,
-    };
+    let (payload, result_json) = records::turn_completed(turn, stop_reason, result)?;
     let event = insert_event(c, thread.clone(), turn.clone(), payload)?;
     let changed = c
         .prepare_cached(
@@ -655,51 +615,4 @@ fn end_turn(
         )));
     }
     Ok(event)
-}
-
-/// Appends one event with the thread's next `seq`. The counter and the row change in
-/// the same transaction, so a rolled-back append gives its `seq` back: no gap.
-pub(crate) fn insert_event(
-    c: &Connection,
-    thread: ThreadId,
-    turn: TurnId,
-    payload: EventPayload,
-) -> Result<Event, StoreError> {
-    let raw_seq: i64 = c
-        .prepare_cached(
-            "UPDATE threads SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
-        )
-        .and_then(|mut next| next.query_row([thread.as_str()], |row| row.get(0)))
-        .map_err(backend)?;
-    let seq = u64::try_from(raw_seq).map_err(|_| {
-        StoreError::Backend(format!("thread {thread} has a negative seq {raw_seq}"))
-    })?;
-    let ts = stored_now();
-    let json = serde_json::to_string(&payload).map_err(|e| {
-        StoreError::Backend(format!(
-            "event {seq} of thread {thread} cannot be encoded: {e}"
-        ))
-    })?;
-    c.prepare_cached(
-        "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .and_then(|mut insert| {
-        insert.execute(params![
-            thread.as_str(),
-            raw_seq,
-            turn.as_str(),
-            payload.kind(),
-            ts,
-            json,
-        ])
-    })
-    .map_err(backend)?;
-    Ok(Event {
-        thread_id: thread,
-        turn_id: turn,
-        seq,
-        ts,
-        payload,
-    })
 }

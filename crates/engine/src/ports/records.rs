@@ -7,16 +7,70 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use agentplane_core::policy::Timestamp;
-use agentplane_core::{ApprovalId, ApprovalOutcome, EventPayload, ExecutionId, ThreadId, TurnId};
+use agentplane_core::{
+    ApprovalId, ApprovalOutcome, EventPayload, ExecutionId, PermissionDecision, PermissionId,
+    StopReason, ThreadId, TurnId,
+};
 use serde_json::Value;
 
 use agentplane_core::version::Stage;
 
 use super::{
     ApprovalDecision, CostRow, DeliveryAttempt, DeliveryStatus, ExecutionEnd, ExecutionRecord,
-    NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
-    VersionRecord,
+    NewApproval, NewPermission, NewThread, PermissionRecord, PermissionStatus, StoreError,
+    ThreadRecord, VersionRecord,
 };
+
+/// The `approval_requested` event of a new approval: its arguments only when the
+/// retention keeps them in events, their hash always.
+pub fn approval_requested(approval: &NewApproval) -> EventPayload {
+    EventPayload::ApprovalRequested {
+        approval_id: approval.id.to_string(),
+        call_id: approval.call_id.clone(),
+        tool: approval.tool.clone(),
+        arguments: if approval.arguments_in_event {
+            approval.arguments.clone()
+        } else {
+            Value::Null
+        },
+        args_preview_hash: approval.args_preview_hash.clone(),
+        policy: approval.policy.clone(),
+        approvers: approval.approvers.clone(),
+        expires_at: approval.expires_at.clone(),
+    }
+}
+
+/// The `permission_resolved` event of permission `id`.
+pub fn permission_resolved(
+    id: &PermissionId,
+    decision: PermissionDecision,
+    reason: &str,
+) -> EventPayload {
+    EventPayload::PermissionResolved {
+        permission_id: id.to_string(),
+        decision,
+        reason: reason.to_owned(),
+    }
+}
+
+/// A turn's end: the `turn_completed` event and the result as the turn row stores it
+/// (JSON text); `Backend` if the result cannot be encoded.
+pub fn turn_completed(
+    turn: &TurnId,
+    stop_reason: StopReason,
+    result: Value,
+) -> Result<(EventPayload, String), StoreError> {
+    let json = serde_json::to_string(&result).map_err(|e| {
+        StoreError::Backend(format!("turn {turn}: the result cannot be encoded: {e}"))
+    })?;
+    Ok((
+        EventPayload::TurnCompleted {
+            stop_reason,
+            result,
+        },
+        json,
+    ))
+}
 
 /// `t` in the stored form: RFC 3339, UTC, exactly three fractional digits
 /// (`2026-01-02T03:04:05.678Z`), so stored times have one width and sort as text.

@@ -1,0 +1,98 @@
+//! The row helpers every writing module shares, so none of them imports another for
+//! them: the backend error, SQLite's constraint codes, the running-turn check and the
+//! one event append (gapless `seq`).
+
+use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
+use agentplane_engine::ports::StoreError;
+use agentplane_engine::ports::records::stored_now;
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Any SQLite failure without a more specific meaning.
+pub(crate) fn backend(e: rusqlite::Error) -> StoreError {
+    StoreError::Backend(format!("sqlite: {e}"))
+}
+
+/// SQLite's extended code for a violated `PRIMARY KEY`.
+pub(crate) const PRIMARY_KEY_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY;
+/// SQLite's extended code for a violated `UNIQUE` index.
+pub(crate) const UNIQUE_VIOLATION: i32 = rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE;
+
+/// `NotFound` unless `turn` is a turn of `thread` and the thread is not deleted;
+/// `Conflict` unless the turn is running.
+pub(crate) fn require_running(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+) -> Result<(), StoreError> {
+    let found: Option<(String, String, bool)> = c
+        .prepare_cached(
+            "SELECT turns.thread_id, turns.status, threads.deleted_at IS NOT NULL
+             FROM turns JOIN threads ON threads.id = turns.thread_id WHERE turns.id = ?1",
+        )
+        .and_then(|mut select| {
+            select
+                .query_row([turn.as_str()], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()
+        })
+        .map_err(backend)?;
+    match found {
+        None => Err(StoreError::NotFound(format!("turn {turn}"))),
+        Some((owner, _, _)) if owner != thread.as_str() => Err(StoreError::NotFound(format!(
+            "turn {turn} in thread {thread}"
+        ))),
+        Some((_, _, true)) => Err(StoreError::NotFound(format!("thread {thread}"))),
+        Some((_, status, _)) if status != "running" => Err(StoreError::Conflict(format!(
+            "turn {turn} has already ended ({status})"
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Appends one event with the thread's next `seq`. The counter and the row change in
+/// the same transaction, so a rolled-back append gives its `seq` back: no gap.
+pub(crate) fn insert_event(
+    c: &Connection,
+    thread: ThreadId,
+    turn: TurnId,
+    payload: EventPayload,
+) -> Result<Event, StoreError> {
+    let raw_seq: i64 = c
+        .prepare_cached(
+            "UPDATE threads SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
+        )
+        .and_then(|mut next| next.query_row([thread.as_str()], |row| row.get(0)))
+        .map_err(backend)?;
+    let seq = u64::try_from(raw_seq).map_err(|_| {
+        StoreError::Backend(format!("thread {thread} has a negative seq {raw_seq}"))
+    })?;
+    let ts = stored_now();
+    let json = serde_json::to_string(&payload).map_err(|e| {
+        StoreError::Backend(format!(
+            "event {seq} of thread {thread} cannot be encoded: {e}"
+        ))
+    })?;
+    c.prepare_cached(
+        "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut insert| {
+        insert.execute(params![
+            thread.as_str(),
+            raw_seq,
+            turn.as_str(),
+            payload.kind(),
+            ts,
+            json,
+        ])
+    })
+    .map_err(backend)?;
+    Ok(Event {
+        thread_id: thread,
+        turn_id: turn,
+        seq,
+        ts,
+        payload,
+    })
+}
