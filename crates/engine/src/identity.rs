@@ -124,6 +124,9 @@ impl AsCaller for String {
 /// `docs/identity.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
+    /// List what is configured for everyone: agents, their versions, policies. Every
+    /// access role grants it.
+    List,
     /// Read the caller's own threads, history, costs, executions, agents, policies.
     Read,
     /// Create and delete threads, start and cancel turns, answer permissions, submit
@@ -139,6 +142,12 @@ impl Access {
     /// The roles that grant it, the first being the one a refusal names.
     pub fn granted_by(self) -> &'static [AccessRole] {
         match self {
+            Self::List => &[
+                AccessRole::Viewer,
+                AccessRole::Approver,
+                AccessRole::Operator,
+                AccessRole::Admin,
+            ],
             Self::Read => &[AccessRole::Viewer, AccessRole::Operator, AccessRole::Admin],
             Self::Operate => &[AccessRole::Operator, AccessRole::Admin],
             Self::Approve => &[
@@ -175,7 +184,9 @@ mod tests {
         assert!(Access::Operate.allowed(&operator) && !Access::Administer.allowed(&operator));
         assert!(Access::Approve.allowed(&approver) && !Access::Read.allowed(&approver));
         assert!(!Access::Operate.allowed(&approver));
+        assert!(Access::List.allowed(&approver) && Access::List.allowed(&viewer));
         for access in [
+            Access::List,
             Access::Read,
             Access::Operate,
             Access::Approve,

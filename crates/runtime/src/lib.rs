@@ -106,6 +106,8 @@ pub struct Runtime {
     workspace_roots: usize,
     /// The ports the hub was built on.
     deps: TurnDeps,
+    /// Every agent, by name.
+    agents: BTreeMap<String, AgentSpec>,
 }
 
 /// The hub's toolbox: the builtin ensembles and the configured MCP servers.
@@ -265,6 +267,7 @@ impl Runtime {
             governance: Arc::new(governance),
             workspace: Some(Arc::new(agentplane_tools::WorkspaceFiles)),
         };
+        let agents = catalogue.clone();
         let mut hub = Hub::builder(
             deps.clone(),
             catalogue,
@@ -329,6 +332,7 @@ impl Runtime {
             shutdown,
             workspace_roots,
             deps,
+            agents,
         })
     }
 
@@ -406,9 +410,9 @@ impl Runtime {
         &self.config
     }
 
-    /// Every agent, by name.
+    /// Every agent, by name (what the hub was built with).
     pub fn agents(&self) -> &BTreeMap<String, AgentSpec> {
-        self.hub.agents()
+        &self.agents
     }
 
     /// The store: every port, whichever database it is.

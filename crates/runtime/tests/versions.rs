@@ -44,7 +44,7 @@ async fn versions_traffic_and_pinned_threads_survive_a_restart() {
         .await
         .expect("runtime");
     let hub = runtime.hub().clone();
-    let listed = hub.agent_versions("chat").await.expect("versions");
+    let listed = hub.agent_versions("ops", "chat").await.expect("versions");
     assert_eq!(listed.traffic, TrafficSplit::all_on("2.0.0"));
     // Semver must increase over the configured baseline, too.
     let low = hub
@@ -112,7 +112,7 @@ async fn versions_traffic_and_pinned_threads_survive_a_restart() {
         .await
         .expect("runtime again");
     let hub = runtime.hub().clone();
-    let listed = hub.agent_versions("chat").await.expect("versions");
+    let listed = hub.agent_versions("ops", "chat").await.expect("versions");
     assert_eq!(listed.traffic, TrafficSplit::all_on("2.1.0"));
     let record = hub.thread("c1", &on_new.id).await.expect("thread");
     assert_eq!(record.agent_version.as_deref(), Some("2.1.0"));

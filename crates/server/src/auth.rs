@@ -103,6 +103,20 @@ impl Gate {
         self.token.is_some()
     }
 
+    /// The caller (see [`Gate::caller`]), if its roles grant `access`: a route that
+    /// asks the hub nothing (`/metrics`) checks the role table here.
+    pub(crate) async fn caller_with(
+        &self,
+        parts: &Parts,
+        fallback: Option<&str>,
+        access: agentplane_engine::identity::Access,
+        action: &str,
+    ) -> Result<Caller, ApiError> {
+        let caller = self.caller(parts, fallback).await?;
+        self.hub.authorize(&caller, access, action)?;
+        Ok(caller)
+    }
+
     /// The caller of a request; `fallback` is the client of a token or claimed caller
     /// that names none (the metrics scraper), else `X-Client-ID` is required for them.
     pub(crate) async fn caller(

@@ -393,7 +393,12 @@ fn build(
         Some(metrics) => router.merge(routes::metrics::routes(metrics.clone(), gate.clone())),
         None => router,
     };
-    let agents = state.hub.agents().keys().cloned().collect();
+    // In-process: the document names every agent, whoever later reads it.
+    let agents = state
+        .hub
+        .agents("openapi")
+        .map(|agents| agents.keys().cloned().collect())
+        .unwrap_or_default();
     openapi::complete(&mut doc, gate.required(), agents);
     let json = serde_json::to_vec(&doc).unwrap_or_else(|e| {
         tracing::error!(error = %e, "the OpenAPI document could not be serialized");

@@ -5,8 +5,10 @@
 //! but never answers cannot hang either of them; a probe cut off reports the model as
 //! unavailable and says why.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use agentplane_core::AgentSpec;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::models::ModelStatus;
 use agentplane_engine::ports::Capabilities;
@@ -26,8 +28,12 @@ pub struct AgentModel {
 }
 
 /// The model status of every agent, in the hub's (name) order.
-pub async fn probe_models(hub: &Hub, timeout: Duration) -> Vec<AgentModel> {
-    let probes = hub.agents().values().map(|agent| async move {
+pub async fn probe_models(
+    hub: &Hub,
+    agents: &BTreeMap<String, AgentSpec>,
+    timeout: Duration,
+) -> Vec<AgentModel> {
+    let probes = agents.values().map(|agent| async move {
         let probe = async {
             let status = hub.model_status(agent).await;
             let capabilities = match status {

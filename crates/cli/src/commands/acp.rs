@@ -32,7 +32,7 @@ pub async fn run(config: Option<&Path>, args: AcpArgs) -> Exit {
     let agent = args
         .agent
         .unwrap_or_else(|| runtime.config().default_agent.clone());
-    if !runtime.hub().agents().contains_key(&agent) {
+    if !runtime.agents().contains_key(&agent) {
         eprintln!("error [NOT_FOUND]: there is no agent `{agent}`");
         return exit::CONFIG;
     }

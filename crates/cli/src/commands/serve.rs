@@ -149,7 +149,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         let shutdown = shutdown.clone();
         Box::pin(async move { shutdown.run().await })
     }));
-    let agents = probe_models(&hub, MODEL_PROBE_TIMEOUT).await;
+    let agents = probe_models(&hub, runtime.agents(), MODEL_PROBE_TIMEOUT).await;
     eprint!(
         "{}",
         startup_summary(&StartupSummary {

@@ -186,13 +186,27 @@ impl Hub {
         HubBuilder::new(deps, agents, toolbox, config)
     }
 
-    /// Every agent, by name.
-    pub fn agents(&self) -> &BTreeMap<String, AgentSpec> {
-        &self.agents
+    /// Every agent, by name, for `caller` (every access role may list them).
+    pub fn agents(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+    ) -> Result<&BTreeMap<String, AgentSpec>, HubError> {
+        self.require(caller, Access::List, "listing agents")?;
+        Ok(&self.agents)
+    }
+
+    /// The policies in force and the latest reload's result, for `caller` (every
+    /// access role may list them).
+    pub fn policies(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+    ) -> Result<&Arc<crate::governance::ActivePolicies>, HubError> {
+        self.require(caller, Access::List, "listing policies")?;
+        Ok(&self.deps.governance.policies)
     }
 
     /// The ports the hub runs on.
-    pub fn deps(&self) -> &TurnDeps {
+    pub(crate) fn deps(&self) -> &TurnDeps {
         &self.deps
     }
 
@@ -268,9 +282,23 @@ impl Hub {
         .await
     }
 
-    /// The models the model server offers, for the gateway's model list.
-    pub async fn gateway_models(&self) -> Result<Vec<crate::ports::ModelInfo>, HubError> {
-        crate::gateway::models(&self.deps, &self.config.gateway).await
+    /// The models the model server offers, for the gateway's model list, and the name
+    /// of the provider that owns them (the first configured: which one of the chain
+    /// answered is not reported back). Needs the role that may call the gateway.
+    pub async fn gateway_models(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+    ) -> Result<(Vec<crate::ports::ModelInfo>, String), HubError> {
+        self.require(caller, Access::Operate, "listing the gateway's models")?;
+        let models = crate::gateway::models(&self.deps, &self.config.gateway).await?;
+        let owner = self
+            .deps
+            .providers
+            .names()
+            .next()
+            .unwrap_or("agentplane")
+            .to_owned();
+        Ok((models, owner))
     }
 
     /// How many turns are running.

@@ -245,8 +245,12 @@ impl Hub {
         }
     }
 
-    /// Every agent's versions and traffic, by agent name.
-    pub async fn all_agent_versions(&self) -> Result<BTreeMap<String, AgentVersions>, HubError> {
+    /// Every agent's versions and traffic, by agent name, for `caller`.
+    pub async fn all_agent_versions(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+    ) -> Result<BTreeMap<String, AgentVersions>, HubError> {
+        self.require(caller, Access::List, "listing agent versions")?;
         let mut all = match &self.versions.store {
             Some(store) => store.all_versions().await?,
             None => BTreeMap::new(),
@@ -267,18 +271,35 @@ impl Hub {
         Ok(out)
     }
 
-    /// One agent's versions and traffic.
-    pub async fn agent_versions(&self, agent: &str) -> Result<AgentVersions, HubError> {
-        Ok(self.catalog(agent).await?.view())
+    /// One agent's versions and traffic, for `caller`.
+    pub async fn agent_versions(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        agent: &str,
+    ) -> Result<AgentVersions, HubError> {
+        self.require(caller, Access::List, "listing agent versions")?;
+        self.versions_of(agent).await
     }
 
-    /// One version of an agent.
+    /// One version of an agent, for `caller`.
     pub async fn agent_version(
         &self,
+        caller: &(impl AsCaller + ?Sized),
         agent: &str,
         version: &str,
     ) -> Result<AgentVersion, HubError> {
-        self.agent_versions(agent)
+        self.require(caller, Access::List, "listing agent versions")?;
+        self.version_of(agent, version).await
+    }
+
+    /// One agent's versions and traffic (the caller was checked).
+    async fn versions_of(&self, agent: &str) -> Result<AgentVersions, HubError> {
+        Ok(self.catalog(agent).await?.view())
+    }
+
+    /// One version of an agent (the caller was checked).
+    async fn version_of(&self, agent: &str, version: &str) -> Result<AgentVersion, HubError> {
+        self.versions_of(agent)
             .await?
             .versions
             .into_iter()
@@ -335,7 +356,7 @@ impl Hub {
                 created_by: client.to_owned(),
             })
             .await?;
-        self.agent_version(agent, &request.version).await
+        self.version_of(agent, &request.version).await
     }
 
     /// Changes a draft. Any other version is frozen: `Conflict`.
@@ -361,7 +382,7 @@ impl Hub {
         self.version_store()?
             .edit_draft(agent, version, spec)
             .await?;
-        self.agent_version(agent, version).await
+        self.version_of(agent, version).await
     }
 
     /// Promotes a version one stage: draft → staging → production. `to`, when given,
@@ -398,7 +419,7 @@ impl Hub {
         self.version_store()?
             .set_stage(agent, version, stage, next)
             .await?;
-        self.agent_version(agent, version).await
+        self.version_of(agent, version).await
     }
 
     /// Sets the traffic split over production versions (percent, summing to 100).
@@ -487,7 +508,7 @@ impl Hub {
                 by: client.to_owned(),
             })
             .await?;
-        self.agent_versions(&catalog.agent).await
+        self.versions_of(&catalog.agent).await
     }
 
     /// Makes a staging or production version the agent's shadow, or clears it.
@@ -525,7 +546,7 @@ impl Hub {
             }
         }
         self.version_store()?.set_shadow(agent, version).await?;
-        self.agent_versions(agent).await
+        self.versions_of(agent).await
     }
 
     /// The version a new thread of `agent` runs: `requested` (a staging or production

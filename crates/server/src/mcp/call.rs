@@ -210,6 +210,15 @@ pub(super) fn failure(error: HubError) -> Result<CallToolResult, ErrorData> {
     }
 }
 
+/// A hub error outside any tool call (listing tools) as a JSON-RPC error with its code.
+pub(super) fn error_data(error: HubError) -> ErrorData {
+    let error = ApiError::from(error);
+    ErrorData::invalid_request(
+        error.message().to_owned(),
+        Some(json!({"code": error.code().as_str()})),
+    )
+}
+
 /// A thread title from the task's first line.
 fn title_of(task: &str) -> String {
     let line = task.lines().next().unwrap_or_default().trim();

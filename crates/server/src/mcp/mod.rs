@@ -33,6 +33,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::auth::Identity;
 
+/// The in-process caller of what rmcp asks without a request (`get_tool`).
+const MCP_SERVER: &str = "mcp";
+
 pub(crate) use http::{HttpOptions, service as http_service};
 pub use stdio::{StdioError, StdioOptions, serve_stdio};
 
@@ -103,13 +106,21 @@ impl ServerHandler for AgentTools {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools::all(&self.hub)))
+        let client = self.client(&context)?;
+        let agents = self.hub.agents(&client).map_err(call::error_data)?;
+        Ok(ListToolsResult::with_all_items(tools::all(agents)))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.hub.agents().get(name).map(tools::of_agent)
+        // rmcp asks this without a request (a tool's definition, no agent runs): the
+        // HTTP layer proved the caller already, and every role may list agents.
+        self.hub
+            .agents(MCP_SERVER)
+            .ok()?
+            .get(name)
+            .map(tools::of_agent)
     }
 
     async fn call_tool(
@@ -126,25 +137,17 @@ impl ServerHandler for AgentTools {
         {
             return call::failure(refused).map(CallToolResponse::Complete);
         }
-        let agent = self
-            .hub
-            .agents()
-            .get(request.name.as_ref())
-            .ok_or_else(|| {
-                ErrorData::invalid_params(
-                    format!(
-                        "unknown tool `{}`; the tools are: {}",
-                        request.name,
-                        self.hub
-                            .agents()
-                            .keys()
-                            .cloned()
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    None,
-                )
-            })?;
+        let agents = self.hub.agents(&client).map_err(call::error_data)?;
+        let agent = agents.get(request.name.as_ref()).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "unknown tool `{}`; the tools are: {}",
+                    request.name,
+                    agents.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+                None,
+            )
+        })?;
         let arguments = tools::Arguments::parse(request.arguments)?;
         let workspace = match arguments.workspace {
             Some(workspace) => workspace,

@@ -7,16 +7,18 @@
 
 use std::sync::Arc;
 
+use std::collections::BTreeMap;
+
 use agentplane_core::AgentSpec;
-use agentplane_engine::hub::{Hub, MAX_INPUT_CHARS};
+use agentplane_engine::hub::MAX_INPUT_CHARS;
 use rmcp::ErrorData;
 use rmcp::model::{JsonObject, Tool};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Every agent as a tool, in name order.
-pub(super) fn all(hub: &Hub) -> Vec<Tool> {
-    hub.agents().values().map(of_agent).collect()
+pub(super) fn all(agents: &BTreeMap<String, AgentSpec>) -> Vec<Tool> {
+    agents.values().map(of_agent).collect()
 }
 
 /// An agent as a tool: named after it, described by it, taking a task.

@@ -23,11 +23,11 @@ use crate::model_probe::probe_models;
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _caller: Identity,
+    caller: Identity,
 ) -> Result<Json<AgentList>, ApiError> {
-    let models = probe_models(&state.hub, state.model_probe_timeout).await;
-    let agents = state.hub.agents();
-    let mut versions = state.hub.all_agent_versions().await?;
+    let agents = state.hub.agents(&caller.0)?;
+    let models = probe_models(&state.hub, agents, state.model_probe_timeout).await;
+    let mut versions = state.hub.all_agent_versions(&caller.0).await?;
     Ok(Json(AgentList {
         agents: models
             .iter()

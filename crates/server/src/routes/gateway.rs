@@ -116,17 +116,7 @@ async fn chat_completions(
 }
 
 /// `GET /openai/v1/models`.
-async fn models(State(state): State<AppState>, _caller: Identity) -> Result<Response, ApiError> {
-    let models = state.hub.gateway_models().await?;
-    // The provider that listed them: the first of the gateway's chain that answered is
-    // not reported back, so name the first configured one.
-    let owner = state
-        .hub
-        .deps()
-        .providers
-        .names()
-        .next()
-        .unwrap_or("agentplane")
-        .to_owned();
+async fn models(State(state): State<AppState>, caller: Identity) -> Result<Response, ApiError> {
+    let (models, owner) = state.hub.gateway_models(&caller.0).await?;
     Ok(Json(gateway_wire::model_list(&models, &owner)).into_response())
 }

@@ -17,6 +17,8 @@ use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use agentplane_engine::identity::Access;
+
 use crate::auth::Gate;
 use crate::error::ApiError;
 
@@ -41,13 +43,20 @@ async fn render(State(metrics): State<Arc<Metrics>>) -> Response {
 }
 
 /// The `/v1/*` check (the credential first, then a valid client id), with the
-/// scraper's id when a token or claimed caller names none; a key acts as its own.
+/// scraper's id when a token or claimed caller names none; a key acts as its own and
+/// needs a role that reads (`viewer`, `operator`, `admin`: `docs/identity.md`).
 async fn authenticate(
     State(gate): State<Gate>,
     request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    gate.caller(&parts, Some(SCRAPER_CLIENT)).await?;
+    gate.caller_with(
+        &parts,
+        Some(SCRAPER_CLIENT),
+        Access::Read,
+        "reading the metrics",
+    )
+    .await?;
     Ok(next.run(Request::from_parts(parts, body)).await)
 }

@@ -15,6 +15,7 @@ use utoipa::ToSchema;
 use super::tags;
 use crate::AppState;
 use crate::auth::Identity;
+use crate::error::ApiError;
 
 /// `GET /v1/policies`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -155,14 +156,17 @@ fn reload_error(status: &PolicyStatus) -> Option<ReloadError> {
     tag = tags::POLICIES,
     responses((status = 200, description = "The policies in force and the latest reload's result.", body = PolicyList))
 )]
-pub(crate) async fn list(State(state): State<AppState>, _caller: Identity) -> Json<PolicyList> {
-    let active = &state.hub.deps().governance.policies;
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Identity,
+) -> Result<Json<PolicyList>, ApiError> {
+    let active = state.hub.policies(&caller.0)?;
     let status = active.status();
     let set = active.current();
-    Json(PolicyList {
+    Ok(Json(PolicyList {
         source: status.source.clone(),
         loaded_at: status.loaded_at.clone(),
         policies: set.policies().iter().map(Into::into).collect(),
         reload_error: reload_error(&status),
-    })
+    }))
 }

@@ -320,10 +320,12 @@ where
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    _caller: Identity,
+    caller: Identity,
     NamePath(agent): NamePath<String>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
-    Ok(Json(state.hub.agent_versions(&agent).await?.into()))
+    Ok(Json(
+        state.hub.agent_versions(&caller.0, &agent).await?.into(),
+    ))
 }
 
 /// Creates a draft version: the spec of `from` (default the highest version) with the
@@ -376,11 +378,15 @@ pub(crate) async fn create(
 )]
 pub(crate) async fn get(
     State(state): State<AppState>,
-    _caller: Identity,
+    caller: Identity,
     NamePath((agent, version)): NamePath<(String, String)>,
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
-        state.hub.agent_version(&agent, &version).await?.into(),
+        state
+            .hub
+            .agent_version(&caller.0, &agent, &version)
+            .await?
+            .into(),
     ))
 }
 

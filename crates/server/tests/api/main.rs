@@ -21,6 +21,7 @@ mod openapi;
 mod permissions;
 mod policies;
 mod providers;
+mod roles;
 mod shutdown;
 mod threads;
 mod turns;

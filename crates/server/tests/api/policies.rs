@@ -87,7 +87,7 @@ impl PolicyServer {
                 }),
                 workspace: deps.workspace.clone(),
             },
-            api.runtime.hub().agents().clone(),
+            api.runtime.agents().clone(),
             Arc::new(NoTools),
             HubConfig::default(),
         );
