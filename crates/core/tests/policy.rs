@@ -46,17 +46,16 @@ fn every_kind_parses() {
 "#;
     let policies = parse_source("all.yaml", text).unwrap();
     let kinds: Vec<PolicyKind> = policies.iter().map(|p| p.kind()).collect();
-    assert_eq!(
-        kinds,
-        [
-            PolicyKind::ApprovalRequired,
-            PolicyKind::RateLimit,
-            PolicyKind::TimeWindow,
-            PolicyKind::Budget,
-            PolicyKind::ToolAccess,
-            PolicyKind::DataScope
-        ]
-    );
+    // One policy of every kind, in `ALL`'s order: a new kind fails here until this
+    // example (the format's whole surface) shows it. Each names itself in its summary,
+    // which `policy check` prints.
+    assert_eq!(kinds, PolicyKind::ALL);
+    for (policy, kind) in policies.iter().zip(PolicyKind::ALL) {
+        let named = format!("{}: {} ", policy.name(), kind.as_str());
+        assert!(policy.summary().starts_with(&named), "{}", policy.summary());
+        assert_eq!(PolicyKind::parse(kind.as_str()), Some(*kind));
+    }
+    assert_eq!(PolicyKind::parse("other"), None);
     match policies[1].rule() {
         Rule::RateLimit(r) => {
             assert_eq!(r.max, 30);

@@ -128,13 +128,9 @@ fn calls() -> Vec<CallFacts> {
 }
 
 fn context<'a>(call: &'a CallFacts, at: Timestamp) -> RequestContext<'a> {
-    RequestContext {
-        agent: &call.agent,
-        tags: &call.tags,
-        tool: Some(&call.tool),
-        client: &call.client,
-        at,
-    }
+    RequestContext::new(&call.agent, &call.tags, &call.client)
+        .tool(call.tool.as_str())
+        .at(at)
 }
 
 /// What the turn loop asks per tool call (one pass: the decision and the rate limits

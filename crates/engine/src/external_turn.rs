@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-use agentplane_core::policy::Timestamp;
 use agentplane_core::{
     ErrorCode, EventPayload, PermissionDecision, PermissionId, Role, StopReason, ToolStatus, Usage,
     args_preview_hash, usd_of_micros,
@@ -106,13 +105,7 @@ async fn run_external(
     let reservation = {
         let governance = &deps.governance;
         let policies = governance.policies.current();
-        let ctx = RequestContext {
-            agent: &request.agent.name,
-            tags: &request.agent.tags,
-            tool: None,
-            client: &request.client,
-            at: Timestamp::now(),
-        };
+        let ctx = RequestContext::new(&request.agent.name, &request.agent.tags, &request.client);
         match governance
             .budgets
             .reserve(
@@ -554,13 +547,12 @@ impl ExternalTurn<'_> {
     }
 
     fn policy_ctx<'r>(&'r self, tool: &'r str) -> RequestContext<'r> {
-        RequestContext {
-            agent: &self.request.agent.name,
-            tags: &self.request.agent.tags,
-            tool: Some(tool),
-            client: &self.request.client,
-            at: Timestamp::now(),
-        }
+        RequestContext::new(
+            &self.request.agent.name,
+            &self.request.agent.tags,
+            &self.request.client,
+        )
+        .tool(tool)
     }
 
     /// The agent asks before one of its own tool calls, named by our tool name (its

@@ -16,7 +16,6 @@
 //! ports. Tools offered by a gateway client are never executed here; their calls go
 //! back to the client, which is why `approval_required` policies do not apply.
 
-use agentplane_core::policy::Timestamp;
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -179,13 +178,7 @@ pub(crate) async fn admit(
     // The output cap is always sent, so the worst case reserved is real.
     request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
-    let ctx = RequestContext {
-        agent: &config.agent,
-        tags: &config.tags,
-        tool: None,
-        client,
-        at: Timestamp::now(),
-    };
+    let ctx = RequestContext::new(&config.agent, &config.tags, client);
     let admitted = metered::reserve(
         governance,
         deps.store.as_ref(),

@@ -15,7 +15,6 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentplane_core::policy::Timestamp;
 use agentplane_core::secret::Redactor;
 use agentplane_core::{AgentSpec, ThreadId, ToolErrorKind, ToolSpec};
 use agentplane_engine::governance::ActivePolicies;
@@ -226,13 +225,7 @@ impl McpSecretGate {
             return Ok(());
         };
         let set = self.policies.current();
-        let request = RequestContext {
-            agent: &agent.name,
-            tags: &agent.tags,
-            tool: None,
-            client,
-            at: Timestamp::now(),
-        };
+        let request = RequestContext::new(&agent.name, &agent.tags, client);
         let scopes = data_scopes(&set, &request);
         for secret in needed {
             let granted = scopes

@@ -18,17 +18,6 @@ use crate::{
     PolicyAgentKindLabels, PolicyAgentLabels, ToolLabel, ToolStatusLabels,
 };
 
-/// The policy types (`policy_denied`'s `policy_type`), the values of the `kind` label;
-/// any other value is [`OTHER`], so the label stays bounded.
-const POLICY_KINDS: [PolicyKind; 6] = [
-    PolicyKind::ToolAccess,
-    PolicyKind::TimeWindow,
-    PolicyKind::DataScope,
-    PolicyKind::RateLimit,
-    PolicyKind::Budget,
-    PolicyKind::ApprovalRequired,
-];
-
 impl TelemetrySink for Metrics {
     fn on_event(&self, agent: &str, event: &Event) {
         match &event.payload {
@@ -199,11 +188,9 @@ impl Metrics {
     /// One refusal in `policy_denials_total`; a policy type we do not know is `other`,
     /// so the label stays bounded.
     fn count_denial(&self, policy: &str, agent: &str, policy_type: &str) {
-        let kind = POLICY_KINDS
-            .into_iter()
-            .map(PolicyKind::as_str)
-            .find(|known| *known == policy_type)
-            .unwrap_or(OTHER);
+        // The policy types are the values of the `kind` label (`PolicyKind::ALL`); any
+        // other value is `other`, so the label stays bounded.
+        let kind = PolicyKind::parse(policy_type).map_or(OTHER, PolicyKind::as_str);
         self.denials
             .get_or_create(&PolicyAgentKindLabels {
                 policy: self.policies.admit(policy),

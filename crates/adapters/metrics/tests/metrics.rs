@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentplane_core::policy::PolicyKind;
 use agentplane_core::{
     ApprovalOutcome, Event, EventPayload, StopReason, ThreadId, ToolStatus, TurnId,
 };
@@ -356,6 +357,35 @@ fn policy_denials_count_by_policy_agent_and_kind() {
         "an unknown kind became a label:\n{text}"
     );
     agentplane_testkit::promtool::assert_accepts(&text);
+}
+
+#[test]
+fn every_policy_kind_is_a_label_of_its_own() {
+    let metrics = Metrics::new();
+    let turn = TurnId::new();
+    for kind in PolicyKind::ALL {
+        metrics.on_event(
+            "coder",
+            &event(
+                &turn,
+                EventPayload::PolicyDenied {
+                    policy: "p".into(),
+                    policy_type: kind.as_str().into(),
+                    tool: None,
+                    call_id: None,
+                    detail: "refused".into(),
+                },
+            ),
+        );
+    }
+    let text = metrics.encode();
+    for kind in PolicyKind::ALL {
+        let series = format!(
+            r#"policy_denials_total{{policy="p",agent="coder",kind="{}"}}"#,
+            kind.as_str()
+        );
+        assert_eq!(sample(&text, &series), Some(1.0), "{series}\n{text}");
+    }
 }
 
 #[test]

@@ -48,36 +48,54 @@ const MAX_ERRORS: usize = 100;
 /// line, and a hostile 1 MiB file with 100 errors stays well under a second.
 const MAX_LOCATE_BYTES: usize = 16 * 1024 * 1024;
 
-/// The six kinds of policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PolicyKind {
-    /// A matching tool call waits for a person's decision.
-    ApprovalRequired,
-    /// At most N matching requests per sliding window.
-    RateLimit,
-    /// Matching requests only on some local days and hours.
-    TimeWindow,
-    /// A USD cap per period.
-    Budget,
-    /// Allow and deny lists of tools.
-    ToolAccess,
-    /// The paths, hosts and secrets an agent may reach.
-    DataScope,
+/// Defines [`PolicyKind`], its file names and [`PolicyKind::ALL`] from one list, so a
+/// kind cannot be added without its name and its place in `ALL` (every list of kinds
+/// elsewhere — metrics labels, the policies route, `policy check` — is `ALL` or an
+/// exhaustive `match`).
+macro_rules! policy_kinds {
+    ($($(#[doc = $doc:literal])* $kind:ident => $name:literal,)+) => {
+        /// The kinds of policy.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum PolicyKind {
+            $($(#[doc = $doc])* $kind,)+
+        }
+
+        impl PolicyKind {
+            /// Every kind, in the order of the format's documentation.
+            pub const ALL: &'static [PolicyKind] = &[$(PolicyKind::$kind,)+];
+
+            /// The name used in files (`rate_limit`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(PolicyKind::$kind => $name,)+
+                }
+            }
+
+            /// The kind a file name (`rate_limit`) names, if any.
+            pub fn parse(name: &str) -> Option<PolicyKind> {
+                match name {
+                    $($name => Some(PolicyKind::$kind),)+
+                    _ => None,
+                }
+            }
+        }
+    };
 }
 
-impl PolicyKind {
-    /// The name used in files (`rate_limit`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyKind::ApprovalRequired => "approval_required",
-            PolicyKind::RateLimit => "rate_limit",
-            PolicyKind::TimeWindow => "time_window",
-            PolicyKind::Budget => "budget",
-            PolicyKind::ToolAccess => "tool_access",
-            PolicyKind::DataScope => "data_scope",
-        }
-    }
+policy_kinds! {
+    /// A matching tool call waits for a person's decision.
+    ApprovalRequired => "approval_required",
+    /// At most N matching requests per sliding window.
+    RateLimit => "rate_limit",
+    /// Matching requests only on some local days and hours.
+    TimeWindow => "time_window",
+    /// A USD cap per period.
+    Budget => "budget",
+    /// Allow and deny lists of tools.
+    ToolAccess => "tool_access",
+    /// The paths, hosts and secrets an agent may reach.
+    DataScope => "data_scope",
 }
 
 /// A policy's rule: what it demands of the requests its targets select.

@@ -67,11 +67,7 @@ pub fn violations(
             .ts
             .parse::<Timestamp>()
             .unwrap_or_else(|_| Timestamp::now());
-        let ctx = RequestContext {
-            at,
-            tool: Some(tool),
-            ..*ctx
-        };
+        let ctx = ctx.at(at).tool(tool.as_str());
         let violation = match rules::evaluate(set, &ctx) {
             Decision::Deny { policy, reason } => Some((
                 policy.to_owned(),

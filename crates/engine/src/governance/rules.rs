@@ -11,20 +11,65 @@ use agentplane_core::policy::{
     Budget, DataScope, Policy, PolicySet, RateLimit, Rule, TimeWindow, Timestamp,
 };
 
-/// The facts of one request that policies select on.
+/// The facts of one request that policies select on. Built by [`RequestContext::new`]
+/// and its setters only, so every caller (a turn, a tool call, an external agent's ask,
+/// a gateway call, a data scope) gives the same facts the same way.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestContext<'a> {
     /// The agent's name.
-    pub agent: &'a str,
+    pub(crate) agent: &'a str,
     /// The agent's tags.
-    pub tags: &'a [String],
+    pub(crate) tags: &'a [String],
     /// The tool being called; `None` for a turn-level check (policies that name tools
     /// do not apply then).
-    pub tool: Option<&'a str>,
+    pub(crate) tool: Option<&'a str>,
+    /// The tool call's arguments, when the request is a tool call whose arguments are
+    /// known (conditions on arguments select on them).
+    pub(crate) arguments: Option<&'a serde_json::Value>,
     /// The client's id.
-    pub client: &'a str,
+    pub(crate) client: &'a str,
     /// When the request happens.
-    pub at: Timestamp,
+    pub(crate) at: Timestamp,
+}
+
+impl<'a> RequestContext<'a> {
+    /// A turn-level request of `client` to `agent` (with its `tags`), now.
+    pub fn new(agent: &'a str, tags: &'a [String], client: &'a str) -> Self {
+        Self {
+            agent,
+            tags,
+            tool: None,
+            arguments: None,
+            client,
+            at: Timestamp::now(),
+        }
+    }
+
+    /// The same request as a call of `tool` (`None`: turn-level again).
+    pub fn tool(self, tool: impl Into<Option<&'a str>>) -> Self {
+        Self {
+            tool: tool.into(),
+            ..self
+        }
+    }
+
+    /// The same request with the tool call's arguments.
+    pub fn arguments(self, arguments: &'a serde_json::Value) -> Self {
+        Self {
+            arguments: Some(arguments),
+            ..self
+        }
+    }
+
+    /// The same request at another instant.
+    pub fn at(self, at: Timestamp) -> Self {
+        Self { at, ..self }
+    }
+
+    /// The tool call's arguments, if given.
+    pub fn call_arguments(&self) -> Option<&'a serde_json::Value> {
+        self.arguments
+    }
 }
 
 /// What policy says about a request.
@@ -226,13 +271,9 @@ mod tests {
     const NOON: &str = "2026-11-25T12:00:00Z"; // a Wednesday
 
     fn ctx<'a>(tags: &'a [String], tool: Option<&'a str>, at: &str) -> RequestContext<'a> {
-        RequestContext {
-            agent: "support",
-            tags,
-            tool,
-            client: "alice",
-            at: at.parse().expect("instant"),
-        }
+        RequestContext::new("support", tags, "alice")
+            .tool(tool)
+            .at(at.parse().expect("instant"))
     }
 
     fn decide<'p>(set: &'p PolicySet, tool: &str) -> Decision<'p> {

@@ -4,7 +4,6 @@
 //! `turn_completed{stop_reason:"error"}`), so every refusal is in the audit trail; the
 //! caller still gets the refusal as its answer.
 
-use agentplane_core::policy::Timestamp;
 use agentplane_core::{AgentSpec, EventPayload, StopReason, ThreadId, TurnId};
 
 use super::{Hub, HubError};
@@ -23,13 +22,7 @@ impl Hub {
         workspace: &str,
     ) -> Result<(), HubError> {
         let governance = &self.deps.governance;
-        let ctx = RequestContext {
-            agent: &agent.name,
-            tags: &agent.tags,
-            tool: None,
-            client,
-            at: Timestamp::now(),
-        };
+        let ctx = RequestContext::new(&agent.name, &agent.tags, client);
         match admission::admit(governance, self.deps.store.as_ref(), &ctx, 0).await {
             Ok(reservation) => {
                 governance.budgets.settle(reservation, 0).await;

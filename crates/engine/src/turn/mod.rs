@@ -666,13 +666,7 @@ impl ActiveTurn<'_> {
         request: &'r TurnRequest,
         tool: Option<&'r str>,
     ) -> RequestContext<'r> {
-        RequestContext {
-            agent: &request.agent.name,
-            tags: &request.agent.tags,
-            tool,
-            client: &request.client,
-            at: Timestamp::now(),
-        }
+        RequestContext::new(&request.agent.name, &request.agent.tags, &request.client).tool(tool)
     }
 
     /// The post-turn audit (`governance::audit`): each mismatch between what the turn

@@ -164,7 +164,7 @@ impl ActiveTurn<'_> {
         }
         let governance = &self.deps.governance;
         let policies = governance.policies.current();
-        let policy_ctx = self.policy_ctx(request, Some(&call.name));
+        let policy_ctx = self.policy_ctx(request, Some(&call.name)).arguments(&args);
         let mut gate = rules::gate(&policies, &policy_ctx);
         let governed_as = agentplane_core::governed_as(&call.name);
         if let Some(alias) = governed_as {

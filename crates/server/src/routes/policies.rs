@@ -170,3 +170,16 @@ pub(crate) async fn list(
         reload_error: reload_error(&status),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_policy_kind_is_listed_under_its_file_name() {
+        for kind in PolicyKind::ALL {
+            let listed = serde_json::to_value(PolicyType::from(*kind)).expect("serializes");
+            assert_eq!(listed, kind.as_str());
+        }
+    }
+}
