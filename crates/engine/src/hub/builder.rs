@@ -11,6 +11,7 @@ use agentplane_core::AgentSpec;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::identity::Credentials;
 use super::live::Live;
 use super::versions::VersionSettings;
 use super::workspaces::WorkspaceRoots;
@@ -110,10 +111,7 @@ impl HubBuilder {
             versions: self.versions,
             external: self.external,
             replicas: self.replicas,
-            keys: self.keys,
-            keys_seen: AtomicBool::new(false),
-            no_keys_at: std::sync::Mutex::new(None),
-            tokens: self.tokens,
+            credentials: Credentials::new(self.keys, self.tokens),
             workspace_roots: self.workspace_roots,
         })
     }

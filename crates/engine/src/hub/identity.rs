@@ -7,8 +7,8 @@
 //! holds at once on every replica sharing the database. Whether keys are required is
 //! cached for good once true (keys are never deleted), and "not yet" for a second.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentplane_core::identity::{KeySecret, check_client_id, key_digest, looks_like_key};
@@ -17,7 +17,7 @@ use agentplane_core::{KeyId, RoleSet};
 
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller, Principal};
-use crate::ports::{KeyRecord, KeyStore, NewKey};
+use crate::ports::{KeyRecord, KeyStore, NewKey, TokenVerifier};
 
 /// How long "no key exists" is believed before the store is asked again (a key
 /// created through another replica is required after at most this long).
@@ -36,6 +36,33 @@ pub struct CreateKey {
     /// Seconds until it expires; `None`: never.
     pub expires_in_secs: Option<u64>,
     pub description: Option<String>,
+}
+
+/// How callers prove who they are: the key store, whether keys are required (cached:
+/// for good once true, "not yet" for [`NO_KEYS_TTL`]), the OIDC token verifier.
+pub(super) struct Credentials {
+    /// API keys; none in a hub built for tests.
+    keys: Option<Arc<dyn KeyStore>>,
+    /// Set once a key is known to exist: keys are never deleted, so it stays set.
+    keys_seen: AtomicBool,
+    /// When the store last said no key exists.
+    no_keys_at: Mutex<Option<Instant>>,
+    /// Verifies OIDC bearer tokens, when `[auth.oidc]` is configured.
+    tokens: Option<Arc<dyn TokenVerifier>>,
+}
+
+impl Credentials {
+    pub(super) fn new(
+        keys: Option<Arc<dyn KeyStore>>,
+        tokens: Option<Arc<dyn TokenVerifier>>,
+    ) -> Self {
+        Self {
+            keys,
+            keys_seen: AtomicBool::new(false),
+            no_keys_at: Mutex::new(None),
+            tokens,
+        }
+    }
 }
 
 impl Hub {
@@ -72,7 +99,7 @@ impl Hub {
 
     /// Whether OIDC bearer tokens are accepted.
     pub fn verifies_tokens(&self) -> bool {
-        self.tokens.as_ref().is_some()
+        self.credentials.tokens.as_ref().is_some()
     }
 
     /// The caller a bearer token from the identity provider proves, acting as
@@ -84,6 +111,7 @@ impl Hub {
         claimed: Option<&str>,
     ) -> Result<Caller, HubError> {
         let verifier = self
+            .credentials
             .tokens
             .as_ref()
             .ok_or_else(|| HubError::Unauthorized("bearer tokens are not accepted".into()))?;
@@ -109,22 +137,28 @@ impl Hub {
     /// Whether callers must present a credential: once any key was created in the
     /// store, or when OIDC tokens are accepted.
     pub async fn keys_required(&self) -> Result<bool, HubError> {
-        if self.keys_seen.load(Ordering::Relaxed) || self.verifies_tokens() {
+        if self.credentials.keys_seen.load(Ordering::Relaxed) || self.verifies_tokens() {
             return Ok(true);
         }
-        let Some(store) = self.keys.as_ref() else {
+        let Some(store) = self.credentials.keys.as_ref() else {
             return Ok(false);
         };
         // "None yet" is believed for a second, so an open server does not read the
         // store on every request; a key created through this hub counts at once.
         let fresh = |at: &Option<Instant>| at.is_some_and(|at| at.elapsed() < NO_KEYS_TTL);
-        if self.no_keys_at.lock().map(|at| fresh(&at)).unwrap_or(false) {
+        if self
+            .credentials
+            .no_keys_at
+            .lock()
+            .map(|at| fresh(&at))
+            .unwrap_or(false)
+        {
             return Ok(false);
         }
         let any = store.any_keys().await?;
         if any {
-            self.keys_seen.store(true, Ordering::Relaxed);
-        } else if let Ok(mut at) = self.no_keys_at.lock() {
+            self.credentials.keys_seen.store(true, Ordering::Relaxed);
+        } else if let Ok(mut at) = self.credentials.no_keys_at.lock() {
             *at = Some(Instant::now());
         }
         Ok(any)
@@ -139,7 +173,7 @@ impl Hub {
         claimed: Option<&str>,
     ) -> Result<Caller, HubError> {
         let invalid = || HubError::Unauthorized("the API key is not valid".into());
-        let store = self.keys.as_ref().ok_or_else(invalid)?;
+        let store = self.credentials.keys.as_ref().ok_or_else(invalid)?;
         if !looks_like_key(secret) {
             return Err(invalid());
         }
@@ -253,7 +287,7 @@ impl Hub {
                 created_by: caller.client().to_owned(),
             })
             .await?;
-        self.keys_seen.store(true, Ordering::Relaxed);
+        self.credentials.keys_seen.store(true, Ordering::Relaxed);
         tracing::info!(key = %record.id, client = %record.client, roles = ?record.roles, "API key created");
         Ok((record, secret))
     }
@@ -280,7 +314,8 @@ impl Hub {
     }
 
     fn key_store(&self) -> Result<&Arc<dyn KeyStore>, HubError> {
-        self.keys
+        self.credentials
+            .keys
             .as_ref()
             .ok_or_else(|| HubError::InvalidArgument("this hub keeps no API keys".into()))
     }

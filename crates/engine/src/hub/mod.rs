@@ -18,6 +18,7 @@ mod identity;
 mod live;
 mod plan;
 mod replicas;
+mod shadows;
 mod stream;
 mod threads;
 mod turns;
@@ -27,8 +28,8 @@ mod workspaces;
 use crate::identity::{Access, AsCaller};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentplane_core::{
@@ -151,14 +152,8 @@ pub struct Hub {
     external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
     /// The database shared with other replicas, through which cancels reach them.
     replicas: Option<Arc<dyn crate::ports::ReplicaStore>>,
-    /// API keys (`identity.rs`); none in a hub built for tests.
-    keys: Option<Arc<dyn crate::ports::KeyStore>>,
-    /// Set once a key is known to exist: keys are never deleted, so it stays set.
-    keys_seen: AtomicBool,
-    /// When the store last said no key exists (`identity.rs`).
-    no_keys_at: Mutex<Option<std::time::Instant>>,
-    /// Verifies OIDC bearer tokens, when `[auth.oidc]` is configured.
-    tokens: Option<Arc<dyn crate::ports::TokenVerifier>>,
+    /// How callers prove who they are: API keys, OIDC tokens (`identity.rs`).
+    credentials: identity::Credentials,
     /// Where outside callers' workspaces may be (`workspaces.rs`); `None`: unconfined.
     workspace_roots: Option<WorkspaceRoots>,
 }

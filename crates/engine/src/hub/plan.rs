@@ -13,7 +13,7 @@ use std::sync::Arc;
 use agentplane_core::{ChatMessage, ThreadId, ToolCallMode};
 use tokio_util::sync::CancellationToken;
 
-use super::versions::ShadowCopy;
+use super::shadows::ShadowCopy;
 use super::{Hub, HubError, MAX_INPUT_CHARS};
 use crate::context::{self, PastTurn};
 use crate::external_turn::run_external_turn;

@@ -1,6 +1,6 @@
 //! Agent versions as a service (ADR 0016): the catalogue of an agent's versions (its
 //! configured baseline plus stored ones), promotion, traffic splits and their rollback,
-//! the shadow version, the version a thread runs, and shadow runs.
+//! the shadow version and the version a thread runs. Shadow runs are `shadows.rs`'s.
 //!
 //! What lives here: the rules (semver must increase, drafts are the only editable
 //! versions, traffic goes to production versions only, who may change versions) and
@@ -18,10 +18,9 @@ use agentplane_core::{AgentSpec, SpecPatch, Stage, ThreadId, TrafficSplit, Versi
 
 use super::{Hub, HubError};
 use crate::ports::{
-    NewThread, NewTraffic, NewVersion, ThreadRecord, TrafficRecord, VersionRecord, VersionStore,
+    NewTraffic, NewVersion, ThreadRecord, TrafficRecord, VersionRecord, VersionStore,
 };
 use crate::schema::Schema;
-use crate::turn::{NoObserver, TurnRequest, begin_turn, run_turn};
 
 /// Longest system prompt a version may have, in characters.
 const MAX_PROMPT_CHARS: usize = 65_536;
@@ -87,18 +86,10 @@ pub struct CreateVersion {
     pub spec: SpecPatch,
 }
 
-/// A production turn to copy to the agent's shadow version, taken when it began.
-pub(super) struct ShadowCopy {
-    pub(super) thread: ThreadRecord,
-    /// The version the production turn ran.
-    pub(super) version: String,
-    pub(super) input: String,
-}
-
 /// Everything known about one agent's versions at one moment.
-struct Catalog {
+pub(super) struct Catalog {
     agent: String,
-    baseline: AgentSpec,
+    pub(super) baseline: AgentSpec,
     baseline_version: String,
     stored: Vec<VersionRecord>,
     history: Vec<TrafficRecord>,
@@ -107,7 +98,7 @@ struct Catalog {
 
 impl Catalog {
     /// A version's stage and spec; a stored version shadows a baseline of the same number.
-    fn find(&self, version: &str) -> Option<(Stage, VersionSpec)> {
+    pub(super) fn find(&self, version: &str) -> Option<(Stage, VersionSpec)> {
         if let Some(record) = self.stored.iter().find(|v| v.version == version) {
             return Some((record.stage, record.spec.clone()));
         }
@@ -120,7 +111,7 @@ impl Catalog {
         self.stack.last().unwrap_or(&self.stack[0])
     }
 
-    fn shadow(&self) -> Option<&VersionRecord> {
+    pub(super) fn shadow(&self) -> Option<&VersionRecord> {
         self.stored.iter().find(|v| v.shadow)
     }
 
@@ -191,7 +182,7 @@ impl Hub {
             .unwrap_or_else(|| DEFAULT_VERSION.to_owned())
     }
 
-    fn version_store(&self) -> Result<&Arc<dyn VersionStore>, HubError> {
+    pub(super) fn version_store(&self) -> Result<&Arc<dyn VersionStore>, HubError> {
         self.versions.store.as_ref().ok_or_else(|| {
             HubError::Conflict("agent versions need a store; this hub has none".to_owned())
         })
@@ -207,7 +198,7 @@ impl Hub {
         }
     }
 
-    async fn catalog(&self, agent: &str) -> Result<Catalog, HubError> {
+    pub(super) async fn catalog(&self, agent: &str) -> Result<Catalog, HubError> {
         let baseline = self
             .agents
             .get(agent)
@@ -608,125 +599,6 @@ impl Hub {
             ))
         })?;
         Ok((spec.apply_to(&catalog.baseline), version))
-    }
-
-    /// Starts the agent's shadow version on a copy of a production turn that has just
-    /// ended, in the background, when there is a shadow. Called after the production
-    /// turn, so the shadow never competes with it for the model (a local model serves
-    /// one request at a time) and never delays its result. Never fails and never waits:
-    /// whatever happens to the shadow run is logged and recorded on its hidden thread.
-    pub(super) fn shadow_turn(self: &Arc<Self>, copy: Option<ShadowCopy>) {
-        let Some(copy) = copy else {
-            return;
-        };
-        if self.versions.store.is_none() {
-            return;
-        }
-        let hub = self.clone();
-        self.tasks.spawn(async move {
-            if let Err(e) = hub
-                .run_shadow(&copy.thread, &copy.version, copy.input)
-                .await
-            {
-                tracing::warn!(thread = %copy.thread.id, error = %e, "shadow run skipped");
-            }
-        });
-    }
-
-    async fn run_shadow(
-        self: &Arc<Self>,
-        original: &ThreadRecord,
-        running: &str,
-        input: String,
-    ) -> Result<(), HubError> {
-        let catalog = self.catalog(&original.agent).await?;
-        let Some(shadow) = catalog.shadow() else {
-            return Ok(());
-        };
-        // Only production traffic is copied, and a version is not its own shadow.
-        let running_stage = catalog.find(running).map(|(stage, _)| stage);
-        if shadow.version == running || running_stage != Some(Stage::Production) {
-            return Ok(());
-        }
-        self.accepting()?;
-        let store = self.version_store()?;
-        let existing = store
-            .shadow_threads(&original.id)
-            .await?
-            .into_iter()
-            .find(|t| t.agent_version.as_deref() == Some(shadow.version.as_str()));
-        let thread = match existing {
-            Some(thread) => thread,
-            None => {
-                store
-                    .create_shadow_thread(
-                        NewThread {
-                            id: ThreadId::new(),
-                            client_id: original.client_id.clone(),
-                            agent: original.agent.clone(),
-                            cwd: original.cwd.clone(),
-                            title: Some(format!("shadow {} of {}", shadow.version, original.id)),
-                        },
-                        &original.id,
-                        &shadow.version,
-                    )
-                    .await?
-            }
-        };
-        let agent = shadow.spec.apply_to(&catalog.baseline);
-        let past = self.past_turns(&thread.id).await?;
-        let context = crate::context::build(
-            thread.summary.as_deref(),
-            &past,
-            &input,
-            self.config.context,
-        );
-        // Routed as the production turn would be: the same estimate from the same text.
-        let mut messages = context.history.clone();
-        messages.push(agentplane_core::ChatMessage::user(context.input.clone()));
-        let size = crate::models::TaskSize::estimate(&messages);
-        let model = self.resolve_model(&agent, size).await?;
-        let workspace = self.workspace_for_copy(&thread.cwd)?;
-        // A previous shadow run still going: this copy is skipped (`Conflict`).
-        let begun = begin_turn(&self.deps, &thread.id, &input, false).await?;
-        let request = TurnRequest {
-            ensembles: self
-                .toolbox
-                .ensembles(&agent, &thread.id, &thread.client_id),
-            agent,
-            client: thread.client_id.clone(),
-            model,
-            input: context.input,
-            history: context.history,
-            // Nobody answers a shadow's questions; such calls are not executed anyway.
-            permissions: None,
-            workspace,
-            size: Some(size),
-            agent_version: Some(shadow.version.clone()),
-            shadow_of: Some(original.id.clone()),
-            native_tools: None,
-        };
-        let turn = begun.turn().clone();
-        let cancel = self.register(&begun, &thread.client_id);
-        let outcome = run_turn(&self.deps, begun, request, &NoObserver, cancel).await;
-        self.unregister(&turn);
-        outcome?;
-        Ok(())
-    }
-
-    /// The hidden shadow threads of one of the client's threads.
-    pub async fn shadow_threads(
-        &self,
-        caller: &(impl AsCaller + ?Sized),
-        thread: &ThreadId,
-    ) -> Result<Vec<ThreadRecord>, HubError> {
-        let caller = self.require(caller, Access::Read, "reading shadow threads")?;
-        let client = caller.client();
-        self.thread(client, thread).await?;
-        match &self.versions.store {
-            Some(store) => Ok(store.shadow_threads(thread).await?),
-            None => Ok(Vec::new()),
-        }
     }
 }
 
