@@ -125,7 +125,8 @@ impl AsCaller for String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     /// List what is configured for everyone: agents, their versions, policies. Every
-    /// access role grants it.
+    /// proven caller may, whatever its roles (an OIDC token whose roles are all beyond
+    /// the four access roles included).
     List,
     /// Read the caller's own threads, history, costs, executions, agents, policies.
     Read,
@@ -161,7 +162,7 @@ impl Access {
 
     /// Whether `roles` grant it.
     pub fn allowed(self, roles: &RoleSet) -> bool {
-        self.granted_by().iter().any(|r| roles.has(*r))
+        self == Self::List || self.granted_by().iter().any(|r| roles.has(*r))
     }
 }
 
@@ -185,8 +186,10 @@ mod tests {
         assert!(Access::Approve.allowed(&approver) && !Access::Read.allowed(&approver));
         assert!(!Access::Operate.allowed(&approver));
         assert!(Access::List.allowed(&approver) && Access::List.allowed(&viewer));
+        // Listing needs no access role at all (an OIDC token with only `security`).
+        assert!(Access::List.allowed(&roles(&["security"])));
+        assert!(Access::List.allowed(&RoleSet::default()));
         for access in [
-            Access::List,
             Access::Read,
             Access::Operate,
             Access::Approve,
