@@ -8,6 +8,7 @@
 pub mod attacks;
 pub mod crash;
 pub mod faults;
+pub mod mcp;
 pub mod postgres;
 
 use std::path::PathBuf;

@@ -20,6 +20,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use agentplane_suites::mcp::{mcp_request, mcp_session};
 use agentplane_suites::{Sandbox, Served, SseReader, command, sandbox, start};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use reqwest::Method;
@@ -131,62 +132,6 @@ async fn send(request: reqwest::RequestBuilder) -> (u16, String) {
         return (status, String::from("(an event stream)"));
     }
     (status, response.text().await.unwrap_or_default())
-}
-
-/// Opens an MCP session with `key`; its id.
-async fn mcp_session(served: &Served, key: &str) -> String {
-    let response = call(served, Method::POST, "/mcp", key)
-        .json(&json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "roles", "version": "1"}}
-        }))
-        .send()
-        .await
-        .expect("initialize");
-    assert_eq!(response.status(), 200, "MCP initialize");
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_owned();
-    let _ = response.bytes().await;
-    let response = call(served, Method::POST, "/mcp", key)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .expect("initialized");
-    assert!(response.status().is_success(), "{}", response.status());
-    session
-}
-
-/// One JSON-RPC request in an MCP session: the message answering it.
-async fn mcp_request(
-    served: &Served,
-    key: &str,
-    session: &str,
-    method: &str,
-    params: Value,
-) -> Value {
-    // The answer comes as JSON or as one event of a stream that ends after it.
-    let response = call(served, Method::POST, "/mcp", key)
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
-        .send()
-        .await
-        .expect("MCP request");
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    assert_eq!(status, 200, "MCP {method}: {text}");
-    std::iter::once(text.as_str())
-        .chain(text.lines().filter_map(|l| l.strip_prefix("data:")))
-        .filter_map(|candidate| serde_json::from_str::<Value>(candidate.trim()).ok())
-        .find(|message| message["id"] == 7)
-        .unwrap_or_else(|| panic!("no answer to MCP {method}: {text}"))
 }
 
 /// Whether an MCP answer is a refusal naming a role: a `FORBIDDEN` tool result
@@ -393,11 +338,11 @@ async fn every_route_answers_each_role_as_the_role_table_says() {
             if row.path.starts_with("/mcp ") {
                 let session = mcp_session(&served, key).await;
                 let answer = if row.path.ends_with("tools/list") {
-                    mcp_request(&served, key, &session, "tools/list", json!({})).await
+                    mcp_request(&served, key, &session, 7, "tools/list", json!({})).await
                 } else {
                     let arguments = json!({"task": "say hi", "workspace": sb.workspace});
                     let params = json!({"name": "chat", "arguments": arguments});
-                    mcp_request(&served, key, &session, "tools/call", params).await
+                    mcp_request(&served, key, &session, 7, "tools/call", params).await
                 };
                 let refused = mcp_refused(&answer);
                 if refused == allowed {

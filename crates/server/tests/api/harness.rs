@@ -179,7 +179,7 @@ impl Setup {
                 allow_public: false,
                 shutdown_grace: self.shutdown_grace,
                 heartbeat: self.heartbeat,
-                metrics: Some(runtime.metrics().clone()),
+                metrics: None,
                 executions: Some(runtime.executions().clone()),
                 stop: None,
                 connections: agentplane_server::ConnectionLimits::default(),

@@ -21,7 +21,6 @@ mod openapi;
 mod permissions;
 mod policies;
 mod providers;
-mod roles;
 mod shutdown;
 mod threads;
 mod turns;

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use agentplane_suites::attacks::{Tally, assert_envelope, probe, script};
+use agentplane_suites::mcp::{mcp_request, mcp_session};
 use agentplane_suites::{CLIENT, EVENT_BUDGET, create_thread, sandbox, start};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use reqwest::Method;
@@ -433,61 +434,6 @@ async fn authorization_comes_before_validation() {
         "{stored}"
     );
     tally.report("gaps-authorization-order");
-}
-
-/// Opens an MCP session on `/mcp` with `key`; returns its id.
-async fn mcp_session(served: &agentplane_suites::Served, key: &str) -> String {
-    let response = call(served, Method::POST, "/mcp", Some(key), None)
-        .json(&json!({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "gaps", "version": "1"}}
-        }))
-        .send()
-        .await
-        .expect("initialize");
-    assert_eq!(response.status(), 200);
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_owned();
-    let _ = response.bytes().await;
-    let response = call(served, Method::POST, "/mcp", Some(key), None)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .expect("initialized");
-    assert!(response.status().is_success(), "{}", response.status());
-    session
-}
-
-/// One JSON-RPC request in an MCP session; the response with its id (sent as JSON or
-/// as an event of an SSE stream).
-async fn mcp_request(
-    served: &agentplane_suites::Served,
-    key: &str,
-    session: &str,
-    id: usize,
-    method: &str,
-    params: Value,
-) -> Value {
-    let (status, text) = send(
-        call(served, Method::POST, "/mcp", Some(key), None)
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})),
-    )
-    .await;
-    assert_eq!(status, 200, "{text}");
-    std::iter::once(text.as_str())
-        .chain(text.lines().filter_map(|l| l.strip_prefix("data:")))
-        .filter_map(|candidate| serde_json::from_str::<Value>(candidate.trim()).ok())
-        .find(|message| message["id"] == id)
-        .unwrap_or_else(|| panic!("no response {id}: {text}"))
 }
 
 /// `/mcp` validates `Origin` (the MCP transport requires it): absent or loopback is
