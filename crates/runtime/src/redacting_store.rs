@@ -58,7 +58,11 @@ impl RedactingStore {
     /// that could begin a secret (held for the next piece: `secret::HeldBack`).
     fn streamed_piece(&self, turn: &TurnId, text: &str) -> String {
         let mut held = self.held();
-        let stream = held.entry(turn.clone()).or_default();
+        // The turn's id is cloned only for its first piece, not for every delta.
+        let stream = match held.get_mut(turn) {
+            Some(stream) => stream,
+            None => held.entry(turn.clone()).or_default(),
+        };
         stream.push(&self.redactor, text).unwrap_or_default()
     }
 
