@@ -421,3 +421,114 @@ fn acp_session(child: &mut std::process::Child, workspace: &std::path::Path) -> 
     drop(stdin);
     lines
 }
+
+/// Every file under `dir` (the database, its WAL, the log) that holds a secret.
+fn files_holding_a_secret(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                let hit = [SECRET, LLM_KEY]
+                    .iter()
+                    .any(|v| bytes.windows(v.len()).any(|w| w == v.as_bytes()));
+                if hit {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The hold-back under load, from the interface: many streamed gateway calls and
+/// turns at once, the secret cut into pieces of every size from 1 to 8 bytes, half the
+/// clients vanishing after their first bytes, then the server killed and started again
+/// on the same files. No answer carries a value, and nothing written to disk holds one
+/// (the database and its WAL included, so a delta held back when its client left was
+/// redacted before it was stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_streams_cut_anywhere_and_vanishing_clients_leak_no_secret() {
+    let steps = (1..=8)
+        .map(|pieces| Step::text(echo().repeat(4)).with_split(pieces * 7))
+        .collect();
+    let model = ScriptedServer::start(Scenario::new(steps).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(CONFIG);
+    let env = [
+        (SECRET_VAR, SECRET),
+        ("AGENTPLANE_LLM_API_KEY", LLM_KEY),
+        ("AGENTPLANE_SECRET_HOOK", "whsec-test-0123456789"),
+    ];
+    let mut served = start_with_env(&sb, &model.base_url(), &[], &env).await;
+    let mut threads = Vec::new();
+    for i in 0..4 {
+        threads.push(create_thread(&served, &sb, "chat", &format!("t{i}")).await);
+    }
+
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let request = api(&served, Method::POST, "/openai/v1/chat/completions").json(&json!({
+            "model": "scripted-model",
+            "stream": true,
+            "messages": [{"role": "user", "content": "say it"}],
+        }));
+        tasks.push(tokio::spawn(async move {
+            let mut response = request.send().await.expect("gateway");
+            let mut seen = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                // Half the clients leave after their first bytes.
+                if i % 2 == 1 {
+                    break;
+                }
+            }
+            seen
+        }));
+    }
+    for (i, thread) in threads.iter().enumerate() {
+        let request = api(
+            &served,
+            Method::POST,
+            &format!("/v1/threads/{thread}/turns"),
+        )
+        .json(&json!({"input": "say it"}));
+        tasks.push(tokio::spawn(async move {
+            let mut response = request.send().await.expect("turn");
+            let mut seen = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if i % 2 == 1 || seen.contains("turn_completed") {
+                    break;
+                }
+            }
+            seen
+        }));
+    }
+    let mut answered = 0;
+    for task in tasks {
+        let seen = task.await.expect("client task");
+        assert_clean("a concurrent stream", &seen);
+        answered += usize::from(!seen.is_empty());
+    }
+    assert_eq!(answered, 20, "every client got an answer");
+    // The clients that left: their turns and calls end on their own; give them the
+    // time a slow machine needs, then kill the server mid-whatever and start again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    served.kill_9();
+    let served = start_with_env(&sb, &model.base_url(), &[], &env).await;
+    for thread in &threads {
+        let history = history(&served, thread).await.to_string();
+        assert_clean("history after a restart", &history);
+    }
+    drop(served);
+    let leaked = files_holding_a_secret(&sb.root);
+    assert!(leaked.is_empty(), "files holding a secret: {leaked:?}");
+}
