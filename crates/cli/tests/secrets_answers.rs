@@ -455,8 +455,10 @@ fn files_holding_a_secret(dir: &std::path::Path) -> Vec<String> {
 /// redacted before it was stored).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_streams_cut_anywhere_and_vanishing_clients_leak_no_secret() {
+    // Pieces of 1 to 8 bytes: every cut of every value happens somewhere.
+    let text = echo().repeat(4);
     let steps = (1..=8)
-        .map(|pieces| Step::text(echo().repeat(4)).with_split(pieces * 7))
+        .map(|bytes| Step::text(text.clone()).with_split(text.len().div_ceil(bytes)))
         .collect();
     let model = ScriptedServer::start(Scenario::new(steps).repeating(true))
         .await
