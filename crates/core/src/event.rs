@@ -144,6 +144,20 @@ pub struct FileChange {
     pub sha256: Option<String>,
 }
 
+/// Why policy decided a request as it did, recorded with the decision: the policy
+/// set's version, the verdict (`allow`, `deny`, `approval`), the deciding policy, every
+/// policy that matched and the reason in words. Never holds an argument's value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyExplanation {
+    /// The set's content hash (`sha256:` and 16 hex digits).
+    pub policy_set: String,
+    pub decision: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    pub matched: Vec<String>,
+    pub reason: String,
+}
+
 /// What happened. Serialized with its `kind` beside the event's other fields, so a
 /// runlog line reads `{"thread_id":…,"seq":3,"ts":…,"kind":"tool_call_planned",…}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -259,6 +273,10 @@ pub enum EventPayload {
         policy: String,
         approvers: Vec<String>,
         expires_at: String,
+        /// Why policy asked for approval; the resumed call is decided again against
+        /// the set then in force (its hash is compared with this one's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<PolicyExplanation>,
     },
     /// The decision; for `edited`, the arguments that will run (`null` under "hash").
     ApprovalDecided {
@@ -297,6 +315,24 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
         detail: String,
+        /// Why, as the policies decided it (absent for rate limits and budgets, which
+        /// count rather than decide, and in logs written before explanations).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        explanation: Option<PolicyExplanation>,
+    },
+    /// An audit-mode policy selected a request: what it would have decided (never
+    /// carried out).
+    PolicyAudited {
+        policy: String,
+        policy_type: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// `allow`, `deny` or `approval`.
+        would: String,
+        reason: String,
+        policy_set: String,
     },
     /// A model call failed upstream on provider `from` and goes on with `to`. Text
     /// streamed before this event came from the failed attempt; the deltas after it
@@ -352,6 +388,7 @@ impl EventPayload {
             Self::ApprovalDecided { .. } => "approval_decided",
             Self::PolicyViolation { .. } => "policy_violation",
             Self::PolicyDenied { .. } => "policy_denied",
+            Self::PolicyAudited { .. } => "policy_audited",
             Self::ProviderFailover { .. } => "provider_failover",
             Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",

@@ -578,11 +578,14 @@ impl ExternalTurn<'_> {
             self.late_arguments(&ask.call_id, input).await?;
         }
         let policies = self.deps.governance.policies.current();
-        let gate = rules::gate(&policies, &self.policy_ctx(&ask.tool));
+        let gate = rules::gate(
+            &policies,
+            &self.policy_ctx(&ask.tool).arguments(&ask.arguments),
+        );
         let what = format!("`{}`", ask.tool);
-        let refusal = match gate.decision {
-            Decision::Deny { policy, reason } => Some(Refusal::denied(&policies, policy, &reason)),
-            _ => match self
+        let refusal = match Refusal::denied(&policies, &gate, Some(&ask.tool)) {
+            Some(refusal) => Some(refusal),
+            None => match self
                 .deps
                 .governance
                 .limiter
@@ -647,10 +650,14 @@ impl ExternalTurn<'_> {
         cancel: &CancellationToken,
     ) -> Result<Result<(), String>, StoreError> {
         let policies = self.deps.governance.policies.current();
-        let gate = rules::gate(&policies, &self.policy_ctx(&use_.tool));
+        let gate = rules::gate(
+            &policies,
+            &self.policy_ctx(&use_.tool).arguments(&use_.arguments),
+        );
         match gate.decision {
-            Decision::Deny { policy, reason } => {
-                let refusal = Refusal::denied(&policies, policy, &reason);
+            Decision::Deny { .. } => {
+                let refusal = Refusal::denied(&policies, &gate, Some(&use_.tool))
+                    .expect("a deny decision makes a refusal");
                 let what = format!("`{}`", use_.tool);
                 self.record(refusal.event(&what, Some(&use_.tool), None))
                     .await?;

@@ -457,6 +457,8 @@ pub enum EventKind {
     PolicyViolation,
     /// A policy refused a turn or a tool call before it happened.
     PolicyDenied,
+    /// What an audit-mode policy would have decided of a request (never enforced).
+    PolicyAudited,
     ProviderFailover,
     /// An external (ACP) agent's plan.
     Plan,
@@ -569,6 +571,7 @@ mod event_kind_tests {
             EventPayload::ApprovalDecided { .. } => EventKind::ApprovalDecided,
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
             EventPayload::PolicyDenied { .. } => EventKind::PolicyDenied,
+            EventPayload::PolicyAudited { .. } => EventKind::PolicyAudited,
             EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
             EventPayload::Plan { .. } => EventKind::Plan,
             EventPayload::Error { .. } => EventKind::Error,

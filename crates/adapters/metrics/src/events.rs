@@ -15,7 +15,7 @@ use agentplane_engine::ports::{CallOutcome, ExecutionStatus, ModelCallRecord, Te
 use crate::labels::OTHER;
 use crate::{
     AgentLabel, AgentProviderLabels, AgentStatusLabels, MAX_TIMED_TURNS, Metrics,
-    PolicyAgentKindLabels, PolicyAgentLabels, ToolLabel, ToolStatusLabels,
+    PolicyAgentKindLabels, PolicyAgentLabels, PolicyWouldLabels, ToolLabel, ToolStatusLabels,
 };
 
 impl TelemetrySink for Metrics {
@@ -63,6 +63,19 @@ impl TelemetrySink for Metrics {
                 policy_type,
                 ..
             } => self.count_denial(policy, agent, policy_type),
+            EventPayload::PolicyAudited { policy, would, .. } => {
+                let would = match would.as_str() {
+                    "allow" | "deny" | "approval" => would.clone(),
+                    _ => "other".to_owned(),
+                };
+                self.audited
+                    .get_or_create(&PolicyWouldLabels {
+                        policy: self.policies.admit(policy),
+                        agent: self.agents.admit(agent),
+                        would,
+                    })
+                    .inc();
+            }
             EventPayload::ApprovalRequested { .. } => {
                 self.approval_queue.inc();
             }

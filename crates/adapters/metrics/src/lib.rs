@@ -96,6 +96,13 @@ struct PolicyAgentLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct PolicyWouldLabels {
+    policy: String,
+    agent: String,
+    would: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PolicyAgentKindLabels {
     policy: String,
     agent: String,
@@ -149,6 +156,7 @@ pub struct Metrics {
     execution_seconds: Family<AgentLabel, Histogram, Buckets>,
     cost_usd: Family<AgentProviderLabels, Counter<f64, AtomicU64>>,
     violations: Family<PolicyAgentLabels, Counter>,
+    audited: Family<PolicyWouldLabels, Counter>,
     denials: Family<PolicyAgentKindLabels, Counter>,
     approval_queue: Gauge,
     tool_calls: Family<ToolStatusLabels, Counter>,
@@ -216,6 +224,13 @@ impl Metrics {
             "policy_violations",
             "Policy violations found by the post-turn audit, by policy and agent",
             Listed(violations.clone()),
+        );
+        let audited = Family::default();
+        registry.register(
+            "policy_audited",
+            "What audit-mode policies would have decided (policy_audited events), by policy, \
+             agent and would-be decision (allow, deny, approval); never enforced",
+            Listed(audited.clone()),
         );
         let denials = Family::default();
         registry.register(
@@ -293,6 +308,7 @@ impl Metrics {
             execution_seconds,
             cost_usd,
             violations,
+            audited,
             denials,
             approval_queue,
             tool_calls,

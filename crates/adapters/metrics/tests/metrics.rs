@@ -95,6 +95,7 @@ fn approval_requested(turn: &TurnId) -> Event {
             policy: "shell-needs-review".into(),
             approvers: vec![],
             expires_at: "2026-11-24T10:00:00Z".into(),
+            explanation: None,
         },
     )
 }
@@ -326,6 +327,7 @@ fn policy_denials_count_by_policy_agent_and_kind() {
                     tool: Some("run_command".into()),
                     call_id: Some("c1".into()),
                     detail: "refused".into(),
+                    explanation: None,
                 },
             ),
         );
@@ -374,6 +376,7 @@ fn every_policy_kind_is_a_label_of_its_own() {
                     tool: None,
                     call_id: None,
                     detail: "refused".into(),
+                    explanation: None,
                 },
             ),
         );

@@ -24,6 +24,7 @@ fn new_approval(thread: &agentplane_core::ThreadId, turn: &agentplane_core::Turn
         policy: "email-review".into(),
         approvers: vec!["manager@co.com".into()],
         expires_at: "2099-01-01T00:00:00Z".into(),
+        explanation: None,
         snapshot: json!({"step": 1, "messages": ["…"]}),
     }
 }

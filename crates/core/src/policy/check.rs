@@ -11,7 +11,7 @@
 use serde::Deserialize;
 use yaml_serde::{Mapping, Value};
 
-use super::{MAX_ERRORS, PolicyKind, PolicyName, RawRules, Targets};
+use super::{Condition, MAX_ERRORS, Mode, PolicyKind, PolicyName, RawRules, Targets};
 use super::{Policy, Rule};
 
 /// One step of a path into a document: a mapping key or a sequence index.
@@ -32,7 +32,15 @@ pub(crate) struct Found {
 }
 
 /// The top-level fields of every policy.
-const POLICY_FIELDS: [&str; 5] = ["name", "type", "description", "targets", "rules"];
+const POLICY_FIELDS: [&str; 7] = [
+    "name",
+    "type",
+    "description",
+    "targets",
+    "when",
+    "mode",
+    "rules",
+];
 
 /// The rule fields each policy type has, in the order the docs list them.
 pub(crate) fn rule_fields(kind: PolicyKind) -> &'static [&'static str] {
@@ -131,6 +139,9 @@ fn policy(map: Mapping, base: &[Seg]) -> Result<Policy, Vec<Found>> {
     let mut kind = None;
     let mut description = None;
     let mut targets: Option<(Vec<Seg>, Value)> = None;
+    let mut when = None;
+    let mut mode = Mode::Enforce;
+    let mut mode_at = None;
     let mut rules: Option<(Vec<Seg>, Value)> = None;
     for (k, v) in map {
         let Some(written) = k.as_str().map(str::to_owned) else {
@@ -174,6 +185,28 @@ fn policy(map: Mapping, base: &[Seg]) -> Result<Policy, Vec<Found>> {
                 Err(e) => error(at, e.to_string()),
             },
             "targets" => targets = Some((at, v)),
+            "when" => match Condition::parse(&v) {
+                Ok(c) => when = Some(c),
+                Err(problems) => {
+                    for (below, message) in problems {
+                        let mut field = at.clone();
+                        field.extend(below.into_iter().map(|s| {
+                            match s.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+                                Some(i) => i.parse().map_or(Seg::Key(s.clone()), Seg::Index),
+                                None => Seg::Key(s),
+                            }
+                        }));
+                        error(field, message);
+                    }
+                }
+            },
+            "mode" => match Mode::deserialize(v) {
+                Ok(m) => {
+                    mode = m;
+                    mode_at = Some(at);
+                }
+                Err(e) => error(at, e.to_string()),
+            },
             _ => rules = Some((at, v)),
         }
     }
@@ -190,6 +223,25 @@ fn policy(map: Mapping, base: &[Seg]) -> Result<Policy, Vec<Found>> {
         Some((at, v)) => check_targets(&at, v, &mut errors),
         None => Some(Targets::default()),
     };
+    if let (Mode::Audit, Some(kind), Some(at)) = (mode, kind, mode_at)
+        && !kind.decides()
+    {
+        errors.push(Found {
+            field: at.clone(),
+            at,
+            message: format!(
+                "audit mode is for policies that decide a request ({}); a {} policy counts or \
+                 grants and is always enforced",
+                PolicyKind::ALL
+                    .iter()
+                    .filter(|k| k.decides())
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                kind.as_str()
+            ),
+        });
+    }
     let rule = match (kind, rules) {
         (Some(kind), rules) => check_rules(kind, base, rules, &mut errors),
         // Without a type the rules cannot be judged; the type's error says why.
@@ -200,6 +252,8 @@ fn policy(map: Mapping, base: &[Seg]) -> Result<Policy, Vec<Found>> {
             name: name.0,
             description,
             targets,
+            when,
+            mode,
             rule,
             source: String::new(),
         }),

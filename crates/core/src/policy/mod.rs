@@ -10,11 +10,14 @@
 pub mod approval;
 pub mod budget;
 mod check;
+pub mod condition;
 pub mod data_scope;
 pub mod glob;
 mod guard;
+mod index;
 mod locate;
 pub mod rate_limit;
+mod request;
 pub mod targets;
 pub mod time_window;
 pub mod tool_access;
@@ -26,11 +29,13 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 pub use approval::ApprovalRequired;
 pub use budget::{Budget, BudgetKey, BudgetPeriod};
+pub use condition::{Condition, Truth};
 pub use data_scope::DataScope;
 pub use glob::Glob;
 /// The instant type of policy evaluation, re-exported so callers need no time crate.
 pub use jiff::{SignedDuration, Timestamp};
 pub use rate_limit::{CountKey, RateLimit};
+pub use request::RequestContext;
 pub use targets::Targets;
 pub use time_window::{Day, HourRange, TimeWindow, Zone};
 pub use tool_access::ToolAccess;
@@ -70,6 +75,15 @@ macro_rules! policy_kinds {
                 match self {
                     $(PolicyKind::$kind => $name,)+
                 }
+            }
+
+            /// Whether its policies decide a request (deny it or send it for approval), so
+            /// `mode: audit` can rehearse them; the others count or grant.
+            pub fn decides(self) -> bool {
+                matches!(
+                    self,
+                    PolicyKind::ApprovalRequired | PolicyKind::TimeWindow | PolicyKind::ToolAccess
+                )
             }
 
             /// The kind a file name (`rate_limit`) names, if any.
@@ -115,12 +129,36 @@ pub enum Rule {
     DataScope(DataScope),
 }
 
+/// Whether a policy's decisions are carried out or only recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Its decisions are carried out (the default).
+    #[default]
+    Enforce,
+    /// Evaluated on every request, its would-be decision recorded (`policy_audited`
+    /// events, a metric), never carried out: a rehearsal before enforcing it.
+    Audit,
+}
+
+impl Mode {
+    /// The name used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Audit => "audit",
+        }
+    }
+}
+
 /// One validated policy. Its name is unique within a `PolicySet`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     name: String,
     description: Option<String>,
     targets: Targets,
+    when: Option<Condition>,
+    mode: Mode,
     rule: Rule,
     source: String,
 }
@@ -137,6 +175,29 @@ impl Policy {
     /// What the policy applies to.
     pub fn targets(&self) -> &Targets {
         &self.targets
+    }
+    /// The condition on arguments and context beyond the targets, if any.
+    pub fn when(&self) -> Option<&Condition> {
+        self.when.as_ref()
+    }
+    /// Whether its decisions are carried out or only recorded.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// Whether its targets and condition select this request: `Yes`, `No`, or
+    /// `Unknown` when the condition reads arguments the request does not carry (then
+    /// the policy does not apply; it decides when the call's arguments are known).
+    pub fn selects(&self, ctx: &RequestContext<'_>) -> Truth {
+        if !self
+            .targets
+            .matches(ctx.agent, ctx.tags, ctx.tool, ctx.client)
+        {
+            return Truth::No;
+        }
+        match &self.when {
+            Some(condition) => condition.eval(ctx),
+            None => Truth::Yes,
+        }
     }
     /// What it demands.
     pub fn rule(&self) -> &Rule {
@@ -185,13 +246,20 @@ impl Policy {
                 d.secrets.len()
             ),
         };
-        format!(
+        let mut line = format!(
             "{}: {} [{}] {}",
             self.name,
             self.kind().as_str(),
             self.targets.summary(),
             gist
-        )
+        );
+        if self.when.is_some() {
+            line.push_str(" when …");
+        }
+        if self.mode == Mode::Audit {
+            line.push_str(" (audit)");
+        }
+        line
     }
 }
 
@@ -207,10 +275,27 @@ fn names(globs: &[Glob]) -> String {
 /// A validated set of policies with unique names, in source order (sources in the
 /// order given, documents in file order). Evaluation reports the first deciding policy
 /// in this order, so it is deterministic.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PolicySet {
     policies: Vec<Policy>,
+    /// `sha256:` and the first 16 hex digits of the hash of the sources, in order: the
+    /// set's version, recorded with every decision.
+    hash: String,
+    index: index::Index,
 }
+
+impl Default for PolicySet {
+    fn default() -> Self {
+        Self::from_policies(Vec::new(), &[])
+    }
+}
+
+impl PartialEq for PolicySet {
+    fn eq(&self, other: &Self) -> bool {
+        self.policies == other.policies
+    }
+}
+impl Eq for PolicySet {}
 
 /// One policy file's text and the name errors should use for it (its path).
 #[derive(Debug, Clone, Copy)]
@@ -259,10 +344,48 @@ impl PolicySet {
             }
         }
         if errors.is_empty() {
-            Ok(Self { policies })
+            Ok(Self::from_policies(policies, sources))
         } else {
             Err(errors)
         }
+    }
+
+    fn from_policies(policies: Vec<Policy>, sources: &[PolicySource<'_>]) -> Self {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        for source in sources {
+            hasher.update((source.name.len() as u64).to_le_bytes());
+            hasher.update(source.name.as_bytes());
+            hasher.update((source.text.len() as u64).to_le_bytes());
+            hasher.update(source.text.as_bytes());
+        }
+        let digest = hasher.finalize();
+        let mut hash = String::from("sha256:");
+        for byte in &digest[..8] {
+            hash.push_str(&format!("{byte:02x}"));
+        }
+        let index = index::Index::build(&policies);
+        Self {
+            policies,
+            hash,
+            index,
+        }
+    }
+
+    /// The set's version: a hash of its files' names and text, in order
+    /// (`sha256:` and 16 hex digits). Two sets with the same files have the same one.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// The policies that may select `ctx`, in set order: a superset of those that do,
+    /// found through an index; each still has to be asked ([`Policy::selects`]).
+    pub fn candidates(&self, ctx: &RequestContext<'_>) -> impl Iterator<Item = &Policy> {
+        let mut positions = Vec::new();
+        self.index.candidates(ctx, &mut positions);
+        positions
+            .into_iter()
+            .filter_map(|i| self.policies.get(i as usize))
     }
 
     /// Every policy, in set order.

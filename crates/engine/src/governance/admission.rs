@@ -10,7 +10,7 @@ use agentplane_core::{EventPayload, ToolErrorKind};
 
 use super::budget::{BudgetError, Exceeded, Reservation};
 use super::{Governance, RateFacts};
-use crate::governance::rules::{self, Decision, RequestContext};
+use crate::governance::rules::{self, Decision, Gate, PolicyExplanation, RequestContext};
 use crate::ports::{EventStore, Limited, RateError, StoreError};
 
 /// A refusal by a policy.
@@ -21,6 +21,8 @@ pub enum Refusal {
         policy: String,
         policy_type: &'static str,
         reason: String,
+        /// The decision as the policies made it, recorded with the refusal.
+        explanation: Box<PolicyExplanation>,
     },
     /// A rate limit's window is full.
     RateLimited(Limited),
@@ -29,14 +31,19 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// A denial by the gate's decision, with the denying policy's type.
-    pub fn denied(set: &PolicySet, policy: &str, reason: &str) -> Self {
+    /// A denial by the gate's decision, with the denying policy's type and the
+    /// explanation; `None` when the gate does not deny.
+    pub fn denied(set: &PolicySet, gate: &Gate<'_>, tool: Option<&str>) -> Option<Self> {
+        let Decision::Deny { policy, reason } = &gate.decision else {
+            return None;
+        };
         let policy_type = set.get(policy).map_or("tool_access", |p| p.kind().as_str());
-        Self::Denied {
-            policy: policy.to_owned(),
+        Some(Self::Denied {
+            policy: (*policy).to_owned(),
             policy_type,
-            reason: reason.to_owned(),
-        }
+            reason: reason.clone(),
+            explanation: Box::new(gate.explanation(set, tool)),
+        })
     }
 
     /// The refusing policy's name.
@@ -84,6 +91,10 @@ impl Refusal {
             tool: tool.map(str::to_owned),
             call_id: call_id.map(str::to_owned),
             detail: self.message(what),
+            explanation: match self {
+                Self::Denied { explanation, .. } => Some((**explanation).clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -127,10 +138,8 @@ pub async fn admit(
     if set.is_empty() {
         return Ok(Reservation::unbudgeted(amount));
     }
-    if let Decision::Deny { policy, reason } = rules::evaluate(&set, ctx) {
-        return Err(AdmissionError::Refused(Refusal::denied(
-            &set, policy, &reason,
-        )));
+    if let Some(refusal) = Refusal::denied(&set, &rules::gate(&set, ctx), None) {
+        return Err(AdmissionError::Refused(refusal));
     }
     let limits = rules::rate_limits(&set, ctx);
     governance
@@ -138,9 +147,9 @@ pub async fn admit(
         .admit(
             &limits,
             RateFacts {
-                agent: ctx.agent,
+                agent: ctx.agent_name(),
                 tool: None,
-                client: ctx.client,
+                client: ctx.client_id(),
             },
         )
         .await?;

@@ -303,14 +303,14 @@ fn account_key(policy: &str, budget: &Budget, ctx: &RequestContext<'_>) -> Budge
     for part in &budget.per {
         key.push('\u{0}');
         key.push_str(match part {
-            BudgetKey::Agent => ctx.agent,
-            BudgetKey::Client => ctx.client,
+            BudgetKey::Agent => ctx.agent_name(),
+            BudgetKey::Client => ctx.client_id(),
         });
     }
     BudgetAccount {
         policy: policy.to_owned(),
         key,
-        period_start: budget.period_start(ctx.at).map(|t| t.to_string()),
+        period_start: budget.period_start(ctx.instant()).map(|t| t.to_string()),
     }
 }
 
@@ -328,8 +328,8 @@ async fn spent_so_far(
     let per_client = budget.per.contains(&BudgetKey::Client);
     let rows = store
         .costs(&CostQuery {
-            client: per_client.then(|| ctx.client.to_owned()),
-            agent: per_agent.then(|| ctx.agent.to_owned()),
+            client: per_client.then(|| ctx.client_id().to_owned()),
+            agent: per_agent.then(|| ctx.agent_name().to_owned()),
             since: key.period_start.clone(),
             ..CostQuery::default()
         })

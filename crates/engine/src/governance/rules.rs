@@ -8,69 +8,11 @@
 //! Among several policies of the same effect, the first in set order is reported.
 
 use agentplane_core::policy::{
-    Budget, DataScope, Policy, PolicySet, RateLimit, Rule, TimeWindow, Timestamp,
+    Budget, DataScope, Mode, Policy, PolicySet, RateLimit, Rule, TimeWindow, Truth,
 };
 
-/// The facts of one request that policies select on. Built by [`RequestContext::new`]
-/// and its setters only, so every caller (a turn, a tool call, an external agent's ask,
-/// a gateway call, a data scope) gives the same facts the same way.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestContext<'a> {
-    /// The agent's name.
-    pub(crate) agent: &'a str,
-    /// The agent's tags.
-    pub(crate) tags: &'a [String],
-    /// The tool being called; `None` for a turn-level check (policies that name tools
-    /// do not apply then).
-    pub(crate) tool: Option<&'a str>,
-    /// The tool call's arguments, when the request is a tool call whose arguments are
-    /// known (conditions on arguments select on them).
-    pub(crate) arguments: Option<&'a serde_json::Value>,
-    /// The client's id.
-    pub(crate) client: &'a str,
-    /// When the request happens.
-    pub(crate) at: Timestamp,
-}
-
-impl<'a> RequestContext<'a> {
-    /// A turn-level request of `client` to `agent` (with its `tags`), now.
-    pub fn new(agent: &'a str, tags: &'a [String], client: &'a str) -> Self {
-        Self {
-            agent,
-            tags,
-            tool: None,
-            arguments: None,
-            client,
-            at: Timestamp::now(),
-        }
-    }
-
-    /// The same request as a call of `tool` (`None`: turn-level again).
-    pub fn tool(self, tool: impl Into<Option<&'a str>>) -> Self {
-        Self {
-            tool: tool.into(),
-            ..self
-        }
-    }
-
-    /// The same request with the tool call's arguments.
-    pub fn arguments(self, arguments: &'a serde_json::Value) -> Self {
-        Self {
-            arguments: Some(arguments),
-            ..self
-        }
-    }
-
-    /// The same request at another instant.
-    pub fn at(self, at: Timestamp) -> Self {
-        Self { at, ..self }
-    }
-
-    /// The tool call's arguments, if given.
-    pub fn call_arguments(&self) -> Option<&'a serde_json::Value> {
-        self.arguments
-    }
-}
+pub use agentplane_core::event::PolicyExplanation;
+pub use agentplane_core::policy::RequestContext;
 
 /// What policy says about a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,40 +33,101 @@ pub enum Decision<'p> {
     },
 }
 
-/// Whether a policy's targets select this request.
+/// Whether a policy's targets and condition select this request (a condition that
+/// depends on arguments the request does not carry does not select it).
 fn applies(policy: &Policy, ctx: &RequestContext<'_>) -> bool {
-    policy
-        .targets()
-        .matches(ctx.agent, ctx.tags, ctx.tool, ctx.client)
+    policy.selects(ctx) == Truth::Yes
 }
 
-/// The policies whose targets select this request, in set order.
+/// The enforced policies whose targets and conditions select this request, in set
+/// order.
 pub fn applicable<'p>(
     set: &'p PolicySet,
     ctx: &RequestContext<'_>,
 ) -> impl Iterator<Item = &'p Policy> {
     let ctx = *ctx;
-    set.policies().iter().filter(move |p| applies(p, &ctx))
+    let candidates: Vec<&'p Policy> = set.candidates(&ctx).collect();
+    candidates
+        .into_iter()
+        .filter(move |p| p.mode() == Mode::Enforce && applies(p, &ctx))
+}
+
+/// What one deciding policy would make of a request, whatever its mode.
+fn verdict<'p>(policy: &'p Policy, ctx: &RequestContext<'_>) -> Decision<'p> {
+    match policy.rule() {
+        Rule::ToolAccess(access) => match ctx.tool_name().and_then(|t| access.refusal(t)) {
+            Some(reason) => Decision::Deny {
+                policy: policy.name(),
+                reason,
+            },
+            None => Decision::Allow,
+        },
+        Rule::TimeWindow(window) if !window.contains(ctx.instant()) => Decision::Deny {
+            policy: policy.name(),
+            reason: format!("outside the allowed time ({})", window.summary()),
+        },
+        Rule::ApprovalRequired(rule) => {
+            let needed = match (&rule.tools, ctx.tool_name()) {
+                (None, Some(_)) => true,
+                (Some(tools), Some(tool)) => tools.iter().any(|g| g.matches(tool)),
+                (_, None) => false,
+            };
+            if needed {
+                Decision::RequireApproval {
+                    policy: policy.name(),
+                }
+            } else {
+                Decision::Allow
+            }
+        }
+        _ => Decision::Allow,
+    }
+}
+
+/// An audit-mode policy that selected a request, and what it would have decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audited<'p> {
+    pub policy: &'p Policy,
+    pub would: Decision<'p>,
 }
 
 /// What the turn loop needs per tool call, from one pass over the policies: the
-/// decision, and the rate limits that count the call when it may run.
+/// decision, the rate limits that count the call when it may run, the policies that
+/// selected it and what audit-mode policies would have decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gate<'p> {
     pub decision: Decision<'p>,
     /// Empty when the decision is a denial (nothing is counted then).
     pub rate_limits: Vec<(&'p str, &'p RateLimit)>,
+    /// Every enforced policy that selected the request, in set order.
+    pub matched: Vec<&'p str>,
+    /// Audit-mode policies that selected it, with their would-be decisions.
+    pub audited: Vec<Audited<'p>>,
 }
 
 impl<'p> Gate<'p> {
     /// The stricter of two gates for one call (deny, then approval, then allow; the
-    /// first's reason kept on a tie), with both gates' rate limits.
+    /// first's reason kept on a tie), with both gates' rate limits and matches.
     pub fn and(self, other: Gate<'p>) -> Gate<'p> {
+        let mut matched = self.matched;
+        for name in other.matched {
+            if !matched.contains(&name) {
+                matched.push(name);
+            }
+        }
+        let mut audited = self.audited;
+        for one in other.audited {
+            if !audited.iter().any(|a| a.policy.name() == one.policy.name()) {
+                audited.push(one);
+            }
+        }
         let decision = match (self.decision, other.decision) {
             (deny @ Decision::Deny { .. }, _) | (_, deny @ Decision::Deny { .. }) => {
                 return Gate {
                     decision: deny,
                     rate_limits: Vec::new(),
+                    matched,
+                    audited,
                 };
             }
             (approval @ Decision::RequireApproval { .. }, _)
@@ -140,45 +143,100 @@ impl<'p> Gate<'p> {
         Gate {
             decision,
             rate_limits,
+            matched,
+            audited,
         }
+    }
+
+    /// The decision as recorded with events: the set's version, the verdict, the
+    /// deciding policy, every policy that matched, and the reason in words.
+    pub fn explanation(&self, set: &PolicySet, tool: Option<&str>) -> PolicyExplanation {
+        explanation(set, &self.decision, &self.matched, tool)
+    }
+}
+
+/// A decision as events record it.
+pub fn explanation(
+    set: &PolicySet,
+    decision: &Decision<'_>,
+    matched: &[&str],
+    tool: Option<&str>,
+) -> PolicyExplanation {
+    let what = match tool {
+        Some(tool) => format!("`{tool}`"),
+        None => "the request".to_owned(),
+    };
+    let (verdict, decided_by, reason) = match decision {
+        Decision::Allow if matched.is_empty() => {
+            ("allow", None, format!("no policy selects {what}"))
+        }
+        Decision::Allow => (
+            "allow",
+            None,
+            format!(
+                "{} selected {what}; none denies it or asks for approval",
+                matched.join(", ")
+            ),
+        ),
+        Decision::Deny { policy, reason } => ("deny", Some(*policy), reason.clone()),
+        Decision::RequireApproval { policy } => (
+            "approval",
+            Some(*policy),
+            format!("{what} waits for a person's approval (policy `{policy}`)"),
+        ),
+    };
+    PolicyExplanation {
+        policy_set: set.hash().to_owned(),
+        decision: verdict.to_owned(),
+        decided_by: decided_by.map(str::to_owned),
+        matched: matched.iter().map(|m| (*m).to_owned()).collect(),
+        reason,
     }
 }
 
 /// Decides a request and collects its rate limits in one pass. Deny wins over
-/// everything, then approval, then allow.
+/// everything, then approval, then allow. Audit-mode policies are evaluated and
+/// reported in [`Gate::audited`], never enforced.
 pub fn gate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Gate<'p> {
     let mut approval: Option<&'p str> = None;
+    let mut deny: Option<Decision<'p>> = None;
     let mut rate_limits = Vec::new();
-    for policy in applicable(set, ctx) {
+    let mut matched = Vec::new();
+    let mut audited = Vec::new();
+    for policy in set.candidates(ctx) {
+        if !applies(policy, ctx) {
+            continue;
+        }
+        if policy.mode() == Mode::Audit {
+            audited.push(Audited {
+                policy,
+                would: verdict(policy, ctx),
+            });
+            continue;
+        }
+        matched.push(policy.name());
+        if deny.is_some() {
+            continue;
+        }
         match policy.rule() {
-            Rule::ToolAccess(access) => {
-                if let Some(tool) = ctx.tool
-                    && let Some(reason) = access.refusal(tool)
-                {
-                    return denied(policy.name(), reason);
-                }
-            }
-            Rule::TimeWindow(window) => {
-                if !window.contains(ctx.at) {
-                    return denied(
-                        policy.name(),
-                        format!("outside the allowed time ({})", window.summary()),
-                    );
-                }
-            }
-            Rule::ApprovalRequired(rule) => {
-                let needed = match (&rule.tools, ctx.tool) {
-                    (None, Some(_)) => true,
-                    (Some(tools), Some(tool)) => tools.iter().any(|g| g.matches(tool)),
-                    (_, None) => false,
-                };
-                if needed && approval.is_none() {
-                    approval = Some(policy.name());
-                }
-            }
             Rule::RateLimit(limit) => rate_limits.push((policy.name(), limit)),
             Rule::Budget(_) | Rule::DataScope(_) => {}
+            _ => match verdict(policy, ctx) {
+                d @ Decision::Deny { .. } => deny = Some(d),
+                Decision::RequireApproval { policy } if approval.is_none() => {
+                    approval = Some(policy)
+                }
+                _ => {}
+            },
         }
+    }
+    if let Some(decision) = deny {
+        return Gate {
+            decision,
+            rate_limits: Vec::new(),
+            matched,
+            audited,
+        };
     }
     Gate {
         decision: match approval {
@@ -186,13 +244,8 @@ pub fn gate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Gate<'p> {
             None => Decision::Allow,
         },
         rate_limits,
-    }
-}
-
-fn denied(policy: &str, reason: String) -> Gate<'_> {
-    Gate {
-        decision: Decision::Deny { policy, reason },
-        rate_limits: Vec::new(),
+        matched,
+        audited,
     }
 }
 
@@ -391,40 +444,10 @@ mod tests {
         let tags = vec!["internal".to_owned(), "customer-facing".to_owned()];
         let hit = ctx(&tags, Some("shell"), NOON);
         assert!(matches!(evaluate(&s, &hit), Decision::Deny { .. }));
-        assert_eq!(
-            evaluate(
-                &s,
-                &RequestContext {
-                    agent: "ops",
-                    ..hit
-                }
-            ),
-            Decision::Allow
-        );
-        assert_eq!(
-            evaluate(
-                &s,
-                &RequestContext {
-                    client: "bob",
-                    ..hit
-                }
-            ),
-            Decision::Allow
-        );
-        assert_eq!(
-            evaluate(
-                &s,
-                &RequestContext {
-                    tool: Some("read_file"),
-                    ..hit
-                }
-            ),
-            Decision::Allow
-        );
-        assert_eq!(
-            evaluate(&s, &RequestContext { tags: &[], ..hit }),
-            Decision::Allow
-        );
+        assert_eq!(evaluate(&s, &hit.agent("ops", &tags)), Decision::Allow);
+        assert_eq!(evaluate(&s, &hit.client("bob")), Decision::Allow);
+        assert_eq!(evaluate(&s, &hit.tool("read_file")), Decision::Allow);
+        assert_eq!(evaluate(&s, &hit.agent("support", &[])), Decision::Allow);
     }
 
     #[test]

@@ -126,6 +126,8 @@ pub struct NewApproval {
     pub approvers: Vec<String>,
     /// RFC 3339; an approval still pending then is expired (a rejection).
     pub expires_at: String,
+    /// Why policy asked for it, for the `approval_requested` event.
+    pub explanation: Option<agentplane_core::event::PolicyExplanation>,
     /// The suspended turn's state, opaque to the store.
     pub snapshot: serde_json::Value,
 }

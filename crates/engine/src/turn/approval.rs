@@ -2,6 +2,7 @@
 //! state (the snapshot) is stored with the approval, so no task waits for a person.
 
 use super::*;
+use crate::governance::rules::PolicyExplanation;
 
 /// What a suspended turn needs to go on, stored in its approval. Versioned so a
 /// snapshot written by an older build is refused clearly rather than misread.
@@ -25,6 +26,10 @@ pub(super) struct Snapshot {
     /// Four eyes (`separate_approver`): the turn's client may not decide.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) separate_approver: bool,
+    /// The hash of the policy set the approval was requested under; the resumed call
+    /// is decided again against the set then in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) policy_set: Option<String>,
 }
 
 pub(super) const SNAPSHOT_VERSION: u32 = 1;
@@ -144,7 +149,20 @@ impl ActiveTurn<'_> {
                     _ => snapshot.arguments,
                 };
                 match self
-                    .execute(&call, args, tools, request, ctx, cancel, true)
+                    .execute(
+                        &call,
+                        args,
+                        tools,
+                        request,
+                        ctx,
+                        cancel,
+                        Some(
+                            snapshot
+                                .policy_set
+                                .as_deref()
+                                .unwrap_or("an unrecorded set"),
+                        ),
+                    )
                     .await?
                 {
                     Gated::Done(outcome) => outcome,
@@ -185,7 +203,7 @@ impl ActiveTurn<'_> {
         call: &ToolCall,
         arguments: Value,
         schema: Value,
-        (policy, approvers, separate): (String, Vec<String>, bool),
+        (policy, approvers, separate, explanation): (String, Vec<String>, bool, PolicyExplanation),
         request: &TurnRequest,
         progress: &Progress,
     ) -> Result<ApprovalId, Stop> {
@@ -204,6 +222,7 @@ impl ActiveTurn<'_> {
             queue: progress.queue.iter().map(QueuedCall::of).collect(),
             size: self.size.map(|s| s.as_str().to_owned()),
             separate_approver: separate,
+            policy_set: Some(explanation.policy_set.clone()),
         };
         let snapshot = serde_json::to_value(&snapshot)
             .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;
@@ -223,6 +242,7 @@ impl ActiveTurn<'_> {
                 policy,
                 approvers,
                 expires_at: expires.to_string(),
+                explanation: Some(explanation),
                 snapshot,
             })
             .await?;

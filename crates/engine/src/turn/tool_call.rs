@@ -62,7 +62,7 @@ impl ActiveTurn<'_> {
             (Err(message), None) => Err(ToolError::new(ToolErrorKind::InvalidArguments, message)),
             (Ok(args), None) => {
                 match self
-                    .execute(&call, args.clone(), tools, request, ctx, cancel, false)
+                    .execute(&call, args.clone(), tools, request, ctx, cancel, None)
                     .await?
                 {
                     Gated::Done(outcome) => outcome,
@@ -71,13 +71,14 @@ impl ActiveTurn<'_> {
                         approvers,
                         separate,
                         schema,
+                        explanation,
                     } => {
                         let id = self
                             .suspend(
                                 &call,
                                 args,
                                 schema,
-                                (policy, approvers, separate),
+                                (policy, approvers, separate, explanation),
                                 request,
                                 progress,
                             )
@@ -144,6 +145,7 @@ impl ActiveTurn<'_> {
                             tool: Some(call.name.clone()),
                             call_id: Some(call.id.clone()),
                             detail: violation.detail.clone(),
+                            explanation: None,
                         })
                         .await?;
                     }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::governance::Refusal;
+use crate::governance::rules::PolicyExplanation;
 use crate::ports::RateError;
 use tracing::Instrument;
 
@@ -80,8 +81,10 @@ impl ActiveTurn<'_> {
     }
 
     /// Checks a parsed call against its schema and the policies, then runs it with the
-    /// timeout. `approved`: a person already approved this exact call, so approval
-    /// policies are satisfied (denials still hold: deny wins, even after approval).
+    /// timeout. `approved`: a person already approved this exact call (or wrote it, by
+    /// an edit) under the policy set of this hash, so approval policies are satisfied;
+    /// the call is still decided against the policies now in force, and a denial
+    /// holds (deny wins, even after approval), saying when the policies changed.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn execute(
         &self,
@@ -91,7 +94,7 @@ impl ActiveTurn<'_> {
         request: &TurnRequest,
         ctx: &ToolContext,
         cancel: &CancellationToken,
-        approved: bool,
+        approved: Option<&str>,
     ) -> Result<Gated, Stop> {
         let span = crate::ports::telemetry::tool_call_span(&call.name, &call.id);
         let gated = self
@@ -120,7 +123,7 @@ impl ActiveTurn<'_> {
         request: &TurnRequest,
         ctx: &ToolContext,
         cancel: &CancellationToken,
-        approved: bool,
+        approved: Option<&str>,
     ) -> Result<Gated, Stop> {
         let done = |outcome| Ok(Gated::Done(outcome));
         let Some(entry) = tools.get(&call.name) else {
@@ -168,19 +171,27 @@ impl ActiveTurn<'_> {
         let mut gate = rules::gate(&policies, &policy_ctx);
         let governed_as = agentplane_core::governed_as(&call.name);
         if let Some(alias) = governed_as {
-            gate = gate.and(rules::gate(
-                &policies,
-                &self.policy_ctx(request, Some(alias)),
-            ));
+            gate = gate.and(rules::gate(&policies, &policy_ctx.tool(alias)));
         }
+        self.record_audits(&policies, &gate, call).await?;
         let needs_permission = |agent: &AgentSpec| {
             agent.requires_permission.contains(&call.name)
                 || governed_as
                     .is_some_and(|alias| agent.requires_permission.iter().any(|t| t == alias))
         };
         match gate.decision {
-            Decision::Deny { policy, reason } => {
-                let refusal = Refusal::denied(&policies, policy, &reason);
+            Decision::Deny { .. } => {
+                let mut refusal = Refusal::denied(&policies, &gate, Some(&call.name))
+                    .expect("a deny decision makes a refusal");
+                if let (Some(requested), Refusal::Denied { reason, .. }) = (approved, &mut refusal)
+                    && requested != policies.hash()
+                {
+                    reason.push_str(&format!(
+                        " (the policies changed after the approval was requested: {requested} \
+                         then, {} now; deny wins)",
+                        policies.hash()
+                    ));
+                }
                 return self.refuse(call, &refusal).await;
             }
             Decision::RequireApproval { .. } if shadow => {
@@ -189,7 +200,7 @@ impl ActiveTurn<'_> {
                     "it needs a person's approval",
                 )));
             }
-            Decision::RequireApproval { policy } if !approved => {
+            Decision::RequireApproval { policy } if approved.is_none() => {
                 let (approvers, separate) = match policies.get(policy).map(|p| p.rule()) {
                     Some(Rule::ApprovalRequired(rule)) => {
                         (rule.approvers.clone(), rule.separate_approver)
@@ -201,6 +212,7 @@ impl ActiveTurn<'_> {
                     approvers,
                     separate,
                     schema: entry.parameters.clone(),
+                    explanation: gate.explanation(&policies, Some(&call.name)),
                 });
             }
             Decision::RequireApproval { .. } | Decision::Allow => {}
@@ -271,6 +283,31 @@ impl ActiveTurn<'_> {
     }
 }
 
+impl ActiveTurn<'_> {
+    /// Records what audit-mode policies would have decided of a call (never enforced).
+    async fn record_audits(
+        &self,
+        policies: &agentplane_core::policy::PolicySet,
+        gate: &rules::Gate<'_>,
+        call: &ToolCall,
+    ) -> Result<(), Stop> {
+        for audited in &gate.audited {
+            let explanation = rules::explanation(policies, &audited.would, &[], Some(&call.name));
+            self.record(EventPayload::PolicyAudited {
+                policy: audited.policy.name().to_owned(),
+                policy_type: audited.policy.kind().as_str().to_owned(),
+                tool: Some(call.name.clone()),
+                call_id: Some(call.id.clone()),
+                would: explanation.decision,
+                reason: explanation.reason,
+                policy_set: explanation.policy_set,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
+
 /// The answer to a call a shadow run records but does not execute.
 pub(super) fn not_executed_in_shadow(tool: &str, why: &str) -> ToolError {
     ToolError::new(
@@ -290,5 +327,7 @@ pub(super) enum Gated {
         /// Four eyes: the turn's own client may not decide.
         separate: bool,
         schema: Value,
+        /// Why: recorded with the approval, its set's hash kept for the resume.
+        explanation: PolicyExplanation,
     },
 }

@@ -117,6 +117,9 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         } => {
             format!("refused by {} policy {}", short(policy_type), short(policy))
         }
+        EventPayload::PolicyAudited { policy, would, .. } => {
+            format!("audit: policy {} would {}", short(policy), short(would))
+        }
         EventPayload::ProviderFailover { from, to, code, .. } => {
             format!(
                 "provider {} failed ({code}); trying {}",

@@ -1,0 +1,841 @@
+//! `when:` conditions: what a policy demands of a request's arguments and context
+//! beyond its targets. A small matcher language, documented in `docs/policies.md` and
+//! chosen over CEL and Cedar in ADR 0045: every operator is compiled at load (regular
+//! expressions, globs, directories), evaluation allocates nothing, and an explanation
+//! names the test that decided without repeating an argument's value.
+//!
+//! A condition is `all`/`any` of a list, `not` of one, or a test: one subject
+//! (`arg: /json/pointer` or `context: client|roles|agent|version|tags|tool|time`) and
+//! one operator (`equals`, `in`, `matches`, `glob`, `path_under`, `host_in`, `gt`,
+//! `gte`, `lt`, `lte`, `exists`). On an array, a test holds when it holds for any
+//! element. A test on a missing argument does not hold (`exists: false` asks for the
+//! absence); a test on an argument of another type does not hold either.
+
+use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+use jiff::Timestamp;
+use serde_json::Value as Json;
+use yaml_serde::Value;
+
+use super::glob::Glob;
+use super::request::RequestContext;
+
+/// Deepest nesting of `all`/`any`/`not` accepted.
+const MAX_DEPTH: usize = 16;
+/// Most tests and combinators in one policy's condition.
+const MAX_NODES: usize = 256;
+/// Most values in one `in`, `glob`, `path_under` or `host_in` list.
+const MAX_LIST: usize = 1_000;
+/// Longest JSON pointer.
+const MAX_POINTER: usize = 512;
+/// Longest regular expression, in bytes.
+const MAX_REGEX: usize = 1_024;
+/// Most memory one compiled regular expression may take.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// Whether a condition holds for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truth {
+    /// It holds.
+    Yes,
+    /// It does not.
+    No,
+    /// It depends on arguments the request does not carry (a tool being listed, not
+    /// called). A policy whose condition is unknown does not apply: it decides at the
+    /// call, where the arguments are known.
+    Unknown,
+}
+
+impl Truth {
+    fn not(self) -> Truth {
+        match self {
+            Truth::Yes => Truth::No,
+            Truth::No => Truth::Yes,
+            Truth::Unknown => Truth::Unknown,
+        }
+    }
+}
+
+/// A validated condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// Every one holds.
+    All(Vec<Condition>),
+    /// At least one holds.
+    Any(Vec<Condition>),
+    /// It does not hold.
+    Not(Box<Condition>),
+    /// One test of one subject.
+    Test(Test),
+}
+
+/// One subject and one operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Test {
+    subject: Subject,
+    op: Op,
+}
+
+/// What a test looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Subject {
+    /// A JSON pointer into the tool call's arguments (`""`: all of them).
+    Arg(String),
+    Client,
+    Roles,
+    Agent,
+    Version,
+    Tags,
+    Tool,
+    Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cmp {
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+}
+
+impl Cmp {
+    fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Cmp::Gt => ordering == Greater,
+            Cmp::Gte => ordering != Less,
+            Cmp::Lt => ordering == Less,
+            Cmp::Lte => ordering != Greater,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Cmp::Gt => "gt",
+            Cmp::Gte => "gte",
+            Cmp::Lt => "lt",
+            Cmp::Lte => "lte",
+        }
+    }
+}
+
+/// A compiled regular expression, compared by its pattern.
+#[derive(Debug, Clone)]
+struct Pattern(regex::Regex);
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+impl Eq for Pattern {}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Op {
+    Equals(Json),
+    In(Vec<Json>),
+    Matches(Pattern),
+    Glob(Vec<Glob>),
+    /// Normalized directories: relative to the workspace, or absolute.
+    PathUnder(Vec<PathBuf>),
+    /// Lower-case host patterns.
+    HostIn(Vec<Glob>),
+    Number(Cmp, f64),
+    Time(Cmp, Timestamp),
+    Exists(bool),
+}
+
+// The numbers are never NaN (refused at load), so equality is total.
+impl Eq for Op {}
+
+/// A problem found while reading a condition: the path below `when` and the message.
+pub(crate) type Problem = (Vec<String>, String);
+
+impl Condition {
+    /// Reads a `when:` value: a condition, or a list of them (all must hold).
+    pub(crate) fn parse(value: &Value) -> Result<Condition, Vec<Problem>> {
+        let mut nodes = 0usize;
+        let mut problems = Vec::new();
+        let parsed = match value {
+            Value::Sequence(items) => {
+                parse_list(items, &[], 0, &mut nodes, &mut problems).map(Condition::All)
+            }
+            other => parse_node(other, &[], 0, &mut nodes, &mut problems),
+        };
+        match parsed {
+            Some(condition) if problems.is_empty() => Ok(condition),
+            _ => Err(problems),
+        }
+    }
+
+    /// Whether it holds for `ctx` (unknown only for argument tests without arguments).
+    pub fn eval(&self, ctx: &RequestContext<'_>) -> Truth {
+        match self {
+            Condition::All(items) => {
+                let mut truth = Truth::Yes;
+                for item in items {
+                    match item.eval(ctx) {
+                        Truth::No => return Truth::No,
+                        Truth::Unknown => truth = Truth::Unknown,
+                        Truth::Yes => {}
+                    }
+                }
+                truth
+            }
+            Condition::Any(items) => {
+                let mut truth = Truth::No;
+                for item in items {
+                    match item.eval(ctx) {
+                        Truth::Yes => return Truth::Yes,
+                        Truth::Unknown => truth = Truth::Unknown,
+                        Truth::No => {}
+                    }
+                }
+                truth
+            }
+            Condition::Not(inner) => inner.eval(ctx).not(),
+            Condition::Test(test) => test.eval(ctx),
+        }
+    }
+
+    /// Why it holds or not, in words: the test that decided, never an argument's value.
+    pub fn explain(&self, ctx: &RequestContext<'_>) -> String {
+        match self {
+            Condition::All(items) => match items.iter().find(|c| c.eval(ctx) != Truth::Yes) {
+                Some(failing) => failing.explain(ctx),
+                None if items.len() == 1 => items[0].explain(ctx),
+                None => format!("all {} conditions hold", items.len()),
+            },
+            Condition::Any(items) => match items.iter().find(|c| c.eval(ctx) == Truth::Yes) {
+                Some(holding) => holding.explain(ctx),
+                None => format!("none of {} conditions holds", items.len()),
+            },
+            Condition::Not(inner) => format!("not ({})", inner.explain(ctx)),
+            Condition::Test(test) => {
+                let verdict = match test.eval(ctx) {
+                    Truth::Yes => "holds",
+                    Truth::No => match (&test.subject, ctx.arguments) {
+                        (Subject::Arg(p), Some(args)) if args.pointer(p).is_none() => {
+                            "does not hold (no such argument)"
+                        }
+                        _ => "does not hold",
+                    },
+                    Truth::Unknown => "depends on the call's arguments",
+                };
+                format!("{} {verdict}", test.describe())
+            }
+        }
+    }
+
+    /// Whether any test reads the arguments.
+    pub fn reads_arguments(&self) -> bool {
+        match self {
+            Condition::All(items) | Condition::Any(items) => {
+                items.iter().any(Condition::reads_arguments)
+            }
+            Condition::Not(inner) => inner.reads_arguments(),
+            Condition::Test(test) => matches!(test.subject, Subject::Arg(_)),
+        }
+    }
+}
+
+impl Test {
+    fn eval(&self, ctx: &RequestContext<'_>) -> Truth {
+        let yes = |b: bool| if b { Truth::Yes } else { Truth::No };
+        match &self.subject {
+            Subject::Arg(pointer) => {
+                let Some(args) = ctx.arguments else {
+                    return Truth::Unknown;
+                };
+                let value = args.pointer(pointer);
+                if let Op::Exists(wanted) = self.op {
+                    return yes(value.is_some() == wanted);
+                }
+                yes(value.is_some_and(|v| self.op.on_json(v, ctx.workspace)))
+            }
+            Subject::Time => match self.op {
+                Op::Time(cmp, t) => yes(cmp.holds(ctx.at.cmp(&t))),
+                Op::Exists(wanted) => yes(wanted),
+                _ => Truth::No,
+            },
+            Subject::Client => yes(self.op.on_str(Some(ctx.client), ctx.workspace)),
+            Subject::Agent => yes(self.op.on_str(Some(ctx.agent), ctx.workspace)),
+            Subject::Version => yes(self.op.on_str(ctx.version, ctx.workspace)),
+            Subject::Tool => yes(self.op.on_str(ctx.tool, ctx.workspace)),
+            Subject::Roles => yes(self.op.on_strs(ctx.roles, ctx.workspace)),
+            Subject::Tags => yes(self.op.on_strs(ctx.tags, ctx.workspace)),
+        }
+    }
+
+    /// The test as written: `arg /program equals "git"`.
+    fn describe(&self) -> String {
+        let subject = match &self.subject {
+            Subject::Arg(p) if p.is_empty() => "the arguments".to_owned(),
+            Subject::Arg(p) => format!("arg {p}"),
+            Subject::Client => "client".into(),
+            Subject::Roles => "roles".into(),
+            Subject::Agent => "agent".into(),
+            Subject::Version => "version".into(),
+            Subject::Tags => "tags".into(),
+            Subject::Tool => "tool".into(),
+            Subject::Time => "time".into(),
+        };
+        let list = |items: &mut dyn Iterator<Item = String>| {
+            let items: Vec<String> = items.collect();
+            if items.len() > 5 {
+                format!("[{}, … {} in all]", items[..5].join(", "), items.len())
+            } else {
+                format!("[{}]", items.join(", "))
+            }
+        };
+        let op = match &self.op {
+            Op::Equals(v) => format!("equals {v}"),
+            Op::In(vs) => format!("in {}", list(&mut vs.iter().map(Json::to_string))),
+            Op::Matches(p) => format!("matches /{}/", p.0.as_str()),
+            Op::Glob(gs) => format!("glob {}", list(&mut gs.iter().map(|g| g.as_str().into()))),
+            Op::PathUnder(ds) => format!(
+                "path_under {}",
+                list(&mut ds.iter().map(|d| d.display().to_string()))
+            ),
+            Op::HostIn(gs) => format!(
+                "host_in {}",
+                list(&mut gs.iter().map(|g| g.as_str().into()))
+            ),
+            Op::Number(cmp, n) => format!("{} {n}", cmp.name()),
+            Op::Time(cmp, t) => format!("{} {t}", cmp.name()),
+            Op::Exists(true) => "exists".into(),
+            Op::Exists(false) => "is absent".into(),
+        };
+        format!("{subject} {op}")
+    }
+}
+
+impl Op {
+    /// On an argument's value: the value itself, or any element of an array.
+    fn on_json(&self, value: &Json, root: Option<&Path>) -> bool {
+        if self.on_one(value, root) {
+            return true;
+        }
+        match value {
+            Json::Array(items) => items.iter().any(|item| self.on_one(item, root)),
+            _ => false,
+        }
+    }
+
+    fn on_one(&self, value: &Json, root: Option<&Path>) -> bool {
+        match self {
+            Op::Equals(wanted) => json_eq(value, wanted),
+            Op::In(wanted) => wanted.iter().any(|w| json_eq(value, w)),
+            Op::Number(cmp, n) => value
+                .as_f64()
+                .and_then(|v| v.partial_cmp(n))
+                .is_some_and(|o| cmp.holds(o)),
+            Op::Time(..) | Op::Exists(_) => false,
+            _ => value.as_str().is_some_and(|s| self.on_text(s, root)),
+        }
+    }
+
+    fn on_str(&self, value: Option<&str>, root: Option<&Path>) -> bool {
+        match (self, value) {
+            (Op::Exists(wanted), v) => v.is_some() == *wanted,
+            (_, None) => false,
+            (Op::Equals(Json::String(w)), Some(v)) => w == v,
+            (Op::In(ws), Some(v)) => ws.iter().any(|w| w.as_str() == Some(v)),
+            (Op::Equals(_), _) | (Op::Number(..), _) | (Op::Time(..), _) => false,
+            (_, Some(v)) => self.on_text(v, root),
+        }
+    }
+
+    fn on_strs(&self, values: &[String], root: Option<&Path>) -> bool {
+        match self {
+            Op::Exists(wanted) => !values.is_empty() == *wanted,
+            _ => values.iter().any(|v| self.on_str(Some(v), root)),
+        }
+    }
+
+    fn on_text(&self, text: &str, root: Option<&Path>) -> bool {
+        match self {
+            Op::Matches(p) => p.0.is_match(text),
+            Op::Glob(globs) => globs.iter().any(|g| g.matches(text)),
+            Op::PathUnder(dirs) => match normalize(text, root) {
+                Some(path) => dirs.iter().any(|d| under(&path, d)),
+                None => false,
+            },
+            Op::HostIn(globs) => host(text).is_some_and(|h| globs.iter().any(|g| g.matches(&h))),
+            _ => false,
+        }
+    }
+}
+
+/// JSON equality with numbers compared by value (`5` equals `5.0`).
+fn json_eq(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
+}
+
+/// `dir` or a path below it (`dir` `.` holds every path inside the workspace).
+fn under(path: &Path, dir: &Path) -> bool {
+    if dir.as_os_str() == "." {
+        return path.is_relative();
+    }
+    path.starts_with(dir)
+}
+
+/// The path a tool would reach, as the workspace sees it: relative to the workspace
+/// when it is inside it, `.`, `..` and repeated separators resolved, and, when the
+/// workspace is known, symbolic links of its existing part resolved too (a link
+/// `docs -> .github` is under `.github`). `None` for a path that leaves the workspace
+/// by `..` (no relative directory holds it) or holds a NUL.
+fn normalize(text: &str, root: Option<&Path>) -> Option<PathBuf> {
+    if text.contains('\0') {
+        return None;
+    }
+    let lexical = lexical(Path::new(text))?;
+    let Some(root) = root else {
+        return Some(lexical);
+    };
+    let relative = match lexical.strip_prefix(root) {
+        Ok(inside) => inside.to_path_buf(),
+        Err(_) if lexical.is_absolute() => return Some(lexical),
+        Err(_) => lexical,
+    };
+    let Ok(canonical_root) = root.canonicalize() else {
+        return Some(relative);
+    };
+    // The longest existing prefix, with its links resolved, then the rest as written.
+    let parts: Vec<Component<'_>> = relative.components().collect();
+    for keep in (0..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..keep].iter().collect();
+        if let Ok(real) = canonical_root.join(&prefix).canonicalize() {
+            let mut real = real;
+            real.extend(&parts[keep..]);
+            return Some(match real.strip_prefix(&canonical_root) {
+                Ok(inside) if inside.as_os_str().is_empty() => PathBuf::from("."),
+                Ok(inside) => inside.to_path_buf(),
+                Err(_) => real,
+            });
+        }
+    }
+    Some(relative)
+}
+
+/// `.` and `..` resolved without the file system; `None` when `..` climbs above the
+/// start of a relative path.
+fn lexical(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    let mut depth = 0usize;
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir if depth == 0 => {
+                // Above a relative start: outside. Above `/`: still `/`.
+                if path.is_relative() {
+                    return None;
+                }
+            }
+            Component::ParentDir => {
+                out.pop();
+                depth -= 1;
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                depth += 1;
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    Some(out)
+}
+
+/// The lower-case host of a URL (`https://api.github.com/x` → `api.github.com`), or of
+/// a bare `host[:port][/path]`.
+fn host(text: &str) -> Option<String> {
+    let parsed = match url::Url::parse(text) {
+        Ok(u) => u,
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            url::Url::parse(&format!("https://{text}")).ok()?
+        }
+        Err(_) => return None,
+    };
+    let host = parsed.host_str()?;
+    Some(host.trim_end_matches('.').to_ascii_lowercase())
+}
+
+// ---- reading --------------------------------------------------------------------
+
+const OPERATORS: [&str; 11] = [
+    "equals",
+    "in",
+    "matches",
+    "glob",
+    "path_under",
+    "host_in",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "exists",
+];
+
+fn at(path: &[String], key: &str) -> Vec<String> {
+    let mut p = path.to_vec();
+    p.push(key.to_owned());
+    p
+}
+
+fn parse_list(
+    items: &[Value],
+    path: &[String],
+    depth: usize,
+    nodes: &mut usize,
+    problems: &mut Vec<Problem>,
+) -> Option<Vec<Condition>> {
+    if items.is_empty() {
+        problems.push((path.to_vec(), "an empty list of conditions".into()));
+        return None;
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        if let Some(c) = parse_node(item, &at(path, &format!("[{i}]")), depth, nodes, problems) {
+            out.push(c);
+        }
+    }
+    (out.len() == items.len()).then_some(out)
+}
+
+fn parse_node(
+    value: &Value,
+    path: &[String],
+    depth: usize,
+    nodes: &mut usize,
+    problems: &mut Vec<Problem>,
+) -> Option<Condition> {
+    *nodes += 1;
+    if *nodes > MAX_NODES {
+        if *nodes == MAX_NODES + 1 {
+            problems.push((path.to_vec(), format!("more than {MAX_NODES} conditions")));
+        }
+        return None;
+    }
+    if depth > MAX_DEPTH {
+        problems.push((
+            path.to_vec(),
+            format!("nested deeper than {MAX_DEPTH} levels"),
+        ));
+        return None;
+    }
+    let Value::Mapping(map) = value else {
+        problems.push((
+            path.to_vec(),
+            "expected a condition: `all`, `any`, `not`, or a test (`arg` or `context` with an operator)"
+                .into(),
+        ));
+        return None;
+    };
+    let mut keys = Vec::new();
+    for (k, _) in map {
+        match k.as_str() {
+            Some(k) => keys.push(k),
+            None => {
+                problems.push((path.to_vec(), "a condition's keys are strings".into()));
+                return None;
+            }
+        }
+    }
+    for combinator in ["all", "any", "not"] {
+        if keys.contains(&combinator) {
+            if keys.len() != 1 {
+                problems.push((
+                    path.to_vec(),
+                    format!(
+                        "`{combinator}` stands alone in its mapping; put other tests inside it"
+                    ),
+                ));
+                return None;
+            }
+            let inner = &map[combinator];
+            let here = at(path, combinator);
+            return match (combinator, inner) {
+                ("not", inner) => parse_node(inner, &here, depth + 1, nodes, problems)
+                    .map(|c| Condition::Not(Box::new(c))),
+                (_, Value::Sequence(items)) => {
+                    let items = parse_list(items, &here, depth + 1, nodes, problems)?;
+                    Some(if combinator == "all" {
+                        Condition::All(items)
+                    } else {
+                        Condition::Any(items)
+                    })
+                }
+                _ => {
+                    problems.push((here, format!("`{combinator}` takes a list of conditions")));
+                    None
+                }
+            };
+        }
+    }
+    parse_test(map, &keys, path, problems).map(Condition::Test)
+}
+
+fn parse_test(
+    map: &yaml_serde::Mapping,
+    keys: &[&str],
+    path: &[String],
+    problems: &mut Vec<Problem>,
+) -> Option<Test> {
+    let mut problem = |at: Vec<String>, message: String| {
+        problems.push((at, message));
+        None
+    };
+    for key in keys {
+        if !matches!(*key, "arg" | "context") && !OPERATORS.contains(key) {
+            return problem(
+                at(path, key),
+                format!(
+                    "unknown key `{key}`: a test has `arg` or `context` and one of {}",
+                    OPERATORS.join(", ")
+                ),
+            );
+        }
+    }
+    let subject = match (map.get("arg"), map.get("context")) {
+        (Some(_), Some(_)) => {
+            return problem(
+                path.to_vec(),
+                "a test has `arg` or `context`, not both".into(),
+            );
+        }
+        (None, None) => {
+            return problem(
+                path.to_vec(),
+                "a test needs a subject: `arg: /json/pointer` or `context: client|roles|agent|version|tags|tool|time`"
+                    .into(),
+            );
+        }
+        (Some(pointer), None) => match pointer.as_str() {
+            Some(p) if p.len() > MAX_POINTER => {
+                return problem(
+                    at(path, "arg"),
+                    format!("a pointer is at most {MAX_POINTER} bytes"),
+                );
+            }
+            Some(p) if p.is_empty() || p.starts_with('/') => Subject::Arg(p.to_owned()),
+            _ => {
+                return problem(
+                    at(path, "arg"),
+                    "a JSON pointer into the arguments, starting with `/` (`/to`, `/args/0`)"
+                        .into(),
+                );
+            }
+        },
+        (None, Some(field)) => match field.as_str() {
+            Some("client") => Subject::Client,
+            Some("roles" | "role") => Subject::Roles,
+            Some("agent") => Subject::Agent,
+            Some("version") => Subject::Version,
+            Some("tags" | "tag") => Subject::Tags,
+            Some("tool") => Subject::Tool,
+            Some("time") => Subject::Time,
+            _ => {
+                return problem(
+                    at(path, "context"),
+                    "one of client, roles, agent, version, tags, tool, time".into(),
+                );
+            }
+        },
+    };
+    let ops: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| OPERATORS.contains(k))
+        .collect();
+    let [name] = ops.as_slice() else {
+        return problem(
+            path.to_vec(),
+            format!(
+                "a test has exactly one operator, one of {}",
+                OPERATORS.join(", ")
+            ),
+        );
+    };
+    let here = at(path, name);
+    let value = &map[*name];
+    let op = match read_op(name, value, &subject) {
+        Ok(op) => op,
+        Err(message) => return problem(here, message),
+    };
+    Some(Test { subject, op })
+}
+
+fn read_op(name: &str, value: &Value, subject: &Subject) -> Result<Op, String> {
+    let texts = |value: &Value| -> Result<Vec<String>, String> {
+        let items: Vec<&Value> = match value {
+            Value::Sequence(items) => items.iter().collect(),
+            one => vec![one],
+        };
+        if items.is_empty() {
+            return Err("an empty list".into());
+        }
+        if items.len() > MAX_LIST {
+            return Err(format!("at most {MAX_LIST} values"));
+        }
+        items
+            .into_iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| "expected text".to_owned())
+            })
+            .collect()
+    };
+    let json = |value: &Value| -> Result<Json, String> {
+        serde_json::to_value(value).map_err(|e| format!("not a plain value: {e}"))
+    };
+    let is_time = matches!(subject, Subject::Time);
+    match name {
+        "exists" => match value {
+            Value::Bool(b) => Ok(Op::Exists(*b)),
+            _ => Err("`exists` is true or false".into()),
+        },
+        "gt" | "gte" | "lt" | "lte" => {
+            let cmp = match name {
+                "gt" => Cmp::Gt,
+                "gte" => Cmp::Gte,
+                "lt" => Cmp::Lt,
+                _ => Cmp::Lte,
+            };
+            if is_time {
+                let t = value
+                    .as_str()
+                    .and_then(|s| s.parse::<Timestamp>().ok())
+                    .ok_or("a time is an RFC 3339 instant (`2026-12-01T00:00:00Z`)")?;
+                return Ok(Op::Time(cmp, t));
+            }
+            if !matches!(subject, Subject::Arg(_)) {
+                return Err(format!("`{name}` compares numbers arguments or the time"));
+            }
+            match value.as_f64() {
+                Some(n) if n.is_finite() => Ok(Op::Number(cmp, n)),
+                _ => Err(format!("`{name}` takes a number")),
+            }
+        }
+        _ if is_time => Err("the time is compared with gt, gte, lt or lte".into()),
+        "equals" => Ok(Op::Equals(json(value)?)),
+        "in" => match value {
+            Value::Sequence(items) if items.is_empty() => Err("an empty list".into()),
+            Value::Sequence(items) if items.len() > MAX_LIST => {
+                Err(format!("at most {MAX_LIST} values"))
+            }
+            Value::Sequence(items) => items.iter().map(json).collect::<Result<_, _>>().map(Op::In),
+            _ => Err("`in` takes a list".into()),
+        },
+        "matches" => {
+            let pattern = value.as_str().ok_or("`matches` takes a regular expression")?;
+            compile(pattern).map(|r| Op::Matches(Pattern(r)))
+        }
+        "glob" => texts(value)?
+            .iter()
+            .map(|g| Glob::new(g))
+            .collect::<Result<_, _>>()
+            .map(Op::Glob),
+        "host_in" => texts(value)?
+            .iter()
+            .map(|g| Glob::new(&g.to_ascii_lowercase()))
+            .collect::<Result<_, _>>()
+            .map(Op::HostIn),
+        "path_under" => texts(value)?
+            .iter()
+            .map(|d| {
+                if d.contains('\0') {
+                    return Err("a directory holds no NUL".to_owned());
+                }
+                lexical(Path::new(d)).ok_or_else(|| {
+                    format!("`{d}` climbs out of the workspace; name a directory inside it or an absolute one")
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(Op::PathUnder),
+        other => Err(format!("unknown operator `{other}`")),
+    }
+}
+
+/// Compiles a `matches` pattern. The engine (the `regex` crate) runs in linear time, so
+/// no pattern can backtrack catastrophically; patterns written the catastrophic way
+/// anyway (`(a+)+`, a repetition of a repetition) are refused so a policy means the
+/// same when copied to a backtracking engine, as are oversized ones (`a{1000}{1000}`).
+pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, String> {
+    if pattern.len() > MAX_REGEX {
+        return Err(format!("a regular expression is at most {MAX_REGEX} bytes"));
+    }
+    let hir = regex_syntax::ParserBuilder::new()
+        .nest_limit(32)
+        .build()
+        .parse(pattern)
+        .map_err(|e| format!("not a regular expression: {}", first_line(&e.to_string())))?;
+    if nested_repetition(&hir) {
+        return Err(format!(
+            "`{pattern}` repeats a repetition (like `(a+)+`), the shape of catastrophic \
+             backtracking; write it with one repetition"
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+        .map_err(|e| {
+            let mut message = String::from("regular expression refused: ");
+            let _ = write!(message, "{}", first_line(&e.to_string()));
+            message
+        })
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .last()
+        .unwrap_or(text)
+        .trim()
+        .to_owned()
+}
+
+/// Whether an unbounded repetition's body is itself a repetition, up to parts that
+/// may match nothing (`(a+)+`, `(\w+\s?)*`): the ambiguous shape that makes a
+/// backtracking engine take exponential time. `([a-z]+\.)*` is fine: the `.` must be
+/// there, so each round is one way.
+fn nested_repetition(hir: &regex_syntax::hir::Hir) -> bool {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Repetition(rep) => {
+            (rep.max.is_none() && body_repeats(&rep.sub)) || nested_repetition(&rep.sub)
+        }
+        HirKind::Capture(c) => nested_repetition(&c.sub),
+        HirKind::Concat(items) | HirKind::Alternation(items) => items.iter().any(nested_repetition),
+        _ => false,
+    }
+}
+
+fn body_repeats(hir: &regex_syntax::hir::Hir) -> bool {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Repetition(rep) => rep.max.is_none_or(|m| m > 1),
+        HirKind::Capture(c) => body_repeats(&c.sub),
+        HirKind::Alternation(items) => items.iter().any(body_repeats),
+        // Two repetitions side by side (`x+x+`) split a run in many ways.
+        HirKind::Concat(items) if items.iter().filter(|h| body_repeats(h)).count() > 1 => true,
+        HirKind::Concat(items) => items.iter().enumerate().any(|(i, item)| {
+            body_repeats(item)
+                && items
+                    .iter()
+                    .enumerate()
+                    .all(|(j, other)| i == j || other.properties().minimum_len() == Some(0))
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests;
