@@ -276,7 +276,7 @@ pub enum EventPayload {
         /// Why policy asked for approval; the resumed call is decided again against
         /// the set then in force (its hash is compared with this one's).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        explanation: Option<PolicyExplanation>,
+        explanation: Option<Box<PolicyExplanation>>,
     },
     /// The decision; for `edited`, the arguments that will run (`null` under "hash").
     ApprovalDecided {
@@ -318,7 +318,7 @@ pub enum EventPayload {
         /// Why, as the policies decided it (absent for rate limits and budgets, which
         /// count rather than decide, and in logs written before explanations).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        explanation: Option<PolicyExplanation>,
+        explanation: Option<Box<PolicyExplanation>>,
     },
     /// An audit-mode policy selected a request: what it would have decided (never
     /// carried out).

@@ -163,6 +163,31 @@ fn valid_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Leaves out of a forwarded request the tools policy denies outright for this
+/// client, as a turn leaves them out of its model calls (list-time is call-time): the
+/// upstream model never sees them. A `tool_choice` that named one falls back to the
+/// model's choice.
+fn withhold_denied_tools(
+    policies: &agentplane_core::policy::PolicySet,
+    ctx: &RequestContext<'_>,
+    request: &mut ChatRequest,
+) {
+    if policies.is_empty() || request.tools.is_empty() {
+        return;
+    }
+    request.tools.retain(|tool| {
+        !crate::governance::rules::denied_outright(policies, &ctx.tool(tool.name.as_str()))
+    });
+    let choice_gone = match &request.tool_choice {
+        Some(ToolChoice::Function(name)) => !request.tools.iter().any(|t| &t.name == name),
+        Some(ToolChoice::Required) => request.tools.is_empty(),
+        _ => false,
+    };
+    if choice_gone {
+        request.tool_choice = None;
+    }
+}
+
 /// Admits one call of `client`: validation, then `governance::admission` under the
 /// gateway's agent name with a reservation of the call's worst case. A refusal by a
 /// policy is counted by the tap (a gateway call has no thread to record it in) and
@@ -179,6 +204,7 @@ pub(crate) async fn admit(
     request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
     let ctx = RequestContext::new(&config.agent, &config.tags, client);
+    withhold_denied_tools(&governance.policies.current(), &ctx, &mut request);
     let admitted = metered::reserve(
         governance,
         deps.store.as_ref(),

@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::settings::policies::PoliciesConfig;
 
-/// Reads and validates every `*.yaml` / `*.yml` file directly in `dir` (not recursive,
+/// Reads and validates every `*.yaml` / `*.yml` file directly in `dir` but the tests
+/// (`*.test.yaml`, [`is_test_file`]) (not recursive,
 /// sorted by name, so set order is stable). Each policy's source is its file name
 /// (`email.yaml`). Returns every error of every file: a file larger than
 /// [`MAX_SOURCE_BYTES`], unreadable or not UTF-8 is an error naming it, and a missing or
@@ -57,9 +58,18 @@ fn read_dir(dir: &Path) -> Result<Vec<SourceFile>, Vec<PolicyError>> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .filter(|p| !is_test_file(p))
         .collect();
     paths.sort();
     Ok(paths.iter().map(|path| read_file(path)).collect())
+}
+
+/// Whether a file holds policy tests (`*.test.yaml`, `*.test.yml`): read by `policy
+/// test`, never loaded as policies.
+pub fn is_test_file(path: &Path) -> bool {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|stem| stem.ends_with(".test"))
 }
 
 fn read_file(path: &Path) -> SourceFile {

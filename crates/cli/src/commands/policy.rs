@@ -1,13 +1,21 @@
-//! `agentplane policy check DIR`: validates a policies directory exactly the way the
-//! server loads it (`agentplane_runtime::policy_dir::load_dir`), for CI. Prints every
-//! error of every file as `file:line: field: message` with the file's path as given on
-//! the command line (`policies/email.yaml:7: ...`): the lines `serve` reports for the
-//! same directory (`policy_dir::error_lines`). Reading and validation live in the runtime
-//! and core; this file only prints.
+//! `agentplane policy check|explain|test DIR`: policies as code, offline.
+//! - `check` validates a policies directory exactly the way the server loads it
+//!   (`agentplane_runtime::policy_dir::load_dir`), printing every error as
+//!   `file:line: field: message` (the lines `serve` reports for the same directory).
+//! - `explain` prints the decision of one request, each policy considered with match /
+//!   no match and why (`engine::governance::explain`, the server's own evaluation).
+//! - `test` runs the `*.test.yaml` cases beside the policies
+//!   (`agentplane_runtime::policy_tests`) and exits 1 when one fails.
+//!
+//! Reading, validation and evaluation live in the runtime, engine and core; this file
+//! only parses flags and prints.
 
 use std::path::{Path, PathBuf};
 
+use agentplane_core::policy::{PolicySet, RequestContext, Timestamp};
+use agentplane_engine::governance::explain::{Explained, explain};
 use agentplane_runtime::policy_dir::{error_lines, load_dir};
+use agentplane_runtime::policy_tests::{load_cases, run_cases};
 use clap::{Args, Subcommand};
 
 use crate::exit::{self, Exit};
@@ -25,18 +33,62 @@ enum PolicyCommand {
         /// The policies directory.
         dir: PathBuf,
     },
+    /// Print the decision of one request under DIR's policies, each policy with
+    /// match / no match and why.
+    Explain(ExplainArgs),
+    /// Run the *.test.yaml cases in DIR against DIR's policies; exit 1 if one fails.
+    Test {
+        /// The policies directory (its tests beside the policies).
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct ExplainArgs {
+    /// The agent the request goes to.
+    #[arg(long)]
+    agent: String,
+    /// The tool called; without it, a turn-level request.
+    #[arg(long)]
+    tool: Option<String>,
+    /// The call's arguments, as JSON.
+    #[arg(long, default_value = "{}")]
+    args: String,
+    /// The client asking.
+    #[arg(long, default_value = "cli")]
+    client: String,
+    /// A role of the caller (repeatable).
+    #[arg(long = "role")]
+    roles: Vec<String>,
+    /// A tag of the agent (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// The agent version.
+    #[arg(long)]
+    version: Option<String>,
+    /// When (RFC 3339); default now.
+    #[arg(long)]
+    at: Option<String>,
+    /// Print the explanation as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The policies directory.
+    #[arg(default_value = "policies")]
+    dir: PathBuf,
 }
 
 pub fn run(args: PolicyArgs) -> Exit {
     match args.command {
         PolicyCommand::Check { dir } => check(&dir),
+        PolicyCommand::Explain(args) => explain_one(&args),
+        PolicyCommand::Test { dir } => test(&dir),
     }
 }
 
 fn check(dir: &Path) -> Exit {
-    match load_dir(dir) {
+    match load(dir) {
         Ok(set) => {
-            println!("{} policies OK", set.len());
+            println!("{} policies OK ({})", set.len(), set.hash());
             for policy in set.policies() {
                 println!(
                     "  {} ({})",
@@ -46,12 +98,138 @@ fn check(dir: &Path) -> Exit {
             }
             exit::SUCCESS
         }
-        Err(errors) => {
-            // The lines `serve` reports for the same directory.
-            for line in error_lines(dir, &errors) {
-                eprintln!("{line}");
-            }
-            exit::CONFIG
+        Err(exit) => exit,
+    }
+}
+
+/// The directory's policies, or its errors printed.
+fn load(dir: &Path) -> Result<PolicySet, Exit> {
+    load_dir(dir).map_err(|errors| {
+        for line in error_lines(dir, &errors) {
+            eprintln!("{line}");
         }
+        exit::CONFIG
+    })
+}
+
+fn explain_one(args: &ExplainArgs) -> Exit {
+    let set = match load(&args.dir) {
+        Ok(set) => set,
+        Err(exit) => return exit,
+    };
+    let arguments: serde_json::Value = match serde_json::from_str(&args.args) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: --args is not JSON: {e}");
+            return exit::CONFIG;
+        }
+    };
+    let at = match args.at.as_deref().map(str::parse::<Timestamp>) {
+        None => Timestamp::now(),
+        Some(Ok(at)) => at,
+        Some(Err(e)) => {
+            eprintln!("error: --at is not an RFC 3339 instant: {e}");
+            return exit::CONFIG;
+        }
+    };
+    let mut ctx = RequestContext::new(&args.agent, &args.tags, &args.client)
+        .roles(&args.roles)
+        .version(args.version.as_deref())
+        .tool(args.tool.as_deref())
+        .at(at);
+    if args.tool.is_some() {
+        ctx = ctx.arguments(&arguments);
+    }
+    let explained = explain(&set, &ctx);
+    if args.json {
+        match serde_json::to_string_pretty(&explained) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::INTERNAL;
+            }
+        }
+    } else {
+        print!("{}", render(&explained));
+    }
+    exit::SUCCESS
+}
+
+/// An explanation as `policy explain` and `policy test` print it.
+fn render(e: &Explained) -> String {
+    let mut out = String::new();
+    let by = e
+        .decided_by
+        .as_deref()
+        .map(|p| format!(" by `{p}`"))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "decision: {}{by} (policy set {})\n",
+        e.decision, e.policy_set
+    ));
+    out.push_str(&format!("reason: {}\n", e.reason));
+    if e.policies.is_empty() {
+        out.push_str("no policies\n");
+    }
+    for p in &e.policies {
+        let state = if p.matched { "match" } else { "no match" };
+        let effect = p
+            .effect
+            .as_deref()
+            .map(|e| format!(" -> {e}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {} ({}, {}): {state}: {}{effect}\n",
+            p.name, p.kind, p.source, p.why
+        ));
+    }
+    out
+}
+
+fn test(dir: &Path) -> Exit {
+    let set = match load(dir) {
+        Ok(set) => set,
+        Err(exit) => return exit,
+    };
+    let cases = match load_cases(dir) {
+        Ok(cases) => cases,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("{e}");
+            }
+            return exit::CONFIG;
+        }
+    };
+    if cases.is_empty() {
+        eprintln!(
+            "error: no test cases in {} (write them in *.test.yaml beside the policies)",
+            dir.display()
+        );
+        return exit::CONFIG;
+    }
+    let outcomes = run_cases(&set, &cases);
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.failure.is_some()).collect();
+    for outcome in &failed {
+        println!(
+            "FAIL {}: {}: {}",
+            outcome.file.display(),
+            outcome.name,
+            outcome.failure.as_deref().unwrap_or_default()
+        );
+        for line in render(&outcome.explained).lines() {
+            println!("    {line}");
+        }
+    }
+    println!(
+        "{} cases, {} passed, {} failed (policy set {})",
+        outcomes.len(),
+        outcomes.len() - failed.len(),
+        failed.len(),
+        set.hash()
+    );
+    if failed.is_empty() {
+        exit::SUCCESS
+    } else {
+        exit::AGENT_FAILED
     }
 }

@@ -8,7 +8,7 @@
 //! (`arg: /json/pointer` or `context: client|roles|agent|version|tags|tool|time`) and
 //! one operator (`equals`, `in`, `matches`, `glob`, `path_under`, `host_in`, `gt`,
 //! `gte`, `lt`, `lte`, `exists`). On an array, a test holds when it holds for any
-//! element. A test on a missing argument does not hold (`exists: false` asks for the
+//! element, or for every element with `every: true`. A test on a missing argument does not hold (`exists: false` asks for the
 //! absence); a test on an argument of another type does not hold either.
 
 use std::fmt::Write as _;
@@ -75,6 +75,8 @@ pub enum Condition {
 pub struct Test {
     subject: Subject,
     op: Op,
+    /// On an array: the test must hold for every element (`every: true`), not any.
+    every: bool,
 }
 
 /// What a test looks at.
@@ -251,7 +253,7 @@ impl Test {
                 if let Op::Exists(wanted) = self.op {
                     return yes(value.is_some() == wanted);
                 }
-                yes(value.is_some_and(|v| self.op.on_json(v, ctx.workspace)))
+                yes(value.is_some_and(|v| self.op.on_json(v, ctx.workspace, self.every)))
             }
             Subject::Time => match self.op {
                 Op::Time(cmp, t) => yes(cmp.holds(ctx.at.cmp(&t))),
@@ -306,13 +308,21 @@ impl Test {
             Op::Exists(true) => "exists".into(),
             Op::Exists(false) => "is absent".into(),
         };
-        format!("{subject} {op}")
+        if self.every {
+            format!("every {subject} {op}")
+        } else {
+            format!("{subject} {op}")
+        }
     }
 }
 
 impl Op {
-    /// On an argument's value: the value itself, or any element of an array.
-    fn on_json(&self, value: &Json, root: Option<&Path>) -> bool {
+    /// On an argument's value: the value itself, or any element of an array (every
+    /// element, with `every`).
+    fn on_json(&self, value: &Json, root: Option<&Path>, every: bool) -> bool {
+        if every && let Json::Array(items) = value {
+            return items.iter().all(|item| self.on_one(item, root));
+        }
         if self.on_one(value, root) {
             return true;
         }
@@ -348,7 +358,7 @@ impl Op {
 
     fn on_strs(&self, values: &[String], root: Option<&Path>) -> bool {
         match self {
-            Op::Exists(wanted) => !values.is_empty() == *wanted,
+            Op::Exists(wanted) => values.is_empty() != *wanted,
             _ => values.iter().any(|v| self.on_str(Some(v), root)),
         }
     }
@@ -592,7 +602,7 @@ fn parse_test(
         None
     };
     for key in keys {
-        if !matches!(*key, "arg" | "context") && !OPERATORS.contains(key) {
+        if !matches!(*key, "arg" | "context" | "every") && !OPERATORS.contains(key) {
             return problem(
                 at(path, key),
                 format!(
@@ -668,7 +678,15 @@ fn parse_test(
         Ok(op) => op,
         Err(message) => return problem(here, message),
     };
-    Some(Test { subject, op })
+    let every = match map.get("every") {
+        None => false,
+        Some(Value::Bool(b)) if matches!(subject, Subject::Arg(_)) => *b,
+        Some(Value::Bool(_)) => {
+            return problem(at(path, "every"), "`every` is for arguments".into());
+        }
+        Some(_) => return problem(at(path, "every"), "`every` is true or false".into()),
+    };
+    Some(Test { subject, op, every })
 }
 
 fn read_op(name: &str, value: &Value, subject: &Subject) -> Result<Op, String> {
@@ -795,8 +813,7 @@ pub(crate) fn compile(pattern: &str) -> Result<regex::Regex, String> {
 
 fn first_line(text: &str) -> String {
     text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .last()
+        .rfind(|l| !l.trim().is_empty())
         .unwrap_or(text)
         .trim()
         .to_owned()

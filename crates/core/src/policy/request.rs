@@ -117,6 +117,25 @@ impl<'a> RequestContext<'a> {
     pub fn client_id(&self) -> &'a str {
         self.client
     }
+    /// The agent version, if known.
+    pub fn agent_version(&self) -> Option<&'a str> {
+        self.version
+    }
+    /// The workspace root, if known.
+    pub fn workspace_root(&self) -> Option<&'a Path> {
+        self.workspace
+    }
+    /// The caller's roles.
+    pub fn caller_roles(&self) -> &'a [String] {
+        self.roles
+    }
+    /// The same request without its arguments: what holds whatever they are.
+    pub fn without_arguments(self) -> Self {
+        Self {
+            arguments: None,
+            ..self
+        }
+    }
     /// When the request happens.
     pub fn instant(&self) -> Timestamp {
         self.at

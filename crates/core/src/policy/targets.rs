@@ -53,6 +53,54 @@ impl Targets {
         true
     }
 
+    /// Why a request with these facts is not selected, in words; `None` when it is.
+    pub fn mismatch(
+        &self,
+        agent: &str,
+        tags: &[String],
+        tool: Option<&str>,
+        client: &str,
+    ) -> Option<String> {
+        let listed = |list: &[Glob]| list.iter().map(Glob::as_str).collect::<Vec<_>>().join(", ");
+        if let Some(agents) = &self.agents
+            && !any_matches(agents, agent)
+        {
+            return Some(format!(
+                "agent `{agent}` is not among agents [{}]",
+                listed(agents)
+            ));
+        }
+        if let Some(patterns) = &self.tags
+            && !tags.iter().any(|t| any_matches(patterns, t))
+        {
+            return Some(format!(
+                "no tag of the agent is among tags [{}]",
+                listed(patterns)
+            ));
+        }
+        if let Some(tools) = &self.tools {
+            match tool {
+                Some(tool) if any_matches(tools, tool) => {}
+                Some(tool) => {
+                    return Some(format!(
+                        "tool `{tool}` is not among tools [{}]",
+                        listed(tools)
+                    ));
+                }
+                None => return Some("it names tools and this request calls none".into()),
+            }
+        }
+        if let Some(clients) = &self.clients
+            && !any_matches(clients, client)
+        {
+            return Some(format!(
+                "client `{client}` is not among clients [{}]",
+                listed(clients)
+            ));
+        }
+        None
+    }
+
     /// A short human summary, e.g. `agents=support tools=mcp__github__*`, or `all`.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();

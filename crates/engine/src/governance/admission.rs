@@ -92,7 +92,7 @@ impl Refusal {
             call_id: call_id.map(str::to_owned),
             detail: self.message(what),
             explanation: match self {
-                Self::Denied { explanation, .. } => Some((**explanation).clone()),
+                Self::Denied { explanation, .. } => Some(explanation.clone()),
                 _ => None,
             },
         }

@@ -53,7 +53,7 @@ pub fn applicable<'p>(
 }
 
 /// What one deciding policy would make of a request, whatever its mode.
-fn verdict<'p>(policy: &'p Policy, ctx: &RequestContext<'_>) -> Decision<'p> {
+pub(crate) fn verdict<'p>(policy: &'p Policy, ctx: &RequestContext<'_>) -> Decision<'p> {
     match policy.rule() {
         Rule::ToolAccess(access) => match ctx.tool_name().and_then(|t| access.refusal(t)) {
             Some(reason) => Decision::Deny {
@@ -247,6 +247,21 @@ pub fn gate<'p>(set: &'p PolicySet, ctx: &RequestContext<'_>) -> Gate<'p> {
         matched,
         audited,
     }
+}
+
+/// Whether policy denies `ctx`'s tool whatever its arguments: then it is not offered
+/// to the model at all. Asks [`gate`] without arguments (conditions on them do not
+/// select), so a tool denied here is denied at every call too; a tool denied only for
+/// some arguments is not denied here. A tool governed as another (`governed_as`) is
+/// asked under both names, as its calls are.
+pub fn denied_outright(set: &PolicySet, ctx: &RequestContext<'_>) -> bool {
+    let Some(tool) = ctx.tool_name() else {
+        return false;
+    };
+    let listing = ctx.without_arguments();
+    let denies = |c: &RequestContext<'_>| matches!(gate(set, c).decision, Decision::Deny { .. });
+    denies(&listing)
+        || agentplane_core::governed_as(tool).is_some_and(|alias| denies(&listing.tool(alias)))
 }
 
 /// Decides a request. Deny wins over everything, then approval, then allow.
@@ -520,5 +535,75 @@ mod tests {
             "tool-targeted limits skip turn checks"
         );
         assert_eq!(rate_limits(&s, &c)[0].1.max, 5);
+    }
+}
+
+#[cfg(test)]
+mod index_tests {
+    use agentplane_core::policy::{PolicySource, Truth};
+
+    use super::*;
+
+    /// The index only saves work: over a mixed set, the policies the gate reports
+    /// as matched are exactly those that select the request when every policy is
+    /// asked.
+    #[test]
+    fn the_index_finds_every_policy_that_selects_a_request() {
+        let mut text = String::new();
+        for i in 0..600 {
+            let targets = match i % 7 {
+                0 => format!("{{agents: [agent-{}]}}", i % 9),
+                1 => format!("{{tags: [tag-{}]}}", i % 5),
+                2 => format!("{{tools: ['mcp__s{}__*']}}", i % 4),
+                3 => format!("{{clients: [client-{}]}}", i % 6),
+                4 => format!("{{agents: ['agent-{}*'], tags: [tag-{}]}}", i % 3, i % 5),
+                5 => format!("{{tools: ['*_{}', read_file]}}", i % 3),
+                _ => "{}".to_owned(),
+            };
+            let when = if i % 4 == 0 {
+                format!("  when: {{arg: /n, gte: {}}}\n", i % 10)
+            } else {
+                String::new()
+            };
+            text.push_str(&format!(
+                "- name: p{i}\n  type: rate_limit\n  targets: {targets}\n{when}  rules: {{window: 1m, max: 5}}\n"
+            ));
+        }
+        let set = PolicySet::parse(&[PolicySource {
+            name: "many.yaml",
+            text: &text,
+        }])
+        .expect("valid");
+        let tags: Vec<Vec<String>> = (0..5)
+            .map(|t| vec![format!("tag-{t}"), "other".into()])
+            .collect();
+        let tools = [
+            None,
+            Some("read_file"),
+            Some("mcp__s1__get"),
+            Some("x_2"),
+            Some("mcp__s"),
+        ];
+        for agent in 0..12 {
+            for client in 0..7 {
+                for tool in tools {
+                    for n in [0, 5, 9] {
+                        let args = serde_json::json!({ "n": n });
+                        let name = format!("agent-{agent}");
+                        let client = format!("client-{client}");
+                        let ctx = RequestContext::new(&name, &tags[agent % 5], &client)
+                            .tool(tool)
+                            .arguments(&args);
+                        let every: Vec<&str> = set
+                            .policies()
+                            .iter()
+                            .filter(|p| p.selects(&ctx) == Truth::Yes)
+                            .map(|p| p.name())
+                            .collect();
+                        assert_eq!(gate(&set, &ctx).matched, every, "{name} {client} {tool:?}");
+                    }
+                }
+            }
+        }
     }
 }

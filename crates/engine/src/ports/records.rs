@@ -37,7 +37,7 @@ pub fn approval_requested(approval: &NewApproval) -> EventPayload {
         policy: approval.policy.clone(),
         approvers: approval.approvers.clone(),
         expires_at: approval.expires_at.clone(),
-        explanation: approval.explanation.clone(),
+        explanation: approval.explanation.clone().map(Box::new),
     }
 }
 

@@ -473,8 +473,15 @@ impl ActiveTurn<'_> {
                 )
             })?;
         }
-        let (specs, tools) = collect_tools(agent, &request.ensembles)?;
+        let (mut specs, tools) = collect_tools(agent, &request.ensembles)?;
         let policies = self.deps.governance.policies.current();
+        // List-time is call-time: a tool policy denies outright (whatever its
+        // arguments) is not offered; one denied only for some arguments stays listed
+        // and is refused per call. The same `gate` decides both.
+        specs.retain(|spec| {
+            spec.name == FINISH_TASK
+                || !rules::denied_outright(&policies, &self.policy_ctx(request, Some(&spec.name)))
+        });
         let in_force = rules::data_scopes(&policies, &self.policy_ctx(request, None));
         self.scope_policies = in_force
             .iter()
@@ -666,7 +673,10 @@ impl ActiveTurn<'_> {
         request: &'r TurnRequest,
         tool: Option<&'r str>,
     ) -> RequestContext<'r> {
-        RequestContext::new(&request.agent.name, &request.agent.tags, &request.client).tool(tool)
+        RequestContext::new(&request.agent.name, &request.agent.tags, &request.client)
+            .tool(tool)
+            .version(request.agent_version.as_deref())
+            .workspace(request.workspace.as_path())
     }
 
     /// The post-turn audit (`governance::audit`): each mismatch between what the turn

@@ -445,3 +445,19 @@ fn explanations_name_the_deciding_test_without_argument_values() {
     let why = set.policies()[0].when().expect("when").explain(&listing);
     assert!(why.contains("depends on the call's arguments"), "{why}");
 }
+
+#[test]
+fn every_asks_all_elements_of_an_array() {
+    let internal = "{not: {arg: /to, every: true, matches: '@co\\.com$'}}";
+    assert_eq!(
+        truth(internal, json!({"to": ["a@co.com", "b@co.com"]})),
+        Truth::No
+    );
+    assert_eq!(
+        truth(internal, json!({"to": ["a@co.com", "x@evil.net"]})),
+        Truth::Yes
+    );
+    assert_eq!(truth(internal, json!({"to": "x@evil.net"})), Truth::Yes);
+    assert_eq!(truth(internal, json!({"to": "a@co.com"})), Truth::No);
+    assert!(refused("{context: tags, every: true, equals: a}").contains("for arguments"));
+}
