@@ -15,6 +15,7 @@ use crate::routes::events::EventsQuery;
 use crate::routes::executions::{CreateExecutionBody, ExecutionsQuery};
 use crate::routes::gateway_wire::CompletionRequest;
 use crate::routes::keys::CreateKeyBody;
+use crate::routes::policies::ExplainBody;
 use crate::routes::threads::{HistoryQuery, ThreadsQuery};
 use crate::routes::versions::{
     CreateVersionBody, PromoteBody, ShadowBody, SpecPatchBody, TrafficBody,
@@ -48,4 +49,5 @@ guarded! {
     CostsQuery => Read, "reading costs";
     ExecutionsQuery => Read, "listing executions";
     ApprovalsQuery => Approve, "listing approvals";
+    ExplainBody => List, "explaining a policy decision";
 }

@@ -26,6 +26,7 @@
 //! GET    /v1/approvals/{id}                one approval
 //! POST   /v1/approvals/{id}                approve, edit and approve, or reject a held call
 //! GET    /v1/policies                      the policies in force, with sources
+//! POST   /v1/policies/explain              how the policies decide one request
 //! GET    /v1/costs                         model call costs, grouped
 //! POST   /v1/executions                    queue an execution (202)
 //! GET    /v1/executions                    the client's executions (filters)
@@ -333,6 +334,7 @@ fn build(
         ))
         .routes(routes!(crate::routes::costs::list))
         .routes(routes!(crate::routes::policies::list))
+        .routes(routes!(crate::routes::policies::explain))
         .routes(routes!(
             crate::routes::executions::create,
             crate::routes::executions::list

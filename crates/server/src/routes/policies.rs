@@ -171,6 +171,94 @@ pub(crate) async fn list(
     }))
 }
 
+/// `POST /v1/policies/explain`: one request to decide.
+#[derive(Debug, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExplainBody {
+    /// The agent the request goes to; its tags are the configured agent's unless
+    /// `tags` is given.
+    agent: String,
+    /// The tool called; absent: a turn-level request.
+    #[serde(default)]
+    tool: Option<String>,
+    /// The call's arguments (with `tool`).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    args: Option<serde_json::Value>,
+    /// The client asking; default: the caller.
+    #[serde(default)]
+    client: Option<String>,
+    /// The caller's roles; default: none.
+    #[serde(default)]
+    roles: Vec<String>,
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    #[serde(default)]
+    version: Option<String>,
+    /// RFC 3339; default: now.
+    #[serde(default)]
+    at: Option<String>,
+}
+
+/// Explains how the policies in force decide one request: the decision (`allow`,
+/// `deny`, `approval`), the deciding policy, the set's hash, and each policy with
+/// whether it matched and why. Nothing is run or recorded.
+#[utoipa::path(
+    post,
+    path = "/v1/policies/explain",
+    operation_id = "explainPolicies",
+    tag = tags::POLICIES,
+    request_body = ExplainBody,
+    responses(
+        (status = 200, description = "The decision, explained.", body = Object),
+        (status = 400, description = "A malformed request.", body = crate::error::ErrorEnvelope),
+    )
+)]
+pub(crate) async fn explain(
+    State(state): State<AppState>,
+    caller: Identity,
+    crate::extract::ApiJson(body): crate::extract::ApiJson<ExplainBody>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    use agentplane_core::policy::{RequestContext, Timestamp};
+    let active = state.hub.policies(&caller.0)?;
+    let set = active.current();
+    let at = match body.at.as_deref().map(str::parse::<Timestamp>) {
+        None => Timestamp::now(),
+        Some(Ok(at)) => at,
+        Some(Err(e)) => {
+            return Err(ApiError::invalid(format!(
+                "`at` is not an RFC 3339 instant: {e}"
+            )));
+        }
+    };
+    if body.args.is_some() && body.tool.is_none() {
+        return Err(ApiError::invalid("`args` are the arguments of a `tool`"));
+    }
+    let tags = match body.tags {
+        Some(tags) => tags,
+        None => state
+            .hub
+            .agents(&caller.0)?
+            .get(&body.agent)
+            .map(|a| a.tags.clone())
+            .unwrap_or_default(),
+    };
+    let client = body.client.unwrap_or_else(|| caller.0.client().to_owned());
+    let null = serde_json::Value::Null;
+    let mut ctx = RequestContext::new(&body.agent, &tags, &client)
+        .roles(&body.roles)
+        .version(body.version.as_deref())
+        .tool(body.tool.as_deref())
+        .at(at);
+    if body.tool.is_some() {
+        ctx = ctx.arguments(body.args.as_ref().unwrap_or(&null));
+    }
+    let explained = agentplane_engine::governance::explain::explain(&set, &ctx);
+    serde_json::to_value(&explained)
+        .map(Json)
+        .map_err(|e| ApiError::internal(&e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
