@@ -49,7 +49,7 @@ fn the_examples_are_valid() {
     let out = check(&examples());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(&out));
-    assert!(stdout.starts_with("6 policies OK\n"), "{stdout}");
+    assert!(stdout.starts_with("11 policies OK (sha256:"), "{stdout}");
     assert!(
         stdout.contains("customer-email-approval: approval_required [tags=customer-facing]"),
         "{stdout}"
@@ -281,4 +281,95 @@ fn serve_reports_the_lines_policy_check_prints() {
             "serve did not print {line:?}:\n{serve_err}"
         );
     }
+}
+
+fn policy(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentplane"))
+        .arg("policy")
+        .args(args)
+        .arg(dir)
+        .env("AGENTPLANE_LOG", "error")
+        .output()
+        .expect("run agentplane")
+}
+
+#[test]
+fn the_shipped_policy_tests_pass() {
+    let out = policy(&["test"], &examples());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", stderr(&out));
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
+
+#[test]
+fn a_failing_case_prints_its_explanation_and_exits_1() {
+    let dir = dir_with(
+        "push.yaml",
+        b"name: push\ntype: approval_required\ntargets: {tools: [run_command]}\n\
+          when: {arg: /args, equals: push}\n",
+    );
+    std::fs::write(
+        dir.path().join("push.test.yaml"),
+        "- name: push waits\n  agent: a\n  tool: run_command\n  args: {args: [push]}\n  expect: approval\n\
+         - name: wrongly expected\n  agent: a\n  tool: run_command\n  args: {args: [pull]}\n  expect: approval\n",
+    )
+    .expect("write");
+    let out = policy(&["test"], dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", stderr(&out));
+    assert!(stdout.contains("FAIL "), "{stdout}");
+    assert!(stdout.contains("wrongly expected: expected approval, got allow"), "{stdout}");
+    assert!(
+        stdout.contains("push (approval_required, push.yaml): no match: not selected: arg /args equals \"push\" does not hold"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 cases, 1 passed, 1 failed"), "{stdout}");
+    assert!(!stdout.contains("FAIL push.test.yaml: push waits"), "{stdout}");
+    // The test file is not read as policies by `check`.
+    let checked = check(dir.path());
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr(&checked));
+}
+
+#[test]
+fn malformed_test_files_and_no_cases_are_usage_errors() {
+    let dir = dir_with("x.test.yaml", b"- name: no expect\n  agent: a\n");
+    let out = policy(&["test"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("x.test.yaml"), "{}", stderr(&out));
+    let empty = dir_with("other.yaml", b"[]\n");
+    let out = policy(&["test"], empty.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no test cases"), "{}", stderr(&out));
+}
+
+#[test]
+fn explain_prints_the_decision_and_every_policy() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentplane"))
+        .args(["policy", "explain", "--agent", "engineer", "--tool", "write_file"])
+        .args(["--args", r#"{"path": "a/../.github/workflows/x.yml", "content": "TOPSECRET"}"#])
+        .arg(examples())
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout.starts_with("decision: deny by `no-ci-edits` (policy set sha256:"), "{stdout}");
+    assert!(stdout.contains("no-ci-edits (tool_access, arguments.yaml): match: selected: arg /path path_under [.github] holds"), "{stdout}");
+    assert!(stdout.contains("git-push-approval (approval_required, arguments.yaml): no match"), "{stdout}");
+    assert!(!stdout.contains("TOPSECRET"), "argument values never appear: {stdout}");
+    let json = Command::new(env!("CARGO_BIN_EXE_agentplane"))
+        .args(["policy", "explain", "--json", "--agent", "engineer", "--tool", "run_command"])
+        .args(["--args", r#"{"program": "git", "args": ["push"]}"#])
+        .arg(examples())
+        .output()
+        .expect("run");
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(v["decision"], "approval");
+    assert_eq!(v["decided_by"], "git-push-approval");
+    let bad = Command::new(env!("CARGO_BIN_EXE_agentplane"))
+        .args(["policy", "explain", "--agent", "a", "--tool", "t", "--args", "{nope"])
+        .arg(examples())
+        .output()
+        .expect("run");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("--args is not JSON"));
 }
