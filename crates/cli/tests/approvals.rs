@@ -554,3 +554,142 @@ async fn the_cli_names_a_server_that_is_not_there() {
         text(&out.stderr)
     );
 }
+
+/// The tool names a model request offered.
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// List-time is call-time, and an approval is decided again at resume: a tool policy
+/// denies outright (`search_text`) is never offered to the model; one denied only for
+/// some arguments (`write_file` into `locked/`) is offered. A call approved under one
+/// policy set, resumed after the set changed to deny it, is denied, and the event says
+/// why; an approval that edits a call into a denied one is denied too.
+#[tokio::test]
+async fn list_time_is_call_time_and_a_policy_change_before_the_decision_denies_the_resumed_call() {
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("write_file", json!({"path": "out.txt", "content": "a"})),
+        Step::text("done"),
+        Step::tool_call("write_file", json!({"path": "ok.txt", "content": "b"})),
+        Step::text("done"),
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox();
+    let policies = sb.root.join("policies");
+    std::fs::write(
+        policies.join("limits.yaml"),
+        "- name: no-search\n  type: tool_access\n  rules: {deny: [search_text]}\n\
+         - name: locked\n  type: tool_access\n  targets: {tools: [write_file]}\n  \
+         when: {arg: /path, path_under: [locked]}\n  rules: {deny: ['*']}\n",
+    )
+    .expect("policy");
+    let served = start(&sb, &model.base_url()).await;
+    let thread = create_thread(&served, &sb).await;
+
+    let first = start_turn(&served, &thread).await;
+    let held = pending(&served, 1).await;
+    let approval = held[0]["id"].as_str().expect("id").to_owned();
+    let tools = offered(&model.requests()[0]);
+    assert!(tools.contains(&"write_file".to_owned()), "{tools:?}");
+    assert!(tools.contains(&"read_file".to_owned()), "{tools:?}");
+    assert!(
+        !tools.contains(&"search_text".to_owned()),
+        "denied outright: {tools:?}"
+    );
+
+    // The policies change while the call waits: `out.txt` is now denied.
+    std::fs::write(
+        policies.join("later.yaml"),
+        "name: no-out\ntype: tool_access\ntargets: {tools: [write_file]}\n\
+         when: {arg: /path, glob: 'out*'}\nrules: {deny: ['*']}\n",
+    )
+    .expect("policy");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (_, listed) = call(&served, reqwest::Method::GET, "/v1/policies", None).await;
+        if listed.to_string().contains("no-out") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new policy never loaded: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = approvals_cli(&served, &sb, CLIENT, &["approve", &approval]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let turn = ended(&served, &thread).await;
+    drop(first);
+    let events = turn["events"].as_array().expect("events").clone();
+    let requested = events
+        .iter()
+        .find(|e| e["kind"] == "approval_requested")
+        .expect("approval_requested");
+    let then = requested["explanation"]["policy_set"]
+        .as_str()
+        .expect("set hash");
+    assert_eq!(
+        requested["explanation"]["decided_by"], "review",
+        "{requested}"
+    );
+    let denied = events
+        .iter()
+        .find(|e| e["kind"] == "policy_denied")
+        .unwrap_or_else(|| panic!("the resumed call is denied: {events:?}"));
+    assert_eq!(denied["policy"], "no-out", "{denied}");
+    let detail = denied["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("the policies changed after the approval was requested")
+            && detail.contains(then),
+        "{detail}"
+    );
+    let now = denied["explanation"]["policy_set"].as_str().expect("now");
+    assert_ne!(now, then);
+    assert_eq!(denied["explanation"]["decision"], "deny");
+    assert!(
+        !sb.workspace.join("out.txt").exists(),
+        "deny wins over the approval"
+    );
+    // Listing the second turn's model call: still the same tools (no-out depends on
+    // arguments).
+    let second = start_turn(&served, &thread).await;
+    let held = pending(&served, 1).await;
+    let approval = held[0]["id"].as_str().expect("id").to_owned();
+    // An edit that makes the call deniable is denied.
+    let out = approvals_cli(
+        &served,
+        &sb,
+        CLIENT,
+        &[
+            "edit",
+            &approval,
+            "--arguments",
+            r#"{"path": "locked/x.txt", "content": "b"}"#,
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let turn = ended(&served, &thread).await;
+    let denied = turn["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "policy_denied")
+        .unwrap_or_else(|| panic!("the edited call was not denied: {turn}"))
+        .clone();
+    drop(second);
+    assert_eq!(denied["policy"], "locked", "{denied}");
+    assert!(!sb.workspace.join("locked").exists());
+    for request in model.requests() {
+        assert!(!offered(&request).contains(&"search_text".to_owned()));
+    }
+}

@@ -318,13 +318,19 @@ fn a_failing_case_prints_its_explanation_and_exits_1() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", stderr(&out));
     assert!(stdout.contains("FAIL "), "{stdout}");
-    assert!(stdout.contains("wrongly expected: expected approval, got allow"), "{stdout}");
+    assert!(
+        stdout.contains("wrongly expected: expected approval, got allow"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("push (approval_required, push.yaml): no match: not selected: arg /args equals \"push\" does not hold"),
         "{stdout}"
     );
     assert!(stdout.contains("2 cases, 1 passed, 1 failed"), "{stdout}");
-    assert!(!stdout.contains("FAIL push.test.yaml: push waits"), "{stdout}");
+    assert!(
+        !stdout.contains("FAIL push.test.yaml: push waits"),
+        "{stdout}"
+    );
     // The test file is not read as policies by `check`.
     let checked = check(dir.path());
     assert_eq!(checked.status.code(), Some(0), "{}", stderr(&checked));
@@ -345,19 +351,46 @@ fn malformed_test_files_and_no_cases_are_usage_errors() {
 #[test]
 fn explain_prints_the_decision_and_every_policy() {
     let out = Command::new(env!("CARGO_BIN_EXE_agentplane"))
-        .args(["policy", "explain", "--agent", "engineer", "--tool", "write_file"])
-        .args(["--args", r#"{"path": "a/../.github/workflows/x.yml", "content": "TOPSECRET"}"#])
+        .args([
+            "policy",
+            "explain",
+            "--agent",
+            "engineer",
+            "--tool",
+            "write_file",
+        ])
+        .args([
+            "--args",
+            r#"{"path": "a/../.github/workflows/x.yml", "content": "TOPSECRET"}"#,
+        ])
         .arg(examples())
         .output()
         .expect("run");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout.starts_with("decision: deny by `no-ci-edits` (policy set sha256:"), "{stdout}");
+    assert!(
+        stdout.starts_with("decision: deny by `no-ci-edits` (policy set sha256:"),
+        "{stdout}"
+    );
     assert!(stdout.contains("no-ci-edits (tool_access, arguments.yaml): match: selected: arg /path path_under [.github] holds"), "{stdout}");
-    assert!(stdout.contains("git-push-approval (approval_required, arguments.yaml): no match"), "{stdout}");
-    assert!(!stdout.contains("TOPSECRET"), "argument values never appear: {stdout}");
+    assert!(
+        stdout.contains("git-push-approval (approval_required, arguments.yaml): no match"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("TOPSECRET"),
+        "argument values never appear: {stdout}"
+    );
     let json = Command::new(env!("CARGO_BIN_EXE_agentplane"))
-        .args(["policy", "explain", "--json", "--agent", "engineer", "--tool", "run_command"])
+        .args([
+            "policy",
+            "explain",
+            "--json",
+            "--agent",
+            "engineer",
+            "--tool",
+            "run_command",
+        ])
         .args(["--args", r#"{"program": "git", "args": ["push"]}"#])
         .arg(examples())
         .output()
@@ -366,7 +399,9 @@ fn explain_prints_the_decision_and_every_policy() {
     assert_eq!(v["decision"], "approval");
     assert_eq!(v["decided_by"], "git-push-approval");
     let bad = Command::new(env!("CARGO_BIN_EXE_agentplane"))
-        .args(["policy", "explain", "--agent", "a", "--tool", "t", "--args", "{nope"])
+        .args([
+            "policy", "explain", "--agent", "a", "--tool", "t", "--args", "{nope",
+        ])
         .arg(examples())
         .output()
         .expect("run");
