@@ -6,6 +6,9 @@
 //! batches, evaluations per second and the ratio to the baseline; plus `evaluate` alone
 //! and the former three separate passes (evaluate, rate limits, budgets) for scale.
 //!
+//! A third of the policies carry a `when:` condition on the call's arguments
+//! (`path_under`, `all` of two `equals`, `not host_in`), and every call has arguments.
+//!
 //! The 1,000 policies mix every type (tool_access with globs, approval_required,
 //! time_window in three zones, rate_limit, budget, data_scope), each targeted at one or
 //! two of 50 agents, 20 tags, 30 MCP servers' tools and 40 clients, so a call is
@@ -80,7 +83,14 @@ fn policy(i: usize) -> String {
             ),
         ),
     };
-    format!("- name: p{i:04}\n  type: {kind}\n  targets: {targets}\n  rules: {rules}\n")
+    // A third of the policies look at the call's arguments too.
+    let when = match i % 9 {
+        0 => "  when: {arg: /path, path_under: [.github, secrets]}\n",
+        3 => "  when: {all: [{arg: /program, equals: git}, {arg: /args, equals: push}]}\n",
+        6 => "  when: {not: {arg: /url, host_in: [docs.rs, '*.github.com']}}\n",
+        _ => "",
+    };
+    format!("- name: p{i:04}\n  type: {kind}\n  targets: {targets}\n{when}  rules: {rules}\n")
 }
 
 fn loaded_set() -> PolicySet {
@@ -106,6 +116,7 @@ struct CallFacts {
     tags: Vec<String>,
     tool: String,
     client: String,
+    args: serde_json::Value,
 }
 
 fn calls() -> Vec<CallFacts> {
@@ -122,6 +133,12 @@ fn calls() -> Vec<CallFacts> {
                 tags: vec![format!("tag-{}", r % 25), format!("tag-{}", (r * 7) % 25)],
                 tool,
                 client: format!("client-{}", r % 45),
+                args: serde_json::json!({
+                    "path": ["src/main.rs", ".github/workflows/ci.yml", "a/../secrets/x"][r % 3],
+                    "program": "git",
+                    "args": [["status"], ["push", "origin"]][r % 2],
+                    "url": ["https://docs.rs/serde", "https://evil.example/x"][r % 2],
+                }),
             }
         })
         .collect()
@@ -130,6 +147,7 @@ fn calls() -> Vec<CallFacts> {
 fn context<'a>(call: &'a CallFacts, at: Timestamp) -> RequestContext<'a> {
     RequestContext::new(&call.agent, &call.tags, &call.client)
         .tool(call.tool.as_str())
+        .arguments(&call.args)
         .at(at)
 }
 
