@@ -374,3 +374,89 @@ async fn the_runtime_without_a_policies_directory_lists_nothing_and_follows_its_
     assert_eq!(body.body["loaded_at"], LOADED_AT);
     assert_eq!(body.body["policies"][0]["source"], "email.yaml");
 }
+
+/// `POST /v1/policies/explain` with `body` as alice.
+async fn explain(server: &PolicyServer, body: &str) -> (StatusCode, Value) {
+    let answer = server
+        .api
+        .send(
+            server
+                .api
+                .http
+                .request(Method::POST, format!("{}/v1/policies/explain", server.base))
+                .bearer_auth(TOKEN)
+                .header("X-Client-ID", "alice")
+                .header("content-type", "application/json")
+                .body(body.to_owned()),
+        )
+        .await;
+    (answer.status, answer.body)
+}
+
+#[tokio::test]
+async fn explain_decides_one_request_against_the_live_set() {
+    let server = PolicyServer::start(loaded()).await;
+    let (status, body) = explain(
+        &server,
+        r#"{"agent": "support", "tool": "mcp__github__delete_repo", "args": {"repo": "x"}}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["decision"], "deny");
+    assert_eq!(body["decided_by"], "no-delete");
+    assert!(
+        body["policy_set"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("sha256:"))
+    );
+    let considered = body["policies"].as_array().expect("policies");
+    assert_eq!(considered.len(), 3, "every policy, matched or not: {body}");
+    let rate = considered
+        .iter()
+        .find(|p| p["name"] == "github-rate")
+        .expect("rate");
+    assert_eq!(rate["matched"], false);
+    assert!(
+        rate["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("client `alice`")),
+        "{rate}"
+    );
+    // The client may be named; tags given replace the agent's.
+    let (_, body) = explain(
+        &server,
+        r#"{"agent": "writer", "tags": ["customer-facing"], "tool": "send_email", "client": "ci-bot"}"#,
+    )
+    .await;
+    assert_eq!(body["decision"], "approval", "{body}");
+    // Hostile and malformed bodies: the standard envelope, nothing else.
+    for (bad, says) in [
+        ("{", "json"),
+        (r#"{"tool": "x"}"#, "agent"),
+        (r#"{"agent": "a", "surprise": 1}"#, "surprise"),
+        (r#"{"agent": "a", "args": {}}"#, "tool"),
+        (
+            r#"{"agent": "a", "tool": "t", "at": "yesterday"}"#,
+            "RFC 3339",
+        ),
+        (r#"{"agent": 5}"#, "agent"),
+    ] {
+        let (status, body) = explain(&server, bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.to_lowercase().contains(&says.to_lowercase())),
+            "{bad}: {body}"
+        );
+    }
+    // Huge and deep arguments are decided without harm.
+    let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+    let (status, _) = explain(
+        &server,
+        &format!(r#"{{"agent": "a", "tool": "t", "args": {{"d": {deep}}}}}"#),
+    )
+    .await;
+    assert!(status == StatusCode::OK || status == StatusCode::BAD_REQUEST);
+    server.shut_down().await;
+}
