@@ -119,6 +119,9 @@ struct CallFacts {
     args: serde_json::Value,
 }
 
+const PATHS: [&str; 3] = ["src/main.rs", ".github/workflows/ci.yml", "a/../secrets/x"];
+const URLS: [&str; 2] = ["https://docs.rs/serde", "https://evil.example/x"];
+
 fn calls() -> Vec<CallFacts> {
     (0..CALL_KINDS)
         .map(|r| {
@@ -134,10 +137,10 @@ fn calls() -> Vec<CallFacts> {
                 tool,
                 client: format!("client-{}", r % 45),
                 args: serde_json::json!({
-                    "path": ["src/main.rs", ".github/workflows/ci.yml", "a/../secrets/x"][r % 3],
+                    "path": PATHS[r % 3],
                     "program": "git",
-                    "args": [["status"], ["push", "origin"]][r % 2],
-                    "url": ["https://docs.rs/serde", "https://evil.example/x"][r % 2],
+                    "args": if r % 2 == 0 { vec!["status"] } else { vec!["push", "origin"] },
+                    "url": URLS[r % 2],
                 }),
             }
         })
