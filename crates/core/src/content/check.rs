@@ -287,6 +287,10 @@ mod tests {
         assert_eq!(ok("(555) 123-4567"), Some(0..14));
         assert_eq!(ok("555.123.4567."), Some(0..12));
         assert_eq!(ok("1-800-555-1234"), Some(0..14));
+        // An international number right after another: its `+` starts it.
+        let two = "+1 555 123 4567 +1 555 987 6543";
+        assert_eq!(phone(two, 0..16), Some(0..15));
+        assert_eq!(phone(two, 16..two.len()), Some(16..two.len()));
         assert_eq!(ok("+1 555"), None);
         assert_eq!(ok("5551234567"), None);
         assert_eq!(ok("2026-11-27 10-30"), None);

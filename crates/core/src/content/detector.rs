@@ -9,7 +9,7 @@
 //! stream, and the choice between overlapping findings (`mod.rs`, `stream.rs`).
 
 use std::ops::Range;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use regex::{Regex, RegexBuilder};
 
@@ -40,8 +40,8 @@ pub enum Detector {
     /// - Slack tokens: `xoxb-`, `xoxa-`, `xoxp-`, `xoxr-` or `xoxs-` at the start of a word,
     ///   and 10 to 200 of `A-Za-z0-9-`;
     /// - Google API keys: `AIza` at the start of a word and 35 of `A-Za-z0-9_-`;
-    /// - Stripe live keys: `sk_live_` or `rk_live_` and 16 to 200 of `A-Za-z0-9`, a whole
-    ///   word;
+    /// - Stripe live keys: `sk_live_` or `rk_live_` at the start of a word and 16 to 200
+    ///   of `A-Za-z0-9`;
     /// - PEM private keys: the header `-----BEGIN PRIVATE KEY-----`, with up to three
     ///   words of `A-Z0-9` before `PRIVATE` (`RSA`, `EC`, `OPENSSH`, `ENCRYPTED`), and
     ///   the base64 lines that follow it (up to 64 lines of up to 80 of `A-Za-z0-9+/=`)
@@ -49,7 +49,8 @@ pub enum Detector {
     /// - JWTs: at the start of a word, `eyJ` and 5 to 500 of `A-Za-z0-9_-`, a `.`, `eyJ`
     ///   and 5 to 2500 of them, a `.`, and up to 1000 of them (the signature).
     ///
-    /// A longer key is found by its first 200 characters; a longer JWT is not found.
+    /// A key longer than its shape's maximum is found by its first characters (up to the
+    /// maximum); a longer AWS, GitHub or Google key, or a longer JWT, is not found.
     Secret,
     /// Email addresses: 1 to 64 of `A-Za-z0-9._%+-`, `@`, one to eight domain labels
     /// (letters, digits and inner `-`, up to 63 each) each followed by `.`, and a
@@ -82,7 +83,9 @@ pub enum Detector {
     /// IBAN is left out of it.
     Iban,
     /// A pattern of the policy's own, built with [`Detector::custom`]: its matches, at
-    /// most `max_len` bytes each.
+    /// most `max_len` bytes each. Build it with [`Detector::custom`], which checks the
+    /// pattern: one built by hand whose matches can be longer than `max_len` has those
+    /// dropped, and may then find differently in a stream than in the whole text.
     Custom {
         /// Names the detector in findings and in `[REDACTED:<name>]`.
         name: String,
@@ -232,22 +235,20 @@ impl Detector {
         }
     }
 
-    /// The pattern that finds candidates, and what checks them.
-    pub(super) fn matcher(&self) -> (Regex, Check) {
+    /// The pattern that finds candidates, what checks them, and the prefix regex of
+    /// [`super::prefix`], if there is one. Shared, not cloned: a cloned `Regex` starts
+    /// with an empty search cache, which the built-in patterns are slow to fill.
+    pub(super) fn matcher(&self) -> (Arc<Regex>, Check, Option<Arc<Regex>>) {
         match self {
-            Detector::Custom { regex, .. } => (regex.clone(), Check::None),
+            Detector::Custom { regex, .. } => (
+                Arc::new(regex.clone()),
+                Check::None,
+                super::prefix::prefix_regex(regex.as_str()).map(Arc::new),
+            ),
             builtin => {
                 let b = builtin_of(builtin).expect("a built-in detector");
-                (b.regex.clone(), b.check)
+                (Arc::clone(&b.regex), b.check, b.prefix.clone())
             }
-        }
-    }
-
-    /// The prefix regex of [`super::prefix`] for this detector, if it has one.
-    pub(super) fn prefix(&self) -> Option<Regex> {
-        match self {
-            Detector::Custom { regex, .. } => super::prefix::prefix_regex(regex.as_str()),
-            builtin => builtin_of(builtin).and_then(|b| b.prefix.clone()),
         }
     }
 
@@ -289,8 +290,8 @@ impl Check {
 
 /// A built-in detector, compiled once per process.
 struct Builtin {
-    regex: Regex,
-    prefix: Option<Regex>,
+    regex: Arc<Regex>,
+    prefix: Option<Arc<Regex>>,
     max_len: usize,
     check: Check,
 }
@@ -304,8 +305,8 @@ impl Builtin {
             .maximum_len()
             .expect("a built-in pattern is bounded");
         Builtin {
-            regex,
-            prefix: super::prefix::prefix_regex(pattern),
+            regex: Arc::new(regex),
+            prefix: super::prefix::prefix_regex(pattern).map(Arc::new),
             max_len,
             check,
         }
@@ -337,7 +338,7 @@ const SECRET_PATTERN: &str = r"(?x)
     | (?-u:\b) sk- (?:proj-|ant-)? [A-Za-z0-9_-]{20,200}
     | (?-u:\b) xox[baprs]- [A-Za-z0-9-]{10,200}
     | (?-u:\b) AIza [0-9A-Za-z_-]{35}
-    | (?-u:\b) [sr]k_live_ [A-Za-z0-9]{16,200} (?-u:\b)
+    | (?-u:\b) [sr]k_live_ [A-Za-z0-9]{16,200}
     | -----BEGIN\x20 (?:[A-Z0-9]{1,20}\x20){0,3} PRIVATE\x20KEY-----
       (?: \r?\n [A-Za-z0-9+/=]{1,80} ){0,64}
       (?: \r?\n -----END\x20 (?:[A-Z0-9]{1,20}\x20){0,3} PRIVATE\x20KEY----- )?
@@ -378,7 +379,7 @@ mod tests {
             let detector = Detector::parse(name).expect("known");
             assert_eq!(detector.name(), name);
             assert!(detector.max_len() > 0);
-            assert!(detector.prefix().is_some(), "{name} has a prefix regex");
+            assert!(detector.matcher().2.is_some(), "{name} has a prefix regex");
         }
         assert!(Detector::parse("Secret").is_none());
         assert!(Detector::parse("ssn").is_none());

@@ -24,6 +24,7 @@ mod tests;
 
 use std::cmp::Reverse;
 use std::ops::Range;
+use std::sync::Arc;
 
 use regex::Regex;
 
@@ -47,20 +48,21 @@ pub struct Finding {
     pub end: usize,
 }
 
-/// A compiled list of detectors, cheap to clone (the regexes are shared).
+/// A compiled list of detectors, cheap to clone: the clones share the regexes and their
+/// search caches.
 #[derive(Debug, Clone)]
 pub struct Detectors {
-    entries: Vec<Entry>,
+    entries: Arc<[Entry]>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Entry {
     detector: Detector,
-    regex: Regex,
+    regex: Arc<Regex>,
     /// Matches, at the end of a stream's pending text, a start of text the pattern could
     /// still match once more arrives; `None` when there is none (then every position in
     /// the last `max_len` bytes is such a start).
-    prefix: Option<Regex>,
+    prefix: Option<Arc<Regex>>,
     check: Check,
     max_len: usize,
     rank: u8,
@@ -73,9 +75,9 @@ impl Detectors {
         let entries = detectors
             .into_iter()
             .map(|detector| {
-                let (regex, check) = detector.matcher();
+                let (regex, check, prefix) = detector.matcher();
                 Entry {
-                    prefix: detector.prefix(),
+                    prefix,
                     max_len: detector.max_len(),
                     rank: detector.rank(),
                     regex,

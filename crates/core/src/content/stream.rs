@@ -9,6 +9,8 @@
 //! (`detector.rs`, `check.rs`) and how overlaps are settled (`mod.rs`): the stream runs
 //! the same code as [`Detectors::scan`], only stopping where the text is not decided.
 
+use std::fmt;
+
 use super::{Candidate, Detectors, Finding, Taken, push_redacted};
 
 /// How many characters before the next search a stream keeps: the checks look at two
@@ -17,7 +19,6 @@ const CONTEXT_CHARS: usize = 2;
 
 /// Scans a stream of text pieces with a list of detectors, passing on the text (redacted
 /// or not) as soon as it is decided, and the findings as they complete.
-#[derive(Debug)]
 pub struct StreamScanner {
     detectors: Detectors,
     redact: bool,
@@ -34,6 +35,17 @@ pub struct StreamScanner {
     /// `pending`-independent stream offsets).
     candidates: Vec<Candidate>,
     taken: Taken,
+}
+
+/// Offsets and sizes only: the held-back text is what may be sensitive.
+impl fmt::Debug for StreamScanner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamScanner")
+            .field("redact", &self.redact)
+            .field("received", &(self.base + self.pending.len()))
+            .field("sent", &self.sent)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StreamScanner {

@@ -211,6 +211,28 @@ fn hostile_input() {
         assert!(findings.is_empty());
         assert_eq!(&streamed, text);
     }
+    // Each detector alone holds back no more than its own `max_len` (checked inside).
+    let digits = &digits[..64 * 1024];
+    for name in ["secret", "email", "phone", "card", "iban"] {
+        let alone = Detectors::new(vec![Detector::parse(name).expect("built-in")]);
+        let (streamed, _) = stream_in_pieces(&alone, digits, &[1, 7, 300]);
+        assert_eq!(streamed, digits);
+    }
+}
+
+#[test]
+fn hostile_matches_are_all_found() {
+    let d = all_builtins();
+    // Many findings back to back, each decided only by the next.
+    let cards = "4111111111111111, ".repeat(5_000);
+    assert_eq!(d.scan(&cards).len(), 5_000);
+    // Separated by a single space, they are one run of digits: not a card.
+    assert!(d.scan(&"4111111111111111 ".repeat(100)).is_empty());
+    let mails = "a@b.co,".repeat(20_000);
+    assert_eq!(d.scan(&mails).len(), 20_000);
+    let (streamed, findings) = stream_in_pieces(&d, &mails, &[3, 1000]);
+    assert_eq!(findings.len(), 20_000);
+    assert_eq!(streamed, "[REDACTED:email],".repeat(20_000));
 }
 
 /// Streams `text` cut into pieces of the given sizes (cycled, moved to char boundaries),
@@ -394,6 +416,73 @@ fn a_split_card_is_redacted() {
     }
 }
 
+/// The same property on random texts glued from entities, near misses and separators,
+/// so findings touch each other and the pieces cut them anywhere.
+#[test]
+fn a_stream_equals_the_whole_on_random_texts() {
+    const FRAGMENTS: &[&str] = &[
+        "hello ",
+        "é",
+        " ünd ",
+        ", ",
+        ".",
+        "\n",
+        " ",
+        "-",
+        "(",
+        ")",
+        "+",
+        "@",
+        "12345",
+        "4111 1111 1111 1111",
+        "5555555555554444",
+        "378282246310005",
+        "4111 1111 1111 1112",
+        "+44 20 7946 0958",
+        "(555) 123-4567",
+        "+1 ",
+        "555-123-4567",
+        "2026-11-27",
+        "a.b@example.org",
+        "@handle",
+        "x@y",
+        "DE89 3704 0044 0532 0130 00",
+        "GB29NWBK60161331926819",
+        "AKIAIOSFODNN7EXAMPLE",
+        "sk-abcdefghijklmnopqrstuvwxyz",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9P",
+        "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg\n",
+        "-----END EC PRIVATE KEY-----",
+        "EMP-123456",
+        "bye",
+    ];
+    let d = mixed_detectors();
+    let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+    let mut found = 0;
+    for _ in 0..40 {
+        let text: String = (0..40)
+            .map(|_| FRAGMENTS[rng.below(FRAGMENTS.len())])
+            .collect();
+        let (redacted, findings) = d.redact(&text);
+        found += findings.len();
+        for _ in 0..25 {
+            let max = 1 + rng.below(60);
+            let sizes: Vec<usize> = (0..16).map(|_| 1 + rng.below(max)).collect();
+            let plan = cuts(&text, &sizes);
+            let redact = rng.below(2) == 0;
+            let (out, got) = stream_with(&d, redact, &text, plan.clone());
+            let want = if redact {
+                redacted.as_str()
+            } else {
+                text.as_str()
+            };
+            assert_eq!(out, want, "{text:?} cut at {plan:?}");
+            assert_eq!(got, findings, "{text:?} cut at {plan:?}");
+        }
+    }
+    assert!(found > 200, "the texts hold findings: {found}");
+}
+
 #[test]
 fn prose_passes_at_once() {
     let mut stream = StreamScanner::new(all_builtins(), true);
@@ -408,6 +497,14 @@ fn prose_passes_at_once() {
     assert_eq!(stream.push("-123-4567 now").0, "[REDACTED:phone] ");
     assert_eq!(stream.push(". Bye").0, "now. ");
     assert_eq!(stream.finish().0, "Bye");
+}
+
+#[test]
+fn a_scanner_shows_no_text() {
+    let mut stream = StreamScanner::new(all_builtins(), true);
+    stream.push("card 4111 1111 11");
+    let shown = format!("{stream:?}");
+    assert!(!shown.contains("4111"), "{shown}");
 }
 
 #[test]
