@@ -99,21 +99,22 @@ fn iban_length(country: &str) -> Option<usize> {
     Some(match country {
         "NO" => 15,
         "BE" => 16,
-        "DK" | "FI" | "FO" | "GL" | "NL" => 18,
+        "DK" | "FI" | "FK" | "FO" | "GL" | "NL" | "SD" => 18,
         "MK" | "SI" => 19,
-        "AT" | "BA" | "EE" | "KZ" | "LT" | "LU" | "XK" => 20,
+        "AT" | "BA" | "EE" | "KZ" | "LT" | "LU" | "MN" | "XK" => 20,
         "CH" | "CR" | "HR" | "LI" | "LV" => 21,
         "BG" | "BH" | "DE" | "GB" | "GE" | "IE" | "ME" | "RS" | "VA" => 22,
-        "AE" | "GI" | "IL" | "IQ" | "TL" => 23,
+        "AE" | "GI" | "IL" | "IQ" | "OM" | "SO" | "TL" => 23,
         "AD" | "CZ" | "ES" | "MD" | "PK" | "RO" | "SA" | "SE" | "SK" | "TN" | "VG" => 24,
-        "PT" | "ST" => 25,
+        "LY" | "PT" | "ST" => 25,
         "IS" | "TR" => 26,
-        "FR" | "GR" | "IT" | "MC" | "MR" | "SM" => 27,
-        "AL" | "AZ" | "BY" | "CY" | "DO" | "GT" | "HU" | "LB" | "PL" | "SV" => 28,
+        "BI" | "DJ" | "FR" | "GR" | "IT" | "MC" | "MR" | "SM" => 27,
+        "AL" | "AZ" | "BY" | "CY" | "DO" | "GT" | "HN" | "HU" | "LB" | "NI" | "PL" | "SV" => 28,
         "BR" | "EG" | "PS" | "QA" | "UA" => 29,
-        "JO" | "KW" | "MU" => 30,
+        "JO" | "KW" | "MU" | "YE" => 30,
         "MT" | "SC" => 31,
         "LC" => 32,
+        "RU" => 33,
         _ => return None,
     })
 }
@@ -149,6 +150,7 @@ pub(super) fn phone(hay: &str, span: Range<usize>) -> Option<Range<usize>> {
             && shape.groups[1..].iter().all(|&len| len >= 2)
             && !shape.is_date()
             && !shape.is_ipv4()
+            && !shape.is_grouped_thousands()
     };
     accepted.then(|| span.start..span.start + text.len())
 }
@@ -206,6 +208,13 @@ impl<'a> Shape<'a> {
             && self.separators[..2]
                 .iter()
                 .all(|s| matches!(*s, "-" | "." | "/"))
+    }
+
+    /// `1.234.567.890`: an amount written with dots between thousands.
+    fn is_grouped_thousands(&self) -> bool {
+        self.groups[0] <= 3
+            && self.groups[1..].iter().all(|&len| len == 3)
+            && self.separators.iter().all(|s| *s == ".")
     }
 
     /// `192.168.100.200`.
@@ -284,6 +293,8 @@ mod tests {
         assert_eq!(ok("+44 20 7946 0958"), Some(0..16));
         assert_eq!(ok("+1 (555) 123-4567"), Some(0..17));
         assert_eq!(ok("+4915123456789"), Some(0..14));
+        assert_eq!(ok("+49 (0)30 1234567"), Some(0..17));
+        assert_eq!(ok("+(44) 20 7946 0958"), Some(0..18));
         assert_eq!(ok("(555) 123-4567"), Some(0..14));
         assert_eq!(ok("555.123.4567."), Some(0..12));
         assert_eq!(ok("1-800-555-1234"), Some(0..14));
@@ -296,6 +307,8 @@ mod tests {
         assert_eq!(ok("2026-11-27 10-30"), None);
         assert_eq!(ok("10.0.19041.1234"), None);
         assert_eq!(ok("192.168.100.200"), None);
+        assert_eq!(ok("1.234.567.890"), None);
+        assert_eq!(ok("555.123.456.789"), None);
         assert_eq!(ok("555 - - 123 4567"), None);
         assert_eq!(ok("(555 123) (456) 7890"), None);
         assert_eq!(ok("555) 123 (4567"), None);

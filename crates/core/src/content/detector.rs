@@ -43,7 +43,8 @@ pub enum Detector {
     /// - Stripe live keys: `sk_live_` or `rk_live_` at the start of a word and 16 to 200
     ///   of `A-Za-z0-9`;
     /// - PEM private keys: the header `-----BEGIN PRIVATE KEY-----`, with up to three
-    ///   words of `A-Z0-9` before `PRIVATE` (`RSA`, `EC`, `OPENSSH`, `ENCRYPTED`), and
+    ///   words of 1 to 20 of `A-Z0-9` and a space before `PRIVATE` (`RSA `, `EC `,
+    ///   `OPENSSH `, `ENCRYPTED `), and
     ///   the base64 lines that follow it (up to 64 lines of up to 80 of `A-Za-z0-9+/=`)
     ///   and its `-----END … PRIVATE KEY-----` footer when they are there;
     /// - JWTs: at the start of a word, `eyJ` and 5 to 500 of `A-Za-z0-9_-`, a `.`, `eyJ`
@@ -52,34 +53,38 @@ pub enum Detector {
     /// A key longer than its shape's maximum is found by its first characters (up to the
     /// maximum); a longer AWS, GitHub or Google key, or a longer JWT, is not found.
     Secret,
-    /// Email addresses: 1 to 64 of `A-Za-z0-9._%+-`, `@`, one to eight domain labels
-    /// (letters, digits and inner `-`, up to 63 each) each followed by `.`, and a
-    /// top-level domain of 2 to 24 letters ending a word. Not a bare `@handle`, not
-    /// `user@host` without a dot.
+    /// Email addresses: 1 to 64 of `A-Za-z0-9._%+-` (of a longer local part, its last
+    /// 64), `@`, one to eight domain labels (letters, digits and inner `-`, up to 63
+    /// each) each followed by `.`, and a top-level domain of 2 to 24 letters ending a
+    /// word. Not a bare `@handle`, not `user@host` without a dot.
     Email,
-    /// Phone numbers, from a run of digits, spaces, `(`, `)`, `.` and `-` that starts
-    /// with a digit, `(` or `+` (a digit directly after `+`) and is not glued to a
-    /// letter, digit or `+` before it:
-    /// - international: `+` and 8 to 15 digits, the groups separated by a space, `-`,
-    ///   `.`, ` - ` or parentheses (`+44 20 7946 0958`, `+1 (555) 123-4567`,
-    ///   `+4915123456789`);
-    /// - national: 10 to 15 digits in at least two groups written with those separators
-    ///   (`(555) 123-4567`, `020 7946 0958`), every group after the first of two digits
-    ///   or more.
+    /// Phone numbers. A candidate is a run of digits, spaces, `(`, `)`, `.` and `-` that
+    /// starts with a digit, `(`, `+` or `+(` and is at most 33 bytes long (a longer run
+    /// is not a phone number), its trailing non-digits left out. It is one when:
+    /// - it is not glued to a letter, digit, `_` or `+` before it, and (without `+`) not
+    ///   after a digit and one separator;
+    /// - between two groups of digits there are one to three characters: at most two
+    ///   spaces and at most one `-` or `.`, and the parentheses of at most one pair
+    ///   (`(555) 123-4567`, `+49 (0)30 1234567`);
+    /// - international: `+` and 8 to 15 digits (`+44 20 7946 0958`, `+4915123456789`);
+    /// - national: no `+`, 10 to 15 digits in at least two groups, every group after the
+    ///   first of two digits or more (`020 7946 0958`, `1-800-555-1234`), and not a date
+    ///   (`2026-11-27 10-30`, `27.11.2026 10.30`: groups of 4-2-2 or 2-2-4 first), a
+    ///   version (`10.0.19041.1234`), an IPv4 address (`192.168.100.200`) or an amount
+    ///   with dots between thousands (`1.234.567.890`).
     ///
-    /// Not a number without `+` or separators (an id), not a date (`2026-11-27`,
-    /// `27.11.2026 10.30`), a version (`10.0.19041.1234`) or an IPv4 address; not part of a
-    /// longer run of digits and separators.
+    /// So a number without `+` or separators (an id) is never one.
     Phone,
-    /// Payment card numbers: 13 to 19 digits, each pair optionally separated by one space
-    /// or `-`, passing the Luhn check, and not part of a longer run of digits (also not
-    /// one continued by a separator and more digits).
+    /// Payment card numbers: 13 to 19 digits, with at most one space or `-` between two
+    /// digits, passing the Luhn check, and not part of a longer run: not right after a
+    /// digit, or after a digit and one space or `-`, and not followed by more digits
+    /// (with or without one separator). Two numbers apart by a single space are one run.
     Card,
     /// IBANs (ISO 13616): two capital letters, two check digits and 11 to 30 of
     /// `A-Z0-9`, written as one word or in groups of four separated by single spaces
     /// (the last group shorter), with a valid mod-97 checksum and, for a country whose
     /// IBAN length is known (DE 22, GB 22, FR 27, NL 18, ES 24, IT 27, CH 21, AT 20,
-    /// BE 16 and 70 more), exactly that length. A word of four that follows a grouped
+    /// BE 16 and 80 more), exactly that length. A word of four that follows a grouped
     /// IBAN is left out of it.
     Iban,
     /// A pattern of the policy's own, built with [`Detector::custom`]: its matches, at
