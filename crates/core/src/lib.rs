@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod chat;
+pub mod content;
 pub mod error;
 pub mod event;
 pub mod identity;
