@@ -4,13 +4,15 @@
 //
 // Real parts only: the `scripted-llm` binary (crates/testkit) plays the model, the
 // real `agentplane serve` binary serves the API and the embedded UI on 127.0.0.1 with
-// a bearer token, an `approval_required` policy holds every write_file, and a SQLite
-// file keeps the events. The script drives the UI as a person would (keyboard where
-// it matters): set the token, create a thread, run a turn and see its tool steps
-// stream, restart the server while an approval waits and see the chat reconnect
-// without losing events, approve in the chat, edit-and-approve from the approvals
-// queue, read costs, agents and policies (with a reload error), and allow a
-// permission prompt from the keyboard. It takes a screenshot of each view.
+// a bearer token, an `approval_required` policy holds every write_file (and a
+// `tool_access` one denies writes under .github), and a SQLite file keeps the events.
+// The script drives the UI as a person would (keyboard where it matters): set the
+// token, create a thread, run a turn and see its tool steps stream, restart the server
+// while an approval waits and see the chat reconnect without losing events, approve in
+// the chat, edit-and-approve from the approvals queue, read costs, agents and policies
+// (with a reload error), have a decision explained (arguments that are not JSON are
+// refused unsent), and allow a permission prompt from the keyboard. It takes a
+// screenshot of each view.
 //
 // Environment: AP_BIN_DIR (the agentplane and scripted-llm binaries), CHROMIUM (the
 // browser, default /usr/bin/chromium), AP_SHOTS (where screenshots go; default: a
@@ -121,6 +123,13 @@ async function main() {
   writeFileSync(
     join(policies, "review.yaml"),
     "name: review-writes\ntype: approval_required\ndescription: A person reviews every file write.\nrules:\n  tools: [write_file]\n",
+  );
+  // A deny that reads the arguments: nothing the scripted turns write is under .github,
+  // so only the explain form meets it.
+  writeFileSync(
+    join(policies, "ci.yaml"),
+    "name: no-ci-edits\ntype: tool_access\ndescription: No agent writes CI workflows.\n" +
+      "targets:\n  tools: [write_file, edit_file]\nwhen:\n  arg: /path\n  path_under: [.github]\nrules:\n  deny: [\"*\"]\n",
   );
   writeFileSync(
     join(config, "agentplane.toml"),
@@ -306,7 +315,46 @@ async function main() {
   await page.click("#nav a[data-page='policies']");
   await page.locator("table th[scope='row']", { hasText: "review-writes" }).waitFor();
   await page.locator(".reload-error", { hasText: "broken.yaml" }).waitFor();
+
+  step("explain a decision: arguments that are not JSON are refused unsent, then a deny");
+  const explains = [];
+  page.on("request", (r) => r.url().endsWith("/v1/policies/explain") && explains.push(r.method()));
+  await page.locator("#explain-agent option[value='engineering']").waitFor({ state: "attached" });
+  await page.selectOption("#explain-agent", "engineering");
+  await page.fill("#explain-tool", "write_file");
+  await page.fill("#explain-args", "{path: .github/workflows/ci.yml");
+  await page.click(".explain-form button[type='submit']");
+  await page.locator("#explain-args-error", { hasText: "not JSON" }).waitFor();
+  check((await page.getAttribute("#explain-args", "aria-invalid")) === "true", "the arguments are marked invalid");
+  check(explains.length === 0, "nothing is sent while the arguments are not JSON");
+  await page.fill("#explain-args", JSON.stringify({ path: ".github/workflows/ci.yml" }));
+  await page.fill("#explain-roles", "operator, reviewer");
+  await page.press("#explain-tool", "Enter"); // the form submits from the keyboard
+  const explained = page.locator(".explain-result[aria-live='polite'] .explained[data-decision='deny']");
+  await explained.waitFor();
+  check(explains.length === 1, `one explain request sent (${explains.length})`);
+  check((await page.textContent("#explain-args-error")) === "", "the argument error is gone");
+  check((await explained.locator(".badge.decision.deny").textContent()) === "deny", "the decision badge says deny");
+  check((await explained.locator(".decision").textContent()).includes("by no-ci-edits"), "decided by no-ci-edits");
+  check((await explained.locator(".reason").textContent()).includes("write_file"), "the reason names the tool");
+  check(/sha256:[0-9a-f]+/.test(await explained.locator("code").first().textContent()), "the policy set's hash is shown");
+  const denyRow = explained.locator("tr[data-policy='no-ci-edits']");
+  check((await denyRow.getAttribute("data-matched")) === "true", "no-ci-edits matched");
+  check((await denyRow.locator(".badge.matched").textContent()) === "match", "its row says match");
+  check((await denyRow.locator(".badge.enforce").textContent()) === "enforce", "its row says enforce");
+  check((await denyRow.textContent()).includes("path_under"), "its row says why (the condition)");
+  check((await denyRow.locator("td").last().textContent()).startsWith("deny"), "its row's effect is deny");
+  const reviewRow = explained.locator("tr[data-policy='review-writes']");
+  check((await reviewRow.locator(".badge.matched").textContent()) === "match", "review-writes matched too");
+  check((await explained.locator("tbody tr").count()) === 2, "every policy in force has a row");
   await page.screenshot({ path: join(shots, "policies.png") });
+  await page.fill("#explain-args", JSON.stringify({ path: "notes.txt" }));
+  await page.click(".explain-form button[type='submit']");
+  const held = page.locator(".explained[data-decision='approval']");
+  await held.waitFor();
+  check((await held.locator(".decision").textContent()).includes("by review-writes"), "outside .github: approval by review-writes");
+  check((await held.locator("tr[data-policy='no-ci-edits']").getAttribute("data-matched")) === "false", "no-ci-edits: no match");
+  check((await held.locator("tr[data-policy='no-ci-edits'] .badge.unmatched").textContent()) === "no match", "its row says no match");
 
   step("a permission prompt: an agent whose reads need a person's yes");
   await page.click("#nav a[data-page='threads']");

@@ -82,3 +82,48 @@ export interface PolicyList {
     errors: { source: string; line: number | null; field: string | null; message: string }[];
   } | null;
 }
+
+/** `POST /v1/policies/explain`'s body: the facts of one request to decide. */
+export interface ExplainRequest {
+  agent: string;
+  /** Absent: a turn-level request. */
+  tool?: string;
+  /** The call's arguments; only with `tool`. */
+  args?: Record<string, unknown>;
+  /** Default: the caller. */
+  client?: string;
+  roles?: string[];
+  /** Default: the configured agent's tags. */
+  tags?: string[];
+  version?: string;
+  /** RFC 3339; default: now. */
+  at?: string;
+}
+
+/** One policy's part in an explained decision. */
+export interface ExplainedPolicy {
+  name: string;
+  type: string;
+  mode: "enforce" | "audit" | string;
+  source: string;
+  /** Whether its targets and condition selected the request. */
+  matched: boolean;
+  /** The target or condition that decided whether it matched. */
+  why: string;
+  /** What it made of the request, when it matched. */
+  effect?: string;
+}
+
+/** `POST /v1/policies/explain`'s answer. */
+export interface Explained {
+  /** `sha256:…`: the version of the set in force. */
+  policy_set: string;
+  decision: "allow" | "deny" | "approval" | string;
+  /** The deciding policy, for `deny` and `approval`. */
+  decided_by?: string;
+  reason: string;
+  /** The enforced policies that selected the request, in set order. */
+  matched: string[];
+  /** Every policy, in set order. */
+  policies: ExplainedPolicy[];
+}
