@@ -335,7 +335,7 @@ async function main() {
   check(explains.length === 1, `one explain request sent (${explains.length})`);
   check((await page.textContent("#explain-args-error")) === "", "the argument error is gone");
   check((await explained.locator(".badge.decision.deny").textContent()) === "deny", "the decision badge says deny");
-  check((await explained.locator(".decision").textContent()).includes("by no-ci-edits"), "decided by no-ci-edits");
+  check((await explained.locator(".verdict").textContent()).includes("by no-ci-edits"), "decided by no-ci-edits");
   check((await explained.locator(".reason").textContent()).includes("write_file"), "the reason names the tool");
   check(/sha256:[0-9a-f]+/.test(await explained.locator("code").first().textContent()), "the policy set's hash is shown");
   const denyRow = explained.locator("tr[data-policy='no-ci-edits']");
@@ -352,7 +352,7 @@ async function main() {
   await page.click(".explain-form button[type='submit']");
   const held = page.locator(".explained[data-decision='approval']");
   await held.waitFor();
-  check((await held.locator(".decision").textContent()).includes("by review-writes"), "outside .github: approval by review-writes");
+  check((await held.locator(".verdict").textContent()).includes("by review-writes"), "outside .github: approval by review-writes");
   check((await held.locator("tr[data-policy='no-ci-edits']").getAttribute("data-matched")) === "false", "no-ci-edits: no match");
   check((await held.locator("tr[data-policy='no-ci-edits'] .badge.unmatched").textContent()) === "no match", "its row says no match");
 

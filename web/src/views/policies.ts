@@ -160,7 +160,7 @@ function explanation(x: Explained): HTMLElement {
     { class: "explained", "data-decision": x.decision },
     h(
       "p",
-      { class: "decision" },
+      { class: "verdict" },
       h("span", { class: `badge decision ${x.decision}` }, x.decision),
       x.decided_by ? [" by ", h("strong", null, x.decided_by)] : null,
     ),
