@@ -334,6 +334,22 @@ pub enum EventPayload {
         reason: String,
         policy_set: String,
     },
+    /// A content policy found something on a surface (`turn_input`, `model_output`,
+    /// `tool_arguments`, `tool_results`): which detector, where (byte offsets in the text
+    /// as the policy saw it; for arguments, in the string at `pointer`), and what it did
+    /// (`redact`, `deny`, `flag`). Never the text found.
+    ContentFinding {
+        policy: String,
+        surface: String,
+        detector: String,
+        action: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pointer: Option<String>,
+        start: u64,
+        end: u64,
+    },
     /// A model call failed upstream on provider `from` and goes on with `to`. Text
     /// streamed before this event came from the failed attempt; the deltas after it
     /// restart the answer. `code` and `message` are the failed attempt's error.
@@ -389,6 +405,7 @@ impl EventPayload {
             Self::PolicyViolation { .. } => "policy_violation",
             Self::PolicyDenied { .. } => "policy_denied",
             Self::PolicyAudited { .. } => "policy_audited",
+            Self::ContentFinding { .. } => "content_finding",
             Self::ProviderFailover { .. } => "provider_failover",
             Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",

@@ -43,6 +43,9 @@ fn every_kind_parses() {
   type: data_scope
   targets: {agents: [support]}
   rules: {paths: ["/srv/tickets/*"], hosts: ["*.example.com"], secrets: [ZENDESK_TOKEN]}
+- name: no-cards
+  type: content
+  rules: {detectors: [card, iban, {name: ticket, regex: 'TCK-[0-9]{6}'}], surfaces: [model_output, tool_results], action: redact}
 "#;
     let policies = parse_source("all.yaml", text).unwrap();
     let kinds: Vec<PolicyKind> = policies.iter().map(|p| p.kind()).collect();
@@ -652,4 +655,34 @@ fn a_document_error_ends_the_stream_instead_of_panicking() {
         include_str!("../../../fuzz/corpus/policy_yaml/regression-multi-document-after-error");
     let errors = parse_source("p.yaml", text).expect_err("refused");
     assert!(!errors.is_empty());
+}
+
+#[test]
+fn content_policies_refuse_unknown_detectors_and_missing_fields() {
+    let errors = |rules: &str| {
+        let text = format!("name: c\ntype: content\nrules: {rules}\n");
+        agentplane_core::policy::PolicySet::parse(&[agentplane_core::policy::PolicySource {
+            name: "c.yaml",
+            text: &text,
+        }])
+        .expect_err(rules)
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+    };
+    assert!(errors("{detectors: [cards], action: redact}").contains("unknown detector `cards`"));
+    assert!(errors("{detectors: [], action: redact}").contains("at least one detector"));
+    assert!(errors("{detectors: [card]}").contains("rules.action"));
+    assert!(errors("{detectors: [card], action: hide}").contains("action"));
+    assert!(
+        errors("{detectors: [card], action: flag, surfaces: [everywhere]}").contains("surfaces")
+    );
+    assert!(
+        errors("{detectors: [{name: t, regex: '[0-9]+'}], action: flag}").contains("c.yaml:3"),
+        "an unbounded custom pattern is refused at its line"
+    );
+    assert!(
+        errors("{detectors: [card], action: flag, window: 1m}").contains("unknown field `window`")
+    );
 }

@@ -22,11 +22,15 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::error::HubError;
+use crate::governance::Refusal;
+use crate::governance::content::ContentGuard;
 use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Charge, Meter};
 use crate::metered;
 use crate::ports::{ModelCallRecord, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
+use agentplane_core::EventPayload;
+use agentplane_core::policy::Surface;
 
 /// The agent name gateway calls run under unless configured.
 pub const DEFAULT_AGENT: &str = "gateway";
@@ -188,6 +192,64 @@ fn withhold_denied_tools(
     }
 }
 
+/// The content policies watching gateway requests, over every message's text:
+/// redacted in place, or the call refused when a `deny` policy found something.
+/// Findings are logged (a gateway call has no thread), never the text found.
+fn guard_request(
+    policies: &agentplane_core::policy::PolicySet,
+    ctx: &RequestContext<'_>,
+    request: &mut ChatRequest,
+) -> Result<(), HubError> {
+    let guard = ContentGuard::new(policies, ctx, Surface::GatewayRequest);
+    if guard.is_empty() {
+        return Ok(());
+    }
+    for (i, message) in request.messages.iter_mut().enumerate() {
+        let Some(text) = message.content.as_mut() else {
+            continue;
+        };
+        let checked = guard.check(text);
+        log_findings(&guard.events(&checked.found, None));
+        if let Some(policy) = &checked.denied_by {
+            let refusal = Refusal::content(policies, policy, &checked.found, "the messages");
+            return Err(crate::error::refused(
+                &refusal,
+                &format!("a gateway call (message {i})"),
+            ));
+        }
+        if let std::borrow::Cow::Owned(redacted) = checked.text {
+            *text = redacted;
+        }
+    }
+    Ok(())
+}
+
+/// Logs content findings of a gateway call: policy, surface, detector, place.
+fn log_findings(events: &[EventPayload]) {
+    for event in events {
+        if let EventPayload::ContentFinding {
+            policy,
+            surface,
+            detector,
+            action,
+            start,
+            end,
+            ..
+        } = event
+        {
+            tracing::info!(
+                policy,
+                surface,
+                detector,
+                action,
+                start,
+                end,
+                "content policy finding"
+            );
+        }
+    }
+}
+
 /// Admits one call of `client`: validation, then `governance::admission` under the
 /// gateway's agent name with a reservation of the call's worst case. A refusal by a
 /// policy is counted by the tap (a gateway call has no thread to record it in) and
@@ -204,7 +266,9 @@ pub(crate) async fn admit(
     request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
     let ctx = RequestContext::new(&config.agent, &config.tags, client);
-    withhold_denied_tools(&governance.policies.current(), &ctx, &mut request);
+    let policies = governance.policies.current();
+    withhold_denied_tools(&policies, &ctx, &mut request);
+    guard_request(&policies, &ctx, &mut request)?;
     let admitted = metered::reserve(
         governance,
         deps.store.as_ref(),
@@ -324,21 +388,59 @@ impl AdmittedCall {
             &self.request.model,
             self.id.as_str(),
         );
-        let ended = metered::call(
-            self.meter,
-            call,
-            on_text,
-            &mut on_failover,
-            &mut on_charged,
-            &CancellationToken::new(),
-        )
-        .instrument(span)
-        .await;
+        // Content policies on the answer: the stream passes what cannot become a
+        // finding at once, the rest when it is known.
+        let policies = self.deps.governance.policies.current();
+        let ctx = RequestContext::new(&self.agent, &self.tags, &self.client);
+        let guard = ContentGuard::new(&policies, &ctx, Surface::GatewayAnswer);
+        let mut stream = guard.stream();
+        let ended = {
+            let mut guarded = |text: &str| match stream.as_mut() {
+                Some(stream) => {
+                    let passed = stream.push(text);
+                    if !passed.is_empty() {
+                        on_text(&passed);
+                    }
+                }
+                None => on_text(text),
+            };
+            metered::call(
+                self.meter,
+                call,
+                &mut guarded,
+                &mut on_failover,
+                &mut on_charged,
+                &CancellationToken::new(),
+            )
+            .instrument(span)
+            .await
+        };
+        if let Some(stream) = stream.as_mut() {
+            let rest = stream.finish();
+            if !rest.is_empty() {
+                on_text(&rest);
+            }
+        }
         match ended.outcome {
-            Ok(routed) => Ok(GatewayReply {
-                id: self.id,
-                response: routed.response,
-            }),
+            Ok(routed) => {
+                let mut response = routed.response;
+                if !guard.is_empty() {
+                    let checked = guard.check(&response.content);
+                    log_findings(&guard.events(&checked.found, None));
+                    if let Some(policy) = &checked.denied_by {
+                        let refusal =
+                            Refusal::content(&policies, policy, &checked.found, "the answer");
+                        return Err(crate::error::refused(&refusal, "the model's answer"));
+                    }
+                    if let std::borrow::Cow::Owned(redacted) = checked.text {
+                        response.content = redacted;
+                    }
+                }
+                Ok(GatewayReply {
+                    id: self.id,
+                    response,
+                })
+            }
             Err(metered::Unanswered::Failed(e)) => Err(e.into()),
             // Its token never fires: only dropping the call ends it early.
             Err(metered::Unanswered::Cancelled) => Err(HubError::ShuttingDown),

@@ -459,6 +459,8 @@ pub enum EventKind {
     PolicyDenied,
     /// What an audit-mode policy would have decided of a request (never enforced).
     PolicyAudited,
+    /// A content policy's finding: detector, surface, place, action (never the text).
+    ContentFinding,
     ProviderFailover,
     /// An external (ACP) agent's plan.
     Plan,
@@ -572,6 +574,7 @@ mod event_kind_tests {
             EventPayload::PolicyViolation { .. } => EventKind::PolicyViolation,
             EventPayload::PolicyDenied { .. } => EventKind::PolicyDenied,
             EventPayload::PolicyAudited { .. } => EventKind::PolicyAudited,
+            EventPayload::ContentFinding { .. } => EventKind::ContentFinding,
             EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
             EventPayload::Plan { .. } => EventKind::Plan,
             EventPayload::Error { .. } => EventKind::Error,

@@ -14,7 +14,7 @@ use agentplane_engine::ports::{CallOutcome, ExecutionStatus, ModelCallRecord, Te
 
 use crate::labels::OTHER;
 use crate::{
-    AgentLabel, AgentProviderLabels, AgentStatusLabels, MAX_TIMED_TURNS, Metrics,
+    AgentLabel, AgentProviderLabels, AgentStatusLabels, ContentLabels, MAX_TIMED_TURNS, Metrics,
     PolicyAgentKindLabels, PolicyAgentLabels, PolicyWouldLabels, ToolLabel, ToolStatusLabels,
 };
 
@@ -73,6 +73,24 @@ impl TelemetrySink for Metrics {
                         policy: self.policies.admit(policy),
                         agent: self.agents.admit(agent),
                         would,
+                    })
+                    .inc();
+            }
+            EventPayload::ContentFinding {
+                policy,
+                surface,
+                detector,
+                action,
+                ..
+            } => {
+                // Surfaces and actions are closed sets; detector names are the policies'
+                // own (bounded like policy names).
+                self.content_findings
+                    .get_or_create(&ContentLabels {
+                        policy: self.policies.admit(policy),
+                        surface: surface.clone(),
+                        detector: self.policies.admit(detector),
+                        action: action.clone(),
                     })
                     .inc();
             }

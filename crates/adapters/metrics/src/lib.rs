@@ -103,6 +103,14 @@ struct PolicyWouldLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ContentLabels {
+    policy: String,
+    surface: String,
+    detector: String,
+    action: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PolicyAgentKindLabels {
     policy: String,
     agent: String,
@@ -157,6 +165,7 @@ pub struct Metrics {
     cost_usd: Family<AgentProviderLabels, Counter<f64, AtomicU64>>,
     violations: Family<PolicyAgentLabels, Counter>,
     audited: Family<PolicyWouldLabels, Counter>,
+    content_findings: Family<ContentLabels, Counter>,
     denials: Family<PolicyAgentKindLabels, Counter>,
     approval_queue: Gauge,
     tool_calls: Family<ToolStatusLabels, Counter>,
@@ -231,6 +240,13 @@ impl Metrics {
             "What audit-mode policies would have decided (policy_audited events), by policy, \
              agent and would-be decision (allow, deny, approval); never enforced",
             Listed(audited.clone()),
+        );
+        let content_findings = Family::default();
+        registry.register(
+            "content_findings",
+            "What content policies found (content_finding events), by policy, surface, \
+             detector and action",
+            Listed(content_findings.clone()),
         );
         let denials = Family::default();
         registry.register(
@@ -309,6 +325,7 @@ impl Metrics {
             cost_usd,
             violations,
             audited,
+            content_findings,
             denials,
             approval_queue,
             tool_calls,

@@ -51,6 +51,7 @@ pub(crate) fn rule_fields(kind: PolicyKind) -> &'static [&'static str] {
         PolicyKind::Budget => &["usd", "period", "timezone", "per"],
         PolicyKind::ToolAccess => &["allow", "deny"],
         PolicyKind::DataScope => &["paths", "hosts", "secrets"],
+        PolicyKind::Content => &["detectors", "surfaces", "action"],
     }
 }
 

@@ -11,6 +11,7 @@ pub mod approval;
 pub mod budget;
 mod check;
 pub mod condition;
+pub mod content;
 pub mod data_scope;
 pub mod glob;
 mod guard;
@@ -30,6 +31,7 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 pub use approval::ApprovalRequired;
 pub use budget::{Budget, BudgetKey, BudgetPeriod};
 pub use condition::{Condition, Truth};
+pub use content::{ContentAction, ContentRule, Surface};
 pub use data_scope::DataScope;
 pub use glob::Glob;
 /// The instant type of policy evaluation, re-exported so callers need no time crate.
@@ -110,6 +112,8 @@ policy_kinds! {
     ToolAccess => "tool_access",
     /// The paths, hosts and secrets an agent may reach.
     DataScope => "data_scope",
+    /// Detectors of sensitive content on chosen surfaces: redact, deny or flag.
+    Content => "content",
 }
 
 /// A policy's rule: what it demands of the requests its targets select.
@@ -127,6 +131,8 @@ pub enum Rule {
     ToolAccess(ToolAccess),
     /// The paths, hosts and secrets an agent may reach.
     DataScope(DataScope),
+    /// Detectors of sensitive content on chosen surfaces.
+    Content(ContentRule),
 }
 
 /// Whether a policy's decisions are carried out or only recorded.
@@ -212,6 +218,7 @@ impl Policy {
             Rule::Budget(_) => PolicyKind::Budget,
             Rule::ToolAccess(_) => PolicyKind::ToolAccess,
             Rule::DataScope(_) => PolicyKind::DataScope,
+            Rule::Content(_) => PolicyKind::Content,
         }
     }
     /// The source (file) name it was parsed from, for listings and errors.
@@ -244,6 +251,16 @@ impl Policy {
                 d.paths.len(),
                 d.hosts.len(),
                 d.secrets.len()
+            ),
+            Rule::Content(c) => format!(
+                "{} {} on {}",
+                c.action.as_str(),
+                c.names.join(","),
+                c.surfaces
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
             ),
         };
         let mut line = format!(
@@ -669,6 +686,12 @@ struct RawRules {
     hosts: Option<Vec<Glob>>,
     #[serde(default)]
     secrets: Option<Vec<Glob>>,
+    #[serde(default)]
+    detectors: Option<Vec<content::DetectorSpec>>,
+    #[serde(default)]
+    surfaces: Option<Vec<Surface>>,
+    #[serde(default)]
+    action: Option<ContentAction>,
 }
 
 /// A problem between rule fields: the field it is about (`None`: the rules as a
@@ -778,6 +801,37 @@ impl RawRules {
                 hosts: r.hosts.unwrap_or_default(),
                 secrets: r.secrets.unwrap_or_default(),
             }),
+            PolicyKind::Content => {
+                let detectors = match r.detectors {
+                    Some(d) if d.is_empty() => {
+                        Err((Some("detectors"), "name at least one detector".to_owned()))
+                    }
+                    other => required(other, "detectors", kind),
+                };
+                let action = required(r.action, "action", kind);
+                let surfaces = match r.surfaces {
+                    Some(s) if s.is_empty() => {
+                        Err((Some("surfaces"), "name at least one surface".to_owned()))
+                    }
+                    Some(s) => Ok(s),
+                    None => Ok(Surface::ALL.to_vec()),
+                };
+                match (detectors, action, surfaces) {
+                    (Ok(detectors), Ok(action), Ok(surfaces)) => {
+                        let detectors: Vec<_> = detectors.into_iter().map(|d| d.0).collect();
+                        let names = detectors.iter().map(|d| d.name().to_owned()).collect();
+                        Rule::Content(ContentRule {
+                            detectors: crate::content::Detectors::new(detectors),
+                            names,
+                            surfaces,
+                            action,
+                        })
+                    }
+                    (d, a, s) => {
+                        return Err([d.err(), a.err(), s.err()].into_iter().flatten().collect());
+                    }
+                }
+            }
         };
         Ok(rule)
     }

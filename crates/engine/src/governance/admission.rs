@@ -46,6 +46,35 @@ impl Refusal {
         })
     }
 
+    /// A refusal by a `content` policy that found `found` in `what` (`the arguments`):
+    /// the reason names the detectors, never the text.
+    pub fn content(
+        set: &PolicySet,
+        policy: &str,
+        found: &[super::content::Found],
+        what: &str,
+    ) -> Self {
+        let mut detectors: Vec<&str> = found
+            .iter()
+            .filter(|f| f.policy == policy)
+            .map(|f| f.finding.detector.as_str())
+            .collect();
+        detectors.dedup();
+        let reason = format!("{what} hold {}", detectors.join(", "));
+        Self::Denied {
+            policy: policy.to_owned(),
+            policy_type: "content",
+            explanation: Box::new(PolicyExplanation {
+                policy_set: set.hash().to_owned(),
+                decision: "deny".to_owned(),
+                decided_by: Some(policy.to_owned()),
+                matched: vec![policy.to_owned()],
+                reason: reason.clone(),
+            }),
+            reason,
+        }
+    }
+
     /// The refusing policy's name.
     pub fn policy(&self) -> &str {
         match self {

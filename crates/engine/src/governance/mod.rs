@@ -14,6 +14,7 @@ pub mod active;
 pub mod admission;
 pub mod audit;
 pub mod budget;
+pub mod content;
 pub mod explain;
 pub mod meter;
 pub mod prices;

@@ -8,8 +8,10 @@ use agentplane_core::{AgentSpec, EventPayload, StopReason, ThreadId, TurnId};
 
 use super::{Hub, HubError};
 use crate::error::refused;
+use crate::governance::content::ContentGuard;
 use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Refusal, admission};
+use agentplane_core::policy::Surface;
 
 impl Hub {
     /// Admits a turn of `agent` for `client` on `thread`, or records why not and says so.
@@ -37,6 +39,39 @@ impl Hub {
             Err(AdmissionError::RateLimitsUnavailable(e)) => Err(e.into()),
             Err(AdmissionError::Store(e)) => Err(e.into()),
         }
+    }
+
+    /// The content policies watching turn input: the input to run (redacted where a
+    /// `redact` policy found something) and the `content_finding` events to record
+    /// after `turn_started`; a `deny` policy's finding refuses the turn, recorded with
+    /// the input redacted (what was found is never stored).
+    pub(super) async fn check_input(
+        &self,
+        client: &str,
+        thread: &ThreadId,
+        agent: &AgentSpec,
+        version: &str,
+        input: String,
+        workspace: &str,
+    ) -> Result<(String, Vec<EventPayload>), HubError> {
+        let policies = self.deps.governance.policies.current();
+        let ctx = RequestContext::new(&agent.name, &agent.tags, client).version(version);
+        let guard = ContentGuard::new(&policies, &ctx, Surface::TurnInput);
+        if guard.is_empty() {
+            return Ok((input, Vec::new()));
+        }
+        let checked = guard.check(&input);
+        let notes = guard.events(&checked.found, None);
+        if let Some(policy) = &checked.denied_by {
+            let refusal = Refusal::content(&policies, policy, &checked.found, "the input");
+            let what = format!("a turn of agent `{}`", agent.name);
+            // What was found is never stored: the refused turn's input is withheld.
+            let shown = format!("[input withheld by content policy `{policy}`]");
+            self.record_refused_turn(thread, agent, &shown, workspace, &refusal, &what)
+                .await;
+            return Err(refused(&refusal, &what));
+        }
+        Ok((checked.text.into_owned(), notes))
     }
 
     /// Records a refused turn. Best effort: when another turn of the thread runs (the

@@ -244,6 +244,7 @@ impl Hub {
             agent_version: Some(agent_version),
             shadow_of: None,
             native_tools: None,
+            notes: Vec::new(),
         };
         let (_live, lease) = self.subscribe_feed(begun.thread());
         let cancel = self.register(&begun, &thread.client_id);

@@ -122,6 +122,7 @@ impl Hub {
             agent_version: None,
             shadow_of: None,
             native_tools: None,
+            notes: Vec::new(),
         };
         let agent = request.agent.name.clone();
         let observer = FeedObserver {

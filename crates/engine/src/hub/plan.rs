@@ -99,6 +99,13 @@ impl Hub {
             self.admit_turn(client, thread, &agent, &input, &record.cwd)
                 .await?;
         }
+        // Content policies on the input, before it is stored anywhere.
+        let (input, notes) = if internal {
+            (input, Vec::new())
+        } else {
+            self.check_input(client, thread, &agent, &agent_version, input, &record.cwd)
+                .await?
+        };
         let past = self.past_turns(thread).await?;
         let context = context::build(
             record.summary.as_deref(),
@@ -153,6 +160,7 @@ impl Hub {
             agent_version: Some(agent_version),
             shadow_of: None,
             native_tools,
+            notes,
         };
         Ok(TurnPlan {
             begun,

@@ -115,6 +115,7 @@ impl Hub {
             agent_version: Some(shadow.version.clone()),
             shadow_of: Some(original.id.clone()),
             native_tools: None,
+            notes: Vec::new(),
         };
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, &thread.client_id);

@@ -191,7 +191,9 @@ impl ActiveTurn<'_> {
                 ))
             }
         };
-        let end = self.finish_call(call, outcome, started, ctx).await?;
+        let end = self
+            .finish_call(call, outcome, started, ctx, request)
+            .await?;
         Ok((progress, end))
     }
 

@@ -121,6 +121,9 @@ pub struct TurnRequest {
     /// Whether the model's server returns native tool calls, as probed at discovery
     /// (`None`: unknown). `false` makes `auto` constrain the answer from the start.
     pub native_tools: Option<bool>,
+    /// Events recorded right after `turn_started`: what content policies found in the
+    /// input (which the plan already redacted).
+    pub notes: Vec<EventPayload>,
 }
 
 /// Sees a turn as it happens. Called from the turn's task: keep it quick.
@@ -296,6 +299,9 @@ async fn run_inner(
             shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
         })
         .await?;
+        for note in &request.notes {
+            turn.record(note.clone()).await?;
+        }
     }
 
     let ensembles = request.ensembles.clone();

@@ -3,8 +3,10 @@
 //! cost recorded, and Harmony markup turned into tool calls.
 
 use super::*;
-use crate::governance::{AdmissionError, Meter};
+use crate::governance::content::ContentGuard;
+use crate::governance::{AdmissionError, Meter, Refusal};
 use crate::metered::{self, Charged, Unanswered};
+use agentplane_core::policy::Surface;
 
 /// The `security_event` type of usage reported above a call's worst case.
 pub const USAGE_OVER_REPORTED: &str = "usage_over_reported";
@@ -66,10 +68,43 @@ impl ActiveTurn<'_> {
             self.record_charge(charged).await?;
         }
         match ended.outcome {
-            Ok(routed) => Ok(routed.response),
+            Ok(routed) => self.check_answer(routed.response, request).await,
             Err(Unanswered::Cancelled) => Err(Stop::Cancelled),
             Err(Unanswered::Failed(e)) => Err(failed(e.code(), e.to_string())),
         }
+    }
+
+    /// The content policies watching model output, on the whole answer (its stream
+    /// was redacted as it passed): findings recorded, the text redacted, or the turn
+    /// ended when a `deny` policy found something.
+    async fn check_answer(
+        &self,
+        mut response: agentplane_core::ChatResponse,
+        request: &TurnRequest,
+    ) -> Result<agentplane_core::ChatResponse, Stop> {
+        let policies = self.deps.governance.policies.current();
+        let guard = ContentGuard::new(
+            &policies,
+            &self.policy_ctx(request, None),
+            Surface::ModelOutput,
+        );
+        if guard.is_empty() {
+            return Ok(response);
+        }
+        let checked = guard.check(&response.content);
+        for event in guard.events(&checked.found, None) {
+            self.record(event).await?;
+        }
+        if let Some(policy) = &checked.denied_by {
+            let refusal = Refusal::content(&policies, policy, &checked.found, "the answer");
+            let what = "the model's answer";
+            self.record(refusal.event(what, None, None)).await?;
+            return Err(failed(ErrorCode::Forbidden, refusal.message(what)));
+        }
+        if let std::borrow::Cow::Owned(text) = checked.text {
+            response.content = text;
+        }
+        Ok(response)
     }
 
     /// Records one call's `usage` and `cost` events (and, when the server claimed more
@@ -137,6 +172,15 @@ impl ActiveTurn<'_> {
                 .unwrap_or_else(|| TaskSize::estimate(&chat.messages)),
         };
         let providers = &self.deps.providers;
+        // Content policies on model output: what they would change is held back only
+        // while it could still become a finding.
+        let policies = self.deps.governance.policies.current();
+        let mut content = ContentGuard::new(
+            &policies,
+            &self.policy_ctx(request, None),
+            Surface::ModelOutput,
+        )
+        .stream();
         let call = async move {
             let failovers = tx.clone();
             let mut on_text = move |text: &str| {
@@ -178,8 +222,18 @@ impl ActiveTurn<'_> {
             let mut last_flush = Instant::now();
             while let Some(streamed) = rx.recv().await {
                 let text = match streamed {
-                    Streamed::Text(text) => text,
+                    Streamed::Text(text) => match content.as_mut() {
+                        Some(content) => content.push(&text),
+                        None => text,
+                    },
                     Streamed::Failover(failover) => {
+                        if let Some(content) = content.as_mut() {
+                            let rest = content.finish();
+                            if !markup && !rest.is_empty() {
+                                this.observer.on_text(&rest);
+                                pending.push_str(&rest);
+                            }
+                        }
                         if !pending.is_empty() {
                             let text = std::mem::take(&mut pending);
                             this.record(EventPayload::MessageDelta { text }).await?;
@@ -192,6 +246,9 @@ impl ActiveTurn<'_> {
                         continue;
                     }
                 };
+                if text.is_empty() {
+                    continue;
+                }
                 this.observer.on_text(&text);
                 // Harmony markup is parsed after the call; never stream it as text. Only
                 // the new text and a marker's length before it are searched, so a long
@@ -214,6 +271,13 @@ impl ActiveTurn<'_> {
                     let text = std::mem::take(&mut pending);
                     this.record(EventPayload::MessageDelta { text }).await?;
                     last_flush = Instant::now();
+                }
+            }
+            if let Some(content) = content.as_mut() {
+                let rest = content.finish();
+                if !markup && !rest.is_empty() {
+                    this.observer.on_text(&rest);
+                    pending.push_str(&rest);
                 }
             }
             if !pending.is_empty() {

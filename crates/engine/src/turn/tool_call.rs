@@ -3,7 +3,10 @@
 //! back to the model.
 
 use super::*;
+use crate::governance::Refusal;
+use crate::governance::content::ContentGuard;
 use crate::schema::Schema;
+use agentplane_core::policy::Surface;
 
 /// The `security_event` type tools give a refusal by a `data_scope` policy.
 const DATA_SCOPE_DENIED: &str = "data_scope_denied";
@@ -44,6 +47,13 @@ impl ActiveTurn<'_> {
             None => serde_json::from_str(&call.arguments)
                 .map_err(|e| format!("arguments are not valid JSON: {e}")),
         };
+        let mut parsed = parsed;
+        // Content policies on arguments, before anything records them: what `redact`
+        // replaces is never stored, what `deny` finds is refused below.
+        let (findings, content_denied) = match parsed.as_mut() {
+            Ok(args) => self.check_arguments(&call, args, request),
+            Err(_) => (Vec::new(), None),
+        };
         let arguments = parsed.as_ref().cloned().unwrap_or(Value::Null);
         let hash = args_preview_hash(&arguments);
         self.record(EventPayload::ToolCallPlanned {
@@ -56,7 +66,16 @@ impl ActiveTurn<'_> {
         })
         .await?;
 
+        for finding in findings {
+            self.record(finding).await?;
+        }
         let started = Instant::now();
+        if let Some(refusal) = content_denied {
+            let Gated::Done(outcome) = self.refuse(&call, &refusal).await? else {
+                unreachable!("a refusal is done");
+            };
+            return self.finish_call(call, outcome, started, ctx, request).await;
+        }
         let outcome = match (parsed, early_error) {
             (_, Some(error)) => Err(ToolError::new(error.kind, error.message)),
             (Err(message), None) => Err(ToolError::new(ToolErrorKind::InvalidArguments, message)),
@@ -88,7 +107,7 @@ impl ActiveTurn<'_> {
                 }
             }
         };
-        self.finish_call(call, outcome, started, ctx).await
+        self.finish_call(call, outcome, started, ctx, request).await
     }
 
     /// What events keep of arguments under `retention.tool_args`.
@@ -99,6 +118,62 @@ impl ActiveTurn<'_> {
         }
     }
 
+    /// The content policies watching a call's arguments: redacts them in place;
+    /// returns the `content_finding` events and, when a `deny` policy found something,
+    /// the refusal.
+    fn check_arguments(
+        &self,
+        call: &ToolCall,
+        args: &mut Value,
+        request: &TurnRequest,
+    ) -> (Vec<EventPayload>, Option<Refusal>) {
+        let policies = self.deps.governance.policies.current();
+        let guard = ContentGuard::new(
+            &policies,
+            &self.policy_ctx(request, Some(&call.name)),
+            Surface::ToolArguments,
+        );
+        if guard.is_empty() {
+            return (Vec::new(), None);
+        }
+        let (found, denied) = guard.check_json(args);
+        let refusal =
+            denied.map(|policy| Refusal::content(&policies, &policy, &found, "the arguments"));
+        (guard.events(&found, Some(&call.id)), refusal)
+    }
+
+    /// The content policies watching tool results: the output to pass on (redacted
+    /// where a `redact` policy found something), or, when a `deny` policy found
+    /// something, why it is withheld. Findings are recorded.
+    async fn check_result(
+        &self,
+        call: &ToolCall,
+        content: String,
+        request: &TurnRequest,
+    ) -> Result<Result<String, String>, Stop> {
+        let policies = self.deps.governance.policies.current();
+        let guard = ContentGuard::new(
+            &policies,
+            &self.policy_ctx(request, Some(&call.name)),
+            Surface::ToolResults,
+        );
+        if guard.is_empty() {
+            return Ok(Ok(content));
+        }
+        let checked = guard.check(&content);
+        for event in guard.events(&checked.found, Some(&call.id)) {
+            self.record(event).await?;
+        }
+        if let Some(policy) = &checked.denied_by {
+            let refusal = Refusal::content(&policies, policy, &checked.found, "the output");
+            let what = format!("the output of `{}`", call.name);
+            self.record(refusal.event(&what, Some(&call.name), Some(&call.id)))
+                .await?;
+            return Ok(Err(refusal.message(&what)));
+        }
+        Ok(Ok(checked.text.into_owned()))
+    }
+
     /// Records a call's result and turns it into what the model is told.
     pub(super) async fn finish_call(
         &self,
@@ -106,6 +181,7 @@ impl ActiveTurn<'_> {
         outcome: Result<Executed, ToolError>,
         started: Instant,
         ctx: &ToolContext,
+        request: &TurnRequest,
     ) -> Result<CallEnd, Stop> {
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let hash = args_preview_hash(
@@ -126,8 +202,19 @@ impl ActiveTurn<'_> {
                     std::borrow::Cow::Borrowed(_) => content,
                     std::borrow::Cow::Owned(redacted) => redacted,
                 };
-                let (content, cut) = cap_output(content, ctx.output_cap);
-                (ToolStatus::Ok, None, content, truncated || cut, None)
+                match self.check_result(&call, content, request).await? {
+                    Ok(content) => {
+                        let (content, cut) = cap_output(content, ctx.output_cap);
+                        (ToolStatus::Ok, None, content, truncated || cut, None)
+                    }
+                    Err(withheld) => (
+                        ToolStatus::Error,
+                        Some(ToolErrorKind::PolicyDenied),
+                        format!("error (policy_denied): {withheld}"),
+                        false,
+                        None,
+                    ),
+                }
             }
             Err(error) => {
                 if let Some(violation) = &error.security {

@@ -64,7 +64,7 @@ impl ActiveTurn<'_> {
     /// Refuses a call by a policy: recorded as `policy_denied` and, being a call the
     /// agent was not allowed to make, as a `security_event` of the same type (as an
     /// external agent's refused ask is); answered as a tool error.
-    async fn refuse(&self, call: &ToolCall, refusal: &Refusal) -> Result<Gated, Stop> {
+    pub(super) async fn refuse(&self, call: &ToolCall, refusal: &Refusal) -> Result<Gated, Stop> {
         let what = format!("`{}`", call.name);
         self.record(refusal.event(&what, Some(&call.name), Some(&call.id)))
             .await?;

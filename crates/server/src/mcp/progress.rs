@@ -120,6 +120,9 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         EventPayload::PolicyAudited { policy, would, .. } => {
             format!("audit: policy {} would {}", short(policy), short(would))
         }
+        EventPayload::ContentFinding {
+            detector, action, ..
+        } => format!("content: {} {}", short(detector), short(action)),
         EventPayload::ProviderFailover { from, to, code, .. } => {
             format!(
                 "provider {} failed ({code}); trying {}",

@@ -55,6 +55,7 @@ pub(crate) enum PolicyType {
     Budget,
     ToolAccess,
     DataScope,
+    Content,
 }
 
 impl From<PolicyKind> for PolicyType {
@@ -66,6 +67,7 @@ impl From<PolicyKind> for PolicyType {
             PolicyKind::Budget => Self::Budget,
             PolicyKind::ToolAccess => Self::ToolAccess,
             PolicyKind::DataScope => Self::DataScope,
+            PolicyKind::Content => Self::Content,
         }
     }
 }

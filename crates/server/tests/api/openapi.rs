@@ -25,6 +25,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/approvals/{id}"),
     ("post", "/v1/approvals/{id}"),
     ("get", "/v1/policies"),
+    ("post", "/v1/policies/explain"),
     ("get", "/v1/costs"),
     ("post", "/v1/executions"),
     ("get", "/v1/executions"),

@@ -75,6 +75,8 @@ const SHARED: &[&str] = &[
     "/v1/agents/{agent}/traffic/rollback",
     "/v1/agents/{agent}/shadow",
     "/v1/policies",
+    // Decides a request against the global policy set; stores and reads nothing.
+    "/v1/policies/explain",
     "/v1/costs",
     "/v1/threads",
     "/v1/approvals",

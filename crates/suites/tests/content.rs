@@ -1,0 +1,257 @@
+//! Content guardrails through the real binary, on every surface, streamed and not: a
+//! card number in a turn's input, a tool's arguments, a tool's result, the model's
+//! streamed answer (cut inside the number), a gateway request and a gateway answer
+//! streamed in pieces; `redact` replaces it everywhere it would be stored or answered,
+//! `deny` refuses the call or the request, `flag` only records. Findings are events
+//! and metrics naming the detector and the place, never the text. Also `mode: audit`:
+//! a would-be denial recorded as `policy_audited`, the call still run.
+
+use agentplane_suites::{
+    Sandbox, Served, SseReader, api, create_thread, events_of, history, sandbox, start,
+};
+use agentplane_testkit::{Scenario, ScriptedServer, Step};
+use serde_json::{Value, json};
+
+const CARD: &str = "4111 1111 1111 1111";
+const OTHER_CARD: &str = "5500-0000-0000-0004";
+const IBAN: &str = "DE89 3704 0044 0532 0130 00";
+const AWS_KEY: &str = "AKIAIOSFODNN7EXAMPLE";
+
+const POLICIES: &str = "\
+- name: redact-cards
+  type: content
+  rules:
+    detectors: [card, iban]
+    action: redact
+- name: no-keys
+  type: content
+  rules:
+    detectors: [secret]
+    surfaces: [tool_arguments, tool_results, model_output, gateway_request, gateway_answer]
+    action: deny
+- name: flag-mail
+  type: content
+  rules:
+    detectors: [email]
+    surfaces: [tool_arguments]
+    action: flag
+- name: rehearse-no-writes
+  type: tool_access
+  mode: audit
+  targets: {tools: [write_file]}
+  rules: {deny: ['*']}
+";
+
+async fn served(steps: Vec<Step>) -> (Served, Sandbox, ScriptedServer) {
+    let model = ScriptedServer::start(Scenario::new(steps))
+        .await
+        .expect("model");
+    let sb = sandbox(
+        "[agents.writer]\nsystem_prompt = \"You write.\"\nensembles = [\"fs\"]\n\
+         [policies]\ndir = \"policies\"\n",
+    );
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies").join("content.yaml"), POLICIES).expect("policy");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    (served, sb, model)
+}
+
+/// Runs a turn to its end; the SSE events it streamed.
+async fn turn(served: &Served, thread: &str, input: &str) -> Vec<agentplane_suites::Received> {
+    SseReader::open(served, thread, input)
+        .await
+        .until("turn_completed")
+        .await
+}
+
+fn of_kind<'e>(events: &'e [Value], kind: &str) -> Vec<&'e Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+#[tokio::test]
+async fn content_policies_redact_deny_and_flag_on_every_surface() {
+    let (served, sb, model) = served(vec![
+        // Turn 1: arguments with a card and an address, a result with an IBAN, then an
+        // answer streamed in two pieces cut inside the card number.
+        Step::tool_call(
+            "write_file",
+            json!({"path": "note.txt", "content": format!("card {OTHER_CARD} for a@co.example")}),
+        ),
+        Step::tool_call("read_file", json!({"path": "data.txt"})),
+        Step::text(format!("pay with {CARD} now")).with_split(2),
+        // Turn 2: arguments holding an access key are refused.
+        Step::tool_call(
+            "write_file",
+            json!({"path": "key.txt", "content": format!("key={AWS_KEY}")}),
+        ),
+        Step::text("done"),
+        // The gateway: an answer with a card, streamed in pieces.
+        Step::text(format!("your card {CARD} is on file")).with_split(5),
+    ])
+    .await;
+    std::fs::write(sb.workspace.join("data.txt"), format!("IBAN {IBAN}\n")).expect("data");
+    let thread = create_thread(&served, &sb, "writer", "content").await;
+
+    let streamed = turn(&served, &thread, &format!("my card is {CARD}, note it")).await;
+    let all = history(&served, &thread).await;
+    let events = events_of(&all);
+    let text = all.to_string();
+    for needle in [CARD, OTHER_CARD, IBAN, "4111", "5500-0000"] {
+        assert!(!text.contains(needle), "{needle} stored: {text}");
+    }
+    let live: String = streamed
+        .iter()
+        .filter(|r| r.event == "message_delta")
+        .filter_map(|r| r.data["text"].as_str())
+        .collect();
+    assert_eq!(
+        live, "pay with [REDACTED:card] now",
+        "the stream, cut inside the number"
+    );
+    let input = all["turns"][0]["input"].as_str().expect("input");
+    assert_eq!(input, "my card is [REDACTED:card], note it");
+    let written = std::fs::read_to_string(sb.workspace.join("note.txt")).expect("written");
+    assert_eq!(written, "card [REDACTED:card] for a@co.example");
+    let findings = of_kind(&events, "content_finding");
+    let at = |surface: &str, detector: &str| {
+        findings
+            .iter()
+            .filter(|f| f["surface"] == surface && f["detector"] == detector)
+            .count()
+    };
+    assert_eq!(at("turn_input", "card"), 1, "{findings:?}");
+    assert_eq!(at("tool_arguments", "card"), 1, "{findings:?}");
+    assert_eq!(at("tool_arguments", "email"), 1, "flagged: {findings:?}");
+    assert_eq!(at("tool_results", "iban"), 1, "{findings:?}");
+    assert_eq!(at("model_output", "card"), 1, "{findings:?}");
+    let flagged = findings
+        .iter()
+        .find(|f| f["detector"] == "email")
+        .expect("flag");
+    assert_eq!(flagged["action"], "flag");
+    assert_eq!(flagged["pointer"], "/content");
+    for finding in &findings {
+        let keys: Vec<&str> = finding
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert!(
+            !keys.contains(&"text") && !keys.contains(&"match"),
+            "{finding}"
+        );
+    }
+    // The model was told the redacted result, never the IBAN.
+    assert!(
+        !serde_json::to_string(&model.requests())
+            .expect("json")
+            .contains("3704 0044")
+    );
+    // Audit mode: a would-be denial of each write, the writes still ran.
+    let audited = of_kind(&events, "policy_audited");
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    assert_eq!(audited[0]["policy"], "rehearse-no-writes");
+    assert_eq!(audited[0]["would"], "deny");
+
+    // Turn 2: an access key in the arguments: refused, recorded, not written.
+    turn(&served, &thread, "write the key").await;
+    let events = events_of(&history(&served, &thread).await);
+    let denied = of_kind(&events, "policy_denied");
+    let denied = denied.last().expect("denied");
+    assert_eq!(denied["policy"], "no-keys", "{denied}");
+    assert_eq!(denied["policy_type"], "content");
+    assert!(
+        denied["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("secret")),
+        "{denied}"
+    );
+    assert!(!sb.workspace.join("key.txt").exists());
+    assert!(
+        !history(&served, &thread)
+            .await
+            .to_string()
+            .contains(AWS_KEY)
+    );
+
+    // The gateway: a request with a card goes upstream redacted; the streamed answer
+    // reaches the client redacted; a request with a key is refused.
+    let before = model.requests().len();
+    let response = api(
+        &served,
+        reqwest::Method::POST,
+        "/openai/v1/chat/completions",
+    )
+    .json(&json!({
+        "model": "scripted-model",
+        "stream": true,
+        "messages": [{"role": "user", "content": format!("charge {CARD}")}],
+    }))
+    .send()
+    .await
+    .expect("gateway");
+    assert_eq!(response.status().as_u16(), 200);
+    let body = response.text().await.expect("body");
+    let answered: String = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(answered, "your card [REDACTED:card] is on file", "{body}");
+    assert!(!body.contains("4111"), "{body}");
+    let upstream = model.requests()[before].to_string();
+    assert!(
+        upstream.contains("charge [REDACTED:card]") && !upstream.contains("4111"),
+        "{upstream}"
+    );
+    let refused = api(
+        &served,
+        reqwest::Method::POST,
+        "/openai/v1/chat/completions",
+    )
+    .json(&json!({
+        "model": "scripted-model",
+        "messages": [{"role": "user", "content": format!("use {AWS_KEY}")}],
+    }))
+    .send()
+    .await
+    .expect("gateway");
+    assert_eq!(refused.status().as_u16(), 403);
+    let envelope: Value = refused.json().await.expect("envelope");
+    assert_eq!(envelope["error"]["code"], "FORBIDDEN", "{envelope}");
+    assert!(!envelope.to_string().contains(AWS_KEY));
+    assert_eq!(
+        model.requests().len(),
+        before + 1,
+        "the refused request never went upstream"
+    );
+
+    // Metrics: findings by policy, surface, detector and action; audits by would.
+    let metrics = reqwest::get(format!("{}/metrics", served.base))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("content_findings_total{")
+                && l.contains("surface=\"tool_results\"")
+                && l.contains("detector=\"iban\"")),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("policy_audited_total{") && l.contains("would=\"deny\"")),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("4111"));
+}
