@@ -114,7 +114,7 @@ fn main() -> ExitCode {
             Command::Approvals(args) => commands::approvals::run(args).await,
             Command::Mcp(args) => commands::mcp::run(cli.config.as_deref(), args).await,
             Command::Acp(args) => commands::acp::run(cli.config.as_deref(), args).await,
-            Command::Policy(args) => commands::policy::run(args),
+            Command::Policy(args) => commands::policy::run(cli.config.as_deref(), args).await,
             Command::Costs(args) => commands::costs::run(cli.config.as_deref(), args).await,
             Command::Versions(args) => commands::versions::run(args).await,
             Command::Keys(args) => commands::keys::run(cli.config.as_deref(), args).await,

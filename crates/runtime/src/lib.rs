@@ -7,6 +7,7 @@ pub mod config;
 pub mod environment;
 pub mod model_server;
 pub mod policy_dir;
+pub mod policy_replay;
 pub mod policy_tests;
 pub mod providers;
 pub mod redacting_store;

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use agentplane_core::policy::Timestamp;
 use agentplane_core::secret::{HeldBack, Redactor};
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
@@ -138,6 +139,13 @@ impl EventStore for RedactingStore {
 
     async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
         self.inner.list_threads(client_id).await
+    }
+
+    async fn threads_active_since(
+        &self,
+        since: Option<Timestamp>,
+    ) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.inner.threads_active_since(since).await
     }
 
     async fn delete_thread(&self, id: &ThreadId) -> Result<(), StoreError> {

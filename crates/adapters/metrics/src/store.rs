@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use agentplane_core::policy::Timestamp;
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
@@ -73,6 +74,17 @@ impl EventStore for MeteredStore {
     async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
         self.timed("list_threads", self.inner.list_threads(client_id))
             .await
+    }
+
+    async fn threads_active_since(
+        &self,
+        since: Option<Timestamp>,
+    ) -> Result<Vec<ThreadRecord>, StoreError> {
+        self.timed(
+            "threads_active_since",
+            self.inner.threads_active_since(since),
+        )
+        .await
     }
 
     async fn delete_thread(&self, id: &ThreadId) -> Result<(), StoreError> {

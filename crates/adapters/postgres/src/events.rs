@@ -451,6 +451,28 @@ pub(crate) async fn threads_of_client(
     .collect()
 }
 
+/// Every client's live threads with a turn begun at or after `since` (stored form;
+/// all when `None`), created first first.
+pub(crate) async fn threads_active_since(
+    db: Db<'_>,
+    since: Option<&str>,
+) -> Result<Vec<ThreadRecord>, StoreError> {
+    db.query(
+        &format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE deleted_at IS NULL AND shadow_of IS NULL
+             AND ($1::TEXT IS NULL OR EXISTS (SELECT 1 FROM turns
+                  WHERE turns.thread_id = threads.id AND turns.created_at >= $1::TEXT))
+             ORDER BY pos"
+        ),
+        &[&since],
+    )
+    .await
+    .map_err(pg)?
+    .iter()
+    .map(decode_thread)
+    .collect()
+}
+
 pub(crate) async fn turn(db: Db<'_>, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
     db.query_opt(
         &format!("SELECT {TURN_COLUMNS} FROM turns WHERE id = $1"),

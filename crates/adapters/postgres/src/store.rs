@@ -7,10 +7,12 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentplane_core::policy::Timestamp;
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, ReplicaId, StopReason,
     ThreadId, TurnId,
 };
+use agentplane_engine::ports::records::stored_time;
 use agentplane_engine::ports::{
     Announcement, ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
     ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
@@ -159,6 +161,17 @@ impl EventStore for PostgresStore {
 
     async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
         on_conn!(self, |db| events::threads_of_client(db, client_id))
+    }
+
+    async fn threads_active_since(
+        &self,
+        since: Option<Timestamp>,
+    ) -> Result<Vec<ThreadRecord>, StoreError> {
+        let since = since.map(stored_time);
+        on_conn!(self, |db| events::threads_active_since(
+            db,
+            since.as_deref()
+        ))
     }
 
     async fn delete_thread(&self, id: &ThreadId) -> Result<(), StoreError> {

@@ -106,6 +106,29 @@ pub(crate) fn threads_of_client(
     .collect()
 }
 
+/// Every client's live threads with a turn begun at or after `since` (stored form;
+/// all when `None`), created first first.
+pub(crate) fn threads_active_since(
+    c: &Connection,
+    since: Option<&str>,
+) -> Result<Vec<ThreadRecord>, StoreError> {
+    c.prepare_cached(&format!(
+        "SELECT {THREAD_COLUMNS} FROM threads WHERE deleted_at IS NULL AND shadow_of IS NULL
+         AND (?1 IS NULL OR EXISTS (SELECT 1 FROM turns
+              WHERE turns.thread_id = threads.id AND turns.created_at >= ?1))
+         ORDER BY rowid"
+    ))
+    .and_then(|mut select| {
+        select
+            .query_map([since], RawThread::from_row)?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)?
+    .into_iter()
+    .map(RawThread::decode)
+    .collect()
+}
+
 const TURN_COLUMNS: &str =
     "id, thread_id, input, status, created_at, ended_at, internal, result, agent_version";
 

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
+use agentplane_core::policy::Timestamp;
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, ReplicaId, StopReason,
     ThreadId, TurnId,
 };
+use agentplane_engine::ports::records::stored_time;
 use agentplane_engine::ports::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
     ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
@@ -171,6 +173,15 @@ impl EventStore for SqliteStore {
     async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
         let client_id = client_id.to_owned();
         self.read(move |c| reader::threads_of_client(c, &client_id))
+            .await
+    }
+
+    async fn threads_active_since(
+        &self,
+        since: Option<Timestamp>,
+    ) -> Result<Vec<ThreadRecord>, StoreError> {
+        let since = since.map(stored_time);
+        self.read(move |c| reader::threads_active_since(c, since.as_deref()))
             .await
     }
 

@@ -67,6 +67,7 @@ macro_rules! store_contract {
             permissions::a_damaged_permission_row_is_an_error_naming_it,
             permissions::a_restart_declines_pending_permissions_before_ending_the_turn,
             threads::threads_are_listed_per_client_newest_first,
+            threads::threads_active_since_spans_every_client,
             threads::a_deleted_thread_is_hidden_but_its_log_stays,
             threads::deleting_a_thread_with_a_running_turn_is_a_conflict,
             threads::writes_to_a_thread_deleted_behind_the_stores_back_are_not_found,

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use agentplane_core::policy::Timestamp;
 use agentplane_core::{StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{NewThread, StoreError, TurnStatus};
+use agentplane_engine::ports::{NewThread, StoreError, ThreadRecord, TurnStatus};
 
 use crate::fixtures::{RawSql, Store, delta, new_thread, running_turn};
 
@@ -46,6 +47,72 @@ pub async fn threads_are_listed_per_client_newest_first<S: Store>(
             "{hostile:?}"
         );
     }
+}
+
+/// A thread of `client_id` with one finished turn begun at `begun` (stored form).
+async fn thread_with_turn_at<S: Store>(
+    store: &S,
+    raw: &dyn RawSql,
+    client_id: &str,
+    begun: &str,
+) -> ThreadRecord {
+    let thread = store
+        .create_thread(thread_of(client_id, begun))
+        .await
+        .unwrap();
+    let turn = TurnId::new();
+    store
+        .begin_turn(&thread.id, &turn, "hello", false)
+        .await
+        .unwrap();
+    store
+        .complete_turn(
+            &thread.id,
+            &turn,
+            StopReason::Finished,
+            serde_json::json!({}),
+        )
+        .await
+        .unwrap();
+    raw.execute(&format!(
+        "UPDATE turns SET created_at = '{begun}' WHERE id = '{turn}'"
+    ))
+    .await
+    .unwrap();
+    thread
+}
+
+pub async fn threads_active_since_spans_every_client<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
+    let old = thread_with_turn_at(&*store, raw, "local", "2020-01-01T00:00:00.000Z").await;
+    let recent = thread_with_turn_at(&*store, raw, "other", "2026-03-01T10:00:00.000Z").await;
+    let idle = store
+        .create_thread(thread_of("third", "no turn"))
+        .await
+        .unwrap();
+    let deleted = thread_with_turn_at(&*store, raw, "other", "2026-03-01T11:00:00.000Z").await;
+    store.delete_thread(&deleted.id).await.unwrap();
+
+    let at = |t: &str| t.parse::<Timestamp>().unwrap();
+    // Every live thread of every client, created first first.
+    assert_eq!(
+        store.threads_active_since(None).await.unwrap(),
+        vec![old.clone(), recent.clone(), idle]
+    );
+    // A turn begun at the bound counts; a thread without a turn since does not.
+    for since in ["2026-03-01T10:00:00Z", "2021-01-01T00:00:00+02:00"] {
+        assert_eq!(
+            store.threads_active_since(Some(at(since))).await.unwrap(),
+            vec![recent.clone()],
+            "{since}"
+        );
+    }
+    assert_eq!(
+        store
+            .threads_active_since(Some(at("2026-03-01T10:00:00.001Z")))
+            .await
+            .unwrap(),
+        vec![]
+    );
 }
 
 pub async fn a_deleted_thread_is_hidden_but_its_log_stays<S: Store>(

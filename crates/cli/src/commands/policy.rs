@@ -6,18 +6,25 @@
 //!   no match and why (`engine::governance::explain`, the server's own evaluation).
 //! - `test` runs the `*.test.yaml` cases beside the policies
 //!   (`agentplane_runtime::policy_tests`) and exits 1 when one fails.
+//! - `replay` makes the decisions recorded in the configured store again under DIR's
+//!   policies and prints the ones that change (`agentplane_runtime::policy_replay`),
+//!   reading the store beside a running server as `costs` does.
 //!
 //! Reading, validation and evaluation live in the runtime, engine and core; this file
 //! only parses flags and prints.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use agentplane_core::policy::{PolicySet, RequestContext, Timestamp};
+use agentplane_core::policy::{PolicySet, RequestContext, Timestamp, parse_duration};
 use agentplane_engine::governance::explain::{Explained, explain};
+use agentplane_runtime::Config;
 use agentplane_runtime::policy_dir::{error_lines, load_dir};
+use agentplane_runtime::policy_replay::{ReplayFilter, ReplayReport, Subject, replay_log};
 use agentplane_runtime::policy_tests::{load_cases, run_cases};
 use clap::{Args, Subcommand};
 
+use super::threads::one_line;
 use crate::exit::{self, Exit};
 
 #[derive(Args)]
@@ -41,6 +48,30 @@ enum PolicyCommand {
         /// The policies directory (its tests beside the policies).
         dir: PathBuf,
     },
+    /// Make the tool calls and turn admissions recorded in the configured store again
+    /// under DIR's policies; print the decisions that change, then totals.
+    Replay(ReplayArgs),
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// The candidate policies directory.
+    dir: PathBuf,
+    /// Only turns begun within this long before now (`30m`, `24h`, `7d`).
+    #[arg(long, value_name = "DURATION")]
+    since: Option<String>,
+    /// Only this agent's threads.
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Only this client's threads (default: every client's).
+    #[arg(long, value_name = "ID")]
+    client: Option<String>,
+    /// Exit 1 when any decision changes (for CI).
+    #[arg(long)]
+    fail_on_change: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -77,11 +108,12 @@ struct ExplainArgs {
     dir: PathBuf,
 }
 
-pub fn run(args: PolicyArgs) -> Exit {
+pub async fn run(config: Option<&Path>, args: PolicyArgs) -> Exit {
     match args.command {
         PolicyCommand::Check { dir } => check(&dir),
         PolicyCommand::Explain(args) => explain_one(&args),
         PolicyCommand::Test { dir } => test(&dir),
+        PolicyCommand::Replay(args) => replay(config, &args).await,
     }
 }
 
@@ -232,4 +264,104 @@ fn test(dir: &Path) -> Exit {
     } else {
         exit::AGENT_FAILED
     }
+}
+
+async fn replay(config: Option<&Path>, args: &ReplayArgs) -> Exit {
+    let since = match args.since.as_deref().map(|s| parse_duration(s, "duration")) {
+        None => None,
+        Some(Ok(age)) => Some(Timestamp::now().checked_sub(age).unwrap_or(Timestamp::MIN)),
+        Some(Err(e)) => {
+            eprintln!("error: --since: {e}");
+            return exit::CONFIG;
+        }
+    };
+    let set = match load(&args.dir) {
+        Ok(set) => set,
+        Err(exit) => return exit,
+    };
+    let config = match Config::load(config) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::CONFIG;
+        }
+    };
+    let filter = ReplayFilter {
+        since,
+        agent: args.agent.clone(),
+        client: args.client.clone(),
+    };
+    let report = match replay_log(&config, &set, &filter).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error [{}]: {e}", e.code().as_str());
+            return exit::of_code(e.code());
+        }
+    };
+    let text = if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => format!("{text}\n"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::INTERNAL;
+            }
+        }
+    } else {
+        replay_text(&report)
+    };
+    // A reader that went away (`| head`) is not our failure.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    if args.fail_on_change && report.totals.changed > 0 {
+        exit::AGENT_FAILED
+    } else {
+        exit::SUCCESS
+    }
+}
+
+/// The changes in log order, each with the candidate's explanation, then the totals.
+/// What came from a model (call ids, tool names) is kept to one line.
+fn replay_text(report: &ReplayReport) -> String {
+    let mut out = String::new();
+    for change in &report.changes {
+        let what = match &change.subject {
+            Subject::Call { call_id, tool } => {
+                format!("{} {}", one_line(call_id), one_line(tool))
+            }
+            Subject::Admission => format!("admission of {}", one_line(&change.agent)),
+        };
+        out.push_str(&format!(
+            "CHANGED {} {} {what}: {} -> {}\n",
+            change.thread,
+            change.turn,
+            change.was.as_str(),
+            change.now.as_str()
+        ));
+        for line in render(&change.explanation).lines() {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    let t = &report.totals;
+    const ORDER: [&str; 6] = [
+        "allow->deny",
+        "allow->approval",
+        "deny->allow",
+        "deny->approval",
+        "approval->allow",
+        "approval->deny",
+    ];
+    let transitions: Vec<String> = ORDER
+        .iter()
+        .filter_map(|k| t.transitions.get(*k).map(|n| format!("{k} {n}")))
+        .collect();
+    let changed = if transitions.is_empty() {
+        format!("{} changed", t.changed)
+    } else {
+        format!("{} changed ({})", t.changed, transitions.join(", "))
+    };
+    out.push_str(&format!(
+        "{} decisions replayed, {changed}, {} unchanged, {} not replayable \
+         (hash-only arguments {}, stateful refusals {}, content refusals {})\n",
+        t.replayed, t.unchanged, t.not_replayable, t.hash_only, t.stateful, t.content
+    ));
+    out
 }

@@ -36,7 +36,7 @@ pub use data_scope::DataScope;
 pub use glob::Glob;
 /// The instant type of policy evaluation, re-exported so callers need no time crate.
 pub use jiff::{SignedDuration, Timestamp};
-pub use rate_limit::{CountKey, RateLimit};
+pub use rate_limit::{CountKey, RateLimit, parse_duration};
 pub use request::RequestContext;
 pub use targets::Targets;
 pub use time_window::{Day, HourRange, TimeWindow, Zone};

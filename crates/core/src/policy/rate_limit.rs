@@ -42,33 +42,40 @@ pub struct Window(pub Duration);
 impl Window {
     /// Parses `<n><unit>`; the message says what is wrong.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "`{}` is not a window like 30s, 5m, 1h or 1d",
-                text.escape_debug()
-            )
-        };
-        let text = text.trim();
-        let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let (digits, unit) = text.split_at(split);
-        let n: u64 = digits.parse().map_err(|_| bad())?;
-        let unit_secs = match unit {
-            "s" => 1,
-            "m" => 60,
-            "h" => 3600,
-            "d" => 86_400,
-            _ => return Err(bad()),
-        };
-        let secs = n.checked_mul(unit_secs).ok_or_else(bad)?;
-        if secs == 0 {
-            return Err("must be at least 1s".into());
-        }
-        let window = Duration::from_secs(secs);
+        let window = parse_duration(text, "window")?;
         if window > MAX_WINDOW {
             return Err("must be at most 31d".into());
         }
         Ok(Self(window))
     }
+}
+
+/// A length of time written as `<n><unit>` with unit `s`, `m`, `h` or `d` (`30s`, `7d`),
+/// at least one second: the one way durations are written, in a rate limit's `window`
+/// and in `policy replay --since`. `what` names it in the message (`window`).
+pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "`{}` is not a {what} like 30s, 5m, 1h or 1d",
+            text.escape_debug()
+        )
+    };
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let secs = n.checked_mul(unit_secs).ok_or_else(bad)?;
+    if secs == 0 {
+        return Err("must be at least 1s".into());
+    }
+    Ok(Duration::from_secs(secs))
 }
 
 impl<'de> Deserialize<'de> for Window {
@@ -130,5 +137,16 @@ mod tests {
         ] {
             assert!(Window::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn durations_are_windows_without_the_cap() {
+        assert_eq!(
+            parse_duration("90d", "duration").unwrap(),
+            Duration::from_secs(90 * 86_400)
+        );
+        let err = parse_duration("7 days", "duration").unwrap_err();
+        assert_eq!(err, "`7 days` is not a duration like 30s, 5m, 1h or 1d");
+        assert!(parse_duration("0m", "duration").is_err());
     }
 }

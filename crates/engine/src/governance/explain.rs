@@ -45,11 +45,37 @@ pub struct Considered {
     pub effect: Option<String>,
 }
 
-/// Explains the decision of `ctx` under `set`.
+/// Explains the decision of `ctx` under `set`. A tool governed as another
+/// (`edit_file` as `write_file`) is decided under both names, as the tool gate decides
+/// its calls; a policy that selects it only under the other name says so.
 pub fn explain(set: &PolicySet, ctx: &RequestContext<'_>) -> Explained {
-    let gate = rules::gate(set, ctx);
+    let alias = ctx.tool_name().and_then(agentplane_core::governed_as);
+    let mut gate = rules::gate(set, ctx);
+    if let Some(alias) = alias {
+        gate = gate.and(rules::gate(set, &ctx.tool(alias)));
+    }
     let recorded = gate.explanation(set, ctx.tool_name());
-    let policies = set.policies().iter().map(|p| consider(p, ctx)).collect();
+    let policies = set
+        .policies()
+        .iter()
+        .map(|p| {
+            let own = consider(p, ctx);
+            match alias {
+                Some(alias) if !own.matched => {
+                    let other = consider(p, &ctx.tool(alias));
+                    if other.matched {
+                        Considered {
+                            why: format!("as `{alias}`: {}", other.why),
+                            ..other
+                        }
+                    } else {
+                        own
+                    }
+                }
+                _ => own,
+            }
+        })
+        .collect();
     Explained {
         policy_set: recorded.policy_set,
         decision: recorded.decision,
@@ -172,6 +198,28 @@ mod tests {
             by_name(&e, "no-push")
                 .why
                 .contains("arg /args equals \"push\" does not hold")
+        );
+    }
+
+    #[test]
+    fn a_tool_governed_as_another_is_decided_under_both_names() {
+        let set = PolicySet::parse(&[PolicySource {
+            name: "p.yaml",
+            text: "- name: no-writes\n  type: tool_access\n  rules: {deny: [write_file]}\n",
+        }])
+        .expect("valid");
+        let args = json!({"path": "a.txt"});
+        let ctx = RequestContext::new("coder", &[], "alice")
+            .tool("edit_file")
+            .arguments(&args);
+        let e = explain(&set, &ctx);
+        assert_eq!(e.decision, "deny");
+        assert_eq!(e.decided_by.as_deref(), Some("no-writes"));
+        let considered = by_name(&e, "no-writes");
+        assert!(considered.matched);
+        assert!(
+            considered.why.starts_with("as `write_file`: "),
+            "{considered:?}"
         );
     }
 

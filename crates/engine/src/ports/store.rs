@@ -11,6 +11,7 @@
 //!   its resolution and `permission_resolved`; a permission is resolved at most once;
 //! - deleted threads are kept (the log is an audit record) but are never returned.
 
+use agentplane_core::policy::Timestamp;
 use agentplane_core::{
     ApprovalId, ApprovalOutcome, ErrorCode, Event, EventPayload, PermissionDecision, PermissionId,
     StopReason, ThreadId, TurnId,
@@ -290,6 +291,15 @@ pub trait EventStore: Send + Sync {
 
     /// A client's threads, newest first, deleted ones left out.
     async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError>;
+
+    /// Every client's live threads that had a turn begin at or after `since` (every
+    /// live thread when `None`), oldest (created first) first; shadow threads left out,
+    /// as in [`Self::list_threads`]. For reading the log across clients, as `policy
+    /// replay` does; nothing a client sees goes through it.
+    async fn threads_active_since(
+        &self,
+        since: Option<Timestamp>,
+    ) -> Result<Vec<ThreadRecord>, StoreError>;
 
     /// Marks a thread deleted; its turns and events stay for audit. `NotFound` if it
     /// does not exist (or is already deleted), `Conflict` while a turn is running.
