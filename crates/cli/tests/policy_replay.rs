@@ -397,6 +397,7 @@ async fn decisions_recorded_in_postgresql_are_replayed_against_a_candidate() {
     };
     let (db, name) = agentplane_suites::postgres::fresh_database(&url).await;
     let recorded = record(vec![("AGENTPLANE_DB", db)]).await;
+    assert!(!recorded.sb.db.exists(), "the SQLite file is not used");
     replays_recorded_traffic(&recorded).await;
     drop(recorded);
     agentplane_suites::postgres::drop_database(&url, &name).await;

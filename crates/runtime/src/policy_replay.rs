@@ -412,3 +412,215 @@ impl ReplayReport {
         self.changes.push(change);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::ToolStatus;
+    use agentplane_core::policy::PolicySource;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn planned(call_id: &str, tool: &str, arguments: Value) -> EventPayload {
+        EventPayload::ToolCallPlanned {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            arguments,
+            args_preview_hash: String::new(),
+            title: None,
+            recovered: false,
+        }
+    }
+
+    fn denied(call_id: Option<&str>, policy_type: &str) -> EventPayload {
+        EventPayload::PolicyDenied {
+            policy: "p".into(),
+            policy_type: policy_type.into(),
+            tool: None,
+            call_id: call_id.map(str::to_owned),
+            detail: String::new(),
+            explanation: None,
+        }
+    }
+
+    fn failed(call_id: &str, kind: ToolErrorKind) -> EventPayload {
+        EventPayload::ToolCallResult {
+            call_id: call_id.into(),
+            tool: "write_file".into(),
+            status: ToolStatus::Error,
+            latency_ms: 0,
+            error_type: Some(kind),
+            output: String::new(),
+            truncated: false,
+            args_preview_hash: String::new(),
+        }
+    }
+
+    fn started() -> EventPayload {
+        EventPayload::TurnStarted {
+            agent: "coder".into(),
+            input: "go".into(),
+            model: "m".into(),
+            workspace: "/w".into(),
+            agent_version: Some("1.0.0".into()),
+            shadow_of: None,
+        }
+    }
+
+    fn approval(call_id: &str) -> EventPayload {
+        EventPayload::ApprovalRequested {
+            approval_id: "apr_1".into(),
+            call_id: call_id.into(),
+            tool: "write_file".into(),
+            arguments: json!({}),
+            args_preview_hash: String::new(),
+            policy: "p".into(),
+            approvers: Vec::new(),
+            expires_at: "2026-01-01T00:00:00.000Z".into(),
+            explanation: None,
+        }
+    }
+
+    /// Replays `payloads` as one turn of client `alice` under `policies`.
+    fn totals(policies: &str, payloads: Vec<EventPayload>) -> ReplayReport {
+        let set = PolicySet::parse(&[PolicySource {
+            name: "p.yaml",
+            text: policies,
+        }])
+        .expect("valid");
+        let thread = ThreadRecord {
+            id: ThreadId::new(),
+            client_id: "alice".into(),
+            agent: "coder".into(),
+            cwd: "/w".into(),
+            title: None,
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            summary: None,
+            agent_version: None,
+            shadow_of: None,
+        };
+        let turn = TurnRecord {
+            id: TurnId::new(),
+            thread_id: thread.id.clone(),
+            input: "go".into(),
+            status: agentplane_engine::ports::TurnStatus::Running,
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            ended_at: None,
+            internal: false,
+            result: None,
+            agent_version: None,
+        };
+        let events: Vec<Event> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| Event {
+                thread_id: thread.id.clone(),
+                turn_id: turn.id.clone(),
+                seq: i as u64 + 1,
+                ts: "2026-01-01T00:00:00.000Z".into(),
+                payload,
+            })
+            .collect();
+        let recorded = read_turn(&turn, &events).expect("a turn");
+        let mut report = ReplayReport {
+            policy_set: set.hash().to_owned(),
+            changes: Vec::new(),
+            totals: Totals::default(),
+        };
+        let tags = BTreeMap::from([("coder".to_owned(), vec!["team-a".to_owned()])]);
+        replay_turn(&set, &tags, &thread, &turn, &recorded, &mut report).expect("replayed");
+        report
+    }
+
+    #[test]
+    fn each_recorded_call_is_classified_once_and_the_ungated_left_out() {
+        let report = totals(
+            "[]",
+            vec![
+                started(),
+                planned("allowed", "write_file", json!({"path": "a"})),
+                planned("denied", "write_file", json!({"path": "b"})),
+                denied(Some("denied"), "tool_access"),
+                planned("held", "write_file", json!({"path": "c"})),
+                approval("held"),
+                // Denied again at resume: still an approval when planned.
+                denied(Some("held"), "tool_access"),
+                planned("counted", "write_file", json!({"path": "d"})),
+                denied(Some("counted"), "rate_limit"),
+                planned("scoped", "read_file", json!({"path": "/etc"})),
+                denied(Some("scoped"), "data_scope"),
+                planned("found", "write_file", json!({"path": "[redacted]"})),
+                denied(Some("found"), "content"),
+                planned("hashed", "write_file", Value::Null),
+                planned("finish", FINISH_TASK, json!({})),
+                planned("unknown", "rm_rf", json!({})),
+                failed("unknown", ToolErrorKind::UnknownTool),
+                planned("broken", "write_file", Value::Null),
+                failed("broken", ToolErrorKind::InvalidArguments),
+                // A content denial of model output is not the admission's.
+                denied(None, "content"),
+            ],
+        );
+        let t = &report.totals;
+        // The admission and three calls, all allowed by an empty set.
+        assert_eq!((t.replayed, t.changed, t.unchanged), (4, 2, 2), "{t:?}");
+        assert_eq!(
+            t.transitions,
+            BTreeMap::from([
+                ("deny->allow".to_owned(), 1),
+                ("approval->allow".to_owned(), 1)
+            ])
+        );
+        assert_eq!(
+            (t.not_replayable, t.hash_only, t.stateful, t.content),
+            (4, 1, 2, 1)
+        );
+        let ids: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| match &c.subject {
+                Subject::Call { call_id, .. } => call_id.as_str(),
+                Subject::Admission => "admission",
+            })
+            .collect();
+        assert_eq!(ids, ["denied", "held"]);
+    }
+
+    #[test]
+    fn an_admission_is_what_follows_turn_started_and_tags_come_from_the_configuration() {
+        let team_a_only = "- name: team-a-hours\n  type: time_window\n  targets: {tags: [team-a]}\n  \
+                           rules: {timezone: UTC, days: [mon]}\n";
+        // 2026-01-01 is a Thursday: outside the window, so the candidate denies.
+        let report = totals(team_a_only, vec![started()]);
+        assert_eq!(report.totals.transitions["allow->deny"], 1);
+        assert_eq!(report.changes[0].subject, Subject::Admission);
+        assert_eq!(
+            report.changes[0].explanation.decided_by.as_deref(),
+            Some("team-a-hours")
+        );
+        let report = totals(team_a_only, vec![started(), denied(None, "time_window")]);
+        assert_eq!((report.totals.unchanged, report.totals.changed), (1, 0));
+        let report = totals("[]", vec![started(), denied(None, "budget")]);
+        assert_eq!((report.totals.replayed, report.totals.stateful), (0, 1));
+    }
+
+    #[test]
+    fn arguments_sent_later_are_the_calls() {
+        let no_secrets = "- name: no-secrets\n  type: tool_access\n  \
+                          when: {arg: /path, glob: 'secret*'}\n  rules: {deny: [write_file]}\n";
+        let report = totals(
+            no_secrets,
+            vec![
+                started(),
+                planned("late", "write_file", json!({})),
+                EventPayload::ToolCallArguments {
+                    call_id: "late".into(),
+                    tool: "write_file".into(),
+                    arguments: json!({"path": "secret.txt"}),
+                    args_preview_hash: String::new(),
+                },
+            ],
+        );
+        assert_eq!(report.totals.transitions["allow->deny"], 1, "{report:?}");
+    }
+}

@@ -60,19 +60,15 @@ pub fn explain(set: &PolicySet, ctx: &RequestContext<'_>) -> Explained {
         .iter()
         .map(|p| {
             let own = consider(p, ctx);
-            match alias {
-                Some(alias) if !own.matched => {
-                    let other = consider(p, &ctx.tool(alias));
-                    if other.matched {
-                        Considered {
-                            why: format!("as `{alias}`: {}", other.why),
-                            ..other
-                        }
-                    } else {
-                        own
-                    }
+            let Some(alias) = alias else { return own };
+            let other = consider(p, &ctx.tool(alias));
+            if other.matched && (!own.matched || strictness(&other) > strictness(&own)) {
+                Considered {
+                    why: format!("as `{alias}`: {}", other.why),
+                    ..other
                 }
-                _ => own,
+            } else {
+                own
             }
         })
         .collect();
@@ -83,6 +79,15 @@ pub fn explain(set: &PolicySet, ctx: &RequestContext<'_>) -> Explained {
         reason: recorded.reason,
         matched: recorded.matched,
         policies,
+    }
+}
+
+/// How strict a matched policy's effect is: deny, then approval, then the rest.
+fn strictness(considered: &Considered) -> u8 {
+    match considered.effect.as_deref() {
+        Some(e) if e.starts_with("deny") => 2,
+        Some(e) if e.starts_with("approval") => 1,
+        _ => 0,
     }
 }
 
