@@ -103,11 +103,13 @@ impl Pointer {
 
     /// The value it points at in `root`, if any.
     fn find<'v>(&self, root: &'v Json) -> Option<&'v Json> {
-        self.tokens.iter().try_fold(root, |value, token| match value {
-            Json::Object(map) => map.get(token.as_str()),
-            Json::Array(items) => index(token).and_then(|i| items.get(i)),
-            _ => None,
-        })
+        self.tokens
+            .iter()
+            .try_fold(root, |value, token| match value {
+                Json::Object(map) => map.get(token.as_str()),
+                Json::Array(items) => index(token).and_then(|i| items.get(i)),
+                _ => None,
+            })
     }
 }
 
