@@ -83,6 +83,8 @@ pub struct AdmittedCall {
     /// The gateway agent's tags, for routing.
     tags: Vec<String>,
     client: String,
+    /// The caller's roles (`context: roles` conditions).
+    roles: Vec<String>,
     request: ChatRequest,
     meter: Meter,
     tasks: TaskTracker,
@@ -258,14 +260,14 @@ pub(crate) async fn admit(
     deps: &TurnDeps,
     config: &GatewayConfig,
     tasks: TaskTracker,
-    client: &str,
+    (client, roles): (&str, Vec<String>),
     mut request: ChatRequest,
 ) -> Result<AdmittedCall, HubError> {
     validate(&request)?;
     // The output cap is always sent, so the worst case reserved is real.
     request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
-    let ctx = RequestContext::new(&config.agent, &config.tags, client);
+    let ctx = RequestContext::new(&config.agent, &config.tags, client).roles(&roles);
     let policies = governance.policies.current();
     withhold_denied_tools(&policies, &ctx, &mut request);
     guard_request(&policies, &ctx, &mut request)?;
@@ -324,6 +326,7 @@ pub(crate) async fn admit(
         agent: config.agent.clone(),
         tags: config.tags.clone(),
         client: client.to_owned(),
+        roles,
         request,
         meter,
         tasks,
@@ -391,7 +394,7 @@ impl AdmittedCall {
         // Content policies on the answer: the stream passes what cannot become a
         // finding at once, the rest when it is known.
         let policies = self.deps.governance.policies.current();
-        let ctx = RequestContext::new(&self.agent, &self.tags, &self.client);
+        let ctx = RequestContext::new(&self.agent, &self.tags, &self.client).roles(&self.roles);
         let guard = ContentGuard::new(&policies, &ctx, Surface::GatewayAnswer);
         let mut stream = guard.stream();
         let ended = {

@@ -22,7 +22,8 @@
 //! Each decision is made again with the facts the engine used: the agent, the thread's
 //! client, the agent's tags from the configuration (events do not carry them), the
 //! recorded version (tool calls only: admission is asked without one, as the hub does),
-//! the recorded arguments, and the event's time as the instant. The workspace is not
+//! the recorded arguments, and the event's time as the instant. The caller's roles are
+//! not recorded, so a `context: roles` condition sees none. The workspace is not
 //! given: `path_under` compares paths as written, since the files of then are gone.
 //! No SQL here: the log is read through the store port.
 

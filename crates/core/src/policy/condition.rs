@@ -79,11 +79,56 @@ pub struct Test {
     every: bool,
 }
 
+/// A JSON pointer (RFC 6901) as written and split into unescaped tokens at load, so
+/// following it allocates nothing (`serde_json::Value::pointer` unescapes every token
+/// of every call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pointer {
+    written: String,
+    tokens: Vec<String>,
+}
+
+impl Pointer {
+    fn new(written: &str) -> Pointer {
+        let tokens = written
+            .split('/')
+            .skip(1)
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        Pointer {
+            written: written.to_owned(),
+            tokens,
+        }
+    }
+
+    /// The value it points at in `root`, if any.
+    fn find<'v>(&self, root: &'v Json) -> Option<&'v Json> {
+        self.tokens
+            .iter()
+            .try_fold(root, |value, token| match value {
+                Json::Object(map) => map.get(token.as_str()),
+                Json::Array(items) => index(token).and_then(|i| items.get(i)),
+                _ => None,
+            })
+    }
+}
+
+/// An array index token: digits without a leading zero (or `0`).
+fn index(token: &str) -> Option<usize> {
+    if token.is_empty()
+        || !token.bytes().all(|b| b.is_ascii_digit())
+        || (token.len() > 1 && token.starts_with('0'))
+    {
+        return None;
+    }
+    token.parse().ok()
+}
+
 /// What a test looks at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Subject {
     /// A JSON pointer into the tool call's arguments (`""`: all of them).
-    Arg(String),
+    Arg(Pointer),
     Client,
     Roles,
     Agent,
@@ -217,7 +262,7 @@ impl Condition {
                 let verdict = match test.eval(ctx) {
                     Truth::Yes => "holds",
                     Truth::No => match (&test.subject, ctx.arguments) {
-                        (Subject::Arg(p), Some(args)) if args.pointer(p).is_none() => {
+                        (Subject::Arg(p), Some(args)) if p.find(args).is_none() => {
                             "does not hold (no such argument)"
                         }
                         _ => "does not hold",
@@ -249,7 +294,7 @@ impl Test {
                 let Some(args) = ctx.arguments else {
                     return Truth::Unknown;
                 };
-                let value = args.pointer(pointer);
+                let value = pointer.find(args);
                 if let Op::Exists(wanted) = self.op {
                     return yes(value.is_some() == wanted);
                 }
@@ -272,8 +317,8 @@ impl Test {
     /// The test as written: `arg /program equals "git"`.
     fn describe(&self) -> String {
         let subject = match &self.subject {
-            Subject::Arg(p) if p.is_empty() => "the arguments".to_owned(),
-            Subject::Arg(p) => format!("arg {p}"),
+            Subject::Arg(p) if p.written.is_empty() => "the arguments".to_owned(),
+            Subject::Arg(p) => format!("arg {}", p.written),
             Subject::Client => "client".into(),
             Subject::Roles => "roles".into(),
             Subject::Agent => "agent".into(),
@@ -633,7 +678,7 @@ fn parse_test(
                     format!("a pointer is at most {MAX_POINTER} bytes"),
                 );
             }
-            Some(p) if p.is_empty() || p.starts_with('/') => Subject::Arg(p.to_owned()),
+            Some(p) if p.is_empty() || p.starts_with('/') => Subject::Arg(Pointer::new(p)),
             _ => {
                 return problem(
                     at(path, "arg"),

@@ -47,7 +47,7 @@ impl Hub {
     /// the input redacted (what was found is never stored).
     pub(super) async fn check_input(
         &self,
-        client: &str,
+        (client, roles): (&str, &[String]),
         thread: &ThreadId,
         agent: &AgentSpec,
         version: &str,
@@ -55,7 +55,9 @@ impl Hub {
         workspace: &str,
     ) -> Result<(String, Vec<EventPayload>), HubError> {
         let policies = self.deps.governance.policies.current();
-        let ctx = RequestContext::new(&agent.name, &agent.tags, client).version(version);
+        let ctx = RequestContext::new(&agent.name, &agent.tags, client)
+            .version(version)
+            .roles(roles);
         let guard = ContentGuard::new(&policies, &ctx, Surface::TurnInput);
         if guard.is_empty() {
             return Ok((input, Vec::new()));

@@ -245,6 +245,8 @@ impl Hub {
             shadow_of: None,
             native_tools: None,
             notes: Vec::new(),
+            // The roles of whoever started the turn, kept with the approval.
+            roles: turn::approval_roles(&approval),
         };
         let (_live, lease) = self.subscribe_feed(begun.thread());
         let cancel = self.register(&begun, &thread.client_id);

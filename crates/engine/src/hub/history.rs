@@ -123,6 +123,7 @@ impl Hub {
             shadow_of: None,
             native_tools: None,
             notes: Vec::new(),
+            roles: Vec::new(),
         };
         let agent = request.agent.name.clone();
         let observer = FeedObserver {

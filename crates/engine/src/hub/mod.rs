@@ -271,7 +271,7 @@ impl Hub {
             &self.deps,
             &self.config.gateway,
             self.tasks.clone(),
-            client,
+            (client, caller.roles().names()),
             request,
         )
         .await

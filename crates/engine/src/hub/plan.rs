@@ -72,7 +72,7 @@ impl Hub {
     /// text. An internal turn (a compaction) is not admitted and has no shadow.
     pub(super) async fn plan_turn(
         &self,
-        client: &str,
+        (client, roles): (&str, Vec<String>),
         thread: &ThreadId,
         input: String,
         internal: bool,
@@ -103,8 +103,15 @@ impl Hub {
         let (input, notes) = if internal {
             (input, Vec::new())
         } else {
-            self.check_input(client, thread, &agent, &agent_version, input, &record.cwd)
-                .await?
+            self.check_input(
+                (client, &roles),
+                thread,
+                &agent,
+                &agent_version,
+                input,
+                &record.cwd,
+            )
+            .await?
         };
         let past = self.past_turns(thread).await?;
         let context = context::build(
@@ -161,6 +168,7 @@ impl Hub {
             shadow_of: None,
             native_tools,
             notes,
+            roles,
         };
         Ok(TurnPlan {
             begun,

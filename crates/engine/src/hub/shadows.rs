@@ -116,6 +116,7 @@ impl Hub {
             shadow_of: Some(original.id.clone()),
             native_tools: None,
             notes: Vec::new(),
+            roles: Vec::new(),
         };
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, &thread.client_id);

@@ -16,7 +16,7 @@ impl Hub {
         input: String,
     ) -> Result<StartedTurn, HubError> {
         let caller = self.require(caller, Access::Operate, "starting a turn")?;
-        self.start_planned(caller.client(), thread, input, None)
+        self.start_planned(caller.client(), caller.roles().names(), thread, input, None)
             .await
     }
 
@@ -31,19 +31,23 @@ impl Hub {
     ) -> Result<StartedTurn, HubError> {
         let caller = self.require(caller, Access::Operate, "starting a turn")?;
         let client = caller.client();
-        self.start_planned(client, thread, input, size).await
+        self.start_planned(client, caller.roles().names(), thread, input, size)
+            .await
     }
 
     /// Plans the turn, then drives it on a task of its own.
     async fn start_planned(
         self: &Arc<Self>,
         client: &str,
+        roles: Vec<String>,
         thread: &ThreadId,
         input: String,
         size: Option<TaskSize>,
     ) -> Result<StartedTurn, HubError> {
         let (live, lease) = self.subscribe_feed(thread);
-        let mut plan = self.plan_turn(client, thread, input, false, size).await?;
+        let mut plan = self
+            .plan_turn((client, roles), thread, input, false, size)
+            .await?;
         let turn = plan.begun.turn().clone();
         let cancel = self.register(&plan.begun, client);
         let hub = self.clone();
@@ -93,7 +97,9 @@ impl Hub {
         let client = caller.client();
         // No shadow copy: the caller (the CLI's one-shot `run`) exits right after, and
         // a shadow turn cut off by the exit would only be left `interrupted`.
-        let mut plan = self.plan_turn(client, thread, input, false, None).await?;
+        let mut plan = self
+            .plan_turn((client, caller.roles().names()), thread, input, false, None)
+            .await?;
         plan.request.permissions = None;
         let turn = plan.begun.turn().clone();
         // The turn stops on either the caller's token or the registered one (a cancel

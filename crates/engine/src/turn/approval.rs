@@ -30,6 +30,10 @@ pub(super) struct Snapshot {
     /// is decided again against the set then in force.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) policy_set: Option<String>,
+    /// The roles of the caller who started the turn: the resumed call is decided for
+    /// the same caller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) roles: Vec<String>,
 }
 
 pub(super) const SNAPSHOT_VERSION: u32 = 1;
@@ -97,6 +101,13 @@ pub fn approval_separate(approval: &ApprovalRecord) -> bool {
     serde_json::from_value::<Snapshot>(approval.snapshot.clone())
         .map(|s| s.separate_approver)
         .unwrap_or(true)
+}
+
+/// The roles of the caller whose turn waits on this approval (none when unreadable).
+pub fn approval_roles(approval: &ApprovalRecord) -> Vec<String> {
+    serde_json::from_value::<Snapshot>(approval.snapshot.clone())
+        .map(|s| s.roles)
+        .unwrap_or_default()
 }
 
 /// The model a suspended turn was using.
@@ -225,6 +236,7 @@ impl ActiveTurn<'_> {
             size: self.size.map(|s| s.as_str().to_owned()),
             separate_approver: separate,
             policy_set: Some(explanation.policy_set.clone()),
+            roles: request.roles.clone(),
         };
         let snapshot = serde_json::to_value(&snapshot)
             .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;

@@ -45,7 +45,7 @@ mod text_calls;
 mod tool_call;
 mod tool_gate;
 
-pub use approval::{approval_model, approval_schema, approval_separate};
+pub use approval::{approval_model, approval_roles, approval_schema, approval_separate};
 pub(crate) use model_call::DELTA_FLUSH_BYTES;
 use model_call::*;
 use text_calls::*;
@@ -124,6 +124,9 @@ pub struct TurnRequest {
     /// Events recorded right after `turn_started`: what content policies found in the
     /// input (which the plan already redacted).
     pub notes: Vec<EventPayload>,
+    /// The roles of the caller who started the turn (`context: roles` conditions);
+    /// empty for a turn resumed from an approval or run internally.
+    pub roles: Vec<String>,
 }
 
 /// Sees a turn as it happens. Called from the turn's task: keep it quick.
@@ -683,6 +686,7 @@ impl ActiveTurn<'_> {
             .tool(tool)
             .version(request.agent_version.as_deref())
             .workspace(request.workspace.as_path())
+            .roles(&request.roles)
     }
 
     /// The post-turn audit (`governance::audit`): each mismatch between what the turn
