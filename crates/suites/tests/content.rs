@@ -4,7 +4,8 @@
 //! streamed in pieces; `redact` replaces it everywhere it would be stored or answered,
 //! `deny` refuses the call or the request, `flag` only records. Findings are events
 //! and metrics naming the detector and the place, never the text. Also `mode: audit`:
-//! a would-be denial recorded as `policy_audited`, the call still run.
+//! would-be denials of a turn's admission and of a call recorded as `policy_audited`,
+//! the turn and the call still run.
 
 use agentplane_suites::{
     Sandbox, Served, SseReader, api, create_thread, events_of, history, sandbox, start,
@@ -42,6 +43,23 @@ const POLICIES: &str = "\
   rules: {deny: ['*']}
 ";
 
+/// Every day of the week but today (UTC), for a time window that is closed now.
+fn all_days_but_today() -> String {
+    const FROM_THURSDAY: [&str; 7] = ["thu", "fri", "sat", "sun", "mon", "tue", "wed"];
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        / 86_400;
+    let today = FROM_THURSDAY[(days % 7) as usize];
+    FROM_THURSDAY
+        .iter()
+        .filter(|d| **d != today)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 async fn served(steps: Vec<Step>) -> (Served, Sandbox, ScriptedServer) {
     let model = ScriptedServer::start(Scenario::new(steps))
         .await
@@ -51,7 +69,16 @@ async fn served(steps: Vec<Step>) -> (Served, Sandbox, ScriptedServer) {
          [policies]\ndir = \"policies\"\n",
     );
     std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
-    std::fs::write(sb.root.join("policies").join("content.yaml"), POLICIES).expect("policy");
+    let rehearsal = format!(
+        "- name: closed-today\n  type: time_window\n  mode: audit\n  targets: {{agents: [writer]}}\n  \
+         rules: {{timezone: UTC, days: [{}]}}\n",
+        all_days_but_today()
+    );
+    std::fs::write(
+        sb.root.join("policies").join("content.yaml"),
+        format!("{POLICIES}{rehearsal}"),
+    )
+    .expect("policy");
     let served = start(&sb, &model.base_url(), &[]).await;
     (served, sb, model)
 }
@@ -150,9 +177,24 @@ async fn content_policies_redact_deny_and_flag_on_every_surface() {
     );
     // Audit mode: a would-be denial of each write, the writes still ran.
     let audited = of_kind(&events, "policy_audited");
-    assert_eq!(audited.len(), 1, "{audited:?}");
-    assert_eq!(audited[0]["policy"], "rehearse-no-writes");
-    assert_eq!(audited[0]["would"], "deny");
+    let of = |policy: &str| -> Vec<(String, String)> {
+        audited
+            .iter()
+            .filter(|a| a["policy"] == policy)
+            .map(|a| {
+                let tool = a["tool"].as_str().unwrap_or("(admission)").to_owned();
+                (tool, a["would"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    };
+    // A window closed today would have refused the admission and both calls.
+    let deny = |tool: &str| (tool.to_owned(), "deny".to_owned());
+    assert_eq!(
+        of("closed-today"),
+        [deny("(admission)"), deny("write_file"), deny("read_file")]
+    );
+    assert_eq!(of("rehearse-no-writes"), [deny("write_file")]);
+    assert_eq!(audited.len(), 4, "{audited:?}");
 
     // Turn 2: an access key in the arguments: refused, recorded, not written.
     turn(&served, &thread, "write the key").await;

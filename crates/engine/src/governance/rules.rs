@@ -155,6 +155,31 @@ impl<'p> Gate<'p> {
     }
 }
 
+/// The `policy_audited` events of what audit-mode policies would have decided of a
+/// request (a tool call when `tool` is given, else a turn's admission).
+pub fn audited_events(
+    set: &PolicySet,
+    audited: &[Audited<'_>],
+    tool: Option<&str>,
+    call_id: Option<&str>,
+) -> Vec<agentplane_core::EventPayload> {
+    audited
+        .iter()
+        .map(|one| {
+            let explained = explanation(set, &one.would, &[], tool);
+            agentplane_core::EventPayload::PolicyAudited {
+                policy: one.policy.name().to_owned(),
+                policy_type: one.policy.kind().as_str().to_owned(),
+                tool: tool.map(str::to_owned),
+                call_id: call_id.map(str::to_owned),
+                would: explained.decision,
+                reason: explained.reason,
+                policy_set: explained.policy_set,
+            }
+        })
+        .collect()
+}
+
 /// A decision as events record it.
 pub fn explanation(
     set: &PolicySet,

@@ -9,7 +9,7 @@ use agentplane_core::{AgentSpec, EventPayload, StopReason, ThreadId, TurnId};
 use super::{Hub, HubError};
 use crate::error::refused;
 use crate::governance::content::ContentGuard;
-use crate::governance::rules::RequestContext;
+use crate::governance::rules::{self, RequestContext};
 use crate::governance::{AdmissionError, Refusal, admission};
 use agentplane_core::policy::Surface;
 
@@ -42,8 +42,9 @@ impl Hub {
     }
 
     /// The content policies watching turn input: the input to run (redacted where a
-    /// `redact` policy found something) and the `content_finding` events to record
-    /// after `turn_started`; a `deny` policy's finding refuses the turn, recorded with
+    /// `redact` policy found something) and the events to record after `turn_started`
+    /// (`content_finding`s, and `policy_audited` for audit-mode policies that selected
+    /// the admission); a `deny` policy's finding refuses the turn, recorded with
     /// the input redacted (what was found is never stored).
     pub(super) async fn check_input(
         &self,
@@ -58,12 +59,15 @@ impl Hub {
         let ctx = RequestContext::new(&agent.name, &agent.tags, client)
             .version(version)
             .roles(roles);
+        // What audit-mode policies would have made of the turn's admission.
+        let mut notes =
+            rules::audited_events(&policies, &rules::gate(&policies, &ctx).audited, None, None);
         let guard = ContentGuard::new(&policies, &ctx, Surface::TurnInput);
         if guard.is_empty() {
-            return Ok((input, Vec::new()));
+            return Ok((input, notes));
         }
         let checked = guard.check(&input);
-        let notes = guard.events(&checked.found, None);
+        notes.extend(guard.events(&checked.found, None));
         if let Some(policy) = &checked.denied_by {
             let refusal = Refusal::content(&policies, policy, &checked.found, "the input");
             let what = format!("a turn of agent `{}`", agent.name);

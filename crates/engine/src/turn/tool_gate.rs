@@ -291,18 +291,10 @@ impl ActiveTurn<'_> {
         gate: &rules::Gate<'_>,
         call: &ToolCall,
     ) -> Result<(), Stop> {
-        for audited in &gate.audited {
-            let explanation = rules::explanation(policies, &audited.would, &[], Some(&call.name));
-            self.record(EventPayload::PolicyAudited {
-                policy: audited.policy.name().to_owned(),
-                policy_type: audited.policy.kind().as_str().to_owned(),
-                tool: Some(call.name.clone()),
-                call_id: Some(call.id.clone()),
-                would: explanation.decision,
-                reason: explanation.reason,
-                policy_set: explanation.policy_set,
-            })
-            .await?;
+        for event in
+            rules::audited_events(policies, &gate.audited, Some(&call.name), Some(&call.id))
+        {
+            self.record(event).await?;
         }
         Ok(())
     }
