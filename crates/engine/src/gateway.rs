@@ -201,6 +201,7 @@ fn guard_request(
     policies: &agentplane_core::policy::PolicySet,
     ctx: &RequestContext<'_>,
     request: &mut ChatRequest,
+    governance: &crate::governance::Governance,
 ) -> Result<(), HubError> {
     let guard = ContentGuard::new(policies, ctx, Surface::GatewayRequest);
     if guard.is_empty() {
@@ -211,9 +212,12 @@ fn guard_request(
             continue;
         };
         let checked = guard.check(text);
-        log_findings(&guard.events(&checked.found, None));
+        note_findings(governance, &guard.events(&checked.found, None));
         if let Some(policy) = &checked.denied_by {
             let refusal = Refusal::content(policies, policy, &checked.found, "the messages");
+            governance
+                .telemetry
+                .policy_denied(ctx.agent_name(), policy, "content");
             return Err(crate::error::refused(
                 &refusal,
                 &format!("a gateway call (message {i})"),
@@ -226,8 +230,9 @@ fn guard_request(
     Ok(())
 }
 
-/// Logs content findings of a gateway call: policy, surface, detector, place.
-fn log_findings(events: &[EventPayload]) {
+/// Counts and logs content findings of a gateway call (it has no thread to record
+/// events in): policy, surface, detector, place, never the text.
+fn note_findings(governance: &crate::governance::Governance, events: &[EventPayload]) {
     for event in events {
         if let EventPayload::ContentFinding {
             policy,
@@ -239,6 +244,9 @@ fn log_findings(events: &[EventPayload]) {
             ..
         } = event
         {
+            governance
+                .telemetry
+                .content_finding(policy, surface, detector, action);
             tracing::info!(
                 policy,
                 surface,
@@ -270,7 +278,7 @@ pub(crate) async fn admit(
     let ctx = RequestContext::new(&config.agent, &config.tags, client).roles(&roles);
     let policies = governance.policies.current();
     withhold_denied_tools(&policies, &ctx, &mut request);
-    guard_request(&policies, &ctx, &mut request)?;
+    guard_request(&policies, &ctx, &mut request, governance)?;
     let admitted = metered::reserve(
         governance,
         deps.store.as_ref(),
@@ -429,8 +437,12 @@ impl AdmittedCall {
                 let mut response = routed.response;
                 if !guard.is_empty() {
                     let checked = guard.check(&response.content);
-                    log_findings(&guard.events(&checked.found, None));
+                    let governance = &self.deps.governance;
+                    note_findings(governance, &guard.events(&checked.found, None));
                     if let Some(policy) = &checked.denied_by {
+                        governance
+                            .telemetry
+                            .policy_denied(&self.agent, policy, "content");
                         let refusal =
                             Refusal::content(&policies, policy, &checked.found, "the answer");
                         return Err(crate::error::refused(&refusal, "the model's answer"));

@@ -295,5 +295,28 @@ async fn content_policies_redact_deny_and_flag_on_every_surface() {
             .any(|l| l.starts_with("policy_audited_total{") && l.contains("would=\"deny\"")),
         "{metrics}"
     );
+    // A gateway call has no thread: its findings and its refusal are counted all the same.
+    for (surface, detector) in [
+        ("gateway_request", "card"),
+        ("gateway_answer", "card"),
+        ("gateway_request", "secret"),
+    ] {
+        assert!(
+            metrics
+                .lines()
+                .any(|l| l.starts_with("content_findings_total{")
+                    && l.contains(&format!("surface=\"{surface}\""))
+                    && l.contains(&format!("detector=\"{detector}\""))),
+            "{surface} {detector}: {metrics}"
+        );
+    }
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("policy_denials_total{")
+                && l.contains("policy=\"no-keys\"")
+                && l.contains("kind=\"content\"")),
+        "{metrics}"
+    );
     assert!(!metrics.contains("4111"));
 }

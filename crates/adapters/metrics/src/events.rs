@@ -82,18 +82,7 @@ impl TelemetrySink for Metrics {
                 detector,
                 action,
                 ..
-            } => {
-                // Surfaces and actions are closed sets; detector names are the policies'
-                // own (bounded like policy names).
-                self.content_findings
-                    .get_or_create(&ContentLabels {
-                        policy: self.policies.admit(policy),
-                        surface: surface.clone(),
-                        detector: self.policies.admit(detector),
-                        action: action.clone(),
-                    })
-                    .inc();
-            }
+            } => self.count_content(policy, surface, detector, action),
             EventPayload::ApprovalRequested { .. } => {
                 self.approval_queue.inc();
             }
@@ -135,6 +124,10 @@ impl TelemetrySink for Metrics {
     /// A gateway call refused by a policy: counted like a `policy_denied` event.
     fn on_policy_denied(&self, agent: &str, policy: &str, policy_type: &str) {
         self.count_denial(policy, agent, policy_type);
+    }
+
+    fn on_content_finding(&self, policy: &str, surface: &str, detector: &str, action: &str) {
+        self.count_content(policy, surface, detector, action);
     }
 
     /// A gateway call costs what a turn's model call does, under the gateway's agent.
@@ -216,6 +209,28 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// One finding in `content_findings_total`. Surfaces and actions are closed sets
+    /// (anything else is `other`); detector names are the policies' own, admitted like
+    /// policy names, so every label stays bounded.
+    fn count_content(&self, policy: &str, surface: &str, detector: &str, action: &str) {
+        let surface = agentplane_core::policy::Surface::ALL
+            .iter()
+            .find(|s| s.as_str() == surface)
+            .map_or(OTHER, |s| s.as_str());
+        let action = match action {
+            "redact" | "deny" | "flag" => action,
+            _ => OTHER,
+        };
+        self.content_findings
+            .get_or_create(&ContentLabels {
+                policy: self.policies.admit(policy),
+                surface: surface.to_owned(),
+                detector: self.policies.admit(detector),
+                action: action.to_owned(),
+            })
+            .inc();
+    }
+
     /// One refusal in `policy_denials_total`; a policy type we do not know is `other`,
     /// so the label stays bounded.
     fn count_denial(&self, policy: &str, agent: &str, policy_type: &str) {

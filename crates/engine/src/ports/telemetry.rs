@@ -59,6 +59,10 @@ pub trait TelemetrySink: Send + Sync {
     /// `policy_denied` event to count.
     fn on_policy_denied(&self, _agent: &str, _policy: &str, _policy_type: &str) {}
 
+    /// A content policy found something outside any thread (a gateway call; a turn's
+    /// findings are `content_finding` events, which `on_event` sees).
+    fn on_content_finding(&self, _policy: &str, _surface: &str, _detector: &str, _action: &str) {}
+
     /// A model server reported more usage than the call could have used: charged the
     /// worst case (`governance/meter.rs`).
     fn on_usage_over_reported(&self, _agent: &str, _provider: &str) {}
@@ -126,6 +130,11 @@ impl Telemetry {
     /// See [`TelemetrySink::on_policy_denied`].
     pub fn policy_denied(&self, agent: &str, policy: &str, policy_type: &str) {
         self.each(|s| s.on_policy_denied(agent, policy, policy_type));
+    }
+
+    /// See [`TelemetrySink::on_content_finding`].
+    pub fn content_finding(&self, policy: &str, surface: &str, detector: &str, action: &str) {
+        self.each(|s| s.on_content_finding(policy, surface, detector, action));
     }
 
     /// See [`TelemetrySink::on_usage_over_reported`].
