@@ -102,3 +102,54 @@ fn a_bad_server_entry_is_a_configuration_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("mcp.servers.x.url"), "{stderr}");
 }
+
+#[test]
+fn include_and_exclude_choose_the_servers_tools() {
+    let (output, _dir) = list(
+        &format!(
+            "[mcp.servers.everything]\n{}include = [\"echo\", \"get-*\"]\nexclude = [\"get-env\", \"get-resource-*\"]\n",
+            everything()
+        ),
+        true,
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let servers: Value = serde_json::from_str(&stdout).expect("JSON on stdout");
+    let mut tools: Vec<&str> = servers[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    tools.sort_unstable();
+    assert!(tools.contains(&"mcp__everything__echo"), "{tools:?}");
+    assert!(tools.contains(&"mcp__everything__get-sum"), "{tools:?}");
+    for gone in [
+        "mcp__everything__get-env",
+        "mcp__everything__get-resource-links",
+        "mcp__everything__trigger-sampling-request",
+        "mcp__everything__toggle-simulated-logging",
+    ] {
+        assert!(!tools.contains(&gone), "{gone} left out: {tools:?}");
+    }
+    assert!(
+        tools
+            .iter()
+            .all(|t| *t == "mcp__everything__echo" || t.starts_with("mcp__everything__get-")),
+        "{tools:?}"
+    );
+    // A pattern that is not one is refused at load, naming its key.
+    let (output, _dir) = list(
+        &format!(
+            "[mcp.servers.everything]\n{}exclude = [\"has space\"]\n",
+            everything()
+        ),
+        false,
+    );
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("mcp.servers.everything.exclude"),
+        "{stderr}"
+    );
+}

@@ -623,6 +623,20 @@ pub fn mcp_specs(config: &Config) -> Vec<McpServerSpec> {
                 .startup_timeout_secs
                 .map_or(MCP_STARTUP_TIMEOUT, Duration::from_secs),
             call_timeout: server.call_timeout_secs.map(Duration::from_secs),
+            tools: agentplane_tools::ToolFilter {
+                // Checked at load (`check_mcp_server`): every pattern is valid here.
+                include: server.include.as_ref().map(|patterns| {
+                    patterns
+                        .iter()
+                        .filter_map(|p| agentplane_core::policy::Glob::new(p).ok())
+                        .collect()
+                }),
+                exclude: server
+                    .exclude
+                    .iter()
+                    .filter_map(|p| agentplane_core::policy::Glob::new(p).ok())
+                    .collect(),
+            },
             idle_timeout: Duration::from_secs(server.idle_timeout_secs.unwrap_or(0)),
         })
         .collect()

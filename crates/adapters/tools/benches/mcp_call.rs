@@ -78,6 +78,7 @@ async fn run(calls: usize, node: String, script: String) {
         startup_timeout: Duration::from_secs(30),
         call_timeout: None,
         idle_timeout: Duration::ZERO,
+        tools: Default::default(),
     }]);
     let ensemble = servers
         .ensemble("ev", &ThreadId::new())

@@ -53,6 +53,13 @@ pub struct McpServerConfig {
     /// it after every turn.
     #[serde(default)]
     pub idle_timeout_secs: Option<u64>,
+    /// Offer only the server's tools matching one of these patterns (`*` wildcards, the
+    /// server's own names); absent: all.
+    #[serde(default)]
+    pub include: Option<Vec<String>>,
+    /// Never offer the server's tools matching one of these patterns.
+    #[serde(default)]
+    pub exclude: Vec<String>,
 }
 
 /// Values of `env` and `headers` often are credentials: only their names are shown.
@@ -68,6 +75,8 @@ impl std::fmt::Debug for McpServerConfig {
             .field("startup_timeout_secs", &self.startup_timeout_secs)
             .field("call_timeout_secs", &self.call_timeout_secs)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("include", &self.include)
+            .field("exclude", &self.exclude)
             .finish()
     }
 }
@@ -114,6 +123,14 @@ pub fn check_mcp_server(
                     "`args`, `env` and `cwd` belong to stdio servers (`command`)".into(),
                 ));
             }
+        }
+    }
+    for (key, patterns) in [
+        ("include", server.include.as_deref().unwrap_or_default()),
+        ("exclude", server.exclude.as_slice()),
+    ] {
+        for pattern in patterns {
+            agentplane_core::policy::Glob::new(pattern).map_err(|m| (key, m))?;
         }
     }
     for key in server.env.keys() {

@@ -11,6 +11,8 @@ use agentplane_core::ToolSpec;
 use agentplane_engine::schema::Schema;
 use rmcp::model::Tool;
 
+use super::spec::ToolFilter;
+
 /// Longest tool name model APIs accept (OpenAI's `^[a-zA-Z0-9_-]{1,64}$`).
 const MAX_TOOL_NAME: usize = 64;
 
@@ -23,10 +25,14 @@ pub(crate) struct Catalog {
 }
 
 impl Catalog {
-    /// Builds the catalog of `server` from its `tools/list` answer.
-    pub(crate) fn new(server: &str, prefix: &str, tools: Vec<Tool>) -> Self {
+    /// Builds the catalog of `server` from its `tools/list` answer, leaving out what
+    /// `filter` does not offer.
+    pub(crate) fn new(server: &str, prefix: &str, tools: Vec<Tool>, filter: &ToolFilter) -> Self {
         let mut catalog = Self::default();
         for tool in tools {
+            if !filter.offers(&tool.name) {
+                continue;
+            }
             let name = format!("{prefix}{}", tool.name);
             if !fits_model_apis(&name) {
                 tracing::warn!(
@@ -98,7 +104,7 @@ mod tests {
             tool(json!({"name": "broken", "inputSchema": {"type": 12}})),
             tool(json!({"name": "echo", "inputSchema": {"type": "object"}})),
         ];
-        let catalog = Catalog::new("files", "mcp__files__", tools);
+        let catalog = Catalog::new("files", "mcp__files__", tools, &ToolFilter::default());
         let names: Vec<&str> = catalog.specs.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["mcp__files__echo", "mcp__files__write"]);
         // A read-only hint is the server's claim: it does not make a tool safe to run
@@ -109,5 +115,50 @@ mod tests {
         assert_eq!(catalog.specs[1].description, "Write");
         assert_eq!(catalog.server_name("mcp__files__echo"), Some("echo"));
         assert_eq!(catalog.server_name("echo"), None);
+    }
+
+    #[test]
+    fn include_and_exclude_leave_tools_out_of_the_list_and_the_calls() {
+        let tools = || {
+            ["echo", "get-env", "get-sum", "trigger-sampling"]
+                .iter()
+                .map(|n| tool(json!({"name": n, "inputSchema": {"type": "object"}})))
+                .collect::<Vec<_>>()
+        };
+        let glob = |p: &str| agentplane_core::policy::Glob::new(p).expect("pattern");
+        let names = |filter: ToolFilter| {
+            let catalog = Catalog::new("e", "mcp__e__", tools(), &filter);
+            let listed: Vec<String> = catalog.specs.iter().map(|s| s.name.clone()).collect();
+            for name in &listed {
+                assert!(catalog.server_name(name).is_some(), "{name} callable");
+            }
+            listed
+        };
+        assert_eq!(names(ToolFilter::default()).len(), 4);
+        let only_gets = ToolFilter {
+            include: Some(vec![glob("get-*")]),
+            exclude: vec![glob("get-env")],
+        };
+        assert_eq!(names(only_gets.clone()), ["mcp__e__get-sum"]);
+        let catalog = Catalog::new("e", "mcp__e__", tools(), &only_gets);
+        assert_eq!(
+            catalog.server_name("mcp__e__echo"),
+            None,
+            "not callable either"
+        );
+        assert_eq!(catalog.server_name("mcp__e__get-env"), None);
+        let no_triggers = ToolFilter {
+            include: None,
+            exclude: vec![glob("trigger-*")],
+        };
+        assert_eq!(
+            names(no_triggers),
+            ["mcp__e__echo", "mcp__e__get-env", "mcp__e__get-sum"]
+        );
+        let nothing = ToolFilter {
+            include: Some(Vec::new()),
+            exclude: Vec::new(),
+        };
+        assert!(names(nothing).is_empty(), "an empty include offers nothing");
     }
 }

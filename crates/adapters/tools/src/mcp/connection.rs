@@ -139,7 +139,7 @@ where
         })??;
     Ok((
         service,
-        Catalog::new(&spec.name, &spec.tool_prefix(), tools),
+        Catalog::new(&spec.name, &spec.tool_prefix(), tools, &spec.tools),
     ))
 }
 

@@ -21,6 +21,6 @@ pub fn server_message(bytes: &[u8]) {
         let _ = content::error_text(&call, 4096);
     }
     if let Ok(list) = serde_json::from_value::<ListToolsResult>(result) {
-        let _ = Catalog::new("fuzz", "mcp__fuzz__", list.tools);
+        let _ = Catalog::new("fuzz", "mcp__fuzz__", list.tools, &Default::default());
     }
 }

@@ -26,4 +26,4 @@ pub mod spec;
 mod stdio;
 
 pub use servers::{McpServers, ServerReport};
-pub use spec::{McpServerSpec, McpTransport};
+pub use spec::{McpServerSpec, McpTransport, ToolFilter};

@@ -21,6 +21,28 @@ pub struct McpServerSpec {
     /// How long a healthy connection is kept for the same thread's next turn; zero ends
     /// it when the turn's ensemble closes.
     pub idle_timeout: Duration,
+    /// Which of the server's tools are offered at all (by the server's own names).
+    pub tools: ToolFilter,
+}
+
+/// `include` / `exclude` name patterns (`*` wildcards) on a server's own tool names: a
+/// tool is offered when `include` is absent or one of its patterns matches, and none
+/// of `exclude` does. A tool left out is neither listed nor callable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolFilter {
+    pub include: Option<Vec<agentplane_core::policy::Glob>>,
+    pub exclude: Vec<agentplane_core::policy::Glob>,
+}
+
+impl ToolFilter {
+    /// Whether the server's tool `name` is offered.
+    pub fn offers(&self, name: &str) -> bool {
+        let included = self
+            .include
+            .as_ref()
+            .is_none_or(|include| include.iter().any(|g| g.matches(name)));
+        included && !self.exclude.iter().any(|g| g.matches(name))
+    }
 }
 
 /// How to reach a server.
@@ -93,6 +115,7 @@ impl std::fmt::Debug for McpServerSpec {
             .field("startup_timeout", &self.startup_timeout)
             .field("call_timeout", &self.call_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("tools", &self.tools)
             .finish()
     }
 }
@@ -133,6 +156,7 @@ mod tests {
             startup_timeout: Duration::from_secs(1),
             call_timeout: None,
             idle_timeout: Duration::ZERO,
+            tools: Default::default(),
         }
     }
 

@@ -107,6 +107,7 @@ pub fn spec(name: &str, transport: McpTransport) -> McpServerSpec {
         startup_timeout: Duration::from_secs(20),
         call_timeout: None,
         idle_timeout: Duration::ZERO,
+        tools: Default::default(),
     }
 }
 
