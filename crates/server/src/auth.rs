@@ -180,6 +180,25 @@ pub(crate) async fn authenticate(
     Ok(next.run(Request::from_parts(parts, body)).await)
 }
 
+/// The client an MCP request acts as when it names none: desktop assistants and IDEs
+/// cannot add headers, so `/mcp` does not require `X-Client-ID`. A key or an OIDC
+/// token still names its own client; with the single `--auth-token`, or on a server
+/// without credentials, a request without `X-Client-ID` is this client's.
+pub const MCP_DEFAULT_CLIENT: &str = "mcp";
+
+/// The middleware in front of `/mcp`: as [`authenticate`], with
+/// [`MCP_DEFAULT_CLIENT`] for a request that names no client.
+pub(crate) async fn authenticate_mcp(
+    State(gate): State<Gate>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let (mut parts, body) = request.into_parts();
+    let caller = gate.caller(&parts, Some(MCP_DEFAULT_CLIENT)).await?;
+    parts.extensions.insert(Identity(caller));
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
 /// The client `X-Client-ID` names (validated), or `fallback`; one is required.
 fn claimed_client(parts: &Parts, fallback: Option<&str>) -> Result<ClientId, ApiError> {
     match (optional_client(parts)?, fallback) {

@@ -84,7 +84,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use acp_agent::{AcpServeError, AcpServeOptions, serve_acp_stdio};
-pub use auth::{ClientId, Identity};
+pub use auth::{ClientId, Identity, MCP_DEFAULT_CLIENT};
 pub use connections::ConnectionLimits;
 pub use error::{ApiError, status_of};
 pub use followers::FollowerLimits;
@@ -365,7 +365,9 @@ fn build(
         .routes(routes!(openapi::document))
         .merge(v1)
         .split_for_parts();
-    // Not an OpenAPI route: its contract is MCP's. Same auth as `/v1/*`.
+    // Not an OpenAPI route: its contract is MCP's. Same auth as `/v1/*`, except that a
+    // request naming no client is `auth::MCP_DEFAULT_CLIENT`'s (MCP clients cannot all
+    // add headers).
     let mcp = Router::new()
         .route_service(
             "/mcp",
@@ -379,7 +381,7 @@ fn build(
                 },
             ),
         )
-        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate))
+        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate_mcp))
         // Outside the credential check: a foreign page is refused whatever it sends.
         .route_layer(from_fn_with_state(
             Arc::new(options.allowed_origins.clone()),

@@ -270,17 +270,19 @@ async fn without_the_token_there_is_no_session() {
         .await
         .expect("client runs");
     assert_eq!(output.status.code(), Some(2), "{output:?}");
-    // A valid token without a client id is refused too.
-    let answer = api
-        .send(
-            api.http
-                .post(api.url("/mcp"))
-                .bearer_auth(TOKEN)
-                .header("Accept", "application/json, text/event-stream")
-                .json(&initialize),
-        )
-        .await;
-    answer.assert_error(400, "INVALID_ARGUMENT");
+    // A valid token without a client id is the default MCP client's (an MCP client
+    // may be unable to add headers): a session starts.
+    let response = api
+        .http
+        .post(api.url("/mcp"))
+        .bearer_auth(TOKEN)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("mcp-session-id").is_some());
     // With both, a session starts.
     let response = api
         .request(Method::POST, "/mcp", Some("mcp-eve"))
@@ -627,4 +629,49 @@ async fn a_permission_asked_during_a_call_is_answered_through_the_http_api() {
         std::fs::read_to_string(api.workspace.join("out.txt")).expect("written"),
         "42"
     );
+}
+
+/// Desktop assistants and IDEs cannot add headers: without `X-Client-ID`, on a server
+/// without credentials, a call is the documented default client's (`mcp`), and its
+/// thread is that client's alone.
+#[tokio::test]
+async fn a_client_that_names_no_client_acts_as_the_default_mcp_client() {
+    let api = Setup::new(vec![Step::text("Paris.")]).start().await;
+    let ws = workspace(&api);
+    let out = mcp_client(
+        &api,
+        None,
+        &[
+            "--tool",
+            "chat",
+            "--task",
+            "Capital of France?",
+            "--workspace",
+            &ws,
+        ],
+    )
+    .await;
+    assert_eq!(out["isError"], false, "{out}");
+    let thread = out["result"]["_meta"]["agentplane/thread_id"]
+        .as_str()
+        .expect("thread id in _meta")
+        .to_owned();
+    let listed = api
+        .get("/v1/threads", agentplane_server::MCP_DEFAULT_CLIENT)
+        .await;
+    let threads = listed.body["threads"].as_array().expect("threads");
+    assert_eq!(threads.len(), 1, "{:?}", listed.body);
+    assert_eq!(threads[0]["id"], thread.as_str());
+    api.get(&format!("/v1/threads/{thread}"), "someone-else")
+        .await
+        .assert_error(404, "NOT_FOUND");
+    // `/v1` still requires the header: the default is MCP's alone.
+    let status = api
+        .http
+        .get(api.url("/v1/threads"))
+        .send()
+        .await
+        .expect("request")
+        .status();
+    assert_eq!(status, 400);
 }
