@@ -188,15 +188,28 @@ pub const MCP_DEFAULT_CLIENT: &str = "mcp";
 
 /// The middleware in front of `/mcp`: as [`authenticate`], with
 /// [`MCP_DEFAULT_CLIENT`] for a request that names no client.
+/// An unauthenticated request gets `401` with the MCP authorization challenge: where
+/// the protected-resource metadata is (`mcp/authorization.rs`, RFC 9728).
 pub(crate) async fn authenticate_mcp(
     State(gate): State<Gate>,
     request: Request,
     next: Next,
-) -> Result<Response, ApiError> {
+) -> Response {
     let (mut parts, body) = request.into_parts();
-    let caller = gate.caller(&parts, Some(MCP_DEFAULT_CLIENT)).await?;
-    parts.extensions.insert(Identity(caller));
-    Ok(next.run(Request::from_parts(parts, body)).await)
+    match gate.caller(&parts, Some(MCP_DEFAULT_CLIENT)).await {
+        Ok(caller) => {
+            parts.extensions.insert(Identity(caller));
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Err(error) => {
+            let unauthorized = error.code() == agentplane_core::ErrorCode::Unauthorized;
+            let mut response = axum::response::IntoResponse::into_response(error);
+            if unauthorized {
+                crate::mcp::authorization::challenge(&parts, &mut response);
+            }
+            response
+        }
+    }
 }
 
 /// The client `X-Client-ID` names (validated), or `fallback`; one is required.

@@ -388,6 +388,19 @@ fn build(
             origin::check,
         ));
     let router = router.merge(mcp);
+    // Unauthenticated, as RFC 9728 wants: where a client learns how to get a token.
+    let router = router.merge(
+        Router::new()
+            .route(
+                mcp::authorization::METADATA_PATH,
+                axum::routing::get(mcp::authorization::metadata),
+            )
+            .route(
+                mcp::authorization::METADATA_ROOT_PATH,
+                axum::routing::get(mcp::authorization::metadata),
+            )
+            .with_state(state.hub.clone()),
+    );
     let router = router.merge(routes::ui::routes());
     // Not OpenAPI routes either: their contract is OpenAI's (ADR 0014). Same auth.
     let router = router.merge(

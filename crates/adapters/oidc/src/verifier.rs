@@ -160,6 +160,10 @@ impl OidcVerifier {
 
 #[async_trait]
 impl TokenVerifier for OidcVerifier {
+    fn issuer(&self) -> Option<&str> {
+        Some(&self.config.issuer)
+    }
+
     async fn verify(&self, token: &str) -> Result<VerifiedToken, String> {
         let header = decode_header(token).map_err(|_| "the token is malformed".to_owned())?;
         if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256) {

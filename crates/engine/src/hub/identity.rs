@@ -102,6 +102,11 @@ impl Hub {
         self.credentials.tokens.as_ref().is_some()
     }
 
+    /// The issuer of the tokens the hub accepts, if it verifies tokens.
+    pub fn token_issuer(&self) -> Option<&str> {
+        self.credentials.tokens.as_ref().and_then(|t| t.issuer())
+    }
+
     /// The caller a bearer token from the identity provider proves, acting as
     /// `claimed` when given (admins only, like keys). `Unauthorized` when it proves
     /// nothing: a bad signature, algorithm, issuer, audience or time, an unknown key.

@@ -78,4 +78,10 @@ pub struct VerifiedToken {
 pub trait TokenVerifier: Send + Sync {
     /// The identity `token` proves; `Err` says why it proves none (never the token).
     async fn verify(&self, token: &str) -> Result<VerifiedToken, String>;
+
+    /// The issuer whose tokens it accepts, for clients to find the authorization server
+    /// (`/.well-known/oauth-protected-resource`).
+    fn issuer(&self) -> Option<&str> {
+        None
+    }
 }

@@ -13,6 +13,7 @@
 //! calls and hub errors onto MCP errors. It never sends a tool call's arguments in a
 //! progress message.
 
+pub(crate) mod authorization;
 mod call;
 mod http;
 mod progress;

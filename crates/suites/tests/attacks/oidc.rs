@@ -286,3 +286,100 @@ async fn oidc_tokens_from_a_third_party_library_are_verified() {
     }
     tally.report("oidc");
 }
+
+/// MCP authorization, resource-server side: `/mcp` without a token is `401` with a
+/// challenge naming the protected-resource metadata (RFC 9728), which names the OIDC
+/// issuer; a token of that issuer opens an MCP session without `X-Client-ID`.
+#[tokio::test]
+async fn mcp_clients_are_pointed_at_the_issuer_and_its_tokens_are_accepted() {
+    let issuer = "https://id.example.test";
+    let audience = "agentplane-tests";
+    let minted = std::process::Command::new(agentplane_testkit::peers::python())
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mint_jwts.py"))
+        .args([issuer, audience])
+        .output()
+        .expect("python");
+    assert!(
+        minted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&minted.stderr)
+    );
+    let minted: Value = serde_json::from_slice(&minted.stdout).expect("minted JSON");
+    let jwks = Jwks::serve(minted["jwks_before"].to_string()).await;
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(&format!(
+        "[auth.oidc]\nissuer = \"{issuer}\"\naudience = \"{audience}\"\njwks_url = \"{}\"\n",
+        jwks.url
+    ));
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let http = reqwest::Client::new();
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "probe", "version": "0"}}
+    });
+    let mcp = |token: Option<&str>| {
+        let mut request = http
+            .post(format!("{}/mcp", served.base))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    for token in [
+        None,
+        Some("not-a-token"),
+        Some(minted["bad"]["expired"].as_str().expect("expired")),
+    ] {
+        let answer = mcp(token).await.expect("request");
+        assert_eq!(answer.status().as_u16(), 401, "{token:?}");
+        let challenge = answer
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .expect("a challenge")
+            .to_owned();
+        let metadata_url = format!("{}/.well-known/oauth-protected-resource/mcp", served.base);
+        assert!(
+            challenge.starts_with("Bearer ")
+                && challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+            "{challenge}"
+        );
+        let envelope: Value = answer.json().await.expect("envelope");
+        assert_eq!(envelope["error"]["code"], "UNAUTHORIZED");
+    }
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let metadata: Value = http
+            .get(format!("{}{path}", served.base))
+            .send()
+            .await
+            .expect("metadata")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(
+            metadata["resource"],
+            format!("{}/mcp", served.base),
+            "{metadata}"
+        );
+        assert_eq!(
+            metadata["authorization_servers"],
+            json!([issuer]),
+            "{metadata}"
+        );
+        assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+    }
+    // The issuer's token opens a session; no X-Client-ID needed.
+    let valid = minted["valid"].as_str().expect("valid");
+    let answer = mcp(Some(valid)).await.expect("request");
+    assert_eq!(answer.status().as_u16(), 200);
+    assert!(answer.headers().get("mcp-session-id").is_some());
+    assert!(!served.stderr().contains(valid), "the token is in no log");
+}
