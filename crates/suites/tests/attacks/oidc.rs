@@ -53,20 +53,21 @@ impl Jwks {
     }
 }
 
-/// OIDC sign-in (`[auth.oidc]`): tokens minted by PyJWT against a JWKS served on
-/// 127.0.0.1. A valid RS256 or ES256 token acts as its `sub`, with its roles; a wrong
-/// audience or issuer, an expired or not-yet-valid token, `alg: none`, HS256 signed
-/// with the public key, a tampered payload, another key's signature and an
-/// algorithm that does not match the key are 401; a key rotated in is fetched on its
-/// first token, and a flood of unknown `kid`s fetches the set at most once a second. A
-/// token without a `kid` is accepted only against a key set of one key.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oidc_tokens_from_a_third_party_library_are_verified() {
-    let issuer = "https://id.example.test";
-    let audience = "agentplane-tests";
+const ISSUER: &str = "https://id.example.test";
+const AUDIENCE: &str = "agentplane-tests";
+
+/// Tokens minted by PyJWT for [`ISSUER`] and [`AUDIENCE`], their JWKS served on
+/// 127.0.0.1, and the binary with `[auth.oidc]` pointed at both.
+async fn oidc_server() -> (
+    Value,
+    Jwks,
+    ScriptedServer,
+    agentplane_suites::Sandbox,
+    agentplane_suites::Served,
+) {
     let minted = std::process::Command::new(agentplane_testkit::peers::python())
         .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mint_jwts.py"))
-        .args([issuer, audience])
+        .args([ISSUER, AUDIENCE])
         .output()
         .expect("python");
     assert!(
@@ -80,10 +81,23 @@ async fn oidc_tokens_from_a_third_party_library_are_verified() {
         .await
         .expect("model");
     let sb = sandbox(&format!(
-        "[auth.oidc]\nissuer = \"{issuer}\"\naudience = \"{audience}\"\njwks_url = \"{}\"\n",
+        "[auth.oidc]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_url = \"{}\"\n",
         jwks.url
     ));
     let served = start(&sb, &model.base_url(), &[]).await;
+    (minted, jwks, model, sb, served)
+}
+
+/// OIDC sign-in (`[auth.oidc]`): tokens minted by PyJWT against a JWKS served on
+/// 127.0.0.1. A valid RS256 or ES256 token acts as its `sub`, with its roles; a wrong
+/// audience or issuer, an expired or not-yet-valid token, `alg: none`, HS256 signed
+/// with the public key, a tampered payload, another key's signature and an
+/// algorithm that does not match the key are 401; a key rotated in is fetched on its
+/// first token, and a flood of unknown `kid`s fetches the set at most once a second. A
+/// token without a `kid` is accepted only against a key set of one key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_tokens_from_a_third_party_library_are_verified() {
+    let (minted, jwks, _model, sb, served) = oidc_server().await;
     let mut tally = Tally::default();
     let token = |name: &str| minted[name].as_str().expect(name).to_owned();
 
@@ -292,28 +306,8 @@ async fn oidc_tokens_from_a_third_party_library_are_verified() {
 /// issuer; a token of that issuer opens an MCP session without `X-Client-ID`.
 #[tokio::test]
 async fn mcp_clients_are_pointed_at_the_issuer_and_its_tokens_are_accepted() {
-    let issuer = "https://id.example.test";
-    let audience = "agentplane-tests";
-    let minted = std::process::Command::new(agentplane_testkit::peers::python())
-        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mint_jwts.py"))
-        .args([issuer, audience])
-        .output()
-        .expect("python");
-    assert!(
-        minted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&minted.stderr)
-    );
-    let minted: Value = serde_json::from_slice(&minted.stdout).expect("minted JSON");
-    let jwks = Jwks::serve(minted["jwks_before"].to_string()).await;
-    let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
-        .await
-        .expect("model");
-    let sb = sandbox(&format!(
-        "[auth.oidc]\nissuer = \"{issuer}\"\naudience = \"{audience}\"\njwks_url = \"{}\"\n",
-        jwks.url
-    ));
-    let served = start(&sb, &model.base_url(), &[]).await;
+    let (minted, _jwks, _model, _sb, served) = oidc_server().await;
+    let issuer = ISSUER;
     let http = reqwest::Client::new();
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
