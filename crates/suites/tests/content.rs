@@ -320,3 +320,125 @@ async fn content_policies_redact_deny_and_flag_on_every_surface() {
     );
     assert!(!metrics.contains("4111"));
 }
+
+/// The text an SSE body streamed: gateway deltas and turn `message_delta`s, in order.
+fn streamed_text(body: &str) -> String {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .or_else(|| {
+                    (v["kind"] == "message_delta")
+                        .then(|| v["text"].as_str())
+                        .flatten()
+                })
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The redaction guarantee attacked: 12 gateway streams and 4 turns at once, the model's
+/// answer (two cards and an IBAN) cut into pieces of 1 to 8 bytes so every cut of every
+/// number happens somewhere, half the clients gone after their first bytes, then a
+/// `kill -9` and a restart. No client's text, no history, no database page, WAL or log
+/// holds a number, or a run of it long enough to rebuild one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_streams_cut_anywhere_vanishing_clients_and_a_restart_leak_no_number() {
+    let text = format!("pay {CARD} or {OTHER_CARD}, iban {IBAN} ok. ");
+    let steps = (1..=8)
+        .map(|bytes| Step::text(text.repeat(2)).with_split((2 * text.len()).div_ceil(bytes)))
+        .collect();
+    let model = ScriptedServer::start(Scenario::new(steps).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(
+        "[agents.writer]\nsystem_prompt = \"You write.\"\nensembles = [\"fs\"]\n\
+         [policies]\ndir = \"policies\"\n",
+    );
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies").join("content.yaml"), POLICIES).expect("policy");
+    let mut served = start(&sb, &model.base_url(), &[]).await;
+    let mut threads = Vec::new();
+    for i in 0..4 {
+        threads.push(create_thread(&served, &sb, "writer", &format!("t{i}")).await);
+    }
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let request = api(
+            &served,
+            reqwest::Method::POST,
+            "/openai/v1/chat/completions",
+        )
+        .json(&json!({
+            "model": "scripted-model",
+            "stream": true,
+            "messages": [{"role": "user", "content": "say it"}],
+        }));
+        tasks.push(tokio::spawn(async move {
+            let mut response = request.send().await.expect("gateway");
+            let mut seen = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if i % 2 == 1 {
+                    break;
+                }
+            }
+            seen
+        }));
+    }
+    for (i, thread) in threads.iter().enumerate() {
+        let request = api(
+            &served,
+            reqwest::Method::POST,
+            &format!("/v1/threads/{thread}/turns"),
+        )
+        .json(&json!({"input": "say it"}));
+        tasks.push(tokio::spawn(async move {
+            let mut response = request.send().await.expect("turn");
+            let mut seen = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if i % 2 == 1 || seen.contains("turn_completed") {
+                    break;
+                }
+            }
+            seen
+        }));
+    }
+    // Runs long enough to rebuild a number: four digits of a card, the IBAN's bank code.
+    let pieces = [
+        "4111",
+        "1111 1111",
+        "5500",
+        "0000-0000",
+        "3704 0044",
+        "DE89 3704",
+    ];
+    let mut answers = Vec::new();
+    let mut whole = 0;
+    for task in tasks {
+        let seen = task.await.expect("client task");
+        let said = streamed_text(&seen);
+        for piece in pieces {
+            assert!(!said.contains(piece), "{piece} reached a client: {said}");
+            assert!(!seen.contains(piece), "{piece} in a raw stream: {seen}");
+        }
+        whole += usize::from(said.contains("[REDACTED:card]"));
+        answers.push(seen);
+    }
+    assert!(
+        whole >= 8,
+        "the clients that stayed read the redacted answer"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    served.kill_9();
+    let served = start(&sb, &model.base_url(), &[]).await;
+    for thread in &threads {
+        answers.push(history(&served, thread).await.to_string());
+    }
+    for piece in pieces {
+        agentplane_suites::attacks::assert_nowhere(&sb, &served, &answers, piece);
+    }
+}
