@@ -555,19 +555,6 @@ async fn the_cli_names_a_server_that_is_not_there() {
     );
 }
 
-/// The tool names a model request offered.
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// List-time is call-time, and an approval is decided again at resume: a tool policy
 /// denies outright (`search_text`) is never offered to the model; one denied only for
 /// some arguments (`write_file` into `locked/`) is offered. A call approved under one
@@ -598,7 +585,7 @@ async fn list_time_is_call_time_and_a_policy_change_before_the_decision_denies_t
     let first = start_turn(&served, &thread).await;
     let held = pending(&served, 1).await;
     let approval = held[0]["id"].as_str().expect("id").to_owned();
-    let tools = offered(&model.requests()[0]);
+    let tools = agentplane_testkit::offered_tools(&model.requests()[0]);
     assert!(tools.contains(&"write_file".to_owned()), "{tools:?}");
     assert!(tools.contains(&"read_file".to_owned()), "{tools:?}");
     assert!(
@@ -690,6 +677,6 @@ async fn list_time_is_call_time_and_a_policy_change_before_the_decision_denies_t
     assert_eq!(denied["policy"], "locked", "{denied}");
     assert!(!sb.workspace.join("locked").exists());
     for request in model.requests() {
-        assert!(!offered(&request).contains(&"search_text".to_owned()));
+        assert!(!agentplane_testkit::offered_tools(&request).contains(&"search_text".to_owned()));
     }
 }

@@ -654,10 +654,9 @@ impl ExternalTurn<'_> {
             &policies,
             &self.policy_ctx(&use_.tool).arguments(&use_.arguments),
         );
-        match gate.decision {
-            Decision::Deny { .. } => {
-                let refusal = Refusal::denied(&policies, &gate, Some(&use_.tool))
-                    .expect("a deny decision makes a refusal");
+        match &gate.decision {
+            Decision::Deny { policy, reason } => {
+                let refusal = Refusal::denying(&policies, policy, reason, &gate, Some(&use_.tool));
                 let what = format!("`{}`", use_.tool);
                 self.record(refusal.event(&what, Some(&use_.tool), None))
                     .await?;

@@ -21,19 +21,6 @@ const POLICIES: &str = "\
   rules: {deny: ['*']}
 ";
 
-/// The tool names a model request offered.
-fn offered(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn a_tool_denied_outright_is_never_offered_native_mcp_or_forwarded() {
     let model = ScriptedServer::start(Scenario::new(vec![
@@ -68,7 +55,7 @@ async fn a_tool_denied_outright_is_never_offered_native_mcp_or_forwarded() {
     let requests = model.requests();
     assert!(requests.len() >= 4, "{requests:?}");
     for request in &requests[..4] {
-        let tools = offered(request);
+        let tools = agentplane_testkit::offered_tools(request);
         for listed in [
             "read_file",
             "write_file",
@@ -136,7 +123,7 @@ async fn a_tool_denied_outright_is_never_offered_native_mcp_or_forwarded() {
     );
     let upstream = &model.requests()[before];
     assert_eq!(
-        offered(upstream),
+        agentplane_testkit::offered_tools(upstream),
         ["read_rows", "mcp__everything__echo"],
         "{upstream}"
     );

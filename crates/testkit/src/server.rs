@@ -434,3 +434,16 @@ async fn next_chunk(mut writing: Writing) -> Option<(Result<Bytes, std::io::Erro
     writing.sent += 1;
     Some((Ok(chunk), writing))
 }
+
+/// The names of the tools a logged chat request offered (`tools[].function.name`).
+pub fn offered_tools(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -34,16 +34,29 @@ impl Refusal {
     /// A denial by the gate's decision, with the denying policy's type and the
     /// explanation; `None` when the gate does not deny.
     pub fn denied(set: &PolicySet, gate: &Gate<'_>, tool: Option<&str>) -> Option<Self> {
-        let Decision::Deny { policy, reason } = &gate.decision else {
-            return None;
-        };
+        match &gate.decision {
+            Decision::Deny { policy, reason } => {
+                Some(Self::denying(set, policy, reason, gate, tool))
+            }
+            _ => None,
+        }
+    }
+
+    /// The refusal of a gate whose decision is a denial by `policy` for `reason`.
+    pub fn denying(
+        set: &PolicySet,
+        policy: &str,
+        reason: &str,
+        gate: &Gate<'_>,
+        tool: Option<&str>,
+    ) -> Self {
         let policy_type = set.get(policy).map_or("tool_access", |p| p.kind().as_str());
-        Some(Self::Denied {
-            policy: (*policy).to_owned(),
+        Self::Denied {
+            policy: policy.to_owned(),
             policy_type,
-            reason: reason.clone(),
+            reason: reason.to_owned(),
             explanation: Box::new(gate.explanation(set, tool)),
-        })
+        }
     }
 
     /// A refusal by a `content` policy that found `found` in `what` (`the arguments`):
@@ -59,6 +72,7 @@ impl Refusal {
             .filter(|f| f.policy == policy)
             .map(|f| f.finding.detector.as_str())
             .collect();
+        detectors.sort_unstable();
         detectors.dedup();
         let reason = format!("{what} hold {}", detectors.join(", "));
         Self::Denied {

@@ -179,10 +179,10 @@ impl ActiveTurn<'_> {
                 || governed_as
                     .is_some_and(|alias| agent.requires_permission.iter().any(|t| t == alias))
         };
-        match gate.decision {
-            Decision::Deny { .. } => {
-                let mut refusal = Refusal::denied(&policies, &gate, Some(&call.name))
-                    .expect("a deny decision makes a refusal");
+        match &gate.decision {
+            Decision::Deny { policy, reason } => {
+                let mut refusal =
+                    Refusal::denying(&policies, policy, reason, &gate, Some(&call.name));
                 if let (Some(requested), Refusal::Denied { reason, .. }) = (approved, &mut refusal)
                     && requested != policies.hash()
                 {
@@ -208,7 +208,7 @@ impl ActiveTurn<'_> {
                     _ => (Vec::new(), false),
                 };
                 return Ok(Gated::Suspend {
-                    policy: policy.to_owned(),
+                    policy: (*policy).to_owned(),
                     approvers,
                     separate,
                     schema: entry.parameters.clone(),
