@@ -9,7 +9,8 @@
 //! Files: [`spec`] (what a server is), `stdio` and `http` (the two ways to reach one),
 //! `connection` (one live session), `catalog` (tools for the model), `content`
 //! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
-//! servers and the kept connections). What must not live here: which agent may use
+//! servers and the kept connections), `shared` (one connection per server for the
+//! MCP gateway's callers). What must not live here: which agent may use
 //! which server, and configuration parsing (both belong to the runtime).
 //!
 //! [`Ensemble`]: agentplane_engine::ports::Ensemble
@@ -22,6 +23,7 @@ mod ensemble;
 pub mod fuzzing;
 mod http;
 pub mod servers;
+mod shared;
 pub mod spec;
 mod stdio;
 
