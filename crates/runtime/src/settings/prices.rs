@@ -221,21 +221,50 @@ mod tests {
             let toml_name = format!("{name:?}");
             let text = format!("[prices.{toml_name}]\ninput_per_mtok = 1\noutput_per_mtok = 1");
             let file: toml::Table = toml::from_str(&text).expect("TOML quotes the name");
-            let prices: BTreeMap<String, FilePrice> =
-                file["prices"].clone().try_into().expect("price entries");
+            let prices: FilePrices = file["prices"].clone().try_into().expect("price entries");
             let (key, _) = resolve(prices).expect_err(name);
             assert_eq!(key, format!("{name:?}"));
         }
-        let (key, message) = resolve(BTreeMap::from([(
-            "a\u{7}b".to_owned(),
-            FilePrice {
-                input_per_mtok: 1.0,
-                output_per_mtok: 1.0,
-            },
-        )]))
+        let (key, message) = resolve(FilePrices {
+            tools: BTreeMap::new(),
+            models: BTreeMap::from([(
+                "a\u{7}b".to_owned(),
+                FilePrice {
+                    input_per_mtok: 1.0,
+                    output_per_mtok: 1.0,
+                },
+            )]),
+        })
         .expect_err("control character");
         assert_eq!(key, "\"a\\u{7}b\"");
         assert!(message.contains("control"), "{message}");
+    }
+
+    #[test]
+    fn tool_prices_are_per_call_and_checked() {
+        let prices = |text: &str| -> Result<BTreeMap<String, u64>, SettingError> {
+            #[derive(Deserialize)]
+            struct File {
+                prices: FilePrices,
+            }
+            let file: File = toml::from_str(text).map_err(|e| (String::new(), e.to_string()))?;
+            resolve_tools(&file.prices)
+        };
+        let table = prices(
+            "[prices.tools]\n\"everything__get-sum\" = 0.25\n[prices.\"m\"]\n\
+             input_per_mtok = 1\noutput_per_mtok = 1\n",
+        )
+        .expect("valid");
+        assert_eq!(table["everything__get-sum"], 250_000);
+        for (text, key) in [
+            ("[prices.tools]\nx = -1", "tools.\"x\""),
+            ("[prices.tools]\nx = 1001", "tools.\"x\""),
+            ("[prices.tools]\nx = nan", "tools.\"x\""),
+            ("[prices.tools]\n\"a b\" = 1", "tools.\"a b\""),
+        ] {
+            assert_eq!(prices(text).expect_err(text).0, key, "{text}");
+        }
+        assert!(prices("[prices.tools]\nx = \"free\"").is_err());
     }
 
     #[test]

@@ -19,14 +19,17 @@ use super::spec::McpServerSpec;
 /// The most a gateway tool result may hold, in bytes; past it the text is cut.
 const OUTPUT_CAP: usize = 1024 * 1024;
 
-/// One slot per server: the live connection, if any.
+/// A server's live connection, if any; locked while one is made.
+type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
+
+/// One slot per server.
 #[derive(Default)]
 pub(crate) struct Shared {
-    slots: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Arc<Connection>>>>>>,
+    slots: std::sync::Mutex<HashMap<String, Slot>>,
 }
 
 impl Shared {
-    fn slot(&self, server: &str) -> Arc<Mutex<Option<Arc<Connection>>>> {
+    fn slot(&self, server: &str) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(slots.entry(server.to_owned()).or_default())
     }
@@ -83,9 +86,7 @@ impl Shared {
             ));
         };
         let timeout = spec.call_timeout.map_or(timeout, |own| own.min(timeout));
-        connection
-            .call(&name.to_owned(), arguments, timeout, OUTPUT_CAP)
-            .await
+        connection.call(name, arguments, timeout, OUTPUT_CAP).await
     }
 
     /// Ends every shared connection.
