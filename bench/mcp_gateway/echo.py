@@ -1,0 +1,88 @@
+"""What the MCP gateway adds to a tool call: PyPI's official `mcp` client calls
+server-everything's `echo` N times in a row, directly and through agentplane's
+`/mcp/gateway` (in front of the same server), alternating rounds in one run. Prints one
+JSON document: per target the per-call latencies' p50/p90/p99 in microseconds, and the
+agentplane process's CPU time per gateway call (from /proc/PID/stat).
+
+    python echo.py --direct URL --gateway URL --key KEY --pid PID [--calls N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import anyio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+async def calls(url: str, tool: str, headers: dict[str, str], n: int, mode: str) -> list[float]:
+    http = create_mcp_http_client(headers=headers)
+    try:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            for _ in range(20):  # warm-up
+                await client.call_tool(tool, {"message": "ping"})
+            out = []
+            for _ in range(n):
+                start = time.perf_counter_ns()
+                result = await client.call_tool(tool, {"message": "ping"})
+                out.append((time.perf_counter_ns() - start) / 1000)
+                assert not result.is_error, result
+            return out
+    finally:
+        await http.aclose()
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    samples = sorted(samples)
+    pick = lambda q: samples[min(len(samples) - 1, int(q * len(samples)))]  # noqa: E731
+    return {"p50_us": round(pick(0.5)), "p90_us": round(pick(0.9)), "p99_us": round(pick(0.99)), "n": len(samples)}
+
+
+async def main(args: argparse.Namespace) -> dict:
+    direct: list[float] = []
+    gateway: list[float] = []
+    cpu = 0.0
+    gateway_calls = 0
+    auth = {"Authorization": f"Bearer {args.key}"}
+    for _ in range(args.rounds):
+        direct += await calls(args.direct, "echo", {}, args.calls, args.mode)
+        before = cpu_seconds(args.pid)
+        gateway += await calls(args.gateway, "everything__echo", auth, args.calls, args.mode)
+        cpu += cpu_seconds(args.pid) - before
+        gateway_calls += args.calls + 20
+    d, g = summary(direct), summary(gateway)
+    return {
+        "mode": args.mode,
+        "direct": d,
+        "gateway": g,
+        "added_p50_us": g["p50_us"] - d["p50_us"],
+        "ratio_p50": round(g["p50_us"] / d["p50_us"], 2),
+        "agentplane_cpu_us_per_call": round(cpu * 1e6 / gateway_calls),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--direct", required=True)
+    parser.add_argument("--gateway", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", default="legacy", help="legacy (2025-11-25 sessions) or auto")
+    print(json.dumps(anyio.run(main, parser.parse_args()), indent=2))
