@@ -101,7 +101,7 @@ pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> 
                 }
             }
         }
-        McpTransport::Http { url, headers } => {
+        McpTransport::Http { url, headers, .. } => {
             let transport = http::transport(url, headers).map_err(failed)?;
             let (service, catalog) = handshake(spec, transport).await.map_err(failed)?;
             Ok(Connection::new(spec, service, catalog, None, None))

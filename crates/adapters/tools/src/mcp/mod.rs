@@ -26,4 +26,4 @@ pub mod spec;
 mod stdio;
 
 pub use servers::{McpServers, ServerReport};
-pub use spec::{McpServerSpec, McpTransport, ToolFilter};
+pub use spec::{ClientAuth, McpServerSpec, McpTransport, OAuthClient, ToolFilter};
