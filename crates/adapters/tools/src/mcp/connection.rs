@@ -11,12 +11,16 @@ use std::time::Duration;
 
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::{ToolError, ToolOutput};
+use rmcp::Peer;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+    ProtocolVersion,
 };
-use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
+    ServiceError,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
-use rmcp::{Peer, ServiceExt};
 
 use super::catalog::Catalog;
 use super::content;
@@ -120,7 +124,7 @@ where
 {
     let work = async {
         let service = client_config()
-            .serve(transport)
+            .serve_with_lifecycle(transport, lifecycle())
             .await
             .map_err(|e| format!("initialize failed: {}", initialize_error(&e)))?;
         let tools = service
@@ -152,12 +156,29 @@ fn client_config() -> ClientConfig {
     )
 }
 
+/// How a session starts, so that every server generation accepts it: `server/discover`
+/// at 2026-07-28 first (a server of that generation has no `initialize`); a server
+/// that answers it with a JSON-RPC error is session-based and gets `initialize` at
+/// 2025-11-25, the newest version with a handshake, which older servers answer with
+/// their own version. (rmcp's default sends `initialize` naming 2026-07-28, which a
+/// 2026-07-28-only server refuses.) A server that ignores `server/discover` gets
+/// `initialize` after rmcp's 10 s probe timeout, within the startup timeout.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
 /// An initialize failure without rmcp's transport type names.
 fn initialize_error(error: &ClientInitializeError) -> String {
     match error {
         ClientInitializeError::TransportError { error, context } => {
             format!("{} ({context})", transport_chain(error.error.as_ref()))
         }
+        // `server/discover` was refused (a session-based server, or no MCP at all):
+        // what `initialize` met says why.
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => initialize_error(fallback),
         other => chain(other),
     }
 }
