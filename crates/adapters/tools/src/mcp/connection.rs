@@ -6,7 +6,7 @@
 //! and it is never kept for reuse. What must not live here: which thread or turn uses a
 //! connection and for how long (that is [`super::servers`]).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentplane_core::ToolErrorKind;
@@ -25,6 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpError;
 use super::catalog::Catalog;
 use super::content;
 use super::http;
+use super::oauth::TokenSource;
 use super::spec::{McpServerSpec, McpTransport};
 use super::stdio::{self, StderrDrain};
 use crate::process::{ServerCommand, ServerProcess};
@@ -61,7 +62,11 @@ struct Teardown {
 
 /// Connects to the server within its startup timeout. The error names the server and
 /// carries the tail of its stderr or the HTTP error, never a header value.
-pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> {
+/// `tokens` are the server's access tokens when it has an OAuth grant.
+pub(crate) async fn connect(
+    spec: &McpServerSpec,
+    tokens: Option<Arc<TokenSource>>,
+) -> Result<Connection, String> {
     let failed = |reason: String| {
         let reason = content::cap_text(reason, MAX_REASON).content;
         format!("MCP server `{}` did not start: {reason}", spec.name)
@@ -106,7 +111,7 @@ pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> 
             }
         }
         McpTransport::Http { url, headers, .. } => {
-            let transport = http::transport(url, headers).map_err(failed)?;
+            let transport = http::transport(url, headers, tokens).map_err(failed)?;
             let (service, catalog) = handshake(spec, transport).await.map_err(failed)?;
             Ok(Connection::new(spec, service, catalog, None, None))
         }
@@ -196,6 +201,8 @@ fn service_error(error: &ServiceError) -> String {
 fn transport_chain(error: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
     match error.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
         Some(StreamableHttpError::Client(client)) => chain(client),
+        // No access token (`bearer`): its message says why, without "Io error".
+        Some(StreamableHttpError::Io(io)) => io.to_string(),
         _ => chain(error),
     }
 }

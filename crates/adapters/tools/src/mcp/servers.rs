@@ -16,7 +16,8 @@ use agentplane_engine::ports::Ensemble;
 
 use super::connection::{self, Connection};
 use super::ensemble::McpEnsemble;
-use super::spec::McpServerSpec;
+use super::oauth::TokenSource;
+use super::spec::{McpServerSpec, McpTransport};
 
 /// The configured servers, and the pool of connections kept for threads. Cheap to
 /// clone: clones share the pool.
@@ -73,8 +74,9 @@ impl McpServers {
             .iter()
             .map(|spec| {
                 let spec = Arc::clone(spec);
+                let tokens = self.pool.tokens(&spec);
                 tokio::spawn(async move {
-                    match connection::connect(&spec).await {
+                    match connection::connect(&spec, tokens).await {
                         Ok(connection) => {
                             let tools = connection.catalog().specs.clone();
                             connection.close().await;
@@ -128,6 +130,9 @@ pub(crate) struct Pool {
     live: Mutex<HashMap<u64, Weak<Connection>>>,
     next_id: AtomicU64,
     shut_down: AtomicBool,
+    /// The access tokens of each server with an OAuth grant, shared by all its
+    /// connections, by server name.
+    tokens: Mutex<HashMap<String, Arc<TokenSource>>>,
 }
 
 /// A connection handed out by the pool, with the id it is known by there (the reaper
@@ -157,7 +162,7 @@ impl Pool {
             }
             self.end(kept.id, &kept.connection).await;
         }
-        let connection = Arc::new(connection::connect(spec).await?);
+        let connection = Arc::new(connection::connect(spec, self.tokens(spec)).await?);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.live
             .lock()
@@ -219,6 +224,21 @@ impl Pool {
                 pool.end(expired.id, &expired.connection).await;
             }
         });
+    }
+
+    /// The token source of `spec`'s OAuth grant, made on first use; `None` without one.
+    fn tokens(&self, spec: &McpServerSpec) -> Option<Arc<TokenSource>> {
+        let McpTransport::Http {
+            oauth: Some(grant), ..
+        } = &spec.transport
+        else {
+            return None;
+        };
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let source = tokens
+            .entry(spec.name.clone())
+            .or_insert_with(|| Arc::new(TokenSource::new(&spec.name, grant.clone())));
+        Some(Arc::clone(source))
     }
 
     async fn end(&self, id: u64, connection: &Connection) {
