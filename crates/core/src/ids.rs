@@ -76,6 +76,7 @@ prefixed_id!(CompletionId, "chatcmpl-", "gateway completion");
 prefixed_id!(ReplicaId, "rep_", "replica");
 prefixed_id!(HoldId, "hold_", "budget hold");
 prefixed_id!(KeyId, "key_", "API key");
+prefixed_id!(McpCallId, "mcpc_", "MCP gateway call");
 
 #[cfg(test)]
 mod tests {

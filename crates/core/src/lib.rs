@@ -25,8 +25,8 @@ pub use event::{
 };
 pub use identity::{AccessRole, KeySecret, RoleSet};
 pub use ids::{
-    ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, KeyId, PermissionId, ReplicaId,
-    ThreadId, TurnId,
+    ApprovalId, CompletionId, DeliveryId, ExecutionId, HoldId, KeyId, McpCallId, PermissionId,
+    ReplicaId, ThreadId, TurnId,
 };
 pub use tool::{FINISH_TASK, ToolErrorKind, ToolSpec, args_preview_hash, governed_as};
 pub use version::{SpecPatch, Stage, TrafficSplit, VersionSpec};

@@ -32,9 +32,10 @@ use crate::settings::gateway::FileGateway;
 use crate::settings::governance::{FileApprovals, FileRetention};
 use crate::settings::llm::{FileLlm, LlmConfig, check_base_url};
 use crate::settings::mcp::{FileMcp, McpServerConfig, check_mcp_server};
+use crate::settings::mcp_gateway::McpGatewaySettings;
 use crate::settings::overrides::Overrides;
 use crate::settings::policies::{FilePolicies, PoliciesConfig};
-use crate::settings::prices::FilePrice;
+use crate::settings::prices::FilePrices;
 use crate::settings::providers::{FileProvider, FileRouting, ProvidersConfig};
 use crate::settings::rate_limits::{FileRateLimits, RateLimitsConfig};
 use crate::settings::run::FileRun;
@@ -101,6 +102,8 @@ pub struct Config {
     pub agents: BTreeMap<String, AgentConfig>,
     /// MCP servers by name (validated; `cwd` already relative to the file).
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `[mcp.gateway]`: the servers the MCP gateway offers, and its calls' prices.
+    pub mcp_gateway: McpGatewaySettings,
     /// `[policies]`.
     pub policies: PoliciesConfig,
     /// `[prices]`, over the built-in defaults.
@@ -138,6 +141,7 @@ impl fmt::Debug for Config {
             .field("default_agent", &self.default_agent)
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("mcp_servers", &self.mcp_servers)
+            .field("mcp_gateway", &self.mcp_gateway)
             .field("policies", &self.policies)
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
@@ -174,7 +178,7 @@ struct FileConfig {
     #[serde(default)]
     policies: FilePolicies,
     #[serde(default)]
-    prices: BTreeMap<String, FilePrice>,
+    prices: FilePrices,
     #[serde(default)]
     secrets: BTreeMap<String, FileSecret>,
     #[serde(default)]
@@ -278,8 +282,15 @@ impl Config {
             .policies
             .resolve(&relative)
             .map_err(|e| in_file.under("policies", e))?;
+        let tool_prices = settings::prices::resolve_tools(&parsed.prices)
+            .map_err(|e| in_file.under("prices", e))?;
         let prices =
             settings::prices::resolve(parsed.prices).map_err(|e| in_file.under("prices", e))?;
+        let mcp_gateway = parsed
+            .mcp
+            .gateway
+            .resolve(&mcp_names, tool_prices)
+            .map_err(|e| in_file.under("mcp.gateway", e))?;
         let secrets =
             settings::secrets::resolve(parsed.secrets).map_err(|e| in_file.under("secrets", e))?;
         // Every `${secret:NAME}` in an MCP server's env or headers names a known secret.
@@ -329,6 +340,7 @@ impl Config {
             default_agent: settings::run::default_agent(parsed.run),
             agents: parsed.agents,
             mcp_servers,
+            mcp_gateway,
             policies,
             prices,
             secrets,

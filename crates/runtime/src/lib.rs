@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod config;
 pub mod environment;
+mod mcp_gateway;
 pub mod model_server;
 pub mod policy_dir;
 pub mod policy_replay;
@@ -230,10 +231,13 @@ impl Runtime {
                 .iter()
                 .map(|(name, agent)| (name.clone(), agent.tags.clone()))
                 // Gateway calls are spent under their own name, with their own tags.
-                .chain(std::iter::once((
-                    config.gateway.agent.clone(),
-                    config.gateway.tags.clone(),
-                )))
+                .chain([
+                    (config.gateway.agent.clone(), config.gateway.tags.clone()),
+                    (
+                        config.mcp_gateway.config.agent.clone(),
+                        config.mcp_gateway.config.tags.clone(),
+                    ),
+                ])
                 .collect(),
             telemetry: telemetry.clone(),
             limiter: rate_limiter(&config)?,
@@ -282,6 +286,7 @@ impl Runtime {
                 permission_timeout: config.server.permission_timeout,
                 context: config.context,
                 gateway: config.gateway.clone(),
+                mcp_gateway: config.mcp_gateway.config.clone(),
                 ..HubConfig::default()
             },
         )
@@ -292,6 +297,15 @@ impl Runtime {
             let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())
                 .map_err(|m| RuntimeError::Config(config::ConfigError::new("auth.oidc", m)))?;
             hub = hub.token_verifier(Arc::new(verifier));
+        }
+        if !config.mcp_gateway.servers.is_empty() {
+            hub = hub.mcp_gateway(Arc::new(mcp_gateway::GatewayUpstreams {
+                servers: config.mcp_gateway.servers.clone(),
+                mcp: mcp.clone(),
+                gate: secrets::McpSecretGate::new(&config, deps.governance.policies.clone())?,
+                agent: config.mcp_gateway.config.agent.clone(),
+                tags: config.mcp_gateway.config.tags.clone(),
+            }));
         }
         let workspace_roots = roots.as_ref().map_or(0, |r| r.count());
         if let Some(roots) = roots {

@@ -24,9 +24,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
-    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
-    ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, McpCallQuery,
+    McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    StoreError, ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -310,6 +310,19 @@ impl EventStore for RedactingStore {
         // The model name comes from the upstream's answer: never trusted.
         call.model = self.text(&call.model);
         self.inner.record_model_call(call).await
+    }
+
+    async fn record_mcp_call(&self, mut call: McpCallRecord) -> Result<(), StoreError> {
+        // Errors and answers come from the upstream server: never trusted.
+        call.detail = call.detail.map(|d| self.text(&d));
+        if let Some(result) = call.result.as_mut() {
+            self.redactor.redact_json(result);
+        }
+        self.inner.record_mcp_call(call).await
+    }
+
+    async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
+        self.inner.mcp_calls(query).await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

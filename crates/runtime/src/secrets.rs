@@ -229,11 +229,23 @@ impl McpSecretGate {
 
     /// Whether `agent` may start `server` now; the error says which secret is missing.
     pub fn check(&self, agent: &AgentSpec, client: &str, server: &str) -> Result<(), String> {
+        self.check_scope(&agent.name, &agent.tags, client, server)
+    }
+
+    /// Whether calls under the agent name `agent` with `tags` (an agent's, or the MCP
+    /// gateway's) for `client` may use `server` now.
+    pub fn check_scope(
+        &self,
+        agent: &str,
+        tags: &[String],
+        client: &str,
+        server: &str,
+    ) -> Result<(), String> {
         let Some(needed) = self.needs.get(server) else {
             return Ok(());
         };
         let set = self.policies.current();
-        let request = RequestContext::new(&agent.name, &agent.tags, client);
+        let request = RequestContext::new(agent, tags, client);
         let scopes = data_scopes(&set, &request);
         for secret in needed {
             let granted = scopes
@@ -241,9 +253,8 @@ impl McpSecretGate {
                 .any(|(_, scope)| scope.secrets.iter().any(|glob| glob.matches(secret)));
             if !granted {
                 return Err(format!(
-                    "agent `{}` may not use secret `{secret}` needed by MCP server \
-                     `{server}`: no data_scope policy grants it",
-                    agent.name
+                    "agent `{agent}` may not use secret `{secret}` needed by MCP server \
+                     `{server}`: no data_scope policy grants it"
                 ));
             }
         }

@@ -15,6 +15,7 @@ use crate::routes::events::EventsQuery;
 use crate::routes::executions::{CreateExecutionBody, ExecutionsQuery};
 use crate::routes::gateway_wire::CompletionRequest;
 use crate::routes::keys::CreateKeyBody;
+use crate::routes::mcp_calls::McpCallsQuery;
 use crate::routes::policies::ExplainBody;
 use crate::routes::threads::{HistoryQuery, ThreadsQuery};
 use crate::routes::versions::{
@@ -47,6 +48,7 @@ guarded! {
     HistoryQuery => Read, "reading history";
     EventsQuery => Read, "following a thread";
     CostsQuery => Read, "reading costs";
+    McpCallsQuery => Read, "reading the MCP gateway's log";
     ExecutionsQuery => Read, "listing executions";
     ApprovalsQuery => Approve, "listing approvals";
     ExplainBody => List, "explaining a policy decision";

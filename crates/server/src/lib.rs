@@ -37,6 +37,7 @@
 //! POST   /v1/keys/{id}/revoke              revoke a key, at once on every replica
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
+//! POST   /mcp/gateway  (GET, DELETE)       the MCP gateway: configured MCP servers, governed
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
 //! POST   /openai/v1/chat/completions       OpenAI-compatible model calls (gateway)
 //! GET    /openai/v1/models                 the model server's models, OpenAI-shaped
@@ -88,7 +89,7 @@ pub use auth::{ClientId, Identity, MCP_DEFAULT_CLIENT};
 pub use connections::ConnectionLimits;
 pub use error::{ApiError, status_of};
 pub use followers::FollowerLimits;
-pub use mcp::{StdioError, StdioOptions, serve_stdio};
+pub use mcp::{StdioError, StdioOptions, serve_gateway_stdio, serve_stdio};
 pub use model_probe::{AgentModel, MODEL_PROBE_TIMEOUT, probe_models};
 pub use origin::AllowedOrigins;
 pub use summary::{StartupSummary, startup_summary};
@@ -328,6 +329,7 @@ fn build(
         .routes(routes!(turns::cancel))
         .routes(routes!(permissions::resolve))
         .routes(routes!(crate::routes::approvals::list))
+        .routes(routes!(crate::routes::mcp_calls::list))
         .routes(routes!(
             crate::routes::approvals::get,
             crate::routes::approvals::decide
@@ -368,18 +370,17 @@ fn build(
     // Not an OpenAPI route: its contract is MCP's. Same auth as `/v1/*`, except that a
     // request naming no client is `auth::MCP_DEFAULT_CLIENT`'s (MCP clients cannot all
     // add headers).
+    let mcp_options = || mcp::HttpOptions {
+        token_required: gate.required(),
+        body_limit: options.body_limit,
+        keep_alive: state.heartbeat,
+        stop: mcp_stop.clone(),
+    };
     let mcp = Router::new()
+        .route_service("/mcp", mcp::http_service(state.hub.clone(), mcp_options()))
         .route_service(
-            "/mcp",
-            mcp::http_service(
-                state.hub.clone(),
-                mcp::HttpOptions {
-                    token_required: gate.required(),
-                    body_limit: options.body_limit,
-                    keep_alive: state.heartbeat,
-                    stop: mcp_stop,
-                },
-            ),
+            "/mcp/gateway",
+            mcp::gateway_service(state.hub.clone(), mcp_options()),
         )
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate_mcp))
         // Outside the credential check: a foreign page is refused whatever it sends.
@@ -397,6 +398,10 @@ fn build(
             )
             .route(
                 mcp::authorization::METADATA_ROOT_PATH,
+                axum::routing::get(mcp::authorization::metadata),
+            )
+            .route(
+                mcp::authorization::GATEWAY_METADATA_PATH,
                 axum::routing::get(mcp::authorization::metadata),
             )
             .with_state(state.hub.clone()),

@@ -47,6 +47,7 @@ const BEARER: &str = "bearer";
         (name = tags::APPROVALS, description = "Tool calls held by an approval policy: approve, edit or reject."),
         (name = tags::POLICIES, description = "The policies in force and the latest reload."),
         (name = tags::COSTS, description = "What model calls cost, grouped."),
+        (name = tags::MCP, description = "The MCP gateway's log of tool calls."),
         (name = tags::EXECUTIONS, description = "Turns run asynchronously: queue, poll, cancel, webhooks."),
         (name = tags::VERSIONS, description = "Agent versions: promotion, traffic splits, rollback, shadow runs."),
         (name = tags::KEYS, description = "API keys, each bound to a client and roles (admins only)."),

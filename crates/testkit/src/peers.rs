@@ -44,6 +44,12 @@ pub fn mcp_client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/mcp_client.py")
 }
 
+/// `peers/mcp_tasks_client.py`: an MCP client over streamable HTTP that speaks the
+/// MCP tasks extension (and fires calls in bursts), printing one JSON document.
+pub fn mcp_tasks_client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/mcp_tasks_client.py")
+}
+
 /// `peers/openai_client.py`: the official `openai` PyPI package against an
 /// OpenAI-compatible endpoint, printing one JSON document.
 pub fn openai_client_script() -> PathBuf {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use agentplane_core::policy::PolicyKind;
-use agentplane_core::{Event, EventPayload, TurnId, usd_of_micros};
+use agentplane_core::{Event, EventPayload, ToolStatus, TurnId, usd_of_micros};
 use agentplane_engine::ports::{CallOutcome, ExecutionStatus, ModelCallRecord, TelemetrySink};
 
 use crate::labels::OTHER;
@@ -103,22 +103,15 @@ impl TelemetrySink for Metrics {
                 status,
                 latency_ms,
                 ..
-            } => {
-                let tool = self.tools.admit(tool);
-                self.tool_seconds
-                    .get_or_create(&ToolLabel { tool: tool.clone() })
-                    .observe(*latency_ms as f64 / 1000.0);
-                self.tool_calls
-                    .get_or_create(&ToolStatusLabels {
-                        tool,
-                        status: status.as_str(),
-                    })
-                    .inc();
-            }
+            } => self.tool_call(tool, *status, *latency_ms),
             // Deltas, other planned calls, permissions, usage, errors and security events
             // count in no metric (errors show as `status="error"` executions).
             _ => {}
         }
+    }
+
+    fn on_mcp_gateway_call(&self, tool: &str, status: ToolStatus, latency_ms: u64) {
+        self.tool_call(tool, status, latency_ms);
     }
 
     /// A gateway call refused by a policy: counted like a `policy_denied` event.
@@ -209,6 +202,21 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// One tool call in `tool_calls_total` and `tool_call_latency_seconds`: a turn's
+    /// (its `tool_call_result` event) or the MCP gateway's.
+    fn tool_call(&self, tool: &str, status: ToolStatus, latency_ms: u64) {
+        let tool = self.tools.admit(tool);
+        self.tool_seconds
+            .get_or_create(&ToolLabel { tool: tool.clone() })
+            .observe(latency_ms as f64 / 1000.0);
+        self.tool_calls
+            .get_or_create(&ToolStatusLabels {
+                tool,
+                status: status.as_str(),
+            })
+            .inc();
+    }
+
     /// One finding in `content_findings_total`. Surfaces and actions are closed sets
     /// (anything else is `other`); detector names are the policies' own, admitted like
     /// policy names, so every label stays bounded.

@@ -15,9 +15,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
-    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
-    ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, McpCallQuery,
+    McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    StoreError, ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 
@@ -231,6 +231,15 @@ impl EventStore for MeteredStore {
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
         self.timed("record_model_call", self.inner.record_model_call(call))
             .await
+    }
+
+    async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {
+        self.timed("record_mcp_call", self.inner.record_mcp_call(call))
+            .await
+    }
+
+    async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
+        self.timed("mcp_calls", self.inner.mcp_calls(query)).await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

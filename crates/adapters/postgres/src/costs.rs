@@ -98,7 +98,12 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
             .query(
                 "SELECT agent, client_id, provider, model, ts,
                         input_tokens, output_tokens, usd_micros
-                 FROM model_calls
+                 FROM (SELECT agent, client_id, provider, model, ts,
+                              input_tokens, output_tokens, usd_micros
+                       FROM model_calls
+                       UNION ALL
+                       SELECT agent, client_id, 'mcp', tool, ts, 0, 0, usd_micros
+                       FROM mcp_calls WHERE usd_micros > 0) AS calls
                  WHERE ($1::TEXT IS NULL OR client_id = $1)
                    AND ($2::TEXT IS NULL OR agent = $2)
                    AND ($3::TEXT IS NULL OR ts >= $3)

@@ -20,6 +20,7 @@ mod events;
 mod executions;
 mod keys;
 mod listener;
+mod mcp_calls;
 mod nul;
 mod replicas;
 mod rows;

@@ -347,6 +347,30 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER api_keys_never_delete BEFORE DELETE ON api_keys
         FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('keys are kept for audit');
     "#,
+    // 5: the MCP gateway's log, as in SQLite's migration 9: one row per finished tool
+    // call, never changed.
+    r#"
+    CREATE TABLE mcp_calls (
+        id          TEXT PRIMARY KEY,
+        ts          TEXT COLLATE "C" NOT NULL,
+        client_id   TEXT NOT NULL,
+        agent       TEXT NOT NULL,
+        server      TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        detail      TEXT,
+        policy      TEXT,
+        approval_id TEXT UNIQUE,
+        duration_ms BIGINT NOT NULL CHECK (duration_ms >= 0),
+        usd_micros  BIGINT NOT NULL CHECK (usd_micros >= 0),
+        result      TEXT,
+        pos         BIGINT GENERATED ALWAYS AS IDENTITY
+    );
+    CREATE INDEX mcp_calls_by_client ON mcp_calls(client_id, ts);
+    CREATE INDEX mcp_calls_by_ts ON mcp_calls(ts);
+    CREATE TRIGGER mcp_calls_audit BEFORE UPDATE OR DELETE ON mcp_calls
+        FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('MCP gateway calls are an audit record');
+    "#,
 ];
 
 /// The schema version this code writes and understands.

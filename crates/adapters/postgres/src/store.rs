@@ -15,15 +15,15 @@ use agentplane_core::{
 use agentplane_engine::ports::records::stored_time;
 use agentplane_engine::ports::{
     Announcement, ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
-    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
-    ThreadRecord, TurnRecord,
+    McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread,
+    PermissionRecord, StoreError, ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::{approvals, costs, events, listener, schema};
+use crate::{approvals, costs, events, listener, mcp_calls, schema};
 
 /// Connections kept open per replica. Writes are short transactions; a few more than
 /// the machine has cores keeps every worker busy without crowding the server.
@@ -305,6 +305,14 @@ impl EventStore for PostgresStore {
 
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
         on_conn!(self, |db| costs::record_model_call(db, call))
+    }
+
+    async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {
+        on_conn!(self, |db| mcp_calls::record(db, call))
+    }
+
+    async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
+        on_conn!(self, |db| mcp_calls::list(db, query))
     }
 
     /// Ends every running turn of every replica, as on SQLite. On a database shared by

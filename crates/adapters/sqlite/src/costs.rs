@@ -100,8 +100,8 @@ pub(crate) fn costs(c: &Connection, query: &CostQuery) -> Result<Vec<CostRow>, S
     cost_rows(groups)
 }
 
-/// Adds the model calls made outside turns (the gateway's, `model_calls.rs`) that the
-/// query selects. They have no thread or turn, so a thread filter excludes them.
+/// Adds the model calls made outside turns (the gateway's, `model_calls.rs`) and the
+/// priced MCP gateway tool calls (`mcp_calls.rs`, provider `mcp`) that the query selects. They have no thread or turn, so a thread filter excludes them.
 fn model_calls(
     c: &Connection,
     query: &CostQuery,
@@ -110,7 +110,13 @@ fn model_calls(
     let mut sql = String::from(
         "SELECT agent, client_id, provider, model, substr(ts, 1, 10),
                 input_tokens, output_tokens, usd_micros
-         FROM model_calls WHERE 1 = 1",
+         FROM (SELECT agent, client_id, provider, model, ts,
+                      input_tokens, output_tokens, usd_micros
+               FROM model_calls
+               UNION ALL
+               SELECT agent, client_id, 'mcp', tool, ts, 0, 0, usd_micros
+               FROM mcp_calls WHERE usd_micros > 0)
+         WHERE 1 = 1",
     );
     let mut params: Vec<Value> = Vec::new();
     let mut filter = |sql: &mut String, condition: &str, value: String| {

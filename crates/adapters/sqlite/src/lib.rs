@@ -13,6 +13,7 @@ mod connection;
 mod costs;
 mod executions;
 mod keys;
+mod mcp_calls;
 mod migrations;
 mod model_calls;
 mod permissions;

@@ -326,6 +326,31 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER api_keys_never_delete BEFORE DELETE ON api_keys
         BEGIN SELECT RAISE(ABORT, 'keys are kept for audit'); END;
     "#,
+    // 9: the MCP gateway's log: one row per finished tool call, never changed.
+    r#"
+    CREATE TABLE mcp_calls (
+        id          TEXT PRIMARY KEY NOT NULL,
+        ts          TEXT NOT NULL,
+        client_id   TEXT NOT NULL,
+        agent       TEXT NOT NULL,
+        server      TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        detail      TEXT,
+        policy      TEXT,
+        approval_id TEXT UNIQUE,
+        duration_ms INTEGER NOT NULL CHECK (duration_ms >= 0),
+        usd_micros  INTEGER NOT NULL CHECK (usd_micros >= 0),
+        -- JSON: the answer of a call that waited for an approval.
+        result      TEXT
+    ) STRICT;
+    CREATE INDEX mcp_calls_by_client ON mcp_calls(client_id, ts);
+    CREATE INDEX mcp_calls_by_ts ON mcp_calls(ts);
+    CREATE TRIGGER mcp_calls_never_update BEFORE UPDATE ON mcp_calls
+        BEGIN SELECT RAISE(ABORT, 'MCP gateway calls are an audit record'); END;
+    CREATE TRIGGER mcp_calls_never_delete BEFORE DELETE ON mcp_calls
+        BEGIN SELECT RAISE(ABORT, 'MCP gateway calls are an audit record'); END;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

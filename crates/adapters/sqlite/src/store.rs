@@ -13,9 +13,9 @@ use agentplane_core::{
 };
 use agentplane_engine::ports::records::stored_time;
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
-    ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord, StoreError,
-    ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, McpCallQuery,
+    McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
+    StoreError, ThreadRecord, TurnRecord,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -360,6 +360,16 @@ impl EventStore for SqliteStore {
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
         self.write(|reply| crate::writer::job(move |c| crate::model_calls::record(c, call), reply))
             .await
+    }
+
+    async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {
+        self.write(|reply| crate::writer::job(move |c| crate::mcp_calls::record(c, call), reply))
+            .await
+    }
+
+    async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
+        let query = query.clone();
+        self.read(move |c| crate::mcp_calls::list(c, &query)).await
     }
 
     async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {

@@ -15,6 +15,7 @@ pub mod approvals;
 pub mod costs;
 pub mod events;
 pub mod executions;
+pub mod mcp_calls;
 pub mod model_calls;
 pub mod permissions;
 pub mod replicas;
@@ -58,6 +59,9 @@ macro_rules! store_contract {
             executions::cancel_ends_a_queued_execution_and_flags_a_running_one,
             executions::restart_recovery_requeues_or_interrupts_per_mode,
             executions::a_delivery_is_leased_while_in_flight_and_recorded_once_settled,
+            mcp_calls::calls_are_listed_per_client_and_by_approval,
+            mcp_calls::charged_calls_count_in_costs,
+            mcp_calls::recorded_mcp_calls_cannot_be_changed_or_deleted,
             model_calls::calls_are_summed_with_turn_costs_under_the_same_filters,
             model_calls::an_id_is_recorded_once_and_extremes_are_clamped,
             model_calls::recorded_calls_cannot_be_changed_or_deleted,

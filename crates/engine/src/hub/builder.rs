@@ -17,7 +17,7 @@ use super::versions::VersionSettings;
 use super::workspaces::WorkspaceRoots;
 use super::{Hub, HubConfig, Toolbox};
 use crate::permissions::PermissionBroker;
-use crate::ports::{ExternalAgent, KeyStore, ReplicaStore, TokenVerifier};
+use crate::ports::{ExternalAgent, KeyStore, McpUpstreams, ReplicaStore, TokenVerifier};
 use crate::turn::TurnDeps;
 
 /// The parts of a hub, given one by one; [`HubBuilder::build`] makes it.
@@ -33,6 +33,7 @@ pub struct HubBuilder {
     tokens: Option<Arc<dyn TokenVerifier>>,
     replicas: Option<Arc<dyn ReplicaStore>>,
     workspace_roots: Option<WorkspaceRoots>,
+    mcp_gateway: Option<Arc<dyn McpUpstreams>>,
 }
 
 impl HubBuilder {
@@ -54,6 +55,7 @@ impl HubBuilder {
             tokens: None,
             replicas: None,
             workspace_roots: None,
+            mcp_gateway: None,
         }
     }
 
@@ -97,6 +99,13 @@ impl HubBuilder {
     }
 
     /// The hub.
+    /// The MCP servers the MCP gateway offers (`[mcp.gateway] servers`); without it
+    /// the gateway offers nothing.
+    pub fn mcp_gateway(mut self, upstreams: Arc<dyn McpUpstreams>) -> Self {
+        self.mcp_gateway = Some(upstreams);
+        self
+    }
+
     pub fn build(self) -> Arc<Hub> {
         Arc::new(Hub {
             deps: self.deps,
@@ -113,6 +122,7 @@ impl HubBuilder {
             replicas: self.replicas,
             credentials: Credentials::new(self.keys, self.tokens),
             workspace_roots: self.workspace_roots,
+            mcp_gateway: self.mcp_gateway,
         })
     }
 }

@@ -16,6 +16,7 @@ mod feeds;
 mod history;
 mod identity;
 mod live;
+mod mcp_gateway;
 mod plan;
 mod replicas;
 mod shadows;
@@ -55,6 +56,7 @@ pub use feeds::DisconnectGuard;
 use feeds::*;
 pub use history::{Compaction, History, HistoryTurn};
 pub use identity::{CreateKey, MAX_KEY_DESCRIPTION_CHARS};
+pub use mcp_gateway::{GatewayCall, GatewayTask};
 pub use stream::EventStream;
 pub use threads::{MAX_THREAD_PAGE, ThreadPage};
 pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
@@ -90,6 +92,8 @@ pub struct HubConfig {
     pub summary_max_chars: usize,
     /// Who OpenAI-compatible gateway calls are, for policies and costs.
     pub gateway: crate::gateway::GatewayConfig,
+    /// Who MCP gateway tool calls are, and their prices.
+    pub mcp_gateway: crate::mcp_gateway::McpGatewayConfig,
 }
 
 impl Default for HubConfig {
@@ -100,6 +104,7 @@ impl Default for HubConfig {
             context: ContextBudget::default(),
             summary_max_chars: 4_000,
             gateway: crate::gateway::GatewayConfig::default(),
+            mcp_gateway: crate::mcp_gateway::McpGatewayConfig::default(),
         }
     }
 }
@@ -156,6 +161,8 @@ pub struct Hub {
     credentials: identity::Credentials,
     /// Where outside callers' workspaces may be (`workspaces.rs`); `None`: unconfined.
     workspace_roots: Option<WorkspaceRoots>,
+    /// The servers the MCP gateway offers (`mcp_gateway.rs`); `None`: none.
+    mcp_gateway: Option<Arc<dyn crate::ports::McpUpstreams>>,
 }
 
 impl Hub {

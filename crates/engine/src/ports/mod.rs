@@ -4,6 +4,7 @@ pub mod budgets;
 pub mod executions;
 pub mod external;
 pub mod keys;
+pub mod mcp_gateway;
 pub mod model;
 pub mod rate;
 pub mod records;
@@ -21,13 +22,15 @@ pub use executions::{
 };
 pub use external::{Availability, ExternalAgent};
 pub use keys::{KeyRecord, KeyStore, NewKey, TokenVerifier, VerifiedToken};
+pub use mcp_gateway::{McpUpstreams, UpstreamTool};
 pub use model::{Capabilities, ChatModel, ModelError, ModelInfo, TextSink};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
-    EventStore, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
-    PermissionStatus, StoreError, ThreadRecord, TurnRecord, TurnStatus,
+    EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
+    NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord, TurnRecord,
+    TurnStatus,
 };
 pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
 pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};

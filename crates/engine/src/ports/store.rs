@@ -258,6 +258,48 @@ pub struct ModelCallRecord {
     pub usd_micros: u64,
 }
 
+/// One tool call through the MCP gateway, as its log keeps it: who called which tool,
+/// what became of it, what it cost. Never its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpCallRecord {
+    pub id: agentplane_core::McpCallId,
+    /// RFC 3339, the store's clock; ignored when recording.
+    pub ts: String,
+    /// The calling client.
+    pub client: String,
+    /// The agent name policies and budgets saw the call under (`[mcp.gateway] agent`).
+    pub agent: String,
+    pub server: String,
+    /// The tool as the gateway offers it: `SERVER__TOOL`.
+    pub tool: String,
+    /// `ok`, `error`, `denied`, `rate_limited`, `budget_exceeded`, `rejected`,
+    /// `expired` or `invalid`.
+    pub status: String,
+    /// Why it did not succeed (an error, a refusal's reason); never an argument.
+    pub detail: Option<String>,
+    /// The policy that refused it or asked for the approval.
+    pub policy: Option<String>,
+    /// The approval it waited for.
+    pub approval: Option<agentplane_core::ApprovalId>,
+    pub duration_ms: u64,
+    /// What it was charged (`[prices.tools]`), in micro-dollars.
+    pub usd_micros: u64,
+    /// The answer given, kept for a call that waited for an approval (a task's result
+    /// outlives the request that asked for it).
+    pub result: Option<serde_json::Value>,
+}
+
+/// Which MCP gateway calls to list: newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpCallQuery {
+    /// Only this client's.
+    pub client: Option<String>,
+    /// Only the call that waited for this approval.
+    pub approval: Option<agentplane_core::ApprovalId>,
+    /// At most this many (0: no limit).
+    pub limit: usize,
+}
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -404,6 +446,14 @@ pub trait EventStore: Send + Sync {
     /// Records a model call made outside any turn (the gateway's), timestamped by the
     /// store. `Conflict` if its id was recorded already.
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError>;
+
+    /// Records a finished MCP gateway call, timestamped by the store. `Conflict` if
+    /// its id was recorded already. A call with a charge counts in [`Self::costs`]
+    /// (provider `mcp`, the tool as the model) and so in the budgets.
+    async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError>;
+
+    /// MCP gateway calls, newest first.
+    async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError>;
 
     /// At start-up: ends every turn left running by a previous process as
     /// `interrupted` and returns their ids. A turn suspended on an approval (one whose

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use agentplane_core::{Event, ThreadId, TurnId};
+use agentplane_core::{Event, ThreadId, ToolStatus, TurnId};
 use tracing::Span;
 
 use super::executions::ExecutionStatus;
@@ -54,6 +54,10 @@ pub trait TelemetrySink: Send + Sync {
 
     /// A model call made outside any turn (the gateway's), priced, before it is stored.
     fn on_model_call(&self, _call: &ModelCallRecord) {}
+
+    /// A tool call through the MCP gateway ended (it has no `tool_call_result` event
+    /// to count): its tool as offered (`SERVER__TOOL`), `ok` or `error`, how long.
+    fn on_mcp_gateway_call(&self, _tool: &str, _status: ToolStatus, _latency_ms: u64) {}
 
     /// A refusal by a policy outside any thread (a gateway call), which has no
     /// `policy_denied` event to count.
@@ -125,6 +129,11 @@ impl Telemetry {
     /// See [`TelemetrySink::on_model_call`].
     pub fn model_call(&self, call: &ModelCallRecord) {
         self.each(|s| s.on_model_call(call));
+    }
+
+    /// See [`TelemetrySink::on_mcp_gateway_call`].
+    pub fn mcp_gateway_call(&self, tool: &str, status: ToolStatus, latency_ms: u64) {
+        self.each(|s| s.on_mcp_gateway_call(tool, status, latency_ms));
     }
 
     /// See [`TelemetrySink::on_policy_denied`].

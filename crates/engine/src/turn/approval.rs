@@ -88,25 +88,35 @@ impl QueuedCall {
     }
 }
 
-/// The schema of the tool a suspended turn waits to call: what an edit must satisfy.
+/// The snapshot of an approval this build wrote (a turn's, or an MCP gateway call's,
+/// which says `kind`), as a JSON object; `None` for anything else.
+fn known_snapshot(approval: &ApprovalRecord) -> Option<&serde_json::Map<String, Value>> {
+    let object = approval.snapshot.as_object()?;
+    let ours = object.get("version").and_then(Value::as_u64) == Some(u64::from(SNAPSHOT_VERSION))
+        || object.get("kind").and_then(Value::as_str).is_some();
+    ours.then_some(object)
+}
+
+/// The schema of the tool a suspended call waits to call: what an edit must satisfy.
 /// `None` when the approval's snapshot is not one this build wrote.
 pub fn approval_schema(approval: &ApprovalRecord) -> Option<Value> {
-    let snapshot: Snapshot = serde_json::from_value(approval.snapshot.clone()).ok()?;
-    (snapshot.version == SNAPSHOT_VERSION).then_some(snapshot.schema)
+    known_snapshot(approval)?.get("schema").cloned()
 }
 
 /// Whether the approval's policy asked for four eyes. An unreadable snapshot says yes
 /// (fail-closed: the owner cannot decide it).
 pub fn approval_separate(approval: &ApprovalRecord) -> bool {
-    serde_json::from_value::<Snapshot>(approval.snapshot.clone())
-        .map(|s| s.separate_approver)
-        .unwrap_or(true)
+    known_snapshot(approval).is_none_or(|s| {
+        s.get("separate_approver")
+            .is_some_and(|v| v.as_bool() != Some(false))
+    })
 }
 
-/// The roles of the caller whose turn waits on this approval (none when unreadable).
+/// The roles of the caller whose call waits on this approval (none when unreadable).
 pub fn approval_roles(approval: &ApprovalRecord) -> Vec<String> {
-    serde_json::from_value::<Snapshot>(approval.snapshot.clone())
-        .map(|s| s.roles)
+    known_snapshot(approval)
+        .and_then(|s| s.get("roles"))
+        .and_then(|roles| serde_json::from_value(roles.clone()).ok())
         .unwrap_or_default()
 }
 

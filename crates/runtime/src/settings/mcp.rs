@@ -13,13 +13,16 @@ use super::agents::{KNOWN_ENSEMBLES, is_plain_name};
 use super::llm::check_base_url;
 use super::secrets::{SecretsConfig, is_secret_name, references};
 
-/// `[mcp]` as written: only `servers`.
+/// `[mcp]` as written: `servers` and `gateway`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileMcp {
     /// `[mcp.servers.NAME]`, by name.
     #[serde(default)]
     pub servers: BTreeMap<String, McpServerConfig>,
+    /// `[mcp.gateway]`: which servers the MCP gateway offers.
+    #[serde(default)]
+    pub gateway: super::mcp_gateway::FileMcpGateway,
 }
 
 /// An MCP server (`[mcp.servers.NAME]`): a program spoken to over stdio (`command`,

@@ -18,6 +18,7 @@ pub mod gateway;
 pub mod governance;
 pub mod llm;
 pub mod mcp;
+pub mod mcp_gateway;
 pub mod overrides;
 pub mod policies;
 pub mod prices;

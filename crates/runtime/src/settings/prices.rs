@@ -29,6 +29,46 @@ pub const MAX_USD_PER_MTOK: f64 = 10_000.0;
 /// The longest model name or pattern accepted.
 const MAX_MODEL_NAME_LEN: usize = 256;
 
+/// `[prices]` as written: `[prices."MODEL"]` entries, and `[prices.tools]`, the price
+/// of one MCP gateway tool call in USD by its offered name (`SERVER__TOOL`). A model
+/// named `tools` cannot be priced.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FilePrices {
+    #[serde(default)]
+    tools: BTreeMap<String, f64>,
+    #[serde(flatten)]
+    models: BTreeMap<String, FilePrice>,
+}
+
+/// The highest price of one tool call accepted, in USD.
+pub const MAX_USD_PER_TOOL_CALL: f64 = 1_000.0;
+
+/// `[prices.tools]`: micro-dollars per call by offered tool name. Errors name the entry
+/// (`tools."NAME"`).
+pub fn resolve_tools(prices: &FilePrices) -> Result<BTreeMap<String, u64>, SettingError> {
+    let mut table = BTreeMap::new();
+    for (tool, usd) in &prices.tools {
+        let key = format!("tools.{tool:?}");
+        if tool.is_empty()
+            || tool.len() > MAX_MODEL_NAME_LEN
+            || tool.chars().any(char::is_whitespace)
+        {
+            return Err((
+                key,
+                "a tool name is 1 to 256 characters without whitespace".into(),
+            ));
+        }
+        if !usd.is_finite() || *usd < 0.0 || *usd > MAX_USD_PER_TOOL_CALL {
+            return Err((
+                key,
+                format!("must be 0 to {MAX_USD_PER_TOOL_CALL} dollars per call, got {usd}"),
+            ));
+        }
+        table.insert(tool.clone(), (usd * 1_000_000.0).round() as u64);
+    }
+    Ok(table)
+}
+
 /// One `[prices."MODEL"]` entry as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,7 +79,8 @@ pub struct FilePrice {
 
 /// Builds the table: the built-in defaults with the file's entries consulted first.
 /// Errors name the entry (`"MODEL".input_per_mtok`, or `"MODEL"` for the name).
-pub fn resolve(entries: BTreeMap<String, FilePrice>) -> Result<PriceTable, SettingError> {
+pub fn resolve(prices: FilePrices) -> Result<PriceTable, SettingError> {
+    let entries = prices.models;
     let mut overrides = Vec::with_capacity(entries.len());
     for (model, price) in entries {
         let key = format!("{model:?}");
@@ -89,7 +130,7 @@ mod tests {
         #[derive(Deserialize)]
         struct File {
             #[serde(default)]
-            prices: BTreeMap<String, FilePrice>,
+            prices: FilePrices,
         }
         let file: File = toml::from_str(toml_text).expect("valid TOML");
         resolve(file.prices)
@@ -180,21 +221,50 @@ mod tests {
             let toml_name = format!("{name:?}");
             let text = format!("[prices.{toml_name}]\ninput_per_mtok = 1\noutput_per_mtok = 1");
             let file: toml::Table = toml::from_str(&text).expect("TOML quotes the name");
-            let prices: BTreeMap<String, FilePrice> =
-                file["prices"].clone().try_into().expect("price entries");
+            let prices: FilePrices = file["prices"].clone().try_into().expect("price entries");
             let (key, _) = resolve(prices).expect_err(name);
             assert_eq!(key, format!("{name:?}"));
         }
-        let (key, message) = resolve(BTreeMap::from([(
-            "a\u{7}b".to_owned(),
-            FilePrice {
-                input_per_mtok: 1.0,
-                output_per_mtok: 1.0,
-            },
-        )]))
+        let (key, message) = resolve(FilePrices {
+            tools: BTreeMap::new(),
+            models: BTreeMap::from([(
+                "a\u{7}b".to_owned(),
+                FilePrice {
+                    input_per_mtok: 1.0,
+                    output_per_mtok: 1.0,
+                },
+            )]),
+        })
         .expect_err("control character");
         assert_eq!(key, "\"a\\u{7}b\"");
         assert!(message.contains("control"), "{message}");
+    }
+
+    #[test]
+    fn tool_prices_are_per_call_and_checked() {
+        let prices = |text: &str| -> Result<BTreeMap<String, u64>, SettingError> {
+            #[derive(Deserialize)]
+            struct File {
+                prices: FilePrices,
+            }
+            let file: File = toml::from_str(text).map_err(|e| (String::new(), e.to_string()))?;
+            resolve_tools(&file.prices)
+        };
+        let table = prices(
+            "[prices.tools]\n\"everything__get-sum\" = 0.25\n[prices.\"m\"]\n\
+             input_per_mtok = 1\noutput_per_mtok = 1\n",
+        )
+        .expect("valid");
+        assert_eq!(table["everything__get-sum"], 250_000);
+        for (text, key) in [
+            ("[prices.tools]\nx = -1", "tools.\"x\""),
+            ("[prices.tools]\nx = 1001", "tools.\"x\""),
+            ("[prices.tools]\nx = nan", "tools.\"x\""),
+            ("[prices.tools]\n\"a b\" = 1", "tools.\"a b\""),
+        ] {
+            assert_eq!(prices(text).expect_err(text).0, key, "{text}");
+        }
+        assert!(prices("[prices.tools]\nx = \"free\"").is_err());
     }
 
     #[test]

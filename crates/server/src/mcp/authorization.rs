@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 
 /// Where the metadata of `/mcp` is, relative to the server's base URL.
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
-/// The same document at the path without the resource's suffix.
+/// Where the metadata of `/mcp/gateway` is.
+pub(crate) const GATEWAY_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp/gateway";
+/// The same document of `/mcp` at the path without the resource's suffix.
 pub(crate) const METADATA_ROOT_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The server's base URL as the client reached it: the `Host` it sent, `https` when a
@@ -41,8 +43,13 @@ pub(crate) fn challenge(parts: &Parts, response: &mut Response) {
     let Some(base) = base_url(parts) else {
         return;
     };
+    let metadata = if parts.uri.path().starts_with("/mcp/gateway") {
+        GATEWAY_METADATA_PATH
+    } else {
+        METADATA_PATH
+    };
     let value = format!(
-        "{}, resource_metadata=\"{base}{METADATA_PATH}\"",
+        "{}, resource_metadata=\"{base}{metadata}\"",
         crate::error::BEARER_CHALLENGE
     );
     if let Ok(value) = HeaderValue::from_str(&value) {
@@ -52,11 +59,17 @@ pub(crate) fn challenge(parts: &Parts, response: &mut Response) {
     }
 }
 
-/// `GET /.well-known/oauth-protected-resource[/mcp]`: RFC 9728's metadata of `/mcp`.
+/// `GET /.well-known/oauth-protected-resource[/mcp[/gateway]]`: RFC 9728's metadata of
+/// `/mcp` (or of `/mcp/gateway`, at its own path).
 pub(crate) async fn metadata(State(hub): State<Arc<Hub>>, parts: Parts) -> Json<Value> {
     let base = base_url(&parts).unwrap_or_default();
+    let resource = if parts.uri.path() == GATEWAY_METADATA_PATH {
+        "/mcp/gateway"
+    } else {
+        "/mcp"
+    };
     let mut document = json!({
-        "resource": format!("{base}/mcp"),
+        "resource": format!("{base}{resource}"),
         "bearer_methods_supported": ["header"],
         "resource_name": "agentplane",
     });

@@ -1,4 +1,5 @@
-//! `/mcp`: the agents as MCP tools over streamable HTTP, on the hub's router.
+//! `/mcp` (the agents as MCP tools) and `/mcp/gateway` (the MCP gateway) over
+//! streamable HTTP, on the hub's router.
 //!
 //! The route sits behind the same auth middleware as `/v1/*` (the bearer token when one
 //! is configured, then a valid `X-Client-ID`), so an unauthenticated caller is a 401
@@ -17,6 +18,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::gateway::GatewayTools;
 use super::{AgentTools, Caller};
 
 /// How `/mcp` behaves.
@@ -37,6 +39,22 @@ pub(crate) fn service(
     hub: Arc<Hub>,
     options: HttpOptions,
 ) -> StreamableHttpService<AgentTools, LocalSessionManager> {
+    let tools = AgentTools::new(hub, Caller::PerRequest, None);
+    serve(tools, options)
+}
+
+/// The streamable HTTP service behind `/mcp/gateway`.
+pub(crate) fn gateway_service(
+    hub: Arc<Hub>,
+    options: HttpOptions,
+) -> StreamableHttpService<GatewayTools, LocalSessionManager> {
+    serve(GatewayTools::new(hub, Caller::PerRequest), options)
+}
+
+fn serve<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
+    handler: S,
+    options: HttpOptions,
+) -> StreamableHttpService<S, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(options.keep_alive))
         .with_max_request_body_bytes(options.body_limit)
@@ -44,9 +62,8 @@ pub(crate) fn service(
     if options.token_required {
         config = config.disable_allowed_hosts();
     }
-    let tools = AgentTools::new(hub, Caller::PerRequest, None);
     StreamableHttpService::new(
-        move || Ok(tools.clone()),
+        move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     )

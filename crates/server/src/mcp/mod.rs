@@ -15,6 +15,7 @@
 
 pub(crate) mod authorization;
 mod call;
+mod gateway;
 mod http;
 mod progress;
 mod stdio;
@@ -37,8 +38,8 @@ use crate::auth::Identity;
 /// The in-process caller of what rmcp asks without a request (`get_tool`).
 const MCP_SERVER: &str = "mcp";
 
-pub(crate) use http::{HttpOptions, service as http_service};
-pub use stdio::{StdioError, StdioOptions, serve_stdio};
+pub(crate) use http::{HttpOptions, gateway_service, service as http_service};
+pub use stdio::{StdioError, StdioOptions, serve_gateway_stdio, serve_stdio};
 
 /// Who owns the threads a call creates.
 #[derive(Clone, Debug)]
@@ -67,13 +68,23 @@ impl AgentTools {
         }
     }
 
-    /// The caller: the local client (stdio), or the one the auth middleware
-    /// authenticated, whose roles the hub checks.
+    /// The caller of a request.
     fn client(
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<agentplane_engine::identity::Caller, ErrorData> {
-        match &self.caller {
+        self.caller.of(context)
+    }
+}
+
+impl Caller {
+    /// The caller of a request: the local client (stdio), or the one the auth
+    /// middleware authenticated, whose roles the hub checks.
+    fn of(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<agentplane_engine::identity::Caller, ErrorData> {
+        match self {
             Caller::Fixed(client) => {
                 Ok(agentplane_engine::identity::Caller::local(client.as_str()))
             }
@@ -82,7 +93,7 @@ impl AgentTools {
                 .get::<axum::http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<Identity>())
                 .map(|identity| identity.0.clone())
-                // Only reachable if `/mcp` were mounted without the auth middleware.
+                // Only reachable if the route were mounted without the auth middleware.
                 .ok_or_else(|| {
                     ErrorData::invalid_request("the X-Client-ID header is required", None)
                 }),

@@ -17,6 +17,7 @@ use rmcp::service::ServerInitializeError;
 use rmcp::{ServiceExt, transport};
 use tokio_util::sync::CancellationToken;
 
+use super::gateway::GatewayTools;
 use super::{AgentTools, Caller};
 
 /// How [`serve_stdio`] runs.
@@ -62,8 +63,23 @@ pub async fn serve_stdio(
     result
 }
 
-async fn run(
-    tools: AgentTools,
+/// Serves the MCP gateway (`[mcp.gateway] servers`) on stdin/stdout for one fixed
+/// client, as [`serve_stdio`] serves the agents.
+pub async fn serve_gateway_stdio(
+    hub: Arc<Hub>,
+    options: StdioOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), StdioError> {
+    let tools = GatewayTools::new(hub.clone(), Caller::Fixed(options.client));
+    let stop = CancellationToken::new();
+    let result = run(tools, stop.clone(), shutdown).await;
+    stop.cancel();
+    hub.shutdown(options.shutdown_grace).await;
+    result
+}
+
+async fn run<S: rmcp::ServerHandler>(
+    tools: S,
     stop: CancellationToken,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), StdioError> {

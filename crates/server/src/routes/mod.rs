@@ -13,6 +13,7 @@ pub(crate) mod gateway;
 pub(crate) mod gateway_wire;
 pub(crate) mod health;
 pub(crate) mod keys;
+pub(crate) mod mcp_calls;
 pub(crate) mod metrics;
 pub(crate) mod permissions;
 pub(crate) mod policies;
@@ -34,4 +35,5 @@ pub(crate) mod tags {
     pub const EXECUTIONS: &str = "executions";
     pub const VERSIONS: &str = "versions";
     pub const KEYS: &str = "keys";
+    pub const MCP: &str = "mcp";
 }

@@ -27,6 +27,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/policies"),
     ("post", "/v1/policies/explain"),
     ("get", "/v1/costs"),
+    ("get", "/v1/mcp/calls"),
     ("post", "/v1/executions"),
     ("get", "/v1/executions"),
     ("get", "/v1/executions/{id}"),

@@ -78,6 +78,8 @@ const SHARED: &[&str] = &[
     // Decides a request against the global policy set; stores and reads nothing.
     "/v1/policies/explain",
     "/v1/costs",
+    // The calling client's MCP gateway calls only (tested in `mcp_gateway.rs`).
+    "/v1/mcp/calls",
     "/v1/threads",
     "/v1/approvals",
     "/v1/executions",

@@ -10,7 +10,8 @@
 //! `oauth` and `bearer`: access tokens from a client-credentials grant on each request),
 //! `connection` (one live session), `catalog` (tools for the model), `content`
 //! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
-//! servers and the kept connections). What must not live here: which agent may use
+//! servers and the kept connections), `shared` (one connection per server for the
+//! MCP gateway's callers). What must not live here: which agent may use
 //! which server, and configuration parsing (both belong to the runtime).
 //!
 //! [`Ensemble`]: agentplane_engine::ports::Ensemble
@@ -25,6 +26,7 @@ pub mod fuzzing;
 mod http;
 mod oauth;
 pub mod servers;
+mod shared;
 pub mod spec;
 mod stdio;
 

@@ -17,6 +17,7 @@ use agentplane_engine::ports::Ensemble;
 use super::connection::{self, Connection};
 use super::ensemble::McpEnsemble;
 use super::oauth::TokenSource;
+use super::shared::Shared;
 use super::spec::{McpServerSpec, McpTransport};
 
 /// The configured servers, and the pool of connections kept for threads. Cheap to
@@ -27,6 +28,8 @@ pub struct McpServers {
     /// Specs in the order given, for [`McpServers::list`].
     order: Arc<Vec<Arc<McpServerSpec>>>,
     pool: Arc<Pool>,
+    /// One connection per server for the MCP gateway (`shared.rs`).
+    shared: Arc<Shared>,
 }
 
 /// What `agentplane mcp list` shows for one server.
@@ -52,6 +55,7 @@ impl McpServers {
             specs: Arc::new(specs),
             order: Arc::new(order),
             pool: Arc::new(Pool::default()),
+            shared: Arc::new(Shared::default()),
         }
     }
 
@@ -101,10 +105,46 @@ impl McpServers {
         reports
     }
 
+    /// Whether `server` is configured.
+    pub fn has(&self, server: &str) -> bool {
+        self.specs.contains_key(server)
+    }
+
+    /// The tools of `server` over its shared connection (the MCP gateway's), named
+    /// `mcp__SERVER__TOOL`; connects on first use.
+    pub async fn shared_tools(&self, server: &str) -> Result<Vec<ToolSpec>, String> {
+        let spec = self
+            .specs
+            .get(server)
+            .ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
+        self.shared.tools(spec, self.pool.tokens(spec)).await
+    }
+
+    /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` over its shared
+    /// connection, within `timeout` (and the server's own call timeout).
+    pub async fn shared_call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: serde_json::Value,
+        timeout: std::time::Duration,
+    ) -> Result<agentplane_engine::ports::ToolOutput, agentplane_engine::ports::ToolError> {
+        let Some(spec) = self.specs.get(server) else {
+            return Err(agentplane_engine::ports::ToolError::new(
+                agentplane_core::ToolErrorKind::UnknownTool,
+                format!("no MCP server `{server}` is configured"),
+            ));
+        };
+        self.shared
+            .call(spec, self.pool.tokens(spec), tool, arguments, timeout)
+            .await
+    }
+
     /// Ends every connection, kept or in use, and its processes. Ensembles opened later
     /// still work, but their connections are no longer kept.
     pub async fn shutdown(&self) {
         self.pool.shut_down.store(true, Ordering::SeqCst);
+        self.shared.shutdown().await;
         // Strong references first: a kept connection dropped without `close` would
         // only be killed, not waited for.
         let kept: Vec<Lease> = {
@@ -227,7 +267,7 @@ impl Pool {
     }
 
     /// The token source of `spec`'s OAuth grant, made on first use; `None` without one.
-    fn tokens(&self, spec: &McpServerSpec) -> Option<Arc<TokenSource>> {
+    pub(crate) fn tokens(&self, spec: &McpServerSpec) -> Option<Arc<TokenSource>> {
         let McpTransport::Http {
             oauth: Some(grant), ..
         } = &spec.transport

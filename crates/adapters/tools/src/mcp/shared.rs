@@ -1,0 +1,111 @@
+//! Connections shared by every caller of the MCP gateway: one per server, made on the
+//! first call or listing, reused by every client's calls (a stdio server is one
+//! process), and made again on the next use after it broke (its process died, its
+//! session ended). Concurrent calls share the connection: MCP multiplexes requests.
+//! What must not live here: who may call what (the engine's gateway).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentplane_core::{ToolErrorKind, ToolSpec};
+use agentplane_engine::ports::{ToolError, ToolOutput};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use super::connection::{self, Connection};
+use super::oauth::TokenSource;
+use super::spec::McpServerSpec;
+
+/// The most a gateway tool result may hold, in bytes; past it the text is cut.
+const OUTPUT_CAP: usize = 1024 * 1024;
+
+/// A server's live connection, if any; locked while one is made.
+type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
+
+/// One slot per server.
+#[derive(Default)]
+pub(crate) struct Shared {
+    slots: std::sync::Mutex<HashMap<String, Slot>>,
+}
+
+impl Shared {
+    fn slot(&self, server: &str) -> Slot {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(slots.entry(server.to_owned()).or_default())
+    }
+
+    /// The server's healthy connection, made now if there is none (one connect at a
+    /// time per server; the others wait for it).
+    pub(crate) async fn connection(
+        &self,
+        spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
+    ) -> Result<Arc<Connection>, String> {
+        let slot = self.slot(&spec.name);
+        let mut slot = slot.lock().await;
+        if let Some(connection) = slot.as_ref() {
+            if connection.is_healthy().await {
+                return Ok(Arc::clone(connection));
+            }
+            let stale = slot.take();
+            if let Some(stale) = stale {
+                stale.close().await;
+            }
+        }
+        let connection = Arc::new(connection::connect(spec, tokens).await?);
+        *slot = Some(Arc::clone(&connection));
+        Ok(connection)
+    }
+
+    /// The tools of `spec`'s server, named `mcp__SERVER__TOOL`.
+    pub(crate) async fn tools(
+        &self,
+        spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
+    ) -> Result<Vec<ToolSpec>, String> {
+        Ok(self.connection(spec, tokens).await?.catalog().specs.clone())
+    }
+
+    /// Calls `tool` (its prefixed name) on `spec`'s server.
+    pub(crate) async fn call(
+        &self,
+        spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<ToolOutput, ToolError> {
+        let connection = self
+            .connection(spec, tokens)
+            .await
+            .map_err(|reason| ToolError::new(ToolErrorKind::ExecutionFailed, reason))?;
+        let Some(name) = connection.catalog().server_name(tool) else {
+            return Err(ToolError::new(
+                ToolErrorKind::UnknownTool,
+                format!("the MCP server `{}` offers no tool `{tool}`", spec.name),
+            ));
+        };
+        let Value::Object(arguments) = arguments else {
+            return Err(ToolError::new(
+                ToolErrorKind::InvalidArguments,
+                "the arguments must be a JSON object",
+            ));
+        };
+        let timeout = spec.call_timeout.map_or(timeout, |own| own.min(timeout));
+        connection.call(name, arguments, timeout, OUTPUT_CAP).await
+    }
+
+    /// Ends every shared connection.
+    pub(crate) async fn shutdown(&self) {
+        let slots: Vec<_> = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.drain().map(|(_, slot)| slot).collect()
+        };
+        for slot in slots {
+            if let Some(connection) = slot.lock().await.take() {
+                connection.close().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The MCP servers the gateway offers, as the engine sees them: their tools, and one
+//! call. The composition root implements it over the MCP client (one shared connection
+//! per server); the engine decides who may call what.
+
+use std::time::Duration;
+
+use agentplane_core::ToolSpec;
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::tools::{ToolError, ToolOutput};
+
+/// One tool of an offered server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamTool {
+    /// The server's configured name.
+    pub server: String,
+    /// The tool under the name policies know it by (`mcp__SERVER__TOOL`, as for an
+    /// agent's tools), with the server's description and input schema.
+    pub spec: ToolSpec,
+}
+
+/// The servers named in `[mcp.gateway] servers`.
+#[async_trait]
+pub trait McpUpstreams: Send + Sync {
+    /// Every tool of every offered server that `client` may use (a server needing
+    /// secrets only for clients a `data_scope` policy grants them), in configuration
+    /// order. A server that cannot be reached now is left out (and logged), not an
+    /// error of the others.
+    async fn tools(&self, client: &str) -> Vec<UpstreamTool>;
+
+    /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` for `client` within
+    /// `timeout`.
+    async fn call(
+        &self,
+        client: &str,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+        timeout: Duration,
+    ) -> Result<ToolOutput, ToolError>;
+}

@@ -1,0 +1,561 @@
+//! The MCP gateway through the real binary, fronting npm's server-everything, driven by
+//! PyPI's official `mcp` client (and, for the tasks extension and bursts, by
+//! `peers/mcp_tasks_client.py`), with agentplane keys as bearer tokens:
+//!
+//! - each caller lists exactly what it may call (a `tool_access` condition on a role
+//!   hides a tool from one caller, not from another) and a call of a hidden tool is
+//!   refused all the same; both protocol generations; the gateway's log;
+//! - a call under `approval_required` waits and completes after the decision, becomes
+//!   a task for a client of the tasks extension that survives a restart, and ends as a
+//!   tool error when its approval expires;
+//! - stdio (`agentplane mcp gateway`);
+//! - 401 with the resource-metadata link, and RFC 9728's document;
+//! - a priced tool and a budget that fits 10 calls: of 50 at once exactly 10 run, and
+//!   the spend outlives a restart.
+//!
+//! Needs the MCP peers of `scripts/test-peers.sh`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentplane_suites::{Sandbox, Served, binary, command, sandbox, start};
+use agentplane_testkit::{Scenario, ScriptedServer, peers};
+use serde_json::{Value, json};
+
+const POLICIES: &str = "\
+- name: no-env-for-contractors
+  type: tool_access
+  targets: {tools: [mcp__everything__get-env]}
+  when: {context: roles, in: [contractor]}
+  rules: {deny: ['*']}
+- name: sums-need-approval
+  type: approval_required
+  targets: {tools: [mcp__everything__get-sum]}
+  rules: {}
+";
+
+/// A sandbox whose gateway offers server-everything, with `policies` and `extra`.
+fn gateway_sandbox(policies: &str, extra: &str) -> Sandbox {
+    let sb = sandbox(&format!(
+        "[mcp.servers.everything]\n{}cwd = \"servers\"\n\
+         [mcp.gateway]\nservers = [\"everything\"]\n\
+         [policies]\ndir = \"policies\"\n{extra}",
+        peers::mcp_everything_toml()
+    ));
+    std::fs::create_dir_all(sb.root.join("servers")).expect("servers dir");
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies").join("gateway.yaml"), policies).expect("policy");
+    sb
+}
+
+/// `agentplane keys create` before the server holds the file: the secret.
+fn key(sb: &Sandbox, client: &str, roles: &[&str]) -> String {
+    let mut cmd = command(sb, "http://127.0.0.1:9");
+    cmd.args(["keys", "create", "--client", client]);
+    for role in roles {
+        cmd.args(["--role", role]);
+    }
+    let out = cmd.output().expect("keys create");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().expect("a key").to_owned()
+}
+
+/// PyPI's `mcp` client against `/mcp/gateway` with `key`: lists, and calls `tool`.
+async fn sdk(served: &Served, key: &str, mode: &str, call: Option<(&str, Value)>) -> Value {
+    let mut cmd = Command::new(peers::python());
+    cmd.arg(peers::mcp_client_script())
+        .args(["--timeout", "60", "--mode", mode, "--http"])
+        .arg(format!("{}/mcp/gateway", served.base))
+        .arg("--header")
+        .arg(format!("Authorization: Bearer {key}"));
+    if let Some((tool, arguments)) = call {
+        cmd.args(["--tool", tool, "--arguments", &arguments.to_string()]);
+    }
+    run_json(cmd).await
+}
+
+/// `peers/mcp_tasks_client.py` with `args`.
+async fn tasks_client(served: &Served, key: &str, args: &[&str]) -> Value {
+    let mut cmd = Command::new(peers::python());
+    cmd.arg(peers::mcp_tasks_client_script())
+        .arg(args[0])
+        .arg("--url")
+        .arg(format!("{}/mcp/gateway", served.base))
+        .args(["--key", key])
+        .args(&args[1..]);
+    run_json(cmd).await
+}
+
+async fn run_json(mut cmd: Command) -> Value {
+    cmd.stdin(Stdio::null());
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("the client runs");
+    peers::client_json(&output)
+}
+
+fn tool_names(listed: &Value) -> Vec<String> {
+    listed["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tools: {listed}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a text result: {result}"))
+        .to_owned()
+}
+
+async fn get(served: &Served, key: &str, path: &str) -> Value {
+    let response = reqwest::Client::new()
+        .get(format!("{}{path}", served.base))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 200, "{path}");
+    response.json().await.expect("JSON")
+}
+
+/// The one pending approval of `key`'s client, once it exists.
+async fn pending_approval(served: &Served, key: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = get(served, key, "/v1/approvals").await;
+        if let Some(id) = listed["approvals"][0]["id"].as_str() {
+            assert_eq!(listed["approvals"].as_array().map(Vec::len), Some(1));
+            return id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no approval: {listed}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn approve(served: &Served, key: &str, approval: &str) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/approvals/{approval}", served.base))
+        .bearer_auth(key)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .expect("decide");
+    assert_eq!(
+        response.status(),
+        200,
+        "{}",
+        response.text().await.unwrap_or_default()
+    );
+}
+
+#[tokio::test]
+async fn each_caller_lists_exactly_what_it_may_call_in_both_generations() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let contractor = key(&sb, "ide", &["operator", "contractor"]);
+    let staff = key(&sb, "staff", &["operator"]);
+    let viewer = key(&sb, "watcher", &["viewer"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+
+    for mode in ["auto", "legacy"] {
+        let listed = sdk(
+            &served,
+            &contractor,
+            mode,
+            Some(("everything__echo", json!({"message": "hi"}))),
+        )
+        .await;
+        let expected = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(listed["protocol"], expected, "{listed}");
+        let names = tool_names(&listed);
+        assert!(names.contains(&"everything__echo".to_owned()), "{names:?}");
+        assert!(
+            !names.contains(&"everything__get-env".to_owned()),
+            "{names:?}"
+        );
+        assert_eq!(listed["isError"], false, "{listed}");
+        assert_eq!(text_of(&listed["result"]), "Echo: hi");
+    }
+    let names = tool_names(&sdk(&served, &staff, "auto", None).await);
+    assert!(
+        names.contains(&"everything__get-env".to_owned()),
+        "another role sees it: {names:?}"
+    );
+    // A viewer may call nothing, so it lists nothing.
+    assert_eq!(
+        tool_names(&sdk(&served, &viewer, "auto", None).await),
+        Vec::<String>::new()
+    );
+
+    // A hidden tool called anyway: refused, naming the policy.
+    let refused = sdk(
+        &served,
+        &contractor,
+        "auto",
+        Some(("everything__get-env", json!({}))),
+    )
+    .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        text_of(&refused["result"]).contains("no-env-for-contractors"),
+        "{refused}"
+    );
+    // A call outside the tool's schema never reaches the server.
+    let invalid = sdk(
+        &served,
+        &contractor,
+        "auto",
+        Some(("everything__echo", json!({"message": 7}))),
+    )
+    .await;
+    assert_eq!(invalid["isError"], true, "{invalid}");
+
+    let log = get(&served, &contractor, "/v1/mcp/calls").await;
+    let statuses: Vec<(&str, &str)> = log["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|c| {
+            (
+                c["tool"].as_str().unwrap_or(""),
+                c["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("everything__echo", "invalid"),
+            ("everything__get-env", "denied"),
+            ("everything__echo", "ok"),
+            ("everything__echo", "ok"),
+        ],
+        "newest first, the client's own: {log}"
+    );
+    assert_eq!(log["calls"][1]["policy"], "no-env-for-contractors");
+    let other = get(&served, &staff, "/v1/mcp/calls").await;
+    assert_eq!(other["calls"], json!([]), "another client's log is its own");
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", served.base))
+        .bearer_auth(&staff)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("tool_calls_total{tool=\"everything__echo\",status=\"ok\"} 2"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("tool_calls"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[tokio::test]
+async fn an_approval_is_waited_for_and_survives_a_restart_as_a_task() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let ide = key(&sb, "ide", &["operator"]);
+    let mut served = start(&sb, &model.base_url(), &[]).await;
+
+    // A client without tasks waits, with progress, until the decision.
+    let waiting = {
+        let base = served.base.clone();
+        let ide = ide.clone();
+        tokio::spawn(async move {
+            let mut cmd = Command::new(peers::python());
+            cmd.arg(peers::mcp_client_script())
+                .args(["--timeout", "60", "--http"])
+                .arg(format!("{base}/mcp/gateway"))
+                .arg("--header")
+                .arg(format!("Authorization: Bearer {ide}"))
+                .args([
+                    "--tool",
+                    "everything__get-sum",
+                    "--arguments",
+                    r#"{"a": 2, "b": 3}"#,
+                ]);
+            run_json(cmd).await
+        })
+    };
+    let approval = pending_approval(&served, &ide).await;
+    // Long enough for at least one progress notification.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    approve(&served, &ide, &approval).await;
+    let answered = waiting.await.expect("join");
+    assert_eq!(answered["isError"], false, "{answered}");
+    assert_eq!(text_of(&answered["result"]), "The sum of 2 and 3 is 5.");
+    assert!(
+        answered["progressMessages"].as_array().is_some_and(|m| m
+            .iter()
+            .any(|m| m.as_str().is_some_and(|m| m.contains(&approval)))),
+        "{answered}"
+    );
+
+    // A client of the tasks extension gets a task, which outlives agentplane.
+    let created = tasks_client(
+        &served,
+        &ide,
+        &[
+            "call",
+            "--tool",
+            "everything__get-sum",
+            "--arguments",
+            r#"{"a": 4, "b": 5}"#,
+        ],
+    )
+    .await;
+    let task = &created["response"]["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    assert_eq!(task["status"], "working", "{created}");
+    let task_id = task["taskId"].as_str().expect("taskId").to_owned();
+    served.kill_9();
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let read = tasks_client(&served, &ide, &["get", "--task", &task_id]).await;
+    assert_eq!(read["response"]["result"]["status"], "working", "{read}");
+    approve(&served, &ide, &task_id).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let done = loop {
+        let read = tasks_client(&served, &ide, &["get", "--task", &task_id]).await;
+        if read["response"]["result"]["status"] == "completed" {
+            break read;
+        }
+        assert!(Instant::now() < deadline, "never completed: {read}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let result = &done["response"]["result"]["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    assert_eq!(text_of(result), "The sum of 4 and 5 is 9.");
+    // Another client cannot read it, and nonsense ids are unknown tasks.
+    let stranger = {
+        drop(served);
+        let other = key(&sb, "other", &["operator"]);
+        let served = start(&sb, &model.base_url(), &[]).await;
+        [
+            tasks_client(&served, &other, &["get", "--task", &task_id]).await,
+            tasks_client(&served, &ide, &["get", "--task", "apr_../../etc"]).await,
+            tasks_client(&served, &ide, &["get", "--task", ""]).await,
+        ]
+    };
+    for answer in &stranger {
+        assert!(
+            answer["response"]["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown task")),
+            "{answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_expired_approval_is_a_tool_error() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "[approvals]\nexpire_after_secs = 1\n");
+    let ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let expired = sdk(
+        &served,
+        &ide,
+        "auto",
+        Some(("everything__get-sum", json!({"a": 1, "b": 1}))),
+    )
+    .await;
+    assert_eq!(expired["isError"], true, "{expired}");
+    assert!(text_of(&expired["result"]).contains("expired"), "{expired}");
+    let log = get(&served, &ide, "/v1/mcp/calls").await;
+    assert_eq!(log["calls"][0]["status"], "expired", "{log}");
+}
+
+#[tokio::test]
+async fn the_gateway_on_stdio_serves_a_local_client() {
+    let sb = gateway_sandbox(POLICIES, "");
+    let config = sb.root.join("agentplane.toml");
+    for mode in ["auto", "legacy"] {
+        let mut cmd = Command::new(peers::python());
+        cmd.arg(peers::mcp_client_script())
+            .args(["--timeout", "60", "--mode", mode, "--stdio"])
+            .arg(binary())
+            .args([
+                "--tool",
+                "everything__echo",
+                "--arguments",
+                r#"{"message": "over stdio"}"#,
+            ])
+            .arg("--")
+            .arg("--config")
+            .arg(&config)
+            .args(["mcp", "gateway"])
+            .current_dir(&sb.workspace);
+        let answered = run_json(cmd).await;
+        assert!(
+            tool_names(&answered).contains(&"everything__get-env".to_owned()),
+            "{answered}"
+        );
+        assert_eq!(answered["isError"], false, "{answered}");
+        assert_eq!(text_of(&answered["result"]), "Echo: over stdio");
+    }
+    assert_calls_recorded(&sb.db, 2);
+}
+
+/// The gateway's log in the database holds `n` successful calls.
+fn assert_calls_recorded(db: &Path, n: usize) {
+    let db = rusqlite::Connection::open(db).expect("the database");
+    let ok: i64 = db
+        .query_row(
+            "SELECT count(*) FROM mcp_calls WHERE status = 'ok'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("count");
+    assert_eq!(ok, i64::try_from(n).expect("small"));
+}
+
+#[tokio::test]
+async fn a_caller_without_a_token_is_pointed_at_the_resource_metadata() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let _ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let response = reqwest::Client::new()
+        .post(format!("{}/mcp/gateway", served.base))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 401);
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let link = format!(
+        "{}/.well-known/oauth-protected-resource/mcp/gateway",
+        served.base
+    );
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
+    assert!(
+        challenge.contains(&format!("resource_metadata=\"{link}\"")),
+        "{challenge}"
+    );
+    let document: Value = reqwest::get(&link)
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(document["resource"], format!("{}/mcp/gateway", served.base));
+    assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+    // A wrong key is refused too, with the same challenge.
+    let response = reqwest::Client::new()
+        .post(format!("{}/mcp/gateway", served.base))
+        .bearer_auth("ap_0000000000000000000000000000000000000000000000000000000000000000")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 401);
+}
+
+#[tokio::test]
+async fn fifty_priced_calls_at_once_against_a_budget_for_ten_run_exactly_ten() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let budget = "\
+- name: ten-sums
+  type: budget
+  targets: {agents: [mcp-gateway]}
+  rules: {usd: 10, period: total, per: [client]}
+";
+    let sb = gateway_sandbox(budget, "[prices.tools]\n\"everything__get-sum\" = 1.0\n");
+    let ide = key(&sb, "ide", &["operator"]);
+    let mut served = start(&sb, &model.base_url(), &[]).await;
+    let burst = tasks_client(
+        &served,
+        &ide,
+        &[
+            "burst",
+            "--no-tasks",
+            "--count",
+            "50",
+            "--tool",
+            "everything__get-sum",
+            "--arguments",
+            r#"{"a": 1, "b": 2}"#,
+        ],
+    )
+    .await;
+    let responses = burst["responses"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{burst}"));
+    assert_eq!(responses.len(), 50);
+    let ran = responses
+        .iter()
+        .filter(|r| r["result"]["isError"] == false)
+        .count();
+    assert_eq!(ran, 10, "{burst}");
+    for refused in responses.iter().filter(|r| r["result"]["isError"] == true) {
+        assert!(
+            text_of(&refused["result"]).contains("ten-sums"),
+            "{refused}"
+        );
+    }
+    let log = get(&served, &ide, "/v1/mcp/calls?limit=100").await;
+    let calls = log["calls"].as_array().expect("calls");
+    assert_eq!(calls.iter().filter(|c| c["status"] == "ok").count(), 10);
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|c| c["status"] == "budget_exceeded")
+            .count(),
+        40
+    );
+    let costs = get(&served, &ide, "/v1/costs?group_by=model").await;
+    assert_eq!(costs["total"]["usd_micros"], 10_000_000, "{costs}");
+
+    // The spend is in the store: after a restart the budget is still spent.
+    served.kill_9();
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let after = tasks_client(
+        &served,
+        &ide,
+        &[
+            "burst",
+            "--no-tasks",
+            "--count",
+            "1",
+            "--tool",
+            "everything__get-sum",
+            "--arguments",
+            r#"{"a": 1, "b": 2}"#,
+        ],
+    )
+    .await;
+    assert_eq!(after["responses"][0]["result"]["isError"], true, "{after}");
+}
