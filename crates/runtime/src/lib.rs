@@ -614,6 +614,27 @@ pub async fn probe_mcp_servers(config: &Config) -> Vec<McpServerReport> {
 /// Default time to start and initialize an MCP server: enough for an `npx` cold start.
 const MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The grant of `[mcp.servers.NAME.oauth]` for the server at `url`; its secret is a
+/// `${secret:NAME}` reference, resolved with the others (`secrets::resolve_mcp_spec`).
+fn oauth_client(oauth: &settings::mcp::McpOAuthConfig, url: &str) -> agentplane_tools::OAuthClient {
+    agentplane_tools::OAuthClient {
+        token_url: oauth.token_url.clone(),
+        client_id: oauth.client_id.clone(),
+        client_secret: format!(
+            "{}{}}}",
+            settings::secrets::REFERENCE_OPEN,
+            oauth.client_secret
+        ),
+        scopes: oauth.scopes.clone(),
+        resource: Some(oauth.resource.clone().unwrap_or_else(|| url.to_owned())),
+        audience: oauth.audience.clone(),
+        client_auth: match oauth.client_auth {
+            settings::mcp::McpClientAuth::ClientSecretBasic => agentplane_tools::ClientAuth::Basic,
+            settings::mcp::McpClientAuth::ClientSecretPost => agentplane_tools::ClientAuth::Post,
+        },
+    }
+}
+
 /// The MCP servers of the configuration, as the adapter takes them.
 pub fn mcp_specs(config: &Config) -> Vec<McpServerSpec> {
     config
@@ -625,6 +646,7 @@ pub fn mcp_specs(config: &Config) -> Vec<McpServerSpec> {
                 (_, Some(url)) => McpTransport::Http {
                     url: url.clone(),
                     headers: server.headers.clone(),
+                    oauth: server.oauth.as_ref().map(|oauth| oauth_client(oauth, url)),
                 },
                 (command, None) => McpTransport::Stdio {
                     command: command.clone().unwrap_or_default(),

@@ -150,16 +150,24 @@ fn read_secret_file(name: &str, path: &Path) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
-/// `spec` with every `${secret:NAME}` in its `env` and `headers` values replaced by the
-/// secret's value. An unknown name is an error naming it (config loading refuses those
+/// `spec` with every `${secret:NAME}` in its `env` and `headers` values and its OAuth
+/// client secret replaced by the secret's value. An unknown name is an error naming it (config loading refuses those
 /// already, so this is a second line).
 pub fn resolve_mcp_spec(spec: &McpServerSpec, secrets: &Secrets) -> Result<McpServerSpec, String> {
     let mut resolved = spec.clone();
-    let values = match &mut resolved.transport {
-        McpTransport::Stdio { env, .. } => env,
-        McpTransport::Http { headers, .. } => headers,
+    let values: Vec<(String, &mut String)> = match &mut resolved.transport {
+        McpTransport::Stdio { env, .. } => env.iter_mut().map(|(k, v)| (k.clone(), v)).collect(),
+        McpTransport::Http { headers, oauth, .. } => headers
+            .iter_mut()
+            .map(|(k, v)| (k.clone(), v))
+            .chain(
+                oauth
+                    .as_mut()
+                    .map(|oauth| ("oauth.client_secret".to_owned(), &mut oauth.client_secret)),
+            )
+            .collect(),
     };
-    for (key, value) in values.iter_mut() {
+    for (key, value) in values {
         if !value.contains(REFERENCE_OPEN) {
             continue;
         }

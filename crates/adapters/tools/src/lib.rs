@@ -28,7 +28,9 @@ use agentplane_process::{confine, process, sandbox};
 
 pub use changes::WorkspaceFiles;
 pub use fs::{FsEnsemble, MAX_EDIT_FILE_BYTES};
-pub use mcp::{McpServerSpec, McpServers, McpTransport, ServerReport, ToolFilter};
+pub use mcp::{
+    ClientAuth, McpServerSpec, McpServers, McpTransport, OAuthClient, ServerReport, ToolFilter,
+};
 pub use shell::ShellEnsemble;
 pub use web::{WebEnsemble, WebLimits};
 pub use webhook::{WebhookClient, WebhookSettings};

@@ -270,6 +270,7 @@ async fn list_reports_every_server_concurrently() {
                 "Bearer s3cret-token".to_string(),
             )]
             .into(),
+            oauth: None,
         },
     );
     unreachable.startup_timeout = Duration::from_secs(5);
@@ -282,6 +283,7 @@ async fn list_reports_every_server_concurrently() {
                 "Bearer s3cret-token".to_string(),
             )]
             .into(),
+            oauth: None,
         },
     );
     wrong_path.startup_timeout = Duration::from_secs(5);

@@ -6,21 +6,26 @@
 //! and it is never kept for reuse. What must not live here: which thread or turn uses a
 //! connection and for how long (that is [`super::servers`]).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::{ToolError, ToolOutput};
+use rmcp::Peer;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
+    ProtocolVersion,
 };
-use rmcp::service::{ClientInitializeError, RoleClient, RunningService, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
+    ServiceError,
+};
 use rmcp::transport::streamable_http_client::StreamableHttpError;
-use rmcp::{Peer, ServiceExt};
 
 use super::catalog::Catalog;
 use super::content;
 use super::http;
+use super::oauth::TokenSource;
 use super::spec::{McpServerSpec, McpTransport};
 use super::stdio::{self, StderrDrain};
 use crate::process::{ServerCommand, ServerProcess};
@@ -57,7 +62,11 @@ struct Teardown {
 
 /// Connects to the server within its startup timeout. The error names the server and
 /// carries the tail of its stderr or the HTTP error, never a header value.
-pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> {
+/// `tokens` are the server's access tokens when it has an OAuth grant.
+pub(crate) async fn connect(
+    spec: &McpServerSpec,
+    tokens: Option<Arc<TokenSource>>,
+) -> Result<Connection, String> {
     let failed = |reason: String| {
         let reason = content::cap_text(reason, MAX_REASON).content;
         format!("MCP server `{}` did not start: {reason}", spec.name)
@@ -101,8 +110,8 @@ pub(crate) async fn connect(spec: &McpServerSpec) -> Result<Connection, String> 
                 }
             }
         }
-        McpTransport::Http { url, headers } => {
-            let transport = http::transport(url, headers).map_err(failed)?;
+        McpTransport::Http { url, headers, .. } => {
+            let transport = http::transport(url, headers, tokens).map_err(failed)?;
             let (service, catalog) = handshake(spec, transport).await.map_err(failed)?;
             Ok(Connection::new(spec, service, catalog, None, None))
         }
@@ -120,7 +129,7 @@ where
 {
     let work = async {
         let service = client_config()
-            .serve(transport)
+            .serve_with_lifecycle(transport, lifecycle())
             .await
             .map_err(|e| format!("initialize failed: {}", initialize_error(&e)))?;
         let tools = service
@@ -152,12 +161,29 @@ fn client_config() -> ClientConfig {
     )
 }
 
+/// How a session starts, so that every server generation accepts it: `server/discover`
+/// at 2026-07-28 first (a server of that generation has no `initialize`); a server
+/// that answers it with a JSON-RPC error is session-based and gets `initialize` at
+/// 2025-11-25, the newest version with a handshake, which older servers answer with
+/// their own version. (rmcp's default sends `initialize` naming 2026-07-28, which a
+/// 2026-07-28-only server refuses.) A server that ignores `server/discover` gets
+/// `initialize` after rmcp's 10 s probe timeout, within the startup timeout.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
 /// An initialize failure without rmcp's transport type names.
 fn initialize_error(error: &ClientInitializeError) -> String {
     match error {
         ClientInitializeError::TransportError { error, context } => {
             format!("{} ({context})", transport_chain(error.error.as_ref()))
         }
+        // `server/discover` was refused (a session-based server, or no MCP at all):
+        // what `initialize` met says why.
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => initialize_error(fallback),
         other => chain(other),
     }
 }
@@ -175,6 +201,8 @@ fn service_error(error: &ServiceError) -> String {
 fn transport_chain(error: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
     match error.downcast_ref::<StreamableHttpError<reqwest_mcp::Error>>() {
         Some(StreamableHttpError::Client(client)) => chain(client),
+        // No access token (`bearer`): its message says why, without "Io error".
+        Some(StreamableHttpError::Io(io)) => io.to_string(),
         _ => chain(error),
     }
 }

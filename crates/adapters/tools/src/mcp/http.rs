@@ -1,12 +1,13 @@
-//! The streamable HTTP side of a connection: one HTTP client for every MCP server, and
-//! the rmcp transport for one server's URL and headers.
+//! The streamable HTTP side of a connection: one HTTP client for every MCP server (and
+//! their token endpoints), and the rmcp transport for one server's URL, headers and
+//! access tokens.
 //!
 //! Header values are credentials: they are marked sensitive and never appear in an
 //! error message (a bad header is named by its name only). Redirects are not followed,
 //! so headers never reach another host.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use reqwest_mcp::header::{HeaderName, HeaderValue};
@@ -14,12 +15,15 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::FixedInterval;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
+use super::bearer::BearerClient;
+use super::oauth::TokenSource;
+
 /// How long establishing a TCP (and TLS) connection may take; the startup and call
 /// timeouts bound everything else.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The one client for MCP servers, built on first use.
-fn client() -> Result<reqwest_mcp::Client, String> {
+pub(crate) fn client() -> Result<reqwest_mcp::Client, String> {
     static CLIENT: OnceLock<Result<reqwest_mcp::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
@@ -35,11 +39,13 @@ fn client() -> Result<reqwest_mcp::Client, String> {
         .clone()
 }
 
-/// The transport to `url`, sending `headers` with every request.
+/// The transport to `url`, sending `headers` and, with `tokens`, the current access
+/// token with every request.
 pub(crate) fn transport(
     url: &str,
     headers: &BTreeMap<String, String>,
-) -> Result<StreamableHttpClientTransport<reqwest_mcp::Client>, String> {
+    tokens: Option<Arc<TokenSource>>,
+) -> Result<StreamableHttpClientTransport<BearerClient>, String> {
     let mut custom = HashMap::with_capacity(headers.len());
     for (name, value) in headers {
         let header = HeaderName::try_from(name.as_str())
@@ -58,9 +64,9 @@ pub(crate) fn transport(
     let mut retry = FixedInterval::default();
     retry.max_times = Some(3);
     retry.duration = Duration::from_millis(200);
-    config.retry_config = std::sync::Arc::new(retry);
+    config.retry_config = Arc::new(retry);
     Ok(StreamableHttpClientTransport::with_client(
-        client()?,
+        BearerClient::new(client()?, tokens),
         config,
     ))
 }

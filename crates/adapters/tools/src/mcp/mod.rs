@@ -6,7 +6,8 @@
 //! crate. Nothing connects before a turn opens the ensemble. Connections may be kept
 //! for a thread's next turn ([`McpServerSpec::idle_timeout`]).
 //!
-//! Files: [`spec`] (what a server is), `stdio` and `http` (the two ways to reach one),
+//! Files: [`spec`] (what a server is), `stdio` and `http` (the two ways to reach one;
+//! `oauth` and `bearer`: access tokens from a client-credentials grant on each request),
 //! `connection` (one live session), `catalog` (tools for the model), `content`
 //! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
 //! servers and the kept connections), `shared` (one connection per server for the
@@ -15,6 +16,7 @@
 //!
 //! [`Ensemble`]: agentplane_engine::ports::Ensemble
 
+mod bearer;
 mod catalog;
 mod connection;
 mod content;
@@ -22,10 +24,11 @@ mod ensemble;
 #[doc(hidden)]
 pub mod fuzzing;
 mod http;
+mod oauth;
 pub mod servers;
 mod shared;
 pub mod spec;
 mod stdio;
 
 pub use servers::{McpServers, ServerReport};
-pub use spec::{McpServerSpec, McpTransport, ToolFilter};
+pub use spec::{ClientAuth, McpServerSpec, McpTransport, OAuthClient, ToolFilter};

@@ -16,8 +16,9 @@ use agentplane_engine::ports::Ensemble;
 
 use super::connection::{self, Connection};
 use super::ensemble::McpEnsemble;
+use super::oauth::TokenSource;
 use super::shared::Shared;
-use super::spec::McpServerSpec;
+use super::spec::{McpServerSpec, McpTransport};
 
 /// The configured servers, and the pool of connections kept for threads. Cheap to
 /// clone: clones share the pool.
@@ -77,8 +78,9 @@ impl McpServers {
             .iter()
             .map(|spec| {
                 let spec = Arc::clone(spec);
+                let tokens = self.pool.tokens(&spec);
                 tokio::spawn(async move {
-                    match connection::connect(&spec).await {
+                    match connection::connect(&spec, tokens).await {
                         Ok(connection) => {
                             let tools = connection.catalog().specs.clone();
                             connection.close().await;
@@ -115,7 +117,7 @@ impl McpServers {
             .specs
             .get(server)
             .ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
-        self.shared.tools(spec).await
+        self.shared.tools(spec, self.pool.tokens(spec)).await
     }
 
     /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` over its shared
@@ -133,7 +135,9 @@ impl McpServers {
                 format!("no MCP server `{server}` is configured"),
             ));
         };
-        self.shared.call(spec, tool, arguments, timeout).await
+        self.shared
+            .call(spec, self.pool.tokens(spec), tool, arguments, timeout)
+            .await
     }
 
     /// Ends every connection, kept or in use, and its processes. Ensembles opened later
@@ -166,6 +170,9 @@ pub(crate) struct Pool {
     live: Mutex<HashMap<u64, Weak<Connection>>>,
     next_id: AtomicU64,
     shut_down: AtomicBool,
+    /// The access tokens of each server with an OAuth grant, shared by all its
+    /// connections, by server name.
+    tokens: Mutex<HashMap<String, Arc<TokenSource>>>,
 }
 
 /// A connection handed out by the pool, with the id it is known by there (the reaper
@@ -195,7 +202,7 @@ impl Pool {
             }
             self.end(kept.id, &kept.connection).await;
         }
-        let connection = Arc::new(connection::connect(spec).await?);
+        let connection = Arc::new(connection::connect(spec, self.tokens(spec)).await?);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.live
             .lock()
@@ -257,6 +264,21 @@ impl Pool {
                 pool.end(expired.id, &expired.connection).await;
             }
         });
+    }
+
+    /// The token source of `spec`'s OAuth grant, made on first use; `None` without one.
+    pub(crate) fn tokens(&self, spec: &McpServerSpec) -> Option<Arc<TokenSource>> {
+        let McpTransport::Http {
+            oauth: Some(grant), ..
+        } = &spec.transport
+        else {
+            return None;
+        };
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let source = tokens
+            .entry(spec.name.clone())
+            .or_insert_with(|| Arc::new(TokenSource::new(&spec.name, grant.clone())));
+        Some(Arc::clone(source))
     }
 
     async fn end(&self, id: u64, connection: &Connection) {

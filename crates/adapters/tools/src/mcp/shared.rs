@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::connection::{self, Connection};
+use super::oauth::TokenSource;
 use super::spec::McpServerSpec;
 
 /// The most a gateway tool result may hold, in bytes; past it the text is cut.
@@ -39,6 +40,7 @@ impl Shared {
     pub(crate) async fn connection(
         &self,
         spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
     ) -> Result<Arc<Connection>, String> {
         let slot = self.slot(&spec.name);
         let mut slot = slot.lock().await;
@@ -51,26 +53,31 @@ impl Shared {
                 stale.close().await;
             }
         }
-        let connection = Arc::new(connection::connect(spec).await?);
+        let connection = Arc::new(connection::connect(spec, tokens).await?);
         *slot = Some(Arc::clone(&connection));
         Ok(connection)
     }
 
     /// The tools of `spec`'s server, named `mcp__SERVER__TOOL`.
-    pub(crate) async fn tools(&self, spec: &Arc<McpServerSpec>) -> Result<Vec<ToolSpec>, String> {
-        Ok(self.connection(spec).await?.catalog().specs.clone())
+    pub(crate) async fn tools(
+        &self,
+        spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
+    ) -> Result<Vec<ToolSpec>, String> {
+        Ok(self.connection(spec, tokens).await?.catalog().specs.clone())
     }
 
     /// Calls `tool` (its prefixed name) on `spec`'s server.
     pub(crate) async fn call(
         &self,
         spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
         tool: &str,
         arguments: Value,
         timeout: Duration,
     ) -> Result<ToolOutput, ToolError> {
         let connection = self
-            .connection(spec)
+            .connection(spec, tokens)
             .await
             .map_err(|reason| ToolError::new(ToolErrorKind::ExecutionFailed, reason))?;
         let Some(name) = connection.catalog().server_name(tool) else {

@@ -62,7 +62,54 @@ pub enum McpTransport {
         url: String,
         /// Sent with every request (an `Authorization` header, say). Never shown.
         headers: BTreeMap<String, String>,
+        /// Access tokens from an OAuth client-credentials grant, sent as
+        /// `Authorization: Bearer` with every request instead of a static header.
+        oauth: Option<OAuthClient>,
     },
+}
+
+/// An OAuth 2.0 client-credentials grant (RFC 6749 §4.4) that gets the access tokens
+/// for an HTTP server. The secret never appears in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OAuthClient {
+    /// The authorization server's token endpoint.
+    pub token_url: String,
+    pub client_id: String,
+    /// The client secret (a `${secret:NAME}` reference until the runtime resolves it).
+    pub client_secret: String,
+    /// Sent as `scope`, space-separated, when not empty.
+    pub scopes: Vec<String>,
+    /// Sent as `resource` (RFC 8707); the MCP server's URL when not set.
+    pub resource: Option<String>,
+    /// Sent as `audience`, for issuers that ask for one.
+    pub audience: Option<String>,
+    /// How the client authenticates to the token endpoint.
+    pub client_auth: ClientAuth,
+}
+
+/// How a client authenticates to a token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// HTTP Basic with the form-encoded id and secret (`client_secret_basic`), the
+    /// method every authorization server must support.
+    #[default]
+    Basic,
+    /// `client_id` and `client_secret` in the form body (`client_secret_post`).
+    Post,
+}
+
+impl std::fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthClient")
+            .field("token_url", &without_userinfo(&self.token_url))
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[redacted]")
+            .field("scopes", &self.scopes)
+            .field("resource", &self.resource)
+            .field("audience", &self.audience)
+            .field("client_auth", &self.client_auth)
+            .finish()
+    }
 }
 
 impl McpServerSpec {
@@ -136,10 +183,15 @@ impl std::fmt::Debug for McpTransport {
                 .field("env", &env.keys().collect::<Vec<_>>())
                 .field("cwd", cwd)
                 .finish(),
-            Self::Http { url, headers } => f
+            Self::Http {
+                url,
+                headers,
+                oauth,
+            } => f
                 .debug_struct("Http")
                 .field("url", &without_userinfo(url))
                 .field("headers", &headers.keys().collect::<Vec<_>>())
+                .field("oauth", oauth)
                 .finish(),
         }
     }
@@ -165,6 +217,7 @@ mod tests {
         let http = spec(McpTransport::Http {
             url: "https://bob:hunter2@example.com/mcp?x=1".into(),
             headers: BTreeMap::from([("Authorization".into(), "Bearer s3cret".into())]),
+            oauth: None,
         });
         assert_eq!(http.describe(), "http: https://example.com/mcp?x=1");
         let debug = format!("{http:?}");

@@ -183,11 +183,90 @@ impl HttpEverything {
         McpTransport::Http {
             url: self.url(),
             headers: BTreeMap::from([("Authorization".into(), "Bearer s3cret-token".into())]),
+            oauth: None,
         }
     }
 
     pub async fn kill(&mut self) {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
+    }
+}
+
+/// `crates/testkit/peers/mcp_upstream.py` (PyPI's `mcp` 2.3.0) over streamable HTTP,
+/// killed when dropped: one protocol generation (`modern`, `legacy` or `both`), and
+/// with `oauth` its own token endpoint issuing tokens of that many seconds.
+pub struct Upstream {
+    child: tokio::process::Child,
+    pub base: String,
+}
+
+impl Upstream {
+    pub async fn start(era: &str, oauth: Option<u64>) -> Self {
+        let python = std::env::var("AGENTPLANE_TEST_PYTHON").expect(
+            "AGENTPLANE_TEST_PYTHON is not set: run `eval \"$(scripts/test-peers.sh)\"` first",
+        );
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testkit/peers/mcp_upstream.py");
+        let mut command = tokio::process::Command::new(python);
+        command.arg(script).args(["--era", era]);
+        if let Some(lifetime) = oauth {
+            command.args(["--oauth", &lifetime.to_string()]);
+        }
+        let mut child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("python starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the upstream listens within 30 s")
+            .expect("read")
+            .expect("a port line");
+        let port: serde_json::Value = serde_json::from_str(&line).expect("JSON port line");
+        let base = format!("http://127.0.0.1:{}", port["port"]);
+        Self { child, base }
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    pub fn transport(&self) -> McpTransport {
+        McpTransport::Http {
+            url: self.url(),
+            headers: BTreeMap::new(),
+            oauth: None,
+        }
+    }
+
+    /// What the server recorded: tokens issued and refused, each request's version.
+    pub async fn record(&self) -> serde_json::Value {
+        reqwest::get(format!("{}/record", self.base))
+            .await
+            .expect("record")
+            .json()
+            .await
+            .expect("record JSON")
+    }
+
+    /// The protocol-version headers of the MCP requests, distinct, in order seen.
+    pub async fn versions(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        for request in self.record().await["requests"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            let version = request["header"].as_str().unwrap_or("none").to_owned();
+            if !seen.contains(&version) {
+                seen.push(version);
+            }
+        }
+        seen
     }
 }
