@@ -13,6 +13,7 @@
 //! exactly when some arguments could be called.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentplane_core::policy::{PolicySet, Rule, Surface};
@@ -55,7 +56,7 @@ impl Default for McpGatewayConfig {
 }
 
 /// A tool as the gateway offers it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct GatewayTool {
     /// `SERVER__TOOL`.
     pub name: String,
@@ -159,6 +160,32 @@ pub struct Gateway<'a> {
     pub governance: &'a Governance,
     pub upstreams: &'a dyn McpUpstreams,
     pub config: &'a McpGatewayConfig,
+    pub schemas: &'a SchemaCache,
+}
+
+/// The tools' input schemas, compiled once per schema: a tool whose server now sends
+/// another schema is compiled again.
+#[derive(Default)]
+pub struct SchemaCache {
+    compiled: std::sync::Mutex<BTreeMap<String, (Value, Arc<Schema>)>>,
+}
+
+impl SchemaCache {
+    /// The compiled input schema of `tool`.
+    fn get(&self, tool: &GatewayTool) -> Result<Arc<Schema>, String> {
+        let lock = || self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((source, schema)) = lock().get(&tool.name)
+            && *source == tool.spec.parameters
+        {
+            return Ok(Arc::clone(schema));
+        }
+        let schema = Arc::new(Schema::compile(&tool.spec.parameters)?);
+        lock().insert(
+            tool.name.clone(),
+            (tool.spec.parameters.clone(), Arc::clone(&schema)),
+        );
+        Ok(schema)
+    }
 }
 
 impl Gateway<'_> {
@@ -198,7 +225,7 @@ impl Gateway<'_> {
                 duration_ms: elapsed_ms(started),
             })
         };
-        let schema = match Schema::compile(&tool.spec.parameters) {
+        let schema = match self.schemas.get(tool) {
             Ok(schema) => schema,
             Err(e) => {
                 return finished(

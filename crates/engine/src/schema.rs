@@ -11,6 +11,12 @@ pub struct Schema {
     validator: jsonschema::Validator,
 }
 
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Schema")
+    }
+}
+
 impl Schema {
     /// Compiles a schema; the error names what is wrong with it.
     pub fn compile(schema: &Value) -> Result<Self, String> {

@@ -52,6 +52,17 @@ impl McpUpstreams for GatewayUpstreams {
         tools
     }
 
+    async fn tool(&self, client: &str, server: &str, tool: &str) -> Option<UpstreamTool> {
+        if !self.servers.iter().any(|s| s == server) || self.scope(client, server).is_err() {
+            return None;
+        }
+        let spec = self.mcp.shared_tool(server, tool).await.ok()??;
+        Some(UpstreamTool {
+            server: server.to_owned(),
+            spec,
+        })
+    }
+
     async fn call(
         &self,
         client: &str,

@@ -123,6 +123,7 @@ impl HubBuilder {
             credentials: Credentials::new(self.keys, self.tokens),
             workspace_roots: self.workspace_roots,
             mcp_gateway: self.mcp_gateway,
+            mcp_schemas: Default::default(),
         })
     }
 }

@@ -87,6 +87,7 @@ impl Hub {
             governance: &self.deps.governance,
             upstreams: upstreams.as_ref(),
             config: &self.config.mcp_gateway,
+            schemas: &self.mcp_schemas,
         }
     }
 
@@ -141,22 +142,18 @@ impl Hub {
     ) -> Result<GatewayCall, HubError> {
         let caller = self.require(caller, Access::Operate, "calling MCP gateway tools")?;
         let upstreams = self.upstreams()?;
-        let tools: Vec<GatewayTool> = upstreams
-            .tools(caller.client())
-            .await
-            .into_iter()
-            .map(GatewayTool::of)
-            .collect();
-        let Some(tool) = tools.iter().find(|t| t.name == name) else {
+        let Some(tool) = find_tool(upstreams.as_ref(), caller.client(), name).await else {
+            let tools = upstreams.tools(caller.client()).await;
             return Err(HubError::InvalidArgument(format!(
                 "unknown tool `{name}`; the tools are: {}",
                 tools
-                    .iter()
-                    .map(|t| t.name.as_str())
+                    .into_iter()
+                    .map(|t| GatewayTool::of(t).name)
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
         };
+        let tool = &tool;
         let roles = caller.roles().names();
         let who = Who {
             client: caller.client(),
@@ -489,12 +486,9 @@ impl Hub {
             .mcp_gateway
             .clone()
             .ok_or_else(|| "the MCP gateway offers no servers any more".to_owned())?;
-        let tool = upstreams
-            .tools(&approval.client_id)
+        let tool = find_tool(upstreams.as_ref(), &approval.client_id, &snapshot.tool)
             .await
-            .into_iter()
-            .map(GatewayTool::of)
-            .find(|t| t.name == snapshot.tool && t.governed() == approval.tool)
+            .filter(|t| t.governed() == approval.tool)
             .ok_or_else(|| format!("`{}` is no longer offered", snapshot.tool))?;
         Ok((upstreams, tool))
     }
@@ -537,6 +531,17 @@ impl Hub {
             .await?;
         Ok(())
     }
+}
+
+/// The offered tool `name` (`SERVER__TOOL`) for `client`. Server names never hold
+/// `__`, so the server is what precedes the first one.
+async fn find_tool(upstreams: &dyn McpUpstreams, client: &str, name: &str) -> Option<GatewayTool> {
+    let (server, _) = name.split_once("__")?;
+    let governed = format!("mcp__{name}");
+    upstreams
+        .tool(client, server, &governed)
+        .await
+        .map(GatewayTool::of)
 }
 
 fn unanswered(status: &'static str, text: String) -> Finished {

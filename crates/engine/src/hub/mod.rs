@@ -163,6 +163,8 @@ pub struct Hub {
     workspace_roots: Option<WorkspaceRoots>,
     /// The servers the MCP gateway offers (`mcp_gateway.rs`); `None`: none.
     mcp_gateway: Option<Arc<dyn crate::ports::McpUpstreams>>,
+    /// The gateway's tools' compiled input schemas.
+    mcp_schemas: crate::mcp_gateway::SchemaCache,
 }
 
 impl Hub {

@@ -29,6 +29,10 @@ pub trait McpUpstreams: Send + Sync {
     /// error of the others.
     async fn tools(&self, client: &str) -> Vec<UpstreamTool>;
 
+    /// The one tool `tool` (its `mcp__SERVER__TOOL` name) of `server`, if `client` may
+    /// use the server and it offers the tool.
+    async fn tool(&self, client: &str, server: &str, tool: &str) -> Option<UpstreamTool>;
+
     /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` for `client` within
     /// `timeout`.
     async fn call(

@@ -120,6 +120,15 @@ impl McpServers {
         self.shared.tools(spec, self.pool.tokens(spec)).await
     }
 
+    /// One tool of `server` (by its `mcp__SERVER__TOOL` name) over its shared connection.
+    pub async fn shared_tool(&self, server: &str, tool: &str) -> Result<Option<ToolSpec>, String> {
+        let spec = self
+            .specs
+            .get(server)
+            .ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
+        self.shared.tool(spec, self.pool.tokens(spec), tool).await
+    }
+
     /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` over its shared
     /// connection, within `timeout` (and the server's own call timeout).
     pub async fn shared_call(

@@ -67,6 +67,22 @@ impl Shared {
         Ok(self.connection(spec, tokens).await?.catalog().specs.clone())
     }
 
+    /// One tool of `spec`'s server by its prefixed name.
+    pub(crate) async fn tool(
+        &self,
+        spec: &Arc<McpServerSpec>,
+        tokens: Option<Arc<TokenSource>>,
+        tool: &str,
+    ) -> Result<Option<ToolSpec>, String> {
+        let connection = self.connection(spec, tokens).await?;
+        Ok(connection
+            .catalog()
+            .specs
+            .iter()
+            .find(|s| s.name == tool)
+            .cloned())
+    }
+
     /// Calls `tool` (its prefixed name) on `spec`'s server.
     pub(crate) async fn call(
         &self,
