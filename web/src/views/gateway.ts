@@ -73,7 +73,7 @@ export function gatewayView(): View {
     const max = Number(limit.value);
     replace(
       summary,
-      `${sum.calls} ${sum.calls === 1 ? "call" : "calls"}${sum.calls >= max ? ` (the latest ${max})` : ""} · ${sum.failed} not ok · charged ${usd(sum.usd_micros / 1e6)}`,
+      `${sum.calls} ${sum.calls === 1 ? "call" : "calls"}${sum.calls >= max ? ` (the latest ${max})` : ""} · ${sum.failed} refused or failed · charged ${usd(sum.usd_micros / 1e6)}`,
     );
     replace(
       out,
