@@ -11,12 +11,17 @@
 // while an approval waits and see the chat reconnect without losing events, approve in
 // the chat, edit-and-approve from the approvals queue, read costs, agents and policies
 // (with a reload error), have a decision explained (arguments that are not JSON are
-// refused unsent), and allow a permission prompt from the keyboard. It takes a
-// screenshot of each view.
+// refused unsent), read the MCP gateway's log (empty, then after real calls through
+// `/mcp/gateway` to npm's server-everything: one ok and priced, one refused by the
+// schema), and allow a permission prompt from the keyboard. It takes a screenshot of
+// each view.
 //
 // Environment: AP_BIN_DIR (the agentplane and scripted-llm binaries), CHROMIUM (the
 // browser, default /usr/bin/chromium), AP_SHOTS (where screenshots go; default: a
-// temp dir). Exit code 0 when every check passed.
+// temp dir), AGENTPLANE_TEST_NODE and AGENTPLANE_TEST_NODE_PEERS (node and the npm
+// test peers, as scripts/test-peers.sh prints them; default: this node and
+// crates/testkit/peers). Without the peers the MCP gateway part is skipped, saying so,
+// except under CI=true, where that fails. Exit code 0 when every check passed.
 
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -32,6 +37,13 @@ const BROWSER = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const TOKEN = "e2e-token-3b1f9c";
 const CLIENT = "e2e-user";
 const PATIENCE = 20_000;
+// npm's @modelcontextprotocol/server-everything, installed by scripts/test-peers.sh
+// (scripts/test.sh runs it; CI runs that first): the MCP server behind the gateway.
+const NODE = process.env.AGENTPLANE_TEST_NODE || process.execPath;
+const PEERS = process.env.AGENTPLANE_TEST_NODE_PEERS || join(ROOT, "crates/testkit/peers");
+const EVERYTHING = join(PEERS, "node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+const HAVE_EVERYTHING = existsSync(EVERYTHING);
+const IN_CI = process.env.CI === "true";
 
 const work = mkdtempSync(join(tmpdir(), "agentplane-web-e2e-"));
 const shots = process.env.AP_SHOTS ?? join(tmpdir(), "agentplane-web-e2e-shots");
@@ -113,7 +125,61 @@ async function api(url, path) {
   return r.json();
 }
 
+/** One JSON-RPC message to the MCP gateway as the UI's client; the answer to a request
+ * (JSON or an SSE body), or null for a notification. */
+async function mcp(url, message, session) {
+  const headers = {
+    "X-Client-ID": CLIENT,
+    Authorization: `Bearer ${TOKEN}`,
+    Accept: "application/json, text/event-stream",
+    "Content-Type": "application/json",
+  };
+  if (session) {
+    headers["Mcp-Session-Id"] = session;
+    headers["MCP-Protocol-Version"] = "2025-11-25";
+  }
+  const r = await fetch(`${url}/mcp/gateway`, { method: "POST", headers, body: JSON.stringify(message) });
+  check(r.ok, `/mcp/gateway ${message.method} answered ${r.status}: ${await r.clone().text()}`);
+  const body = await r.text();
+  if (message.id === undefined) return { response: r, answer: null };
+  const answers = (r.headers.get("content-type") ?? "").includes("text/event-stream")
+    ? body
+        .split(/\r?\n/)
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trim())
+        .filter((data) => data !== "")
+        .map((data) => JSON.parse(data))
+    : [JSON.parse(body)];
+  const answer = answers.find((a) => a.id === message.id);
+  check(answer, `/mcp/gateway answered ${message.method}: ${body}`);
+  check(!answer.error, `/mcp/gateway ${message.method} failed: ${JSON.stringify(answer.error)}`);
+  return { response: r, answer: answer.result };
+}
+
+/** Two calls through the gateway in the 2025-11-25 session flow: an echo (ok) and one
+ * whose arguments do not match the tool's schema (refused: `invalid`). */
+async function gatewayCalls(url) {
+  const init = await mcp(url, {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "web-e2e", version: "1" } },
+  });
+  const session = init.response.headers.get("mcp-session-id");
+  check(session, "the gateway opened a session");
+  await mcp(url, { jsonrpc: "2.0", method: "notifications/initialized" }, session);
+  const echo = await mcp(url, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "everything__echo", arguments: { message: "hi" } } }, session);
+  check(!echo.answer.isError && JSON.stringify(echo.answer.content).includes("hi"), `the echo answered: ${JSON.stringify(echo.answer)}`);
+  const bad = await mcp(url, { jsonrpc: "2.0", id: 3, method: "tools/call", params: { name: "everything__echo", arguments: { message: 5 } } }, session);
+  check(bad.answer.isError === true, `arguments against the schema are refused: ${JSON.stringify(bad.answer)}`);
+}
+
 async function main() {
+  if (!HAVE_EVERYTHING) {
+    const why = `${EVERYTHING} is missing (scripts/test-peers.sh installs it; set AGENTPLANE_TEST_NODE_PEERS to use another copy)`;
+    check(!IN_CI, `the MCP gateway part needs npm's server-everything: ${why}`);
+    step(`SKIPPING the MCP gateway part: ${why}`);
+  }
   // --- the model and the server --------------------------------------------------------
   const llm = start("scripted-llm", ["--scenario", join(ROOT, "crates/testkit/scenarios/web-e2e.json")]);
   const llmUrl = await new Promise((res, rej) => {
@@ -143,7 +209,15 @@ async function main() {
       `system_prompt = "Do what you are asked."\nensembles = ["fs"]\nmax_nudges = 0\n` +
       `[agents.careful]\ndescription = "Reads files, each read allowed by a person"\n` +
       `system_prompt = "Read what you are asked to."\nensembles = ["fs"]\nrequires_permission = ["read_file"]\n` +
-      `max_nudges = 0\n`,
+      `max_nudges = 0\n` +
+      // The MCP gateway in front of npm's server-everything on stdio (echo only), with a
+      // price per echo so the log shows a charge. No agent names it in its ensembles.
+      (HAVE_EVERYTHING
+        ? `[mcp.servers.everything]\ncommand = ${JSON.stringify(NODE)}\n` +
+          `args = [${JSON.stringify(EVERYTHING)}, "stdio"]\ninclude = ["echo"]\n` +
+          `[mcp.gateway]\nservers = ["everything"]\n` +
+          `[prices.tools]\n"everything__echo" = 0.02\n`
+        : ""),
   );
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -355,6 +429,36 @@ async function main() {
   check((await held.locator(".verdict").textContent()).includes("by review-writes"), "outside .github: approval by review-writes");
   check((await held.locator("tr[data-policy='no-ci-edits']").getAttribute("data-matched")) === "false", "no-ci-edits: no match");
   check((await held.locator("tr[data-policy='no-ci-edits'] .badge.unmatched").textContent()) === "no match", "its row says no match");
+
+  if (HAVE_EVERYTHING) {
+    step("the MCP gateway's log: empty, then two real calls after Refresh");
+    await page.click("#nav a[data-page='mcp']");
+    await page.waitForURL(/#\/mcp$/);
+    await page.locator(".mcp-calls [data-state='empty']", { hasText: "No calls through the MCP gateway yet" }).waitFor();
+    await gatewayCalls(url);
+    const logged = (await api(url, "/v1/mcp/calls")).calls;
+    check(logged.length === 2, `two calls in the log (${logged.length})`);
+    await page.click("#mcp-refresh");
+    const rows = page.locator(".mcp-call-list tbody tr");
+    await rows.nth(1).waitFor();
+    check((await rows.count()) === 2, "two rows drawn");
+    // Newest first: the refused call, then the echo.
+    const [refused, echoed] = logged;
+    check(refused.status === "invalid" && echoed.status === "ok", `statuses: ${refused.status}, ${echoed.status}`);
+    const okRow = page.locator(`.mcp-call-list tr[data-call='${echoed.id}']`);
+    check((await rows.first().getAttribute("data-call")) === refused.id, "the newest call is first");
+    check((await okRow.locator("th code").textContent()) === "everything__echo", "the tool is named");
+    check((await okRow.locator(".badge.ok").textContent()) === "ok", "the echo's status is ok");
+    check((await okRow.locator("td").nth(3).textContent()) === "$0.0200", "the echo's charge is shown");
+    check(/^\d+ ms$/.test(await okRow.locator("td").nth(2).textContent()), "the echo's duration is shown");
+    const badRow = page.locator(`.mcp-call-list tr[data-call='${refused.id}']`);
+    check((await badRow.locator(".badge.invalid").textContent()) === "invalid", "the refused call's status is invalid");
+    check((await badRow.locator("td").nth(3).textContent()) === "$0", "a refused call is not charged");
+    check(refused.detail && (await badRow.locator(".detail").textContent()) === refused.detail, "the reason is shown, as text");
+    const totalLine = await page.textContent(".page .total");
+    check(totalLine === "2 calls · 1 refused or failed · charged $0.0200", `the log's totals: ${totalLine}`);
+    await page.screenshot({ path: join(shots, "mcp-gateway.png") });
+  }
 
   step("a permission prompt: an agent whose reads need a person's yes");
   await page.click("#nav a[data-page='threads']");

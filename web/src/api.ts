@@ -5,6 +5,8 @@
 // an API key acts as its own client) and, when a credential is set,
 // `Authorization: Bearer`. Nothing else in the UI calls fetch().
 
+import type { McpCall } from "./types";
+
 const CLIENT_KEY = "agentplane.clientId";
 const TOKEN_KEY = "agentplane.token";
 /** The shape the server accepts for `X-Client-ID`. */
@@ -111,6 +113,12 @@ export async function stream(method: string, path: string, body: unknown, signal
   const response = await send(method, path, body, signal);
   if (!response.body) throw new ApiError(0, "NETWORK", "The response has no body.");
   return response;
+}
+
+/** The MCP gateway's log of this client's calls, newest first (`limit`: 1 to 1000). */
+export async function mcpCalls(limit: number): Promise<McpCall[]> {
+  const { calls } = await call<{ calls: McpCall[] }>("GET", `/v1/mcp/calls?limit=${encodeURIComponent(String(limit))}`);
+  return calls;
 }
 
 /** A path segment, escaped. */

@@ -1,5 +1,5 @@
 // The UI's entry: the hash router (`#/threads/ID`, `#/approvals`, `#/costs`,
-// `#/agents`, `#/policies`), the navigation, and the settings dialog (client id, kept
+// `#/agents`, `#/policies`, `#/mcp`), the navigation, and the settings dialog (client id, kept
 // in localStorage; API key or token, kept for the browser session only). Hash routes keep the server to two paths: `/` and
 // `/assets/…`.
 
@@ -9,6 +9,7 @@ import { clearError, initUi, showError, type View } from "./ui";
 import { agentsView } from "./views/agents";
 import { approvalsView } from "./views/approvals";
 import { costsView } from "./views/costs";
+import { gatewayView } from "./views/gateway";
 import { policiesView } from "./views/policies";
 import { threadsView } from "./views/threads";
 
@@ -27,6 +28,7 @@ const ROUTES: [string, string][] = [
   ["costs", "Costs"],
   ["agents", "Agents"],
   ["policies", "Policies"],
+  ["mcp", "MCP gateway"],
 ];
 
 function route(): void {
@@ -42,7 +44,9 @@ function route(): void {
           ? agentsView()
           : page === "policies"
             ? policiesView()
-            : threadsView(id ? decodeURIComponent(id) : null);
+            : page === "mcp"
+              ? gatewayView()
+              : threadsView(id ? decodeURIComponent(id) : null);
   current = view;
   replace(main, view.el);
   for (const link of nav.querySelectorAll("a")) {

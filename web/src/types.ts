@@ -127,3 +127,33 @@ export interface Explained {
   /** Every policy, in set order. */
   policies: ExplainedPolicy[];
 }
+
+/** How a call through the MCP gateway ended (docs/mcp-gateway.md, "The log"). */
+export type McpCallStatus = "ok" | "error" | "denied" | "rate_limited" | "budget_exceeded" | "rejected" | "expired" | "invalid";
+
+/** One row of the MCP gateway's log (`GET /v1/mcp/calls`); never the arguments. The
+ * strings other than `id`, `ts` and `status` may come from upstream MCP servers or
+ * their callers: shown as text only. */
+export interface McpCall {
+  /** `mcpc_…`. */
+  id: string;
+  /** When it ended (RFC 3339). */
+  ts: string;
+  client: string;
+  /** The agent name policies and budgets saw it under (`mcp-gateway` by default). */
+  agent: string;
+  server: string;
+  /** `SERVER__TOOL`. */
+  tool: string;
+  /** One of `McpCallStatus`; a newer server may send another. */
+  status: McpCallStatus | string;
+  /** Why it did not succeed. */
+  detail?: string | null;
+  /** The policy that refused it or asked for its approval. */
+  policy?: string | null;
+  /** The approval it waited for. */
+  approval_id?: string | null;
+  duration_ms: number;
+  /** What it was charged (`[prices.tools]`), in millionths of a dollar. */
+  usd_micros: number;
+}
