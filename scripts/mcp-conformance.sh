@@ -51,7 +51,9 @@ for line in open(sys.argv[1], encoding="utf-8"):
 print("| target | suite | scenario | expected | why |")
 print("| --- | --- | --- | --- | --- |")
 for target, version, scenario, verdict, reason in rows:
-    print(f"| {target} | {version} | `{scenario}` | {verdict} | {reason} |")
+    targets = ", ".join(f"`{t}`" for t in target.split(","))
+    version = {"*": "both"}.get(version, version)
+    print(f"| {targets} | {version} | `{scenario}` | {verdict} | {reason} |")
 PY
   exit 0
 fi
@@ -256,19 +258,32 @@ ran_targets+=(client)
 # The verdicts, against expected.txt.
 status=0
 python3 - "$expected" "$work/results" "${ran_targets[@]}" <<'PY' || status=$?
-import json, os, re, sys
+import fnmatch, json, os, re, sys
 
 expected_path, results, *targets = sys.argv[1:]
-expected = {}
+exact, patterns = {}, []
 for number, line in enumerate(open(expected_path, encoding="utf-8"), 1):
     line = line.strip()
     if not line or line.startswith("#"):
         continue
-    target, version, scenario, verdict, *reason = line.split(None, 4)
+    names, version, scenario, verdict, *reason = line.split(None, 4)
     if verdict not in ("pass", "fail", "na", "ignore"):
         sys.exit(f"{expected_path}:{number}: verdict {verdict!r} is not pass, fail, na or ignore")
-    for v in (["latest", "next"] if version == "*" else [version]):
-        expected[(target, v, scenario)] = verdict
+    for target in names.split(","):
+        for v in (["latest", "next"] if version == "*" else [version]):
+            if "*" in scenario:
+                patterns.append((target, v, scenario, verdict))
+            else:
+                exact[(target, v, scenario)] = verdict
+
+def expected_of(key):
+    """A scenario's own line, else the first pattern that matches it."""
+    if key in exact:
+        return exact[key]
+    for target, version, pattern, verdict in patterns:
+        if (target, version) == key[:2] and fnmatch.fnmatchcase(key[2], pattern):
+            return verdict
+    return None
 
 def verdict_of(checks):
     statuses = [c.get("status") for c in checks if c.get("id") != "wire-schema-valid"]
@@ -318,7 +333,7 @@ problems = []
 counts = {}
 for key, got in sorted(actual.items()):
     target, version, scenario = key
-    want = expected.get(key)
+    want = expected_of(key)
     counts.setdefault((target, version), {}).setdefault(got, 0)
     counts[(target, version)][got] += 1
     note = f" (warnings: {', '.join(warnings[key])})" if warnings.get(key) else ""
@@ -331,7 +346,7 @@ for key, got in sorted(actual.items()):
     elif want in ("na", "fail") and got == "pass":
         problems.append(f"{target} {version} {scenario}: listed {want}, now passes{note}: update expected.txt")
     print(f"  {target:8} {version:6} {scenario:48} {got:8} (expected {want}){note}")
-for key, want in sorted(expected.items()):
+for key, want in sorted(exact.items()):
     if key[0] in targets and key not in actual and want != "ignore":
         problems.append(f"{key[0]} {key[1]} {key[2]}: listed {want}, but the suite did not run it")
 

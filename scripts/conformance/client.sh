@@ -9,7 +9,8 @@
 #  2. for the scenarios whose server offers a tool to call, one turn of an agent whose
 #     only ensemble is that server, with the testkit's scripted model (`scripted-llm`)
 #     answering first with a call of `mcp__conformance__TOOL`, then with `finish_task`. The
-#     arguments are the scenario's (tools_call: add_numbers {a, b}); otherwise `{}`.
+#     tool and arguments are the scenario's where it needs them (tools_call: add_numbers
+#     {a, b}); otherwise the first tool, with `{}`.
 #
 # Environment: AGENTPLANE_CONFORMANCE_BIN, the directory holding `agentplane` and
 # `scripted-llm` (set by scripts/mcp-conformance.sh).
@@ -47,7 +48,7 @@ TOML
 
 echo "client.sh: scenario '$scenario' against $url" >&2
 listed="$work/list.json"
-"$bin/agentplane" mcp list --config "$config" --json >"$listed"
+"$bin/agentplane" mcp list --config "$config" --json >"$listed" || { status=$?; cat "$listed" >&2; exit "$status"; }
 cat "$listed" >&2
 
 # The tool a turn calls, and its arguments; nothing to call means `mcp list` was the test.
@@ -59,10 +60,16 @@ tools = []
 for server in servers:
     for tool in server.get("tools") or []:
         tools.append(tool["name"])
-arguments = {"tools_call": {"a": 5, "b": 3}}.get(scenario, {})
-if tools:
-    # `mcp list` names tools as the model sees them: mcp__conformance__TOOL.
-    print(json.dumps({"name": tools[0], "arguments": arguments}))
+# The scenarios whose tool needs arguments: (tool, arguments); otherwise the first tool, {}.
+known = {
+    "tools_call": ("add_numbers", {"a": 5, "b": 3}),
+    "http-invalid-tool-headers": ("valid_tool", {"region": "us-west1"}),
+}
+# `mcp list` names tools as the model sees them: mcp__conformance__TOOL.
+tool, arguments = known.get(scenario, (None, {}))
+name = f"mcp__conformance__{tool}" if tool else (tools[0] if tools else None)
+if name:
+    print(json.dumps({"name": name, "arguments": arguments}))
 PY
 )"
 if [[ -z "$call" ]]; then
