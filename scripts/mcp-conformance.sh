@@ -18,6 +18,8 @@
 #            only speaks HTTP to a server)
 #   gateway  `/mcp/gateway` on `agentplane serve` with `[mcp.gateway] servers =
 #            ["everything"]`; runs only once the binary accepts that configuration
+#   gateway-stdio  `agentplane mcp gateway`, the same gateway on stdio behind the bridge;
+#            runs only once the binary has that command
 #   client   agentplane's MCP client through the CLI (scripts/conformance/client.sh:
 #            `agentplane mcp list`, then a turn calling the suite's tool)
 #
@@ -188,29 +190,46 @@ target_mcp() {
   target_url="$serve_url/mcp"
 }
 
-target_stdio() {
-  base_config "$work/stdio-config"
-  local ports="$work/stdio.port"
-  background "$work/stdio.log" env AGENTPLANE_CONFIG="$work/stdio-config/agentplane.toml" \
-    node "$here/stdio-bridge.mjs" "$ports" -- "$binary" mcp serve --workspace "$work/ws"
+# bridge NAME CONFIG_DIR COMMAND...: COMMAND (a stdio MCP server) behind
+# stdio-bridge.mjs; sets target_url.
+bridge() {
+  local name="$1" config="$2"
+  shift 2
+  local ports="$work/$name.port"
+  background "$work/$name.log" env AGENTPLANE_CONFIG="$config/agentplane.toml" \
+    node "$here/stdio-bridge.mjs" "$ports" -- "$@"
   for _ in $(seq 100); do [[ -s "$ports" ]] && break; sleep 0.1; done
-  [[ -s "$ports" ]] || { echo "mcp-conformance: the stdio bridge did not start:" >&2; cat "$work/stdio.log" >&2; exit 1; }
+  [[ -s "$ports" ]] || { echo "mcp-conformance: the stdio bridge did not start:" >&2; cat "$work/$name.log" >&2; exit 1; }
   target_url="http://127.0.0.1:$(cat "$ports")/mcp"
 }
 
-# `/mcp/gateway`: the MCP gateway in front of npm's server-everything (the test peer of
-# crates/testkit/peers). Runs by itself once `agentplane serve` accepts the
-# configuration and answers at /mcp/gateway; until then it is skipped with a notice.
-target_gateway() {
-  local config="$work/gateway-config" peers="$root/crates/testkit/peers"
-  base_config "$config"
-  cat >>"$config/agentplane.toml" <<TOML
+target_stdio() {
+  base_config "$work/stdio-config"
+  bridge stdio "$work/stdio-config" "$binary" mcp serve --workspace "$work/ws"
+}
+
+# The MCP gateway's configuration: npm's server-everything (the test peer of
+# crates/testkit/peers, installed by scripts/test-peers.sh) behind [mcp.gateway].
+gateway_config() { # DIR
+  local peers="$root/crates/testkit/peers"
+  base_config "$1"
+  cat >>"$1/agentplane.toml" <<TOML
 [mcp.gateway]
 servers = ["everything"]
 [mcp.servers.everything]
 command = "node"
 args = ["$peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]
 TOML
+  if [[ ! -d "$peers/node_modules/@modelcontextprotocol/server-everything" ]]; then
+    ./scripts/test-peers.sh >/dev/null
+  fi
+}
+
+# `/mcp/gateway`: runs by itself once `agentplane serve` accepts the configuration and
+# answers at /mcp/gateway; until then it is skipped with a notice.
+target_gateway() {
+  local config="$work/gateway-config"
+  gateway_config "$config"
   if ! start_serve gateway "$config"; then
     echo "mcp-conformance: gateway skipped: agentplane serve does not accept [mcp.gateway] yet:" >&2
     grep -v '^\s*$' "$work/gateway.log" | tail -n 3 | sed 's/^/    /' >&2
@@ -221,17 +240,26 @@ TOML
     echo "mcp-conformance: gateway skipped: no /mcp/gateway route" >&2
     return 1
   fi
-  if [[ ! -d "$peers/node_modules/@modelcontextprotocol/server-everything" ]]; then
-    ./scripts/test-peers.sh >/dev/null
-  fi
   target_url="$serve_url/mcp/gateway"
 }
 
-server_targets=(mcp stdio gateway)
+# `agentplane mcp gateway`: the same gateway on stdio, behind the bridge; runs once the
+# binary has that command.
+target_gateway_stdio() {
+  if ! "$binary" mcp gateway --help >/dev/null 2>&1; then
+    echo "mcp-conformance: gateway-stdio skipped: no \`agentplane mcp gateway\` command" >&2
+    return 1
+  fi
+  local config="$work/gateway-stdio-config"
+  gateway_config "$config"
+  bridge gateway-stdio "$config" "$binary" mcp gateway
+}
+
+server_targets=(mcp stdio gateway gateway-stdio)
 ran_targets=()
 for target in "${server_targets[@]}"; do
   target_url=""
-  if "target_$target"; then
+  if "target_${target//-/_}"; then
     run_server_suite "$target" "$target_url"
     ran_targets+=("$target")
   fi
@@ -340,12 +368,12 @@ for key, got in sorted(actual.items()):
     if want is None:
         problems.append(f"{target} {version} {scenario}: {got}, and not in expected.txt")
     elif want == "ignore":
-        continue
+        got = f"{got} (not judged)"
     elif want == "pass" and got != "pass":
         problems.append(f"{target} {version} {scenario}: expected to pass, got {got}")
     elif want in ("na", "fail") and got == "pass":
         problems.append(f"{target} {version} {scenario}: listed {want}, now passes{note}: update expected.txt")
-    print(f"  {target:8} {version:6} {scenario:48} {got:8} (expected {want}){note}")
+    print(f"  {target:13} {version:6} {scenario:48} {got:8} (expected {want}){note}")
 for key, want in sorted(exact.items()):
     if key[0] in targets and key not in actual and want != "ignore":
         problems.append(f"{key[0]} {key[1]} {key[2]}: listed {want}, but the suite did not run it")
