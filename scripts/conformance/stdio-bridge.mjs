@@ -10,7 +10,7 @@
 //
 // - `initialize` starts a child of its own (one stdio server is one MCP session) and
 //   answers with an `Mcp-Session-Id` naming it; later requests with that header go to it;
-//   DELETE ends it.
+//   DELETE ends it, and so does a fifth newer session (the suite leaves sessions open).
 // - A request without a session (the 2026-07-28 stateless protocol) gets a child of its
 //   own, ended after the response.
 // - A request is answered as an SSE stream: whatever the child sends before the response
@@ -33,6 +33,7 @@ if (!portFile || separator !== "--" || !command) {
   process.exit(2);
 }
 
+const MAX_SESSIONS = 4;
 const sessions = new Map();
 const children = new Set();
 // Each child gets a data directory of its own (XDG_DATA_HOME): agentplane's SQLite
@@ -129,6 +130,12 @@ const server = http.createServer((req, res) => {
       const state = startChild();
       const id = randomUUID();
       sessions.set(id, state);
+      // The suite leaves its sessions open: only the newest few keep their process.
+      for (const [old, oldState] of sessions) {
+        if (sessions.size <= MAX_SESSIONS) break;
+        sessions.delete(old);
+        oldState.child.stdin.end();
+      }
       return forward(state, message, res, { "mcp-session-id": id });
     }
     if (sessionId !== undefined) {
