@@ -90,7 +90,9 @@ pub(crate) async fn connect(
             // A server that exits before answering fails now, not at the startup
             // timeout (a grandchild may hold its stdout open, so EOF never comes).
             let handshake = tokio::select! {
-                answered = handshake(spec, (started.stdout, started.stdin)) => answered,
+                answered = handshake(spec, (started.stdout, started.stdin), lifecycle()) => {
+                    answered.map_err(String::from)
+                }
                 status = process.exited() => {
                     Err(format!("it exited ({status}) before answering `initialize`"))
                 }
@@ -111,40 +113,81 @@ pub(crate) async fn connect(
             }
         }
         McpTransport::Http { url, headers, .. } => {
-            let transport = http::transport(url, headers, tokens).map_err(failed)?;
-            let (service, catalog) = handshake(spec, transport).await.map_err(failed)?;
+            let transport = http::transport(url, headers, tokens.clone()).map_err(failed)?;
+            let (service, catalog) = match handshake(spec, transport, lifecycle()).await {
+                Ok(started) => started,
+                // A server that answers `server/discover` with something other than a
+                // discovery or an error (an empty result, say) predates it: the older
+                // handshake, on a new transport.
+                Err(Handshake::Misread(_)) => {
+                    let transport = http::transport(url, headers, tokens).map_err(failed)?;
+                    handshake(spec, transport, ClientLifecycleMode::Initialize)
+                        .await
+                        .map_err(|e| failed(e.into()))?
+                }
+                Err(other) => return Err(failed(other.into())),
+            };
             Ok(Connection::new(spec, service, catalog, None, None))
         }
     }
 }
 
-/// `initialize` and `tools/list`, within the startup timeout.
+/// Why a handshake failed.
+enum Handshake {
+    /// The server answered the first request with a result of another kind.
+    Misread(String),
+    Failed(String),
+}
+
+impl From<Handshake> for String {
+    fn from(failure: Handshake) -> Self {
+        match failure {
+            Handshake::Misread(reason) | Handshake::Failed(reason) => reason,
+        }
+    }
+}
+
+/// Starting the session as `lifecycle` says, and `tools/list`, within the startup
+/// timeout.
 async fn handshake<T, E, A>(
     spec: &McpServerSpec,
     transport: T,
-) -> Result<(RunningService<RoleClient, ClientConfig>, Catalog), String>
+    lifecycle: ClientLifecycleMode,
+) -> Result<(RunningService<RoleClient, ClientConfig>, Catalog), Handshake>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    let config = match lifecycle {
+        // The older handshake names the newest version that has one.
+        ClientLifecycleMode::Initialize => {
+            client_config().with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        }
+        _ => client_config(),
+    };
     let work = async {
-        let service = client_config()
-            .serve_with_lifecycle(transport, lifecycle())
+        let service = config
+            .serve_with_lifecycle(transport, lifecycle)
             .await
-            .map_err(|e| format!("initialize failed: {}", initialize_error(&e)))?;
-        let tools = service
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("listing its tools failed: {}", service_error(&e)))?;
-        Ok::<_, String>((service, tools))
+            .map_err(|e| {
+                let reason = format!("initialize failed: {}", initialize_error(&e));
+                match e {
+                    ClientInitializeError::ExpectedInitResult(_) => Handshake::Misread(reason),
+                    _ => Handshake::Failed(reason),
+                }
+            })?;
+        let tools = service.list_all_tools().await.map_err(|e| {
+            Handshake::Failed(format!("listing its tools failed: {}", service_error(&e)))
+        })?;
+        Ok::<_, Handshake>((service, tools))
     };
     let (service, tools) = tokio::time::timeout(spec.startup_timeout, work)
         .await
         .map_err(|_| {
-            format!(
+            Handshake::Failed(format!(
                 "no answer within the startup timeout of {} ms",
                 spec.startup_timeout.as_millis()
-            )
+            ))
         })??;
     Ok((
         service,
