@@ -5,6 +5,7 @@
 //! other part depends on it, so it changes only when the domain does.
 
 pub mod agent;
+pub mod audit;
 pub mod chat;
 pub mod content;
 pub mod error;

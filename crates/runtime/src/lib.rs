@@ -292,7 +292,8 @@ impl Runtime {
         )
         .versions(versions)
         .external(external)
-        .keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>);
+        .keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>)
+        .audit(store.clone() as Arc<dyn agentplane_engine::ports::AuditStore>);
         if let Some(oidc) = &config.oidc {
             let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())
                 .map_err(|m| RuntimeError::Config(config::ConfigError::new("auth.oidc", m)))?;

@@ -17,7 +17,7 @@ use agentplane_core::{ReplicaId, TurnId};
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::ports::{
-    EventStore, ExecutionStore, KeyStore, ReplicaStore, StoreError, VersionStore,
+    AuditStore, EventStore, ExecutionStore, KeyStore, ReplicaStore, StoreError, VersionStore,
 };
 use agentplane_postgres::PostgresStore;
 use agentplane_sqlite::SqliteStore;
@@ -28,10 +28,13 @@ use crate::settings::cluster::ClusterConfig;
 use crate::settings::store::StoreConfig;
 
 /// Every store port in one object: what the runtime holds, SQLite or PostgreSQL.
-pub trait Store: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore {}
+pub trait Store:
+    EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + AuditStore
+{
+}
 
 impl<T> Store for T where
-    T: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + ?Sized
+    T: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + AuditStore + ?Sized
 {
 }
 

@@ -1,5 +1,5 @@
 //! The PostgreSQL store: `PostgresStore` implements the engine's `EventStore`,
-//! `ExecutionStore`, `VersionStore` and `ReplicaStore` ports on one database that several
+//! `ExecutionStore`, `VersionStore`, `ReplicaStore` and `AuditStore` ports on one database that several
 //! `serve` processes (replicas) share (ADR 0020).
 //!
 //! What lives here: SQL, the connection pool, migrations, the `LISTEN` task, and the
@@ -13,6 +13,7 @@
 //! row to one claimer.
 
 mod approvals;
+mod audit;
 mod budgets;
 mod costs;
 mod db;

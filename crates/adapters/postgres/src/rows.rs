@@ -1,7 +1,9 @@
 //! The row helpers every module of the store shares, so none imports another (or the
 //! crate root) for them: errors as the store reports them, text columns (NUL-safe), the
-//! running-turn check and the one event append (gapless `seq`).
+//! running-turn check and the one event append (gapless `seq`, and the audit hash
+//! linking it to the previous event).
 
+use agentplane_core::audit::{EventText, GENESIS, event_hash, from_hex, to_hex};
 use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
 use agentplane_engine::ports::records::stored_now;
 use tokio_postgres::Row;
@@ -81,9 +83,16 @@ pub(crate) async fn require_running(
     Ok(())
 }
 
-/// Appends one event with the thread's next `seq`. The counter and the row change in
-/// the same transaction, whose lock on the thread row makes other appenders wait: a
-/// rolled-back append gives its `seq` back, and no two get the same one.
+/// Appends one event with the thread's next `seq` and its audit hash (ADR 0048). The
+/// counter and the row change in the same transaction, whose lock on the thread row
+/// makes other appenders wait: a rolled-back append gives its `seq` back, and no two
+/// get the same one.
+///
+/// The previous hash is the thread row's `last_hash`, returned by the `UPDATE` that
+/// takes the lock: after waiting for another appender, PostgreSQL returns the row as
+/// that appender committed it, so the link is the one just written even on another
+/// replica. (A separate read in the same statement would see the statement's older
+/// snapshot; the row itself is what the lock serializes.)
 pub(crate) async fn insert_event(
     db: Db<'_>,
     thread: &ThreadId,
@@ -98,26 +107,47 @@ pub(crate) async fn insert_event(
     let ts = stored_now();
     let row = db
         .query_opt(
-            "WITH next AS (
-                 UPDATE threads SET next_seq = next_seq + 1 WHERE id = $1
-                 RETURNING next_seq - 1 AS seq)
-             INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
-             SELECT $1, next.seq, $2, $3, $4, $5 FROM next
-             RETURNING seq",
-            &[
-                &thread.as_str(),
-                &turn.as_str(),
-                &payload.kind(),
-                &ts,
-                &json,
-            ],
+            "UPDATE threads SET next_seq = next_seq + 1 WHERE id = $1
+             RETURNING next_seq - 1, last_hash",
+            &[&thread.as_str()],
         )
         .await
         .map_err(pg)?
         .ok_or_else(|| StoreError::NotFound(format!("thread {thread}")))?;
     let raw_seq: i64 = row.try_get(0).map_err(pg)?;
+    let last_hash: Option<String> = row.try_get(1).map_err(pg)?;
     let seq = u64::try_from(raw_seq)
         .map_err(|_| StoreError::Backend(format!("thread {thread} has a negative seq")))?;
+    // A thread's first event, or its first since the chain existed, links to genesis.
+    let prev = last_hash.as_deref().and_then(from_hex).unwrap_or(GENESIS);
+    let kind = payload.kind();
+    let hash = to_hex(&event_hash(
+        &prev,
+        EventText {
+            thread_id: thread.as_str(),
+            seq,
+            turn_id: turn.as_str(),
+            kind,
+            ts: &ts,
+            payload: &json,
+        },
+    ));
+    db.execute(
+        "WITH head AS (UPDATE threads SET last_hash = $7 WHERE id = $1)
+         INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload, hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[
+            &thread.as_str(),
+            &raw_seq,
+            &turn.as_str(),
+            &kind,
+            &ts,
+            &json,
+            &hash,
+        ],
+    )
+    .await
+    .map_err(pg)?;
     Ok(Event {
         thread_id: thread.clone(),
         turn_id: turn.clone(),

@@ -371,6 +371,17 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER mcp_calls_audit BEFORE UPDATE OR DELETE ON mcp_calls
         FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('MCP gateway calls are an audit record');
     "#,
+    // 6: the audit chain (ADR 0048), as in SQLite's migration 10: each event's hash
+    // links it to the previous event of its thread; the thread row keeps the last link,
+    // read under the row lock that orders appends. Events already stored keep no hash;
+    // a thread's chain starts at the first seq appended after this migration.
+    r#"
+    ALTER TABLE events ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);
+    ALTER TABLE threads ADD COLUMN chained_since BIGINT NOT NULL DEFAULT 1
+        CHECK (chained_since >= 1);
+    ALTER TABLE threads ADD COLUMN last_hash TEXT;
+    UPDATE threads SET chained_since = next_seq;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

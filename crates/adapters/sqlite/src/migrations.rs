@@ -351,6 +351,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER mcp_calls_never_delete BEFORE DELETE ON mcp_calls
         BEGIN SELECT RAISE(ABORT, 'MCP gateway calls are an audit record'); END;
     "#,
+    // 10: the audit chain (ADR 0048): each event's hash links it to the previous event
+    // of its thread. Events already stored keep no hash; a thread's chain starts at the
+    // first seq appended after this migration, which the thread records.
+    r#"
+    ALTER TABLE events ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);
+    ALTER TABLE threads ADD COLUMN chained_since INTEGER NOT NULL DEFAULT 1
+        CHECK (chained_since >= 1);
+    UPDATE threads SET chained_since = next_seq;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

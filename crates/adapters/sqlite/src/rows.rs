@@ -1,7 +1,8 @@
 //! The row helpers every writing module shares, so none of them imports another for
 //! them: the backend error, SQLite's constraint codes, the running-turn check and the
-//! one event append (gapless `seq`).
+//! one event append (gapless `seq`, and the audit hash linking it to the previous event).
 
+use agentplane_core::audit::{EventText, GENESIS, event_hash, from_hex, to_hex};
 use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
 use agentplane_engine::ports::StoreError;
 use agentplane_engine::ports::records::stored_now;
@@ -50,8 +51,10 @@ pub(crate) fn require_running(
     }
 }
 
-/// Appends one event with the thread's next `seq`. The counter and the row change in
-/// the same transaction, so a rolled-back append gives its `seq` back: no gap.
+/// Appends one event with the thread's next `seq` and its audit hash (ADR 0048). The
+/// counter and the row change in the same transaction, so a rolled-back append gives
+/// its `seq` back: no gap. The previous event's hash is one primary-key read; the
+/// single writer makes reading it and appending one step.
 pub(crate) fn insert_event(
     c: &Connection,
     thread: ThreadId,
@@ -73,18 +76,32 @@ pub(crate) fn insert_event(
             "event {seq} of thread {thread} cannot be encoded: {e}"
         ))
     })?;
+    let prev = previous_hash(c, &thread, raw_seq)?;
+    let kind = payload.kind();
+    let hash = to_hex(&event_hash(
+        &prev,
+        EventText {
+            thread_id: thread.as_str(),
+            seq,
+            turn_id: turn.as_str(),
+            kind,
+            ts: &ts,
+            payload: &json,
+        },
+    ));
     c.prepare_cached(
-        "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut insert| {
         insert.execute(params![
             thread.as_str(),
             raw_seq,
             turn.as_str(),
-            payload.kind(),
+            kind,
             ts,
             json,
+            hash,
         ])
     })
     .map_err(backend)?;
@@ -95,4 +112,27 @@ pub(crate) fn insert_event(
         ts,
         payload,
     })
+}
+
+/// The hash the event `seq` of `thread` links to: the previous event's, or the genesis
+/// value for the first event of a chain (the thread's first, or its first since the
+/// chain existed). A previous hash that is missing or damaged also gives the genesis
+/// value: the append goes on, and `audit verify` names that event.
+fn previous_hash(c: &Connection, thread: &ThreadId, seq: i64) -> Result<[u8; 32], StoreError> {
+    if seq <= 1 {
+        return Ok(GENESIS);
+    }
+    let stored: Option<Option<String>> = c
+        .prepare_cached("SELECT hash FROM events WHERE thread_id = ?1 AND seq = ?2")
+        .and_then(|mut select| {
+            select
+                .query_row(params![thread.as_str(), seq - 1], |row| row.get(0))
+                .optional()
+        })
+        .map_err(backend)?;
+    Ok(stored
+        .flatten()
+        .as_deref()
+        .and_then(from_hex)
+        .unwrap_or(GENESIS))
 }

@@ -17,7 +17,9 @@ use super::versions::VersionSettings;
 use super::workspaces::WorkspaceRoots;
 use super::{Hub, HubConfig, Toolbox};
 use crate::permissions::PermissionBroker;
-use crate::ports::{ExternalAgent, KeyStore, McpUpstreams, ReplicaStore, TokenVerifier};
+use crate::ports::{
+    AuditStore, ExternalAgent, KeyStore, McpUpstreams, ReplicaStore, TokenVerifier,
+};
 use crate::turn::TurnDeps;
 
 /// The parts of a hub, given one by one; [`HubBuilder::build`] makes it.
@@ -34,6 +36,7 @@ pub struct HubBuilder {
     replicas: Option<Arc<dyn ReplicaStore>>,
     workspace_roots: Option<WorkspaceRoots>,
     mcp_gateway: Option<Arc<dyn McpUpstreams>>,
+    audit: Option<Arc<dyn AuditStore>>,
 }
 
 impl HubBuilder {
@@ -56,6 +59,7 @@ impl HubBuilder {
             replicas: None,
             workspace_roots: None,
             mcp_gateway: None,
+            audit: None,
         }
     }
 
@@ -98,7 +102,6 @@ impl HubBuilder {
         self
     }
 
-    /// The hub.
     /// The MCP servers the MCP gateway offers (`[mcp.gateway] servers`); without it
     /// the gateway offers nothing.
     pub fn mcp_gateway(mut self, upstreams: Arc<dyn McpUpstreams>) -> Self {
@@ -106,6 +109,14 @@ impl HubBuilder {
         self
     }
 
+    /// The audit chain read back (ADR 0048), for `GET /v1/threads/{id}/audit`.
+    /// Without (a hub built for tests), a thread's audit is `NotFound`.
+    pub fn audit(mut self, store: Arc<dyn AuditStore>) -> Self {
+        self.audit = Some(store);
+        self
+    }
+
+    /// The hub.
     pub fn build(self) -> Arc<Hub> {
         Arc::new(Hub {
             deps: self.deps,
@@ -124,6 +135,7 @@ impl HubBuilder {
             workspace_roots: self.workspace_roots,
             mcp_gateway: self.mcp_gateway,
             mcp_schemas: Default::default(),
+            audit: self.audit,
         })
     }
 }

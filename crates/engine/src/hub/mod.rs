@@ -9,6 +9,7 @@
 
 mod admission;
 mod approvals;
+mod audit;
 mod builder;
 mod costs;
 mod external;
@@ -50,6 +51,7 @@ use crate::turn::{TurnDeps, TurnObserver, TurnRequest, begin_turn, run_turn};
 pub use crate::error::HubError;
 use crate::models::ModelStatus;
 pub use approvals::ApprovalAnswer;
+pub use audit::{AuditReport, ExportedEvent, ThreadAudit, export_chains, verify_chains};
 pub use builder::HubBuilder;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use feeds::DisconnectGuard;
@@ -163,6 +165,8 @@ pub struct Hub {
     workspace_roots: Option<WorkspaceRoots>,
     /// The servers the MCP gateway offers (`mcp_gateway.rs`); `None`: none.
     mcp_gateway: Option<Arc<dyn crate::ports::McpUpstreams>>,
+    /// The audit chain read back (`audit.rs`); `None` (a hub for tests): no chain.
+    audit: Option<Arc<dyn crate::ports::AuditStore>>,
     /// The gateway's tools' compiled input schemas.
     mcp_schemas: crate::mcp_gateway::SchemaCache,
 }

@@ -1,5 +1,6 @@
 //! The ports: traits the engine calls and adapters implement, one file per port.
 
+pub mod audit;
 pub mod budgets;
 pub mod executions;
 pub mod external;
@@ -15,6 +16,7 @@ pub mod tools;
 pub mod versions;
 pub mod workspace;
 
+pub use audit::{AuditStore, AuditedThread, ChainHead};
 pub use budgets::{AccountNeed, BudgetAccount, BudgetLedger, Exceeded, HoldId};
 pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,

@@ -1,0 +1,123 @@
+//! `AuditStore` on SQLite: the audit chain read back (ADR 0048). The hashes are written
+//! by the one event append (`rows.rs`); this file only reads, on the reader connections,
+//! the columns exactly as stored.
+
+use agentplane_core::ThreadId;
+use agentplane_core::audit::ChainedEvent;
+use agentplane_engine::ports::{AuditStore, AuditedThread, ChainHead, StoreError};
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::SqliteStore;
+use crate::rows::backend;
+
+#[async_trait]
+impl AuditStore for SqliteStore {
+    async fn audited_threads(
+        &self,
+        id: Option<&ThreadId>,
+    ) -> Result<Vec<AuditedThread>, StoreError> {
+        let id = id.map(|id| id.as_str().to_owned());
+        self.read(move |c| audited_threads(c, id.as_deref())).await
+    }
+
+    async fn chained_events(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<ChainedEvent>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| chained_events(c, &thread, after, limit))
+            .await
+    }
+
+    async fn chain_head(&self, thread: &ThreadId) -> Result<Option<ChainHead>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| chain_head(c, &thread)).await
+    }
+}
+
+fn audited_threads(c: &Connection, id: Option<&str>) -> Result<Vec<AuditedThread>, StoreError> {
+    let rows: Vec<(String, String, i64, i64)> = c
+        .prepare_cached(
+            "SELECT id, client_id, chained_since, next_seq - 1 FROM threads
+             WHERE ?1 IS NULL OR id = ?1 ORDER BY rowid",
+        )
+        .and_then(|mut select| {
+            select
+                .query_map([id], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                })?
+                .collect()
+        })
+        .map_err(backend)?;
+    rows.into_iter()
+        .map(|(id, client_id, since, events)| {
+            let damaged = |what: &str| StoreError::Backend(format!("thread {id}: {what}"));
+            Ok(AuditedThread {
+                id: ThreadId::parse(&id).map_err(|e| damaged(&e))?,
+                client_id,
+                chained_since: u64::try_from(since).map_err(|_| damaged("chained_since"))?,
+                events: u64::try_from(events).map_err(|_| damaged("next_seq"))?,
+            })
+        })
+        .collect()
+}
+
+fn chained_events(
+    c: &Connection,
+    thread: &ThreadId,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<ChainedEvent>, StoreError> {
+    let Ok(after) = i64::try_from(after) else {
+        return Ok(Vec::new());
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    c.prepare_cached(
+        "SELECT thread_id, seq, turn_id, kind, ts, payload, hash FROM events
+         WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+    )
+    .and_then(|mut select| {
+        select
+            .query_map(params![thread.as_str(), after, limit], chained_event)?
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(backend)
+}
+
+/// A row as stored. A negative `seq` cannot pass the table's CHECK; read as 0 it would
+/// be reported as a gap by the verifier, not trusted.
+fn chained_event(row: &Row<'_>) -> rusqlite::Result<ChainedEvent> {
+    Ok(ChainedEvent {
+        thread_id: row.get(0)?,
+        seq: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+        turn_id: row.get(2)?,
+        kind: row.get(3)?,
+        ts: row.get(4)?,
+        payload: row.get(5)?,
+        hash: row.get(6)?,
+    })
+}
+
+fn chain_head(c: &Connection, thread: &ThreadId) -> Result<Option<ChainHead>, StoreError> {
+    let found: Option<(i64, String)> = c
+        .prepare_cached(
+            "SELECT seq, hash FROM events WHERE thread_id = ?1 AND hash IS NOT NULL
+             ORDER BY seq DESC LIMIT 1",
+        )
+        .and_then(|mut select| {
+            select
+                .query_row([thread.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+                .optional()
+        })
+        .map_err(backend)?;
+    found
+        .map(|(seq, hash)| {
+            let seq = u64::try_from(seq)
+                .map_err(|_| StoreError::Backend(format!("thread {thread}: negative seq")))?;
+            Ok(ChainHead { seq, hash })
+        })
+        .transpose()
+}

@@ -1,0 +1,173 @@
+//! The audit chain (ADR 0048) as the interfaces use it: a thread's head for
+//! `GET /v1/threads/{id}/audit` (the caller's own threads only), and the walks behind
+//! `agentplane audit verify` and `audit export`, which read every thread of the store.
+//! The hashing and the link check are `agentplane_core::audit`'s; what must not live
+//! here: SQL, or any re-serialization of a stored event (the walk hashes stored text).
+
+use agentplane_core::ThreadId;
+use agentplane_core::audit::{ChainBreak, ChainSummary, ChainWalk, ChainedEvent, GENESIS, to_hex};
+
+use super::*;
+use crate::identity::{Access, AsCaller};
+use crate::ports::{AuditStore, ChainHead, StoreError};
+
+/// Events read per page while walking a chain.
+const PAGE: usize = 500;
+
+/// A thread's chain, as `GET /v1/threads/{id}/audit` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadAudit {
+    pub thread_id: ThreadId,
+    /// The last chained event; `None` until the thread has one.
+    pub head: Option<ChainHead>,
+    /// How many events the thread has.
+    pub events: u64,
+    /// The first seq covered by the chain (events before it predate the chain).
+    pub chained_since_seq: u64,
+}
+
+impl Hub {
+    /// The head of this client's thread's chain, for anchoring it outside. Another
+    /// client's thread is `NotFound`, as everywhere.
+    pub async fn thread_audit(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        id: &ThreadId,
+    ) -> Result<ThreadAudit, HubError> {
+        self.require(caller, Access::Read, "reading a thread's audit chain")?;
+        self.thread(caller, id).await?;
+        let Some(store) = &self.audit else {
+            return Err(HubError::NotFound(format!(
+                "the audit chain of thread {id}"
+            )));
+        };
+        let thread = store
+            .audited_threads(Some(id))
+            .await?
+            .pop()
+            .ok_or_else(|| HubError::NotFound(format!("thread {id}")))?;
+        Ok(ThreadAudit {
+            thread_id: thread.id,
+            head: store.chain_head(id).await?,
+            events: thread.events,
+            chained_since_seq: thread.chained_since,
+        })
+    }
+}
+
+/// What `audit verify` found: every thread's summary up to the first broken link.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditReport {
+    /// The threads whose chains hold, in the store's order.
+    pub intact: Vec<ChainSummary>,
+    /// The first broken link found (the walk stops there).
+    pub broken: Option<ChainBreak>,
+}
+
+/// Recomputes the chain of every thread (or of `only`) from the stored events and
+/// stops at the first broken link. Reads the whole log: for the operator's command,
+/// never a client's request.
+pub async fn verify_chains(
+    store: &dyn AuditStore,
+    only: Option<&ThreadId>,
+) -> Result<AuditReport, StoreError> {
+    let threads = store.audited_threads(only).await?;
+    if let Some(id) = only
+        && threads.is_empty()
+    {
+        return Err(StoreError::NotFound(format!("thread {id}")));
+    }
+    let mut report = AuditReport::default();
+    for thread in threads {
+        let mut walk = ChainWalk::new(thread.id.as_str(), thread.chained_since);
+        let mut outcome = Ok(());
+        for_each_event(store, &thread.id, |event| {
+            outcome = walk.push(event);
+            outcome.is_ok()
+        })
+        .await?;
+        match outcome {
+            Ok(()) => report.intact.push(walk.finish()),
+            Err(broken) => {
+                report.broken = Some(broken);
+                break;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// One line of `audit export`: an event with its link, enough to check it alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedEvent {
+    pub event: ChainedEvent,
+    /// The hash this event links to (the previous event's, or genesis); `None` for an
+    /// event before the chain.
+    pub prev: Option<String>,
+}
+
+/// Every event of every thread (or of `only`) with `ts >= since` (stored RFC 3339
+/// text), in thread then `seq` order, each with the link it should carry. `line`
+/// returns false to stop. The previous hash is the stored one, so an exported range
+/// that starts mid-chain still checks against the events before it.
+pub async fn export_chains(
+    store: &dyn AuditStore,
+    only: Option<&ThreadId>,
+    since: Option<&str>,
+    mut line: impl FnMut(ExportedEvent) -> bool,
+) -> Result<(), StoreError> {
+    let threads = store.audited_threads(only).await?;
+    if let Some(id) = only
+        && threads.is_empty()
+    {
+        return Err(StoreError::NotFound(format!("thread {id}")));
+    }
+    let genesis = to_hex(&GENESIS);
+    for thread in threads {
+        let mut prev: Option<String> = None;
+        let mut go_on = true;
+        for_each_event(store, &thread.id, |event| {
+            let link = event
+                .hash
+                .as_ref()
+                .map(|_| prev.clone().unwrap_or_else(|| genesis.clone()));
+            if event.hash.is_some() {
+                prev.clone_from(&event.hash);
+            }
+            if since.is_none_or(|since| event.ts.as_str() >= since) {
+                go_on = line(ExportedEvent {
+                    event: event.clone(),
+                    prev: link,
+                });
+            }
+            go_on
+        })
+        .await?;
+        if !go_on {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Calls `visit` on each event of `thread` by `seq`, a page at a time, until it
+/// returns false.
+async fn for_each_event(
+    store: &dyn AuditStore,
+    thread: &ThreadId,
+    mut visit: impl FnMut(&ChainedEvent) -> bool,
+) -> Result<(), StoreError> {
+    let mut after = 0;
+    loop {
+        let page = store.chained_events(thread, after, PAGE).await?;
+        for event in &page {
+            if !visit(event) {
+                return Ok(());
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE && last.seq > after => after = last.seq,
+            _ => return Ok(()),
+        }
+    }
+}
