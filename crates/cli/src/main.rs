@@ -52,6 +52,8 @@ enum Command {
     Versions(commands::versions::VersionsArgs),
     /// API keys in the configured store: create (secret printed once), list, revoke.
     Keys(commands::keys::KeysArgs),
+    /// The tamper-evident audit chain: verify it from the store, or export it as JSON Lines.
+    Audit(commands::audit::AuditArgs),
 }
 
 impl Command {
@@ -118,6 +120,7 @@ fn main() -> ExitCode {
             Command::Costs(args) => commands::costs::run(cli.config.as_deref(), args).await,
             Command::Versions(args) => commands::versions::run(args).await,
             Command::Keys(args) => commands::keys::run(cli.config.as_deref(), args).await,
+            Command::Audit(args) => commands::audit::run(cli.config.as_deref(), args).await,
         }
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.

@@ -485,6 +485,40 @@ pub struct CompactionView {
     pub summary: String,
 }
 
+/// The head of a chain: the last chained event (ADR 0048).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainHeadView {
+    pub seq: u64,
+    /// Lowercase hex SHA-256, as `docs/audit.md` computes it.
+    pub hash: String,
+}
+
+/// `GET /v1/threads/{id}/audit`: what an outside system anchors.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadAuditView {
+    pub thread_id: String,
+    /// The last chained event; `null` until the thread has one.
+    pub head: Option<ChainHeadView>,
+    /// How many events the thread has.
+    pub events: u64,
+    /// The first seq the chain covers; earlier events predate the chain (docs/audit.md).
+    pub chained_since_seq: u64,
+}
+
+impl From<agentplane_engine::hub::ThreadAudit> for ThreadAuditView {
+    fn from(audit: agentplane_engine::hub::ThreadAudit) -> Self {
+        Self {
+            thread_id: audit.thread_id.to_string(),
+            head: audit.head.map(|h| ChainHeadView {
+                seq: h.seq,
+                hash: h.hash,
+            }),
+            events: audit.events,
+            chained_since_seq: audit.chained_since_seq,
+        }
+    }
+}
+
 impl From<Compaction> for CompactionView {
     fn from(compaction: Compaction) -> Self {
         Self {

@@ -323,6 +323,7 @@ fn build(
         .routes(routes!(threads::create, threads::list))
         .routes(routes!(threads::get, threads::delete))
         .routes(routes!(threads::history))
+        .routes(routes!(threads::audit))
         .routes(routes!(threads::compact))
         .routes(routes!(turns::start))
         .routes(routes!(events::follow))

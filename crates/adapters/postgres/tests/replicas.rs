@@ -1,5 +1,6 @@
 //! What only a shared database can show: several `PostgresStore`s (replicas, each with
-//! its own pool) on one database keep the ports' invariants between them — gapless seqs,
+//! its own pool) on one database keep the ports' invariants between them — gapless seqs
+//! and an unbroken audit chain,
 //! one running turn per thread, claim-once executions, a dead replica recovered once,
 //! every committed event announced to the others — and hostile input fails cleanly.
 
@@ -100,6 +101,12 @@ async fn appends_from_two_replicas_get_gapless_seqs() {
         read.iter().map(|e| e.seq).collect::<Vec<_>>(),
         (1..=total).collect::<Vec<_>>()
     );
+    // Each append linked to the one committed before it, whichever replica wrote it.
+    let report = agentplane_engine::hub::verify_chains(&*a, Some(&thread))
+        .await
+        .unwrap();
+    assert_eq!(report.broken, None);
+    assert_eq!(report.intact[0].chained, total);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

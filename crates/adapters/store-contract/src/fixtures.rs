@@ -3,14 +3,14 @@
 
 use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    EventStore, ExecutionStore, NewPermission, NewThread, VersionStore,
+    AuditStore, EventStore, ExecutionStore, NewPermission, NewThread, VersionStore,
 };
 use async_trait::async_trait;
 
 /// A store under test: every port the contract covers.
-pub trait Store: EventStore + ExecutionStore + VersionStore + 'static {}
+pub trait Store: EventStore + ExecutionStore + VersionStore + AuditStore + 'static {}
 
-impl<T: EventStore + ExecutionStore + VersionStore + 'static> Store for T {}
+impl<T: EventStore + ExecutionStore + VersionStore + AuditStore + 'static> Store for T {}
 
 /// Which SQL a [`RawSql`] speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,6 +12,7 @@
 pub mod fixtures;
 
 pub mod approvals;
+pub mod audit;
 pub mod costs;
 pub mod events;
 pub mod executions;
@@ -38,6 +39,9 @@ macro_rules! store_contract {
             approvals::a_decision_is_recorded_once_and_claimed_once,
             approvals::an_edit_without_arguments_and_unknown_ids_are_refused,
             approvals::a_suspended_turn_survives_a_restart_and_resumes_after,
+            audit::the_chain_holds_under_concurrent_appends_to_many_threads,
+            audit::an_edited_event_is_named_by_verify,
+            audit::events_before_the_chain_are_not_chained,
             costs::an_empty_store_has_no_costs,
             costs::calls_are_summed_per_agent_client_provider_model_and_day,
             costs::by_turn_splits_rows_per_thread_and_turn,

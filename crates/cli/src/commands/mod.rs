@@ -3,6 +3,7 @@
 pub mod acp;
 pub mod agents;
 pub mod approvals;
+pub mod audit;
 pub mod costs;
 pub mod history;
 pub mod keys;

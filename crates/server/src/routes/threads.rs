@@ -1,4 +1,5 @@
-//! Threads: create, list, read, delete; a thread's history; compaction of its turns.
+//! Threads: create, list, read, delete; a thread's history; compaction of its turns;
+//! the head of its audit chain.
 //!
 //! Every call is scoped to the calling client by the hub: another client's thread is
 //! 404, exactly like one that does not exist.
@@ -14,7 +15,9 @@ use utoipa::IntoParams;
 use super::tags;
 use crate::AppState;
 use crate::auth::Identity;
-use crate::body::{CompactionView, CreateThreadBody, HistoryView, ThreadList, ThreadView};
+use crate::body::{
+    CompactionView, CreateThreadBody, HistoryView, ThreadAuditView, ThreadList, ThreadView,
+};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery, Flag, IdPath};
 
@@ -210,4 +213,22 @@ pub(crate) async fn compact(
     IdPath(id): IdPath<ThreadId>,
 ) -> Result<Json<CompactionView>, ApiError> {
     Ok(Json(state.hub.compact(&caller.0, &id).await?.into()))
+}
+
+/// The head of the thread's tamper-evident audit chain (`docs/audit.md`): the last
+/// chained event's seq and hash, for an outside system to anchor.
+#[utoipa::path(
+    get,
+    path = "/v1/threads/{id}/audit",
+    operation_id = "getThreadAudit",
+    tag = tags::THREADS,
+    params(("id" = String, Path, description = "The thread id (`thr_…`).")),
+    responses((status = 200, description = "The chain's head.", body = ThreadAuditView))
+)]
+pub(crate) async fn audit(
+    State(state): State<AppState>,
+    caller: Identity,
+    IdPath(id): IdPath<ThreadId>,
+) -> Result<Json<ThreadAuditView>, ApiError> {
+    Ok(Json(state.hub.thread_audit(&caller.0, &id).await?.into()))
 }

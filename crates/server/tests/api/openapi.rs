@@ -18,6 +18,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/threads/{id}/turns"),
     ("get", "/v1/threads/{id}/events"),
     ("get", "/v1/threads/{id}/history"),
+    ("get", "/v1/threads/{id}/audit"),
     ("post", "/v1/threads/{id}/compact"),
     ("post", "/v1/turns/{id}/cancel"),
     ("post", "/v1/permissions/{id}"),

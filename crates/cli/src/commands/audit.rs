@@ -1,0 +1,232 @@
+//! `agentplane audit`: the tamper-evident chain of the event log (ADR 0048,
+//! `docs/audit.md`). `verify` recomputes every thread's chain from the stored events and
+//! names the first broken link; `export` writes the events with their links as JSON
+//! Lines that a third party checks with the documented algorithm alone
+//! (`scripts/audit_verify.py`).
+//!
+//! Like `costs`, it opens the store for reading only (`open_for_reports`), so it runs
+//! beside a running server, on SQLite or PostgreSQL, and never recovers turns. Exit codes
+//! as everywhere: 0 every chain holds, 1 a link is broken, 2 usage (an unknown thread, a
+//! bad time), 3 the store failed.
+
+use std::io::Write;
+use std::path::Path;
+
+use agentplane_core::audit::{BreakReason, ChainBreak, ChainSummary};
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{ErrorCode, ThreadId};
+use agentplane_engine::hub::{AuditReport, ExportedEvent, export_chains, verify_chains};
+use agentplane_engine::ports::records::stored_time;
+use agentplane_runtime::Config;
+use agentplane_runtime::replicas::open_for_reports;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use crate::exit::{self, Exit};
+
+#[derive(Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    action: Action,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Recompute every chain from the store; exit 1 naming the first broken link.
+    Verify {
+        /// Only this thread (`thr_…`).
+        #[arg(long, value_name = "THREAD_ID")]
+        thread: Option<String>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write the events with their links as JSON Lines on stdout.
+    Export {
+        /// Only events at or after this RFC 3339 time (e.g. 2026-01-01T00:00:00Z).
+        #[arg(long, value_name = "RFC3339")]
+        since: Option<String>,
+        /// Only this thread (`thr_…`).
+        #[arg(long, value_name = "THREAD_ID")]
+        thread: Option<String>,
+    },
+}
+
+pub async fn run(config: Option<&Path>, args: AuditArgs) -> Exit {
+    let outcome = match args.action {
+        Action::Verify { thread, json } => verify(config, thread.as_deref(), json).await,
+        Action::Export { since, thread } => {
+            export(config, since.as_deref(), thread.as_deref()).await
+        }
+    };
+    outcome.unwrap_or_else(|(code, message)| {
+        eprintln!("error [{}]: {message}", code.as_str());
+        exit::of_code(code)
+    })
+}
+
+type Failure = (ErrorCode, String);
+
+async fn open(
+    config: Option<&Path>,
+) -> Result<std::sync::Arc<dyn agentplane_runtime::replicas::Store>, Failure> {
+    let config = Config::load(config).map_err(|e| (ErrorCode::InvalidArgument, e.to_string()))?;
+    open_for_reports(&config.store)
+        .await
+        .map_err(|e| (e.code(), e.to_string()))
+}
+
+fn thread_id(thread: Option<&str>) -> Result<Option<ThreadId>, Failure> {
+    thread
+        .map(ThreadId::parse)
+        .transpose()
+        .map_err(|e| (ErrorCode::InvalidArgument, e))
+}
+
+async fn verify(
+    config: Option<&Path>,
+    thread: Option<&str>,
+    as_json: bool,
+) -> Result<Exit, Failure> {
+    let thread = thread_id(thread)?;
+    let store = open(config).await?;
+    let report = verify_chains(store.as_ref(), thread.as_ref())
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    let text = if as_json {
+        format!("{}\n", report_json(&report))
+    } else {
+        report_text(&report)
+    };
+    write_out(text.as_bytes());
+    Ok(if report.broken.is_some() {
+        exit::AGENT_FAILED
+    } else {
+        exit::SUCCESS
+    })
+}
+
+fn report_json(report: &AuditReport) -> Value {
+    let broken = report.broken.as_ref().map(|b| {
+        let (what, stored, computed) = match &b.reason {
+            BreakReason::HashMismatch { stored, computed } => (
+                "hash_mismatch",
+                Some(stored.clone()),
+                Some(computed.clone()),
+            ),
+            BreakReason::MissingHash => ("missing_hash", None, None),
+            BreakReason::MalformedHash(h) => ("malformed_hash", Some(h.clone()), None),
+            BreakReason::SeqGap { .. } => ("seq_gap", None, None),
+        };
+        json!({
+            "thread_id": b.thread_id,
+            "seq": b.seq,
+            "reason": what,
+            "stored": stored,
+            "computed": computed,
+            "message": b.reason.to_string(),
+        })
+    });
+    json!({
+        "ok": report.broken.is_none(),
+        "threads": report.intact.iter().map(summary_json).collect::<Vec<_>>(),
+        "broken": broken,
+    })
+}
+
+fn summary_json(s: &ChainSummary) -> Value {
+    json!({
+        "thread_id": s.thread_id,
+        "chained": s.chained,
+        "not_chained": s.unchained,
+        "chained_since_seq": s.first_chained,
+        "head": s.head.as_ref().map(|(seq, hash)| json!({"seq": seq, "hash": hash})),
+    })
+}
+
+fn report_text(report: &AuditReport) -> String {
+    let mut out = String::new();
+    let chained: u64 = report.intact.iter().map(|s| s.chained).sum();
+    let unchained: u64 = report.intact.iter().map(|s| s.unchained).sum();
+    for s in &report.intact {
+        let head = s.head.as_ref().map_or_else(
+            || "no chained event".to_owned(),
+            |(seq, h)| format!("head {seq} {h}"),
+        );
+        let before = if s.unchained > 0 {
+            format!(", {} not chained (before the migration)", s.unchained)
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "ok      {}  {} chained{before}; {head}\n",
+            s.thread_id, s.chained
+        ));
+    }
+    match &report.broken {
+        Some(ChainBreak {
+            thread_id,
+            seq,
+            reason,
+        }) => out.push_str(&format!(
+            "BROKEN  thread {thread_id} event {seq}: {reason}\n"
+        )),
+        None => out.push_str(&format!(
+            "every chain holds: {} threads, {chained} events chained, {unchained} not chained \
+             (before the migration)\n",
+            report.intact.len()
+        )),
+    }
+    out
+}
+
+async fn export(
+    config: Option<&Path>,
+    since: Option<&str>,
+    thread: Option<&str>,
+) -> Result<Exit, Failure> {
+    let thread = thread_id(thread)?;
+    // Compared as stored text: the store's one RFC 3339 form sorts as time.
+    let since = since
+        .map(|s| {
+            s.parse::<Timestamp>()
+                .map(stored_time)
+                .map_err(|e| (ErrorCode::InvalidArgument, format!("--since {s:?}: {e}")))
+        })
+        .transpose()?;
+    let store = open(config).await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut write_failed = false;
+    export_chains(store.as_ref(), thread.as_ref(), since.as_deref(), |line| {
+        // A reader that went away (`| head`) ends the export; that is not a failure.
+        write_failed = writeln!(out, "{}", line_json(&line)).is_err();
+        !write_failed
+    })
+    .await
+    .map_err(|e| (e.code(), e.to_string()))?;
+    drop(out.flush());
+    Ok(exit::SUCCESS)
+}
+
+/// One exported event: every hashed column as stored (the payload as a string, byte
+/// for byte), its `prev` link and its `hash`.
+fn line_json(line: &ExportedEvent) -> Value {
+    let e = &line.event;
+    json!({
+        "thread_id": e.thread_id,
+        "seq": e.seq,
+        "turn_id": e.turn_id,
+        "kind": e.kind,
+        "ts": e.ts,
+        "payload": e.payload,
+        "prev": line.prev,
+        "hash": e.hash,
+    })
+}
+
+fn write_out(bytes: &[u8]) {
+    // A reader that went away (`| head`) is not our failure.
+    let mut stdout = std::io::stdout().lock();
+    drop(stdout.write_all(bytes).and_then(|()| stdout.flush()));
+}
