@@ -6,6 +6,7 @@
 //! `AGENTPLANE_SUITE_SIZE` (`ci`, the default, or `full`): see [`full_size`].
 
 pub mod attacks;
+pub mod audit;
 pub mod crash;
 pub mod faults;
 pub mod mcp;

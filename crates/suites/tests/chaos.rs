@@ -13,8 +13,9 @@
 //! approval was decided, from whichever replica was asked; every accepted cancel was
 //! honoured (the turn ended `cancelled`, or `interrupted` by its replica's death, or had
 //! just ended) and no cancel was refused while its turn ran; every execution finished
-//! once (one terminal state, at most one turn of it not interrupted); and every
-//! subscriber's stream equals the stored events of its thread, in order.
+//! once (one terminal state, at most one turn of it not interrupted); every
+//! subscriber's stream equals the stored events of its thread, in order; and
+//! `agentplane audit verify` finds every thread's chain unbroken.
 //!
 //! Sizes: CI runs 3 replicas for 40 s of chaos; `scripts/reliability.sh chaos` runs the
 //! full size (5 replicas, 240 s). `AGENTPLANE_CHAOS_SEED`, `AGENTPLANE_CHAOS_REPLICAS`
@@ -759,6 +760,17 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
         failures.len()
     );
     drop(replicas);
+    // Appends from every replica, across kills and cut connections: one unbroken chain
+    // per thread.
+    let (ok, _, text) = agentplane_suites::audit::verify(&sb, Some(&url));
+    if !ok {
+        world
+            .failures
+            .lock()
+            .expect("failures")
+            .push(format!("audit verify: {text}"));
+    }
+    let failures = world.failures.lock().expect("failures").clone();
     drop_database(&postgres, &name).await;
     if !failures.is_empty() {
         // What the replicas logged as errors, every life of each.

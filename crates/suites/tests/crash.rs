@@ -6,7 +6,7 @@
 //! directly: nothing lost or changed, seqs gapless, interrupted turns marked once,
 //! approvals still pending and decidable, permissions declined with the restart's
 //! reason, executions retried or interrupted per `[executions] on_restart`, and
-//! `PRAGMA integrity_check` = ok.
+//! `PRAGMA integrity_check` = ok; at the end, `agentplane audit verify` passes.
 //!
 //! The random choices come from one seed, printed at the start and replayed with
 //! `AGENTPLANE_CRASH_SEED`; `AGENTPLANE_SUITE_SIZE=full` makes 120 kills instead of 20
@@ -452,6 +452,13 @@ async fn sigkill_at_random_moments_loses_nothing() {
     assert!(
         kills == 0 || interrupted > 0,
         "no kill ever interrupted a turn: the suite tests nothing"
+    );
+    // Every kill landed between or inside appends: the audit chain still holds.
+    let (ok, report, text) = agentplane_suites::audit::verify(&sb, None);
+    assert!(ok, "audit verify after {kills} kills: {text}");
+    eprintln!(
+        "  audit verify: every chain holds ({} threads)",
+        report["threads"].as_array().map_or(0, Vec::len)
     );
 }
 

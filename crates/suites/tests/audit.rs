@@ -1,0 +1,153 @@
+//! The audit chain through the real binary (ADR 0048, `docs/audit.md`): turns run on a
+//! server, then `agentplane audit verify` passes and its export passes
+//! `scripts/audit_verify.py` (standard-library Python, the documented algorithm only);
+//! one payload edited behind the store's back — with the `sqlite3` command line on
+//! SQLite, with `psql` on PostgreSQL — makes both fail, naming the thread and the seq.
+//! `GET /v1/threads/{id}/audit` gives the head the export ends with.
+
+use std::process::Command;
+
+use agentplane_suites::postgres::{drop_database, fresh_database, service};
+use agentplane_suites::{Sandbox, Served, SseReader, api, audit, create_thread, sandbox, start};
+use agentplane_testkit::{Scenario, ScriptedServer, Step};
+use reqwest::Method;
+use serde_json::Value;
+
+const TURNS: usize = 3;
+
+/// Two threads with turns on the server; their ids.
+async fn run_turns(served: &Served, sb: &Sandbox) -> Vec<String> {
+    let mut threads = Vec::new();
+    for name in ["first", "second"] {
+        let thread = create_thread(served, sb, "chat", name).await;
+        for turn in 0..TURNS {
+            let mut sse = SseReader::open(served, &thread, &format!("{name} {turn}")).await;
+            sse.until("turn_completed").await;
+        }
+        threads.push(thread);
+    }
+    threads
+}
+
+fn scripted() -> Scenario {
+    Scenario::new(vec![Step::text("an answer, streamed"); 2 * TURNS])
+}
+
+/// The head the server shows for `thread`, checked against the verifier's.
+async fn head(served: &Served, thread: &str) -> (u64, String) {
+    let response = api(served, Method::GET, &format!("/v1/threads/{thread}/audit"))
+        .send()
+        .await
+        .expect("audit head");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["thread_id"], thread);
+    assert_eq!(body["chained_since_seq"], 1);
+    let seq = body["head"]["seq"].as_u64().expect("seq");
+    assert_eq!(body["events"].as_u64(), Some(seq));
+    (seq, body["head"]["hash"].as_str().expect("hash").to_owned())
+}
+
+/// Verify and the independent script pass; the head is the export's last hash.
+fn check_intact(sb: &Sandbox, db: Option<&str>, thread: &str, head: &(u64, String)) {
+    let (ok, report, text) = audit::verify(sb, db);
+    assert!(ok, "audit verify failed on an intact log: {text}");
+    assert_eq!(report["broken"], Value::Null, "{text}");
+    let export = audit::run(sb, db, &["export"]);
+    assert!(export.status.success(), "{export:?}");
+    let anchor = format!("{thread}={}", head.1);
+    let (ok, text) = audit::python_verify(&export.stdout, &["--anchor", &anchor]);
+    assert!(ok, "the independent verifier refused the export: {text}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&export.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(
+        lines.len() as u64,
+        2 * head.0,
+        "two threads of the same length"
+    );
+}
+
+/// After one edit: verify exits 1 naming the thread and seq; the script fails too.
+fn check_broken(sb: &Sandbox, db: Option<&str>, thread: &str, seq: u64) {
+    let (ok, report, text) = audit::verify(sb, db);
+    assert!(!ok, "audit verify passed a tampered log: {text}");
+    assert_eq!(report["broken"]["thread_id"], thread, "{text}");
+    assert_eq!(report["broken"]["seq"], seq, "{text}");
+    assert_eq!(report["broken"]["reason"], "hash_mismatch", "{text}");
+    let plain = audit::run(sb, db, &["verify"]);
+    assert_eq!(plain.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        said.contains(&format!("thread {thread} event {seq}")),
+        "{said}"
+    );
+    let export = audit::run(sb, db, &["export", "--thread", thread]);
+    let (ok, text) = audit::python_verify(&export.stdout, &[]);
+    assert!(
+        !ok,
+        "the independent verifier passed a tampered export: {text}"
+    );
+    assert!(text.contains(&format!("event {seq}")), "{text}");
+}
+
+/// Every stored payload starts with `{"kind"`: the edit adds a field to the one row.
+const EDIT: &str =
+    "UPDATE events SET payload = replace(payload, '{\"kind\"', '{\"edited\":true,\"kind\"')";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_verify_passes_then_names_an_event_edited_with_sqlite3() {
+    let model = ScriptedServer::start(scripted()).await.expect("model");
+    let sb = sandbox("");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let threads = run_turns(&served, &sb).await;
+    let head = head(&served, &threads[1]).await;
+    // Beside the running server: the audit reads without the file's lock.
+    check_intact(&sb, None, &threads[1], &head);
+    drop(served);
+
+    // One event of the second thread's second turn, rewritten the way an operator with
+    // the file could: the append-only guard lifted, one row changed.
+    let seq = head.0 / 2 + 2;
+    let sql = format!(
+        "DROP TRIGGER events_never_update; {EDIT} WHERE thread_id = '{}' AND seq = {seq};",
+        threads[1]
+    );
+    let out = Command::new("sqlite3")
+        .arg(&sb.db)
+        .arg(&sql)
+        .output()
+        .expect("the sqlite3 command line (apt-get install sqlite3)");
+    assert!(out.status.success(), "{out:?}");
+    check_broken(&sb, None, &threads[1], seq);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_verify_passes_then_names_an_event_edited_with_psql() {
+    let Some(postgres) = service("AGENTPLANE_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let (url, name) = fresh_database(&postgres).await;
+    let model = ScriptedServer::start(scripted()).await.expect("model");
+    let sb = sandbox("");
+    let served = start(&sb, &model.base_url(), &["--db", &url]).await;
+    let threads = run_turns(&served, &sb).await;
+    let head = head(&served, &threads[1]).await;
+    check_intact(&sb, Some(&url), &threads[1], &head);
+    drop(served);
+
+    let seq = head.0 / 2 + 2;
+    let sql = format!(
+        "ALTER TABLE events DISABLE TRIGGER events_append_only; {EDIT} \
+         WHERE thread_id = '{}' AND seq = {seq};",
+        threads[1]
+    );
+    let out = Command::new("psql")
+        .args([url.as_str(), "-v", "ON_ERROR_STOP=1", "-c", &sql])
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "{out:?}");
+    check_broken(&sb, Some(&url), &threads[1], seq);
+    drop_database(&postgres, &name).await;
+}
