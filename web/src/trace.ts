@@ -1,5 +1,5 @@
 // One turn's trace, built from its stored events alone: the turn as the root span and,
-// under it in the order they began, each model call, tool call, approval wait and
+// under it in the order they began (by event sequence), each model call, tool call, approval wait and
 // permission wait, with start offsets (from the turn's start) and durations in ms,
 // tokens and cost. No tracing backend is involved, so it works for every turn the
 // store keeps, including turns from before an OpenTelemetry exporter was configured.
@@ -107,14 +107,20 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
   let calls = 0;
   /** Where the turn's previous event left off: the next model call starts here. */
   let cursor = 0;
+  /** The seq of that event: a model call begins just after it. */
+  let cursorSeq = 0;
+  /** Where each span began in the event sequence, to order the spans: timestamps are
+   * to the millisecond, so a tool's result and the next model call often tie. */
+  const began = new Map<Span, number>();
   /** The model call under way (text streamed, no usage yet). */
   let streaming: Span | null = null;
   /** The last model call that ended, for the `cost` after its `usage`. */
   let unpriced: Span | null = null;
 
-  const open = (kind: SpanKind, key: string, name: string, startMs: number, status: string): Span => {
+  const open = (kind: SpanKind, key: string, name: string, startMs: number, status: string, seq: number): Span => {
     const span: Span = { kind, id: `${kind}-${key}`, name, startMs, durationMs: 0, open: true, status, children: [] };
     turn.children.push(span);
+    began.set(span, seq);
     return span;
   };
   const close = (span: Span, atMs: number, status: string) => {
@@ -124,7 +130,7 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
   };
   const modelCall = (): Span => {
     calls += 1;
-    return open("model", String(calls), model, cursor, "running");
+    return open("model", String(calls), model, cursor, "running", cursorSeq + 0.5);
   };
 
   for (const e of events) {
@@ -166,10 +172,10 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
         break;
       }
       case "tool_call_planned":
-        tools.set(e.call_id, open("tool", String(e.call_id), String(e.tool ?? "tool"), t, "running"));
+        tools.set(e.call_id, open("tool", String(e.call_id), String(e.tool ?? "tool"), t, "running", e.seq));
         break;
       case "tool_call_result": {
-        const span = tools.get(e.call_id) ?? open("tool", String(e.call_id), String(e.tool ?? "tool"), t, "running");
+        const span = tools.get(e.call_id) ?? open("tool", String(e.call_id), String(e.tool ?? "tool"), t, "running", e.seq);
         close(span, t, String(e.status ?? "ok"));
         const latency = Math.min(num(e.latency_ms), span.durationMs);
         span.run = { startMs: t - latency, durationMs: latency };
@@ -177,7 +183,7 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
         break;
       }
       case "approval_requested": {
-        const span = open("approval", String(e.approval_id), String(e.tool ?? "approval"), t, "pending");
+        const span = open("approval", String(e.approval_id), String(e.tool ?? "approval"), t, "pending", e.seq);
         span.callId = e.call_id;
         span.detail = e.policy ? `policy ${e.policy}` : undefined;
         approvals.set(e.approval_id, span);
@@ -195,7 +201,7 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
         break;
       }
       case "permission_required": {
-        const span = open("permission", String(e.permission_id), String(e.tool ?? "permission"), t, "pending");
+        const span = open("permission", String(e.permission_id), String(e.tool ?? "permission"), t, "pending", e.seq);
         span.callId = e.call_id;
         permissions.set(e.permission_id, span);
         break;
@@ -210,7 +216,10 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
       default:
         break;
     }
-    if (!ofModel(e)) cursor = t;
+    if (!ofModel(e)) {
+      cursor = t;
+      cursorSeq = e.seq;
+    }
   }
 
   // What is still open runs to the trace's end: the turn's, or `now` for a live one.
@@ -230,13 +239,8 @@ export function buildTrace(all: AgentEvent[], turnId?: string, now?: number): Sp
     turn.outputTokens! += span.outputTokens ?? 0;
     turn.usdMicros! += span.usdMicros ?? 0;
   }
-  turn.children.sort((a, b) => a.startMs - b.startMs || order(a) - order(b));
+  turn.children.sort((a, b) => began.get(a)! - began.get(b)!);
   return turn;
-}
-
-/** At the same start: the model call, then its tool, then the waits on the tool. */
-function order(span: Span): number {
-  return ["turn", "model", "tool", "approval", "permission"].indexOf(span.kind);
 }
 
 /** A span's kind for people. */

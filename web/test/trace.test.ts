@@ -171,3 +171,21 @@ test("only the asked turn's events count; no events, no trace", () => {
   assert.equal(buildTrace([], "trn_1"), null);
   assert.equal(buildTrace(a, "trn_x"), null);
 });
+
+test("a tool's result and the next model call in the same millisecond keep their order", () => {
+  const trace = buildTrace(
+    turn("trn_t", [
+      [0, "turn_started", started],
+      [25, "usage", usage(1, 1)],
+      [26, "tool_call_planned", { call_id: "c1", tool: "list_files", arguments: {} }],
+      [26, "tool_call_result", { call_id: "c1", tool: "list_files", status: "ok", latency_ms: 0, output: "" }],
+      [32, "usage", usage(2, 2)],
+      [32, "tool_call_planned", { call_id: "c2", tool: "write_file", arguments: {} }],
+      [33, "approval_requested", { approval_id: "apr_3", call_id: "c2", tool: "write_file", policy: "p", approvers: [] }],
+    ]),
+  )!;
+  assert.deepEqual(
+    trace.children.map((s) => `${s.kind} @${s.startMs}`),
+    ["model @0", "tool @26", "model @26", "tool @32", "approval @33"],
+  );
+});
