@@ -20,6 +20,8 @@ opencode_version="1.18.33"
 openai_version="3.54.0"
 pyjwt_version="2.15.1"
 cryptography_version="50.0.2"
+# The OpenTelemetry protobuf definitions, for the OTLP receiver of the trace tests.
+otel_proto_version="1.45.2"
 peers="$PWD/crates/testkit/peers"
 venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
 opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
@@ -38,13 +40,14 @@ if ! cmp -s "$peers/package-lock.json" "$stamp" 2>/dev/null; then
   cp "$peers/package-lock.json" "$stamp"
 fi
 
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version')" 2>/dev/null; then
-  echo "test-peers: installing mcp $mcp_version, openai $openai_version, PyJWT $pyjwt_version into $venv" >&2
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version' or m.version('opentelemetry-proto') != '$otel_proto_version')" 2>/dev/null; then
+  echo "test-peers: installing mcp $mcp_version, openai $openai_version, PyJWT $pyjwt_version, opentelemetry-proto $otel_proto_version into $venv" >&2
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     "mcp==$mcp_version" "openai==$openai_version" \
-    "PyJWT==$pyjwt_version" "cryptography==$cryptography_version" >&2
+    "PyJWT==$pyjwt_version" "cryptography==$cryptography_version" \
+    "opentelemetry-proto==$otel_proto_version" >&2
 fi
 
 # opencode from npm into a cache of its own, reinstalled only when the pin changes.

@@ -4,7 +4,8 @@ server-everything's `echo` N times in a row, directly and through agentplane's
 JSON document: per target the per-call latencies' p50/p90/p99 in microseconds, and the
 agentplane process's CPU time per gateway call (from /proc/PID/stat).
 
-    python echo.py --direct URL --gateway URL --key KEY --pid PID [--calls N] [--rounds R]
+    python echo.py --direct URL --gateway NAME=URL=PID=KEY [--gateway …]
+                   [--calls N] [--rounds R]
 """
 
 from __future__ import annotations
@@ -55,33 +56,33 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 async def main(args: argparse.Namespace) -> dict:
     direct: list[float] = []
-    gateway: list[float] = []
-    cpu = 0.0
-    gateway_calls = 0
-    auth = {"Authorization": f"Bearer {args.key}"}
+    targets = [g.split("=", 3) for g in args.gateway]
+    samples: dict[str, list[float]] = {name: [] for name, _, _, _ in targets}
+    cpu: dict[str, float] = {name: 0.0 for name, _, _, _ in targets}
     for _ in range(args.rounds):
         direct += await calls(args.direct, "echo", {}, args.calls, args.mode)
-        before = cpu_seconds(args.pid)
-        gateway += await calls(args.gateway, "everything__echo", auth, args.calls, args.mode)
-        cpu += cpu_seconds(args.pid) - before
-        gateway_calls += args.calls + 20
-    d, g = summary(direct), summary(gateway)
-    return {
-        "mode": args.mode,
-        "direct": d,
-        "gateway": g,
-        "added_p50_us": g["p50_us"] - d["p50_us"],
-        "ratio_p50": round(g["p50_us"] / d["p50_us"], 2),
-        "agentplane_cpu_us_per_call": round(cpu * 1e6 / gateway_calls),
-    }
+        for name, url, pid, key in targets:
+            before = cpu_seconds(int(pid))
+            auth = {"Authorization": f"Bearer {key}"}
+            samples[name] += await calls(url, "everything__echo", auth, args.calls, args.mode)
+            cpu[name] += cpu_seconds(int(pid)) - before
+    d = summary(direct)
+    out: dict = {"mode": args.mode, "direct": d}
+    for name, _, _, _ in targets:
+        g = summary(samples[name])
+        out[name] = {
+            **g,
+            "added_p50_us": g["p50_us"] - d["p50_us"],
+            "ratio_p50": round(g["p50_us"] / d["p50_us"], 2),
+            "agentplane_cpu_us_per_call": round(cpu[name] * 1e6 / ((args.calls + 20) * args.rounds)),
+        }
+    return out
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--direct", required=True)
-    parser.add_argument("--gateway", required=True)
-    parser.add_argument("--key", required=True)
-    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--gateway", action="append", required=True, metavar="NAME=URL=PID=KEY")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--mode", default="legacy", help="legacy (2025-11-25 sessions) or auto")

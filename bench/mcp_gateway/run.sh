@@ -4,6 +4,7 @@
 # `agentplane serve`'s /mcp/gateway (release build, SQLite) by PyPI's `mcp` client
 # (bench/mcp_gateway/echo.py). Needs the test peers (scripts/test-peers.sh).
 #   bench/mcp_gateway/run.sh [CALLS] [ROUNDS]
+#   BENCH_BASELINE=/path/to/older/agentplane bench/mcp_gateway/run.sh   # two builds side by side
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -24,7 +25,6 @@ PORT=$upstream_port "$AGENTPLANE_TEST_NODE" \
   "$AGENTPLANE_TEST_NODE_PEERS/node_modules/@modelcontextprotocol/server-everything/dist/index.js" \
   streamableHttp >"$work/upstream.log" 2>&1 &
 pids+=($!)
-port=$(free_port)
 cat >"$work/agentplane.toml" <<TOML
 [store]
 path = "$work/events.db"
@@ -33,22 +33,32 @@ url = "http://127.0.0.1:$upstream_port/mcp"
 [mcp.gateway]
 servers = ["everything"]
 TOML
-key=$("$bin" --config "$work/agentplane.toml" keys create --client bench --role operator 2>/dev/null | tail -1)
-AGENTPLANE_LOG=warn "$bin" --config "$work/agentplane.toml" serve --listen "127.0.0.1:$port" \
-  >"$work/serve.log" 2>&1 &
-pids+=($!)
-server=$!
-ready=""
+targets=()
+start_gateway() { # NAME BINARY
+  local port dir=$work/$1
+  port=$(free_port)
+  mkdir -p "$dir"
+  sed "s|$work/events.db|$dir/events.db|" "$work/agentplane.toml" >"$dir/agentplane.toml"
+  local key
+  key=$("$2" --config "$dir/agentplane.toml" keys create --client bench --role operator 2>/dev/null | tail -1)
+  AGENTPLANE_LOG=warn "$2" --config "$dir/agentplane.toml" serve --listen "127.0.0.1:$port" \
+    >"$dir/serve.log" 2>&1 &
+  pids+=($!)
+  targets+=(--gateway "$1=http://127.0.0.1:$port/mcp/gateway=$!=$key")
+  for _ in $(seq 200); do
+    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "bench: $1 did not start" >&2; cat "$dir/serve.log" >&2; exit 1
+}
+start_gateway gateway "$bin"
+if [[ -n "${BENCH_BASELINE:-}" ]]; then
+  start_gateway baseline "$BENCH_BASELINE"
+fi
 for _ in $(seq 200); do
-  if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 \
-    && (exec 3<>"/dev/tcp/127.0.0.1/$upstream_port") 2>/dev/null; then
-    ready=1
-    break
-  fi
+  (exec 3<>"/dev/tcp/127.0.0.1/$upstream_port") 2>/dev/null && break
   sleep 0.1
 done
-[[ -n "$ready" ]] || { echo "bench: the servers did not start" >&2; cat "$work"/*.log >&2; exit 1; }
 "$AGENTPLANE_TEST_PYTHON" bench/mcp_gateway/echo.py \
-  --direct "http://127.0.0.1:$upstream_port/mcp" \
-  --gateway "http://127.0.0.1:$port/mcp/gateway" \
-  --key "$key" --pid "$server" --calls "$calls" --rounds "$rounds"
+  --direct "http://127.0.0.1:$upstream_port/mcp" "${targets[@]}" \
+  --calls "$calls" --rounds "$rounds"

@@ -9,7 +9,8 @@
 // The script drives the UI as a person would (keyboard where it matters): set the
 // token, create a thread, run a turn and see its tool steps stream, restart the server
 // while an approval waits and see the chat reconnect without losing events, approve in
-// the chat, edit-and-approve from the approvals queue, read costs, agents and policies
+// the chat, open that turn's trace (its tool calls and the approval wait as bars),
+// edit-and-approve from the approvals queue, read costs, agents and policies
 // (with a reload error), have a decision explained (arguments that are not JSON are
 // refused unsent), read the MCP gateway's log (empty, then after real calls through
 // `/mcp/gateway` to npm's server-everything: one ok and priced, one refused by the
@@ -327,6 +328,45 @@ async function main() {
   await page.locator(".chat .log").evaluate((log) => (log.scrollTop = log.scrollHeight));
   await page.screenshot({ path: join(shots, "chat.png") });
 
+  step("the first turn's trace: model calls, both tool calls and the approval wait as bars");
+  const firstTurn = page.locator(".turn").first();
+  await firstTurn.locator("details.trace > summary").click();
+  const fall = firstTurn.locator("table.waterfall");
+  await fall.waitFor();
+  const spans = await fall.locator("tbody tr").evaluateAll((rows) =>
+    rows.map((r) => ({
+      kind: r.dataset.kind,
+      status: r.dataset.status,
+      start: Number(r.dataset.startMs),
+      ms: Number(r.dataset.durationMs),
+      name: r.querySelector("th")?.textContent ?? "",
+      tokens: r.querySelector(".trace-tokens")?.textContent ?? "",
+      cost: r.querySelector(".trace-cost")?.textContent ?? "",
+      title: r.getAttribute("title") ?? "",
+      bar: r.querySelector("rect.trace-bar")?.getBoundingClientRect().width ?? 0,
+    })),
+  );
+  const kinds = spans.map((s) => s.kind).join(" ");
+  check(kinds === "turn model tool model tool approval model", `the trace's spans, in order: ${kinds}`);
+  const [turnSpan, model1, listSpan, , writeSpan, approvalSpan] = spans;
+  check(turnSpan.status === "text_answer" && turnSpan.ms > 0, `the turn's span: ${JSON.stringify(turnSpan)}`);
+  check(listSpan.name.includes("list_files") && listSpan.status === "ok", `the list_files bar: ${JSON.stringify(listSpan)}`);
+  check(writeSpan.name.includes("write_file") && writeSpan.status === "ok", `the write_file bar: ${JSON.stringify(writeSpan)}`);
+  check(approvalSpan.name.includes("write_file") && approvalSpan.status === "approved", `the approval bar: ${JSON.stringify(approvalSpan)}`);
+  // The approval waited through a server restart: well over 100 ms, inside the tool
+  // call's span (planned → result), which is inside the turn's.
+  check(approvalSpan.ms >= 100, `the approval wait lasted ${approvalSpan.ms} ms`);
+  check(
+    writeSpan.start <= approvalSpan.start && approvalSpan.start + approvalSpan.ms <= writeSpan.start + writeSpan.ms,
+    `the approval wait is within the write_file call: ${JSON.stringify([writeSpan, approvalSpan])}`,
+  );
+  check(writeSpan.start + writeSpan.ms <= turnSpan.ms && listSpan.ms < approvalSpan.ms, "the tool calls are within the turn, the listing quick");
+  check(approvalSpan.bar > 2 && writeSpan.bar >= approvalSpan.bar && listSpan.bar > 0, `the bars are drawn: ${spans.map((s) => s.bar.toFixed(1)).join(", ")}`);
+  check(model1.tokens === "1200 in / 40 out" && model1.cost === "$0.004200", `the first model call's tokens and cost: ${model1.tokens}, ${model1.cost}`);
+  check(approvalSpan.title.includes("policy review-writes") && approvalSpan.title.includes(`decided by ${CLIENT}`), `the approval's details: ${approvalSpan.title}`);
+  await firstTurn.evaluate((t) => t.querySelector("details.trace").scrollIntoView());
+  await page.screenshot({ path: join(shots, "trace.png") });
+
   step("a second turn; edit and approve it from the approvals queue");
   await page.focus("#composer");
   await page.keyboard.type("Write second.txt");
@@ -354,6 +394,11 @@ async function main() {
   await page.locator(".turn .answer", { hasText: "Done: second.txt is written." }).waitFor();
   check((await page.locator(".turn").count()) === 2, "two turns drawn");
   check(readFileSync(join(workspace, "second.txt"), "utf8") === "final", "second.txt has the edited content");
+  // The replayed (stored) events draw the same trace.
+  await page.locator(".turn").first().locator("details.trace > summary").click();
+  await page.locator(".turn").first().locator("table.waterfall tbody tr").last().waitFor();
+  const replayed = await page.locator(".turn").first().locator("table.waterfall tbody tr").evaluateAll((rows) => rows.map((r) => r.dataset.kind).join(" "));
+  check(replayed === kinds, `the replayed turn's trace: ${replayed}`);
 
   step("costs, grouped by agent and by thread");
   await page.click("#nav a[data-page='costs']");

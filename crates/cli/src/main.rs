@@ -79,18 +79,31 @@ fn main() -> ExitCode {
         // and neither argument parsing nor anything before it starts one).
         unsafe { agentplane_runtime::environment::seal(cli.config.as_deref()) };
     }
-    tracing_subscriber::fmt()
-        .with_writer(redacted_log::Redacted::new(std::io::stderr))
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    // Traces go to an OTLP collector when one is configured (`runtime/src/traces.rs`);
+    // before any thread starts, like the rest of the set-up.
+    let (traces, export) = if cli.command.runs_agents() {
+        agentplane_runtime::traces::start_export(cli.config.as_deref()).unzip()
+    } else {
+        (None, None)
+    };
+    {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
         // Warnings, plus one access line per HTTP request (only `serve` writes those).
         // rmcp's own logs are off: every MCP failure reaches the user as our error
-        // (`AGENTPLANE_LOG=rmcp=debug` brings them back).
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AGENTPLANE_LOG").unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("warn,agentplane::access=info,rmcp=off")
-            }),
-        )
-        .init();
+        // (`AGENTPLANE_LOG=rmcp=debug` brings them back). The filter is the log's own,
+        // so the exported spans are not bound by it.
+        let log = tracing_subscriber::fmt::layer()
+            .with_writer(redacted_log::Redacted::new(std::io::stderr))
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(
+                tracing_subscriber::EnvFilter::try_from_env("AGENTPLANE_LOG").unwrap_or_else(
+                    |_| tracing_subscriber::EnvFilter::new("warn,agentplane::access=info,rmcp=off"),
+                ),
+            );
+        tracing_subscriber::registry().with(traces).with(log).init();
+    }
     if cli.command.runs_agents() {
         // After the log is set up, so a failure is reported.
         agentplane_runtime::environment::forbid_dumps();
@@ -125,5 +138,9 @@ fn main() -> ExitCode {
     });
     // Do not wait for blocked background work (a stdin reader, a slow close) at exit.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    // The spans still queued, within a bound: a collector that is gone cannot hold us.
+    if let Some(export) = export {
+        export.shutdown(std::time::Duration::from_secs(3));
+    }
     exit.into()
 }

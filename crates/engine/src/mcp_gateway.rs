@@ -25,6 +25,7 @@ use crate::governance::rules::{self, Decision, PolicyExplanation, RequestContext
 use crate::governance::{Governance, RateFacts, Refusal};
 use crate::ports::{EventStore, McpUpstreams, RateError, UpstreamTool};
 use crate::schema::Schema;
+use tracing::Instrument as _;
 
 /// The agent name gateway tool calls are governed and priced under by default.
 pub const DEFAULT_AGENT: &str = "mcp-gateway";
@@ -339,6 +340,7 @@ impl Gateway<'_> {
                 );
             }
         };
+        let span = crate::ports::telemetry::tool_call_span(&tool.name, "");
         let called = self
             .upstreams
             .call(
@@ -348,7 +350,12 @@ impl Gateway<'_> {
                 arguments,
                 self.config.call_timeout,
             )
+            .instrument(span.clone())
             .await;
+        span.record(
+            "agentplane.status",
+            if called.is_ok() { "ok" } else { "error" },
+        );
         // The call reached the server: it is charged, whatever it answered.
         self.governance.budgets.settle(reservation, price).await;
         let (status, answer) = match called {

@@ -104,6 +104,8 @@ pub struct Config {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// `[mcp.gateway]`: the servers the MCP gateway offers, and its calls' prices.
     pub mcp_gateway: McpGatewaySettings,
+    /// `[telemetry]`: where traces go.
+    pub telemetry: crate::settings::telemetry::Telemetry,
     /// `[policies]`.
     pub policies: PoliciesConfig,
     /// `[prices]`, over the built-in defaults.
@@ -142,6 +144,7 @@ impl fmt::Debug for Config {
             .field("agents", &self.agents.keys().collect::<Vec<_>>())
             .field("mcp_servers", &self.mcp_servers)
             .field("mcp_gateway", &self.mcp_gateway)
+            .field("telemetry", &self.telemetry)
             .field("policies", &self.policies)
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
@@ -201,6 +204,8 @@ struct FileConfig {
     rate_limits: FileRateLimits,
     #[serde(default)]
     auth: FileAuth,
+    #[serde(default)]
+    telemetry: crate::settings::telemetry::FileTelemetry,
 }
 
 /// Where to look, and the environment to read. Passed in so tests need no global state.
@@ -328,6 +333,10 @@ impl Config {
             .gateway
             .resolve()
             .map_err(|e| in_file.under("gateway", e))?;
+        let telemetry = parsed
+            .telemetry
+            .resolve()
+            .map_err(|e| in_file.under("telemetry", e))?;
         let rate_limits = settings::rate_limits::resolve(parsed.rate_limits, overrides)
             .map_err(|e| in_file.under("rate_limits", e))?;
 
@@ -341,6 +350,7 @@ impl Config {
             agents: parsed.agents,
             mcp_servers,
             mcp_gateway,
+            telemetry,
             policies,
             prices,
             secrets,

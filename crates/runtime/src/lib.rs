@@ -16,6 +16,7 @@ pub mod replicas;
 pub mod secrets;
 pub mod settings;
 pub mod shutdown;
+pub mod traces;
 mod workspaces;
 
 use std::collections::BTreeMap;
@@ -191,6 +192,7 @@ impl Runtime {
         // Nothing starts here: each server is started by the first turn that needs it.
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
         let metrics = Arc::new(Metrics::new());
+        metrics.count_dropped_spans(traces::dropped_spans);
         // The one telemetry handle: Prometheus is its sink; another sink (an exporter)
         // is one more entry here.
         let telemetry = Telemetry::new(vec![metrics.clone() as Arc<dyn TelemetrySink>]);

@@ -63,6 +63,7 @@ mod origin;
 mod routes;
 mod sse;
 mod summary;
+mod trace;
 
 use std::fmt;
 use std::future::Future;
@@ -443,6 +444,7 @@ fn build(
             options.body_limit,
             body_limit::refuse_declared_oversize,
         ))
+        .layer(from_fn(trace::trace_requests))
         .layer(from_fn(access_log::log_requests))
         .with_state(state)
 }

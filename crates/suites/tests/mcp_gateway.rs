@@ -559,3 +559,80 @@ async fn fifty_priced_calls_at_once_against_a_budget_for_ten_run_exactly_ten() {
     .await;
     assert_eq!(after["responses"][0]["result"]["isError"], true, "{after}");
 }
+
+#[tokio::test]
+async fn hostile_calls_get_clear_errors_and_reach_no_server() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let long = "x".repeat(10_000);
+    for name in [
+        "",
+        "__",
+        "everything__",
+        "__echo",
+        "../everything__echo",
+        "everything__echo\u{202e}",
+        long.as_str(),
+        "nope__echo",
+        "everything__nope",
+    ] {
+        let answer = tasks_client(
+            &served,
+            &ide,
+            &["call", "--tool", name, "--arguments", "{}"],
+        )
+        .await;
+        let error = &answer["response"]["error"];
+        assert_eq!(error["code"], -32602, "{name:?}: {answer}");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("unknown tool")),
+            "{answer}"
+        );
+    }
+    // Arguments that are not an object, or do not fit the schema.
+    for arguments in [
+        "[1, 2]",
+        "\"text\"",
+        "null",
+        r#"{"message": {"deep": [1, 2, 3]}}"#,
+    ] {
+        let answer = tasks_client(
+            &served,
+            &ide,
+            &[
+                "call",
+                "--tool",
+                "everything__echo",
+                "--arguments",
+                arguments,
+            ],
+        )
+        .await;
+        let refused = answer["response"]["error"].is_object()
+            || answer["response"]["result"]["isError"] == true;
+        assert!(refused, "{arguments}: {answer}");
+    }
+    // A body over the limit is refused before MCP sees it.
+    let huge = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "everything__echo", "arguments": {"message": "y".repeat(1024 * 1024 + 1)}}});
+    let response = reqwest::Client::new()
+        .post(format!("{}/mcp/gateway", served.base))
+        .bearer_auth(&ide)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&huge)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 413);
+    // Nothing of it reached the server: only refusals in the log, and no `ok`.
+    let log = get(&served, &ide, "/v1/mcp/calls").await;
+    for call in log["calls"].as_array().expect("calls") {
+        assert_eq!(call["status"], "invalid", "{call}");
+    }
+}

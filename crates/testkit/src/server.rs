@@ -37,6 +37,8 @@ pub struct ReceivedRequest {
     pub authorization: Option<String>,
     /// The JSON body; a body that is not JSON is kept as a string.
     pub body: Option<Value>,
+    /// The W3C `traceparent` header, verbatim.
+    pub traceparent: Option<String>,
 }
 
 #[derive(Default)]
@@ -191,6 +193,13 @@ impl Drop for ScriptedServer {
     }
 }
 
+/// The request's W3C `traceparent`.
+fn traceparent(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("traceparent")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+}
+
 /// The request's credential: `Authorization`, else Anthropic's `x-api-key`.
 fn authorization(headers: &HeaderMap) -> Option<String> {
     headers
@@ -238,6 +247,7 @@ async fn answer_step(
         method: "POST".to_owned(),
         path: path.to_owned(),
         authorization: authorization(headers),
+        traceparent: traceparent(headers),
         body: Some(recorded.clone()),
     });
     let reply = {
@@ -263,6 +273,7 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         method: "GET".to_owned(),
         path: "/v1/models".to_owned(),
         authorization: authorization(&headers),
+        traceparent: traceparent(&headers),
         body: None,
     });
     let data: Vec<Value> = shared
@@ -292,6 +303,7 @@ async fn tags(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response
         method: "GET".to_owned(),
         path: "/api/tags".to_owned(),
         authorization: authorization(&headers),
+        traceparent: traceparent(&headers),
         body: None,
     });
     let models: Vec<Value> = shared
@@ -322,6 +334,7 @@ async fn not_found(
         method: method.to_string(),
         path: uri.path().to_owned(),
         authorization: authorization(&headers),
+        traceparent: traceparent(&headers),
         body: None,
     });
     json_response(

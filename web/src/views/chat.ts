@@ -1,15 +1,18 @@
 // The chat of one thread: its turns as they stream, each tool call an expandable step
 // (arguments, result, latency, status), permission prompts and approval cards inline,
-// cost per turn and for the thread with a per-turn chart, and the composer (Enter
-// sends, Shift+Enter is a new line). Events come from a ThreadFeed, in order and
+// cost per turn and for the thread with a per-turn chart, each turn's trace (a
+// waterfall of its model calls, tool calls and waits, built from its events; see
+// trace.ts), and the composer (Enter sends, Shift+Enter is a new line). Events come from a ThreadFeed, in order and
 // once, so replay after a reconnect draws exactly what was missed.
 
 import { call, seg, stream } from "../api";
 import { barChart } from "../chart";
 import { h, pretty, replace, usd } from "../dom";
 import { type FeedState, ThreadFeed } from "../feed";
+import { buildTrace } from "../trace";
 import type { AgentEvent, Thread } from "../types";
 import { announce, ApprovalCard, clearError, showError, type View } from "../ui";
+import { waterfall } from "../waterfall";
 
 /** One tool call's step. */
 interface Step {
@@ -24,6 +27,11 @@ class TurnBlock {
   readonly el: HTMLElement;
   readonly body: HTMLElement;
   readonly footer: HTMLElement;
+  /** The turn's events as stored, for its trace. */
+  readonly events: AgentEvent[] = [];
+  readonly trace: HTMLDetailsElement;
+  private readonly traceBody: HTMLElement;
+  private tick: ReturnType<typeof setTimeout> | undefined;
   text: HTMLElement | null = null;
   readonly steps = new Map<string, Step>();
   readonly permissions = new Map<string, HTMLElement>();
@@ -38,14 +46,31 @@ class TurnBlock {
   constructor(readonly id: string, readonly index: number, event: AgentEvent) {
     this.body = h("div", { class: "turn-body" });
     this.footer = h("footer", { class: "turn-footer muted small" });
+    this.traceBody = h("div", { class: "trace-body" });
+    this.trace = h("details", { class: "trace" }, h("summary", null, `Trace of turn ${index}`), this.traceBody);
+    this.trace.addEventListener("toggle", () => this.renderTrace());
+    this.events.push(event);
     this.el = h(
       "article",
       { class: "turn", "data-turn": id, "aria-label": `Turn ${index}` },
       h("div", { class: "user" }, h("span", { class: "speaker" }, "You"), h("p", { class: "input" }, String(event.input ?? ""))),
       h("div", { class: "agent" }, h("span", { class: "speaker" }, `${event.agent} · ${event.model}`), this.body),
       this.footer,
+      this.trace,
     );
     this.renderFooter();
+  }
+
+  /** Redraws the waterfall while it is open (from the events so far; a running turn's
+   * open spans reach the present). */
+  renderTrace(): void {
+    clearTimeout(this.tick);
+    this.tick = undefined;
+    if (!this.trace.open) return;
+    const trace = buildTrace(this.events, this.id, this.running ? Date.now() : undefined);
+    replace(this.traceBody, trace ? waterfall(trace) : h("p", { class: "muted" }, "No events yet."));
+    // A waiting turn's open bars grow with the clock, once a second, while shown.
+    if (this.running && this.el.isConnected) this.tick = setTimeout(() => this.renderTrace(), 1000);
   }
 
   renderFooter(): void {
@@ -118,6 +143,13 @@ export function chatView(thread: Thread): View {
     }
     const turn = turnOf(event);
     if (!turn) return; // An event of a turn begun before the feed (cannot happen with after=0).
+    turn.events.push(event);
+    applyTo(turn, event);
+    turn.renderTrace();
+    scroll();
+  }
+
+  function applyTo(turn: TurnBlock, event: AgentEvent): void {
     switch (event.kind) {
       case "message_delta": {
         if (!turn.text) {
@@ -236,7 +268,6 @@ export function chatView(thread: Thread): View {
       default:
         break; // usage, and kinds this UI does not know yet
     }
-    scroll();
   }
 
   function scroll(): void {

@@ -168,6 +168,9 @@ pub struct Metrics {
     content_findings: Family<ContentLabels, Counter>,
     denials: Family<PolicyAgentKindLabels, Counter>,
     approval_queue: Gauge,
+    /// Spans the trace exporter dropped, read from its count at each scrape.
+    spans_dropped: Counter,
+    spans_dropped_source: std::sync::OnceLock<fn() -> u64>,
     tool_calls: Family<ToolStatusLabels, Counter>,
     recovered_calls: Family<ToolLabel, Counter>,
     /// Model calls whose server reported more usage than the call could have used.
@@ -261,6 +264,13 @@ impl Metrics {
             "Approvals waiting for a decision",
             approval_queue.clone(),
         );
+        let spans_dropped = Counter::default();
+        registry.register(
+            "otel_spans_dropped",
+            "Trace spans not exported: the export queue was full, or the collector did not \
+             take their batch",
+            spans_dropped.clone(),
+        );
         let tool_calls = Family::default();
         registry.register(
             "tool_calls",
@@ -328,6 +338,8 @@ impl Metrics {
             content_findings,
             denials,
             approval_queue,
+            spans_dropped,
+            spans_dropped_source: std::sync::OnceLock::new(),
             tool_calls,
             recovered_calls,
             over_reported,
@@ -348,7 +360,19 @@ impl Metrics {
 
     /// Every metric in Prometheus' text format (see [`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
+        if let Some(source) = self.spans_dropped_source.get() {
+            let (now, seen) = (source(), self.spans_dropped.get());
+            if now > seen {
+                self.spans_dropped.inc_by(now - seen);
+            }
+        }
         exposition::encode(&self.registry)
+    }
+
+    /// Where `otel_spans_dropped_total` is read from at each scrape (the trace
+    /// exporter's count); without one it stays 0.
+    pub fn count_dropped_spans(&self, source: fn() -> u64) {
+        let _ = self.spans_dropped_source.set(source);
     }
 
     /// Sets the approval queue to the number of approvals pending in the store. Call it

@@ -503,12 +503,17 @@ fn the_text_is_prometheus_format_with_total_counters_and_no_openmetrics_markers(
     let metrics = Metrics::new();
     let empty = metrics.encode();
     // Every documented family is listed before anything happened (so `absent()` and
-    // alerts work on a fresh process), and only the two plain gauges have a sample.
+    // alerts work on a fresh process), and only the two plain gauges and the one plain
+    // counter have a sample.
     agentplane_testkit::promtool::assert_documented_families(&empty);
     let empty_samples: Vec<&str> = empty.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(
         empty_samples,
-        ["approval_queue_size 0", "execution_queue_size 0"],
+        [
+            "approval_queue_size 0",
+            "otel_spans_dropped_total 0",
+            "execution_queue_size 0"
+        ],
         "{empty}"
     );
     agentplane_testkit::promtool::assert_accepts(&empty);

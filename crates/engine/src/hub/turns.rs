@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::turn::{BegunTurn, TurnObserver, TurnOutcome};
+use tracing::Instrument as _;
 
 impl Hub {
     /// Starts a turn in the background and returns the stream of its events.
@@ -51,20 +52,24 @@ impl Hub {
         let turn = plan.begun.turn().clone();
         let cancel = self.register(&plan.begun, client);
         let hub = self.clone();
-        self.tasks.spawn(async move {
-            let agent = plan.request.agent.name.clone();
-            let observer = FeedObserver {
-                hub: &hub,
-                agent: &agent,
-            };
-            let turn = plan.begun.turn().clone();
-            let shadow = plan.shadow.take();
-            if let Err(e) = plan.drive(&hub.deps, &observer, cancel).await {
-                tracing::error!(%turn, error = %e, "a turn could not be recorded");
+        self.tasks.spawn(
+            async move {
+                let agent = plan.request.agent.name.clone();
+                let observer = FeedObserver {
+                    hub: &hub,
+                    agent: &agent,
+                };
+                let turn = plan.begun.turn().clone();
+                let shadow = plan.shadow.take();
+                if let Err(e) = plan.drive(&hub.deps, &observer, cancel).await {
+                    tracing::error!(%turn, error = %e, "a turn could not be recorded");
+                }
+                hub.unregister(&turn);
+                hub.shadow_turn(shadow);
             }
-            hub.unregister(&turn);
-            hub.shadow_turn(shadow);
-        });
+            // The request's span (if traces are exported) is the turn's parent.
+            .in_current_span(),
+        );
         Ok(StartedTurn {
             thread: thread.clone(),
             turn: turn.clone(),

@@ -184,6 +184,9 @@ pub fn turn_span(thread: &ThreadId, turn: &TurnId, agent: &str, client: &str) ->
     tracing::info_span!(
         target: "agentplane::trace",
         "agentplane.turn",
+        "otel.name" = %format_args!("invoke_agent {agent}"),
+        "gen_ai.operation.name" = "invoke_agent",
+        "gen_ai.conversation.id" = %thread,
         "agentplane.thread" = %thread,
         "agentplane.turn" = %turn,
         "gen_ai.agent.name" = agent,
@@ -198,6 +201,8 @@ pub fn model_call_span(agent: &str, model: &str) -> Span {
     tracing::info_span!(
         target: "agentplane::trace",
         "gen_ai.chat",
+        "otel.name" = %format_args!("chat {model}"),
+        "otel.kind" = "client",
         "gen_ai.operation.name" = "chat",
         "gen_ai.agent.name" = agent,
         "gen_ai.request.model" = model,
@@ -228,14 +233,16 @@ pub fn record_model_call(span: &Span, end: &ModelCallEnd<'_>) {
     }
     span.record("gen_ai.provider.name", end.provider);
     span.record("gen_ai.response.model", end.model);
+    // Signed: exporters write unsigned integers as text.
+    let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     if let Some(tokens) = end.input_tokens {
-        span.record("gen_ai.usage.input_tokens", tokens);
+        span.record("gen_ai.usage.input_tokens", signed(tokens));
     }
     if let Some(tokens) = end.output_tokens {
-        span.record("gen_ai.usage.output_tokens", tokens);
+        span.record("gen_ai.usage.output_tokens", signed(tokens));
     }
     if let Some(micros) = end.usd_micros {
-        span.record("agentplane.cost_usd_micros", micros);
+        span.record("agentplane.cost_usd_micros", signed(micros));
     }
     span.record("agentplane.outcome", end.outcome);
 }
@@ -245,6 +252,7 @@ pub fn tool_call_span(tool: &str, call_id: &str) -> Span {
     tracing::info_span!(
         target: "agentplane::trace",
         "agentplane.tool_call",
+        "otel.name" = %format_args!("execute_tool {tool}"),
         "gen_ai.operation.name" = "execute_tool",
         "gen_ai.tool.name" = tool,
         "gen_ai.tool.call.id" = call_id,
@@ -257,11 +265,60 @@ pub fn gateway_call_span(client: &str, agent: &str, model: &str, id: &str) -> Sp
     tracing::info_span!(
         target: "agentplane::trace",
         "agentplane.gateway_call",
+        "otel.name" = %format_args!("gateway {model}"),
+        "otel.kind" = "server",
         "agentplane.client" = client,
         "gen_ai.agent.name" = agent,
         "gen_ai.request.model" = model,
         "agentplane.completion" = id,
     )
+}
+
+/// The span of one HTTP request (`otel.name` `METHOD ROUTE`): the parent of the turns
+/// it starts, and the child of the caller's `traceparent` when it sent one
+/// ([`adopt_parent`]).
+pub fn request_span(method: &str, route: &str) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.request",
+        "otel.name" = %format_args!("{method} {route}"),
+        "otel.kind" = "server",
+        "http.request.method" = method,
+        "http.route" = route,
+        "http.response.status_code" = tracing::field::Empty,
+    )
+}
+
+/// How spans cross the process (the W3C `traceparent`), when an exporter is installed:
+/// the engine knows no tracing backend, the exporter adapter gives these.
+#[derive(Clone, Copy)]
+pub struct TraceHooks {
+    /// Makes a `traceparent` (and `tracestate`) the parent of a span.
+    pub adopt: fn(&Span, &str, Option<&str>),
+    /// The `traceparent` of the current span.
+    pub current: fn() -> Option<String>,
+}
+
+static TRACE_HOOKS: std::sync::OnceLock<TraceHooks> = std::sync::OnceLock::new();
+
+/// Installs the hooks (once per process; later calls change nothing).
+pub fn install_trace_hooks(hooks: TraceHooks) {
+    let _ = TRACE_HOOKS.set(hooks);
+}
+
+/// Makes an incoming `traceparent` the parent of `span`; nothing without an exporter.
+pub fn adopt_parent(span: &Span, traceparent: &str, tracestate: Option<&str>) {
+    if let Some(hooks) = TRACE_HOOKS.get()
+        && !span.is_disabled()
+    {
+        (hooks.adopt)(span, traceparent, tracestate);
+    }
+}
+
+/// The `traceparent` an outgoing request (a model call, an MCP request, a webhook)
+/// carries: the current span's; `None` without an exporter.
+pub fn current_traceparent() -> Option<String> {
+    TRACE_HOOKS.get().and_then(|hooks| (hooks.current)())
 }
 
 /// The span of one attempt of an asynchronous execution, around its turn.

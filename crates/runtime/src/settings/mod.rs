@@ -29,6 +29,7 @@ pub mod secrets;
 pub mod server;
 pub mod server_limits;
 pub mod store;
+pub mod telemetry;
 pub mod versions;
 
 /// A bad value: the key under the section, and what is wrong.

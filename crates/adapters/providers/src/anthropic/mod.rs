@@ -141,10 +141,12 @@ impl Anthropic {
         let body =
             wire::request_body(request, self.config.max_tokens, self.config.stream).to_string();
         let url = format!("{}/messages", self.config.base_url);
+        // The model call's span, as the W3C parent of the server's work (if exported).
+        let traceparent = agentplane_engine::ports::telemetry::current_traceparent();
         let mut retry = 0;
         loop {
             let mut delivered = false;
-            let builder = self
+            let mut builder = self
                 .client
                 .post(&url)
                 .header(CONTENT_TYPE, "application/json")
@@ -157,6 +159,9 @@ impl Anthropic {
                     },
                 )
                 .body(body.clone());
+            if let Some(traceparent) = &traceparent {
+                builder = builder.header("traceparent", traceparent);
+            }
             let started = tokio::time::Instant::now();
             let attempt = match self
                 .exchange()

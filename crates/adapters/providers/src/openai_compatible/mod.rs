@@ -126,8 +126,10 @@ impl OpenAiCompatible {
     {
         let body = wire::request_body(request, self.config.stream).to_string();
         let url = format!("{}/chat/completions", self.config.base_url);
+        // The model call's span, as the W3C parent of the server's work (if exported).
+        let traceparent = agentplane_engine::ports::telemetry::current_traceparent();
         let build = || {
-            let builder = self
+            let mut builder = self
                 .client
                 .post(&url)
                 .header(CONTENT_TYPE, "application/json")
@@ -140,6 +142,9 @@ impl OpenAiCompatible {
                     },
                 )
                 .body(body.clone());
+            if let Some(traceparent) = &traceparent {
+                builder = builder.header("traceparent", traceparent);
+            }
             self.authorized(builder)
         };
         let mut retry = 0;

@@ -1,0 +1,236 @@
+//! Traces through the real binary: `serve` with `[telemetry] otlp_endpoint` pointing at
+//! an OTLP receiver on 127.0.0.1 that decodes with the official OpenTelemetry protobuf
+//! definitions (PyPI's `opentelemetry-proto`, `peers/otlp_receiver.py`). A turn with
+//! one tool call, started with a `traceparent`: its spans arrive named and nested as the
+//! GenAI conventions say, under the caller's trace; the model server received the
+//! model call's `traceparent`. With the collector gone, turns run and the drop counter
+//! rises.
+//!
+//! Needs the peers of `scripts/test-peers.sh`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentplane_suites::{Served, api, create_thread, free_port, sandbox, start};
+use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};
+use serde_json::{Value, json};
+
+const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const PARENT: &str = "b7ad6b7169203331";
+
+struct Receiver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn receiver(out: &Path) -> Receiver {
+    let mut child = Command::new(peers::python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/otlp_receiver.py"))
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the OTLP receiver starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its port");
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port: {line:?}"));
+    Receiver { child, port }
+}
+
+/// The spans received so far.
+fn spans(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A turn of `lister` (one `list_files` call, then an answer), started with our
+/// `traceparent`, read to its end.
+async fn traced_turn(served: &Served, thread: &str) {
+    let response = api(
+        served,
+        reqwest::Method::POST,
+        &format!("/v1/threads/{thread}/turns"),
+    )
+    .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+    .json(&json!({"input": "list the files"}))
+    .send()
+    .await
+    .expect("turn");
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.expect("the stream");
+    assert!(body.contains("turn_completed"), "{body}");
+}
+
+fn scenario() -> Scenario {
+    Scenario::new(vec![
+        Step::tool_call("list_files", json!({"path": "."})),
+        Step::text("two files"),
+    ])
+}
+
+const AGENT: &str = "[agents.lister]\nsystem_prompt = \"You list.\"\nensembles = [\"fs\"]\n";
+
+#[tokio::test]
+async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    let model = ScriptedServer::start(scenario()).await.expect("model");
+    let sb = sandbox(&format!(
+        "{AGENT}[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
+        collector.port
+    ));
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let thread = create_thread(&served, &sb, "lister", "traced").await;
+    traced_turn(&served, &thread).await;
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let received = loop {
+        let received = spans(&out);
+        if received.iter().any(|s| s["name"] == "invoke_agent lister")
+            && received
+                .iter()
+                .filter(|s| s["name"] == "chat scripted-model")
+                .count()
+                == 2
+        {
+            break received;
+        }
+        assert!(Instant::now() < deadline, "spans so far: {received:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let named =
+        |name: &str| -> Vec<&Value> { received.iter().filter(|s| s["name"] == name).collect() };
+    let turn = named("invoke_agent lister")[0];
+    let request = received
+        .iter()
+        .find(|s| s["span_id"] == turn["parent_span_id"])
+        .unwrap_or_else(|| panic!("the turn's parent: {received:#?}"));
+    assert_eq!(request["name"], "POST /v1/threads/{id}/turns");
+    assert_eq!(
+        request["parent_span_id"], PARENT,
+        "the caller's span is the parent"
+    );
+    let of_turn = [
+        "POST /v1/threads/{id}/turns",
+        "invoke_agent lister",
+        "chat scripted-model",
+        "execute_tool list_files",
+    ];
+    for span in received
+        .iter()
+        .filter(|s| of_turn.iter().any(|n| s["name"] == *n))
+    {
+        assert_eq!(span["trace_id"], TRACE, "one trace: {span}");
+    }
+    let attributes = &turn["attributes"];
+    assert_eq!(attributes["gen_ai.operation.name"], "invoke_agent");
+    assert_eq!(attributes["gen_ai.agent.name"], "lister");
+    assert_eq!(attributes["gen_ai.conversation.id"], thread.as_str());
+    assert_eq!(turn["resource"]["service.name"], "agentplane");
+
+    let chats = named("chat scripted-model");
+    for chat in &chats {
+        assert_eq!(chat["parent_span_id"], turn["span_id"], "{chat}");
+        let a = &chat["attributes"];
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert_eq!(a["gen_ai.request.model"], "scripted-model");
+        assert!(a["gen_ai.provider.name"].is_string(), "{chat}");
+        assert!(a["gen_ai.usage.input_tokens"].is_i64(), "{chat}");
+        assert!(a["gen_ai.usage.output_tokens"].is_i64(), "{chat}");
+        assert_eq!(chat["kind"], 3, "a client span");
+    }
+    let tool = named("execute_tool list_files");
+    assert_eq!(tool.len(), 1, "{received:#?}");
+    assert_eq!(tool[0]["parent_span_id"], turn["span_id"]);
+    assert_eq!(tool[0]["attributes"]["gen_ai.tool.name"], "list_files");
+    assert!(tool[0]["attributes"]["gen_ai.tool.call.id"].is_string());
+    assert_eq!(tool[0]["attributes"]["agentplane.status"], "ok");
+    // Nothing of the conversation is in a span by default.
+    let all = serde_json::to_string(&received).expect("json");
+    assert!(
+        !all.contains("list the files") && !all.contains("two files"),
+        "{all}"
+    );
+
+    // The model server saw each model call's span as its parent.
+    let chat_ids: Vec<&str> = chats.iter().filter_map(|c| c["span_id"].as_str()).collect();
+    let sent: Vec<String> = model
+        .received()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/chat/completions"))
+        .map(|r| r.traceparent.unwrap_or_default())
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    for traceparent in &sent {
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        assert_eq!(parts.len(), 4, "{traceparent}");
+        assert_eq!(parts[1], TRACE);
+        assert!(
+            chat_ids.contains(&parts[2]),
+            "{traceparent} not among {chat_ids:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn with_the_collector_gone_turns_run_and_drops_are_counted() {
+    let model = ScriptedServer::start(
+        Scenario::new(vec![
+            Step::tool_call("list_files", json!({"path": "."})),
+            Step::text("done"),
+        ])
+        .repeating(true),
+    )
+    .await
+    .expect("model");
+    // A port nothing listens on.
+    let sb = sandbox(&format!(
+        "{AGENT}[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
+        free_port()
+    ));
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let thread = create_thread(&served, &sb, "lister", "untraced").await;
+    for _ in 0..3 {
+        traced_turn(&served, &thread).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = api(&served, reqwest::Method::GET, "/metrics")
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        let dropped: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("otel_spans_dropped_total "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        // Each turn has at least four spans (request, turn, two model calls, a tool).
+        if dropped >= 12 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "dropped {dropped}:\n{metrics}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
