@@ -82,9 +82,20 @@ async fn traced_turn(served: &Served, thread: &str) {
 fn scenario() -> Scenario {
     Scenario::new(vec![
         Step::tool_call("list_files", json!({"path": "."})),
+        Step::tool_call("read_file", json!({"path": "secret.txt"})),
         Step::text("two files"),
     ])
 }
+
+/// A policy that refuses `read_file`, and a content policy that looks at tool results.
+const POLICIES: &str = "\
+- name: no-reading
+  type: tool_access
+  rules: {deny: [read_file]}
+- name: watch-results
+  type: content
+  rules: {detectors: [email], surfaces: [tool_results], action: flag}
+";
 
 const AGENT: &str = "[agents.lister]\nsystem_prompt = \"You list.\"\nensembles = [\"fs\"]\n";
 
@@ -95,9 +106,11 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
     let collector = receiver(&out);
     let model = ScriptedServer::start(scenario()).await.expect("model");
     let sb = sandbox(&format!(
-        "{AGENT}[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
+        "{AGENT}[policies]\ndir = \"policies\"\n[telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
         collector.port
     ));
+    std::fs::create_dir(sb.root.join("policies")).expect("policies");
+    std::fs::write(sb.root.join("policies/p.yaml"), POLICIES).expect("policy");
     let served = start(&sb, &model.base_url(), &[]).await;
     let thread = create_thread(&served, &sb, "lister", "traced").await;
     traced_turn(&served, &thread).await;
@@ -110,7 +123,7 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
                 .iter()
                 .filter(|s| s["name"] == "chat scripted-model")
                 .count()
-                == 2
+                == 3
         {
             break received;
         }
@@ -134,6 +147,8 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
         "invoke_agent lister",
         "chat scripted-model",
         "execute_tool list_files",
+        "execute_tool read_file",
+        "apply_guardrail tool_results",
     ];
     for span in received
         .iter()
@@ -164,6 +179,31 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
     assert_eq!(tool[0]["attributes"]["gen_ai.tool.name"], "list_files");
     assert!(tool[0]["attributes"]["gen_ai.tool.call.id"].is_string());
     assert_eq!(tool[0]["attributes"]["agentplane.status"], "ok");
+    // A refusal is an event of its tool call's span, naming the policy.
+    let refused = named("execute_tool read_file");
+    assert_eq!(refused.len(), 1, "{received:#?}");
+    assert_eq!(
+        refused[0]["attributes"]["agentplane.status"],
+        "policy_denied"
+    );
+    assert_eq!(
+        refused[0]["events"][0]["name"], "policy_denied",
+        "{}",
+        refused[0]
+    );
+    assert_eq!(
+        refused[0]["events"][0]["attributes"]["policy"],
+        "no-reading"
+    );
+    // The content policy ran on the one result there was.
+    let guardrails = named("apply_guardrail tool_results");
+    assert_eq!(guardrails.len(), 1, "{received:#?}");
+    assert_eq!(
+        guardrails[0]["attributes"]["gen_ai.operation.name"],
+        "apply_guardrail"
+    );
+    assert_eq!(guardrails[0]["attributes"]["agentplane.findings"], 0);
+    assert_eq!(guardrails[0]["trace_id"], TRACE);
     // Nothing of the conversation is in a span by default.
     let all = serde_json::to_string(&received).expect("json");
     assert!(
@@ -179,7 +219,7 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
         .filter(|r| r.path.ends_with("/chat/completions"))
         .map(|r| r.traceparent.unwrap_or_default())
         .collect();
-    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent.len(), 3, "{sent:?}");
     for traceparent in &sent {
         let parts: Vec<&str> = traceparent.split('-').collect();
         assert_eq!(parts.len(), 4, "{traceparent}");

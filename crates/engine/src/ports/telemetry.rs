@@ -274,6 +274,41 @@ pub fn gateway_call_span(client: &str, agent: &str, model: &str, id: &str) -> Sp
     )
 }
 
+/// The span of a `content` policy check on one surface (`apply_guardrail`), around it;
+/// its findings and decision are recorded by [`record_guardrail`].
+pub fn guardrail_span(surface: &str) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.guardrail",
+        "otel.name" = %format_args!("apply_guardrail {surface}"),
+        "gen_ai.operation.name" = "apply_guardrail",
+        "agentplane.surface" = surface,
+        "agentplane.findings" = tracing::field::Empty,
+        "agentplane.denied_by" = tracing::field::Empty,
+    )
+}
+
+/// How a guardrail check ended, on its span.
+pub fn record_guardrail(span: &Span, findings: usize, denied_by: Option<&str>) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record(
+        "agentplane.findings",
+        i64::try_from(findings).unwrap_or(i64::MAX),
+    );
+    if let Some(policy) = denied_by {
+        span.record("agentplane.denied_by", policy);
+    }
+}
+
+/// A governance moment of the current span (a tool call's): `policy_denied`,
+/// `approval_requested`, `permission_requested`, `permission_resolved`; exported as a
+/// span event with the policy (or decision) named, never an argument.
+pub fn governance_event(what: &'static str, policy: &str) {
+    tracing::info!(target: "agentplane::trace", policy, "{}", what);
+}
+
 /// The span of one HTTP request (`otel.name` `METHOD ROUTE`): the parent of the turns
 /// it starts, and the child of the caller's `traceparent` when it sent one
 /// ([`adopt_parent`]).

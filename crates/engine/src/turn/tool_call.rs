@@ -136,7 +136,9 @@ impl ActiveTurn<'_> {
         if guard.is_empty() {
             return (Vec::new(), None);
         }
-        let (found, denied) = guard.check_json(args);
+        let span = crate::ports::telemetry::guardrail_span(Surface::ToolArguments.as_str());
+        let (found, denied) = span.in_scope(|| guard.check_json(args));
+        crate::ports::telemetry::record_guardrail(&span, found.len(), denied.as_deref());
         let refusal =
             denied.map(|policy| Refusal::content(&policies, &policy, &found, "the arguments"));
         (guard.events(&found, Some(&call.id)), refusal)
@@ -160,7 +162,13 @@ impl ActiveTurn<'_> {
         if guard.is_empty() {
             return Ok(Ok(content));
         }
-        let checked = guard.check(&content);
+        let span = crate::ports::telemetry::guardrail_span(Surface::ToolResults.as_str());
+        let checked = span.in_scope(|| guard.check(&content));
+        crate::ports::telemetry::record_guardrail(
+            &span,
+            checked.found.len(),
+            checked.denied_by.as_deref(),
+        );
         for event in guard.events(&checked.found, Some(&call.id)) {
             self.record(event).await?;
         }

@@ -20,6 +20,7 @@ impl ActiveTurn<'_> {
         request: &TurnRequest,
         cancel: &CancellationToken,
     ) -> Result<Result<(), ToolError>, Stop> {
+        crate::ports::telemetry::governance_event("permission_requested", "");
         let (decision, record) = permissions::ask(
             self.deps.store.as_ref(),
             request.permissions.as_ref(),
@@ -48,6 +49,13 @@ impl ActiveTurn<'_> {
         if cancel.is_cancelled() {
             return Err(Stop::Cancelled);
         }
+        crate::ports::telemetry::governance_event(
+            "permission_resolved",
+            match decision {
+                PermissionDecision::Approved => "approved",
+                PermissionDecision::Declined => "declined",
+            },
+        );
         Ok(match decision {
             PermissionDecision::Approved => Ok(()),
             PermissionDecision::Declined => Err(ToolError::new(
@@ -65,6 +73,7 @@ impl ActiveTurn<'_> {
     /// agent was not allowed to make, as a `security_event` of the same type (as an
     /// external agent's refused ask is); answered as a tool error.
     pub(super) async fn refuse(&self, call: &ToolCall, refusal: &Refusal) -> Result<Gated, Stop> {
+        crate::ports::telemetry::governance_event("policy_denied", refusal.policy());
         let what = format!("`{}`", call.name);
         self.record(refusal.event(&what, Some(&call.name), Some(&call.id)))
             .await?;
@@ -207,6 +216,7 @@ impl ActiveTurn<'_> {
                     }
                     _ => (Vec::new(), false),
                 };
+                crate::ports::telemetry::governance_event("approval_requested", policy);
                 return Ok(Gated::Suspend {
                     policy: (*policy).to_owned(),
                     approvers,
