@@ -122,7 +122,7 @@ async fn content_policies_redact_deny_and_flag_on_every_surface() {
     let streamed = turn(&served, &thread, &format!("my card is {CARD}, note it")).await;
     let all = history(&served, &thread).await;
     let events = events_of(&all);
-    let text = all.to_string();
+    let text = without_ids(&all.to_string());
     for needle in [CARD, OTHER_CARD, IBAN, "4111", "5500-0000"] {
         assert!(!text.contains(needle), "{needle} stored: {text}");
     }
@@ -246,7 +246,7 @@ async fn content_policies_redact_deny_and_flag_on_every_surface() {
         })
         .collect();
     assert_eq!(answered, "your card [REDACTED:card] is on file", "{body}");
-    assert!(!body.contains("4111"), "{body}");
+    assert!(!without_ids(&body).contains("4111"), "{body}");
     let upstream = model.requests()[before].to_string();
     assert!(
         upstream.contains("charge [REDACTED:card]") && !upstream.contains("4111"),
@@ -423,7 +423,10 @@ async fn concurrent_streams_cut_anywhere_vanishing_clients_and_a_restart_leak_no
         let said = streamed_text(&seen);
         for piece in pieces {
             assert!(!said.contains(piece), "{piece} reached a client: {said}");
-            assert!(!seen.contains(piece), "{piece} in a raw stream: {seen}");
+            assert!(
+                !without_ids(&seen).contains(piece),
+                "{piece} in a raw stream: {seen}"
+            );
         }
         whole += usize::from(said.contains("[REDACTED:card]"));
         answers.push(seen);
@@ -439,6 +442,64 @@ async fn concurrent_streams_cut_anywhere_vanishing_clients_and_a_restart_leak_no
         answers.push(history(&served, thread).await.to_string());
     }
     for piece in pieces {
-        agentplane_suites::attacks::assert_nowhere(&sb, &served, &answers, piece);
+        if piece.chars().all(|c| c.is_ascii_hexdigit()) {
+            // Four hex digits may occur by chance in the raw file: every event's audit
+            // hash is 64 of them (ADR 0048). What the store keeps is read instead.
+            assert!(!stored_text_holds(&sb, piece), "the store keeps {piece}");
+            let log = without_ids(&served.stderr());
+            assert!(!log.contains(piece), "the log holds {piece}");
+            for answer in &answers {
+                assert!(
+                    !without_ids(answer).contains(piece),
+                    "an answer holds {piece}: {answer}"
+                );
+            }
+        } else {
+            agentplane_suites::attacks::assert_nowhere(&sb, &served, &answers, piece);
+        }
     }
+}
+
+/// `text` without its runs of 16 or more hex digits: ids (`turn_01a2…`) and hashes, in
+/// which any four digits may occur by chance. A number's pieces are shorter runs.
+fn without_ids(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    for c in text.chars() {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+            continue;
+        }
+        if run.len() < 16 {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(c);
+    }
+    if run.len() < 16 {
+        out.push_str(&run);
+    }
+    out
+}
+
+/// Whether any text the store keeps (events, turn inputs, thread titles) holds `piece`.
+fn stored_text_holds(sb: &agentplane_suites::Sandbox, piece: &str) -> bool {
+    let db =
+        rusqlite::Connection::open_with_flags(&sb.db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("the database");
+    [
+        ("events", "payload"),
+        ("turns", "input"),
+        ("threads", "title"),
+    ]
+    .iter()
+    .any(|(table, column)| {
+        db.query_row(
+            &format!("SELECT count(*) FROM {table} WHERE instr({column}, ?1) > 0"),
+            [piece],
+            |row| row.get::<_, i64>(0),
+        )
+        .expect("a count")
+            > 0
+    })
 }
