@@ -156,7 +156,9 @@ pub const MAX_KEY_LIFETIME_SECS: u64 = 10 * 366 * 24 * 3600;
 pub fn parse_lifetime(text: &str) -> Result<u64, String> {
     let bad = || format!("a lifetime is a number and s, m, h or d (like 90d), not {text:?}");
     let text = text.trim();
-    let split = text.len().checked_sub(1).ok_or_else(bad)?;
+    // The unit is the last character, whatever its width (`90ï` is refused, not split
+    // inside a character).
+    let (split, _) = text.char_indices().last().ok_or_else(bad)?;
     let (number, unit) = text.split_at(split);
     let unit_secs = match unit {
         "s" => 1,
@@ -258,6 +260,11 @@ mod tests {
             "1.5h",
             "99999999999999999999d",
             "4000d",
+            // Wide last characters (schemathesis found a panic here).
+            "\u{18}¥U\u{16260}\u{ad}%¥ï",
+            "9ï",
+            "ï",
+            "1𝐝",
         ] {
             assert!(parse_lifetime(bad).is_err(), "{bad}");
         }
