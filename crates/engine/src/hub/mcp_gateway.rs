@@ -12,13 +12,11 @@
 //! task) read that record; nothing waits in memory that a restart could lose.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ApprovalId, ApprovalOutcome, McpCallId, StopReason, ThreadId, TurnId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::{Hub, HubError};
 use crate::governance::rules::PolicyExplanation;
@@ -30,8 +28,6 @@ use crate::ports::{
 };
 use crate::turn;
 
-/// How often a waiting caller looks for the decided call's record.
-const POLL: Duration = Duration::from_millis(200);
 /// The snapshot kind of a gateway call's approval.
 const KIND: &str = "mcp_gateway";
 
@@ -166,8 +162,15 @@ impl Hub {
             .await
         {
             Gated::Done(finished) => {
-                self.record_mcp_call(&id, &who, tool, &finished, None, false)
-                    .await?;
+                self.record_mcp_call(
+                    &id,
+                    &who,
+                    (&tool.server, &tool.name),
+                    &finished,
+                    None,
+                    false,
+                )
+                .await?;
                 Ok(GatewayCall::Answered(finished.answer))
             }
             Gated::Approval(ask) => {
@@ -236,32 +239,6 @@ impl Hub {
         Ok(GatewayTask::Working { created_at })
     }
 
-    /// Waits until the call waiting on approval `id` is answered (or `cancel`), with
-    /// `on_wait` called at each look while nobody decided (for progress notifications).
-    pub async fn mcp_gateway_wait(
-        &self,
-        caller: &Caller,
-        id: &ApprovalId,
-        cancel: &CancellationToken,
-        on_wait: &mut (dyn FnMut() + Send),
-    ) -> Result<Answer, HubError> {
-        loop {
-            match self.mcp_gateway_task(caller, id).await? {
-                GatewayTask::Answered { answer, .. } => return Ok(answer),
-                GatewayTask::Waiting { .. } => on_wait(),
-                GatewayTask::Working { .. } => {}
-            }
-            tokio::select! {
-                _ = cancel.cancelled() => {
-                    return Err(HubError::Conflict(format!(
-                        "the caller stopped waiting; approval {id} stays pending"
-                    )));
-                }
-                _ = tokio::time::sleep(POLL) => {}
-            }
-        }
-    }
-
     /// The gateway's log for `caller`: its client's calls, newest first.
     pub async fn mcp_gateway_calls(
         &self,
@@ -284,7 +261,7 @@ impl Hub {
         &self,
         id: &McpCallId,
         who: &Who<'_>,
-        tool: &GatewayTool,
+        (server, tool): (&str, &str),
         finished: &Finished,
         approval: Option<&ApprovalId>,
         keep_answer: bool,
@@ -296,8 +273,8 @@ impl Hub {
                 ts: String::new(),
                 client: who.client.to_owned(),
                 agent: self.config.mcp_gateway.agent.clone(),
-                server: tool.server.clone(),
-                tool: tool.name.clone(),
+                server: server.to_owned(),
+                tool: tool.to_owned(),
                 status: finished.status.to_owned(),
                 detail: finished.detail.clone(),
                 policy: finished.policy.clone(),
@@ -456,17 +433,8 @@ impl Hub {
                 unanswered("error", format!("approval {id} is in no state to run"))
             }
         };
-        let tool = GatewayTool {
-            name: snapshot.tool.clone(),
-            server: snapshot.server.clone(),
-            spec: agentplane_core::ToolSpec {
-                name: approval.tool.clone(),
-                description: String::new(),
-                parameters: Value::Null,
-                side_effects: true,
-            },
-        };
-        self.record_mcp_call(&snapshot.call, &who, &tool, &finished, Some(id), true)
+        let recorded = (snapshot.server.as_str(), snapshot.tool.as_str());
+        self.record_mcp_call(&snapshot.call, &who, recorded, &finished, Some(id), true)
             .await?;
         let stop = if finished.answer.is_error {
             StopReason::Error

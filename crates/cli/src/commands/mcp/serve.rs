@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use agentplane_runtime::LOCAL_CLIENT;
-use agentplane_server::{StdioOptions, serve_stdio};
+use agentplane_server::{StdioOptions, serve_gateway_stdio, serve_stdio};
 use clap::Args;
 
 use crate::exit::Exit;
@@ -23,11 +23,29 @@ pub struct ServeArgs {
 }
 
 pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
+    on_stdio(config, args.workspace, Served::Agents).await
+}
+
+/// What is served on stdio.
+pub(super) enum Served {
+    /// The agents as tools (`mcp serve`).
+    Agents,
+    /// The MCP gateway (`mcp gateway`).
+    Gateway,
+}
+
+/// Starts the runtime and serves `what` on stdin/stdout for the local client until
+/// stdin closes or a signal arrives.
+pub(super) async fn on_stdio(
+    config: Option<&Path>,
+    workspace: Option<PathBuf>,
+    what: Served,
+) -> Exit {
     let runtime = match crate::commands::started(config).await {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    let workspace = match crate::commands::workspace_or_current(args.workspace) {
+    let workspace = match crate::commands::workspace_or_current(workspace) {
         Ok(dir) => dir,
         Err(code) => return code,
     };
@@ -36,11 +54,19 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         workspace,
         shutdown_grace: runtime.config().server.shutdown_grace,
     };
-    let served = serve_stdio(
-        runtime.hub().clone(),
-        options,
-        crate::commands::serve::stop_requested(),
-    )
-    .await;
+    let hub = runtime.hub().clone();
+    let stop = crate::commands::serve::stop_requested();
+    let served = match what {
+        Served::Agents => serve_stdio(hub, options, stop).await,
+        Served::Gateway => {
+            if !hub.offers_mcp_gateway() {
+                // Still served (an empty tool list), but say why on stderr.
+                tracing::warn!(
+                    "the MCP gateway offers no servers: name them in [mcp.gateway] servers"
+                );
+            }
+            serve_gateway_stdio(hub, options, stop).await
+        }
+    };
     crate::commands::finish(&runtime, served).await
 }
