@@ -6,7 +6,11 @@
 #   AGENTPLANE_TEST_NODE_PEERS      crates/testkit/peers (node_modules inside, loopback.mjs)
 #   AGENTPLANE_TEST_PYTHON          a venv's python with PyPI's `mcp` (its client),
 #                                   `openai` (the official client, for the gateway) and
-#                                   `PyJWT` with `cryptography` (tokens for the OIDC tests)
+#                                   `PyJWT` with `cryptography` (tokens for the OIDC tests),
+#                                   `opentelemetry-proto` (the OTLP receiver) and `a2a-sdk`
+#                                   (the official A2A client and server classes, protocol 1.0)
+#   AGENTPLANE_TEST_PYTHON_A2A03    a second venv's python with `a2a-sdk` 0.3 (an A2A
+#                                   client and server of the protocol's 0.3 generation)
 #   AGENTPLANE_TEST_OPENCODE        opencode (npm `opencode-ai`, pinned; its binary comes
 #                                   from the optional dependency `opencode-linux-x64`)
 #
@@ -22,8 +26,12 @@ pyjwt_version="2.15.1"
 cryptography_version="50.0.2"
 # The OpenTelemetry protobuf definitions, for the OTLP receiver of the trace tests.
 otel_proto_version="1.45.2"
+# The official A2A SDK: 1.x speaks protocol 1.0; 0.3.x, in a venv of its own, speaks 0.3.
+a2a_version="1.3.0"
+a2a03_version="0.3.26"
 peers="$PWD/crates/testkit/peers"
 venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
+venv03="${AGENTPLANE_PEERS_VENV_A2A03:-$PWD/.local-model/peers-a2a03}"
 opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
 
 node="$(command -v node || true)"
@@ -40,14 +48,21 @@ if ! cmp -s "$peers/package-lock.json" "$stamp" 2>/dev/null; then
   cp "$peers/package-lock.json" "$stamp"
 fi
 
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version' or m.version('opentelemetry-proto') != '$otel_proto_version')" 2>/dev/null; then
-  echo "test-peers: installing mcp $mcp_version, openai $openai_version, PyJWT $pyjwt_version, opentelemetry-proto $otel_proto_version into $venv" >&2
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version' or m.version('opentelemetry-proto') != '$otel_proto_version' or m.version('a2a-sdk') != '$a2a_version')" 2>/dev/null; then
+  echo "test-peers: installing mcp $mcp_version, openai $openai_version, PyJWT $pyjwt_version, opentelemetry-proto $otel_proto_version, a2a-sdk $a2a_version into $venv" >&2
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     "mcp==$mcp_version" "openai==$openai_version" \
     "PyJWT==$pyjwt_version" "cryptography==$cryptography_version" \
-    "opentelemetry-proto==$otel_proto_version" >&2
+    "opentelemetry-proto==$otel_proto_version" "a2a-sdk[http-server]==$a2a_version" >&2
+fi
+if ! "$venv03/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('a2a-sdk') != '$a2a03_version')" 2>/dev/null; then
+  echo "test-peers: installing a2a-sdk $a2a03_version into $venv03" >&2
+  mkdir -p "$(dirname "$venv03")"
+  python3 -m venv "$venv03"
+  "$venv03/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "a2a-sdk[http-server]==$a2a03_version" >&2
 fi
 
 # opencode from npm into a cache of its own, reinstalled only when the pin changes.
@@ -62,4 +77,5 @@ fi
 echo "export AGENTPLANE_TEST_NODE='$node'"
 echo "export AGENTPLANE_TEST_NODE_PEERS='$peers'"
 echo "export AGENTPLANE_TEST_PYTHON='$venv/bin/python'"
+echo "export AGENTPLANE_TEST_PYTHON_A2A03='$venv03/bin/python'"
 echo "export AGENTPLANE_TEST_OPENCODE='$opencode'"
