@@ -88,6 +88,111 @@ pub fn chain_hash(prev: &[u8; 32], fields: &[&str]) -> [u8; 32] {
     hasher.finalize().into()
 }
 
+/// A table of records chained in insertion order, one chain per table (ADR 0048): the
+/// OpenAI-compatible gateway's model calls and the MCP gateway's calls. A record's
+/// position (`chain_pos`, 1, 2, 3… with no gap) is given under the chain's lock when it
+/// is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordChain {
+    ModelCalls,
+    McpCalls,
+}
+
+impl RecordChain {
+    /// Every record chain, in the order reports list them.
+    pub const ALL: [Self; 2] = [Self::ModelCalls, Self::McpCalls];
+
+    /// The chain's name: its table's.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ModelCalls => "model_calls",
+            Self::McpCalls => "mcp_calls",
+        }
+    }
+
+    /// The first field of a record's encoding.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::ModelCalls => "agentplane/model_call/1",
+            Self::McpCalls => "agentplane/mcp_call/1",
+        }
+    }
+
+    /// The columns a record's hash covers, in the order they are hashed (after the tag
+    /// and the position). Integers as decimal text; a NULL column as "no value".
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            Self::ModelCalls => &[
+                "id",
+                "ts",
+                "client_id",
+                "agent",
+                "provider",
+                "model",
+                "input_tokens",
+                "output_tokens",
+                "usd_micros",
+            ],
+            Self::McpCalls => &[
+                "id",
+                "ts",
+                "client_id",
+                "agent",
+                "server",
+                "tool",
+                "status",
+                "detail",
+                "policy",
+                "approval_id",
+                "duration_ms",
+                "usd_micros",
+                "result",
+            ],
+        }
+    }
+}
+
+/// One stored record as its chain covers it: its position and every hashed column as
+/// stored text, in [`RecordChain::columns`] order (`None` for NULL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainedRecord {
+    pub chain: RecordChain,
+    pub pos: u64,
+    pub values: Vec<Option<String>>,
+    /// The stored link; `None` only when it was removed (records stored before the
+    /// chain existed have no position and are not read as chained records).
+    pub hash: Option<String>,
+}
+
+/// The hash of a record given the previous record's hash (or [`GENESIS`]):
+/// `SHA-256(prev || field(tag) || field(pos) || value(c1) || value(c2) …)`, where
+/// `value(x)` is `field(x)` for a value and the 8 bytes `FF…FF` (a length no value can
+/// have) with nothing after them for NULL.
+pub fn record_hash(
+    prev: &[u8; 32],
+    chain: RecordChain,
+    pos: u64,
+    values: &[Option<&str>],
+) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(prev);
+    let pos = pos.to_string();
+    for field in [chain.tag(), pos.as_str()] {
+        hasher.update((field.len() as u64).to_be_bytes());
+        hasher.update(field.as_bytes());
+    }
+    for value in values {
+        match value {
+            Some(v) => {
+                hasher.update((v.len() as u64).to_be_bytes());
+                hasher.update(v.as_bytes());
+            }
+            None => hasher.update(u64::MAX.to_be_bytes()),
+        }
+    }
+    hasher.finalize().into()
+}
+
 /// Lowercase hex, as hashes are stored and shown.
 pub fn to_hex(hash: &[u8; 32]) -> String {
     use std::fmt::Write;
@@ -146,10 +251,12 @@ impl std::fmt::Display for BreakReason {
     }
 }
 
-/// The first link of a thread's chain that does not hold.
+/// The first link of a chain that does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChainBreak {
+    /// The thread; for a record chain, the chain's name (`model_calls`, `mcp_calls`).
     pub thread_id: String,
+    /// The event's seq; for a record chain, the record's position.
     pub seq: u64,
     pub reason: BreakReason,
 }
@@ -208,38 +315,65 @@ impl ChainWalk {
 
     /// Checks the next event of the thread.
     pub fn push(&mut self, event: &ChainedEvent) -> Result<(), ChainBreak> {
+        self.push_link(event.seq, event.hash.as_deref(), |prev| {
+            event_hash(prev, event.text())
+        })
+    }
+
+    /// Checks the next record of a record chain (a walk made with `chained_since` 1:
+    /// every record with a position is chained).
+    pub fn push_record(&mut self, record: &ChainedRecord) -> Result<(), ChainBreak> {
+        let values: Vec<Option<&str>> = record.values.iter().map(Option::as_deref).collect();
+        self.push_link(record.pos, record.hash.as_deref(), |prev| {
+            record_hash(prev, record.chain, record.pos, &values)
+        })
+    }
+
+    /// Checks the link at `seq` whose stored hash is `stored`; `compute` hashes the
+    /// item given the previous link.
+    fn push_link(
+        &mut self,
+        seq: u64,
+        stored: Option<&str>,
+        compute: impl FnOnce(&[u8; 32]) -> [u8; 32],
+    ) -> Result<(), ChainBreak> {
         let broken = |reason| ChainBreak {
             thread_id: self.thread_id.clone(),
-            seq: event.seq,
+            seq,
             reason,
         };
-        if event.seq != self.next_seq {
+        if seq != self.next_seq {
             return Err(broken(BreakReason::SeqGap {
                 expected: self.next_seq,
             }));
         }
-        self.next_seq = event.seq.saturating_add(1);
-        let Some(stored) = &event.hash else {
-            if self.prev.is_none() && event.seq < self.chained_since {
+        self.next_seq = seq.saturating_add(1);
+        let Some(stored) = stored else {
+            if self.prev.is_none() && seq < self.chained_since {
                 self.unchained += 1;
                 return Ok(());
             }
             return Err(broken(BreakReason::MissingHash));
         };
         let Some(stored_bytes) = from_hex(stored) else {
-            return Err(broken(BreakReason::MalformedHash(stored.clone())));
+            return Err(broken(BreakReason::MalformedHash(stored.to_owned())));
         };
-        let computed = event_hash(self.prev.as_ref().unwrap_or(&GENESIS), event.text());
+        let computed = compute(self.prev.as_ref().unwrap_or(&GENESIS));
         if computed != stored_bytes {
             return Err(broken(BreakReason::HashMismatch {
-                stored: stored.clone(),
+                stored: stored.to_owned(),
                 computed: to_hex(&computed),
             }));
         }
-        self.first_chained.get_or_insert(event.seq);
+        self.first_chained.get_or_insert(seq);
         self.prev = Some(computed);
         self.chained += 1;
         Ok(())
+    }
+
+    /// The seq the next link must have.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
     }
 
     /// What the walk found; call after the thread's last event.
@@ -370,5 +504,80 @@ mod tests {
     fn malformed_hex_is_not_a_hash() {
         assert_eq!(from_hex("zz"), None);
         assert_eq!(from_hex(&"g".repeat(64)), None);
+    }
+
+    fn records(values: &[&[Option<&str>]]) -> Vec<ChainedRecord> {
+        let mut prev = GENESIS;
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let pos = i as u64 + 1;
+                prev = record_hash(&prev, RecordChain::ModelCalls, pos, v);
+                ChainedRecord {
+                    chain: RecordChain::ModelCalls,
+                    pos,
+                    values: v.iter().map(|x| x.map(str::to_owned)).collect(),
+                    hash: Some(to_hex(&prev)),
+                }
+            })
+            .collect()
+    }
+
+    fn walk_records(records: &[ChainedRecord]) -> Result<ChainSummary, ChainBreak> {
+        let mut walk = ChainWalk::new("model_calls", 1);
+        for r in records {
+            walk.push_record(r)?;
+        }
+        Ok(walk.finish())
+    }
+
+    #[test]
+    fn a_null_column_hashes_apart_from_an_empty_one_and_from_a_shifted_value() {
+        let chain = RecordChain::McpCalls;
+        let null = record_hash(&GENESIS, chain, 1, &[Some("a"), None]);
+        let empty = record_hash(&GENESIS, chain, 1, &[Some("a"), Some("")]);
+        let joined = record_hash(&GENESIS, chain, 1, &[Some("a"), Some("")]);
+        let shifted = record_hash(&GENESIS, chain, 1, &[Some(""), Some("a")]);
+        assert_ne!(null, empty);
+        assert_eq!(empty, joined);
+        assert_ne!(empty, shifted);
+        assert_ne!(
+            record_hash(&GENESIS, RecordChain::ModelCalls, 1, &[Some("a"), None]),
+            null,
+            "the tag keeps the chains apart"
+        );
+    }
+
+    #[test]
+    fn a_record_chain_names_the_edited_the_unhashed_and_the_removed_record() {
+        let good = records(&[
+            &[Some("a"), Some("1")],
+            &[Some("b"), None],
+            &[Some("c"), Some("3")],
+        ]);
+        let summary = walk_records(&good).expect("intact");
+        assert_eq!(
+            (summary.chained, summary.head.as_ref().map(|h| h.0)),
+            (3, Some(3))
+        );
+
+        let mut edited = good.clone();
+        edited[1].values[1] = Some("2".into());
+        let broken = walk_records(&edited).expect_err("an edit");
+        assert_eq!(broken.seq, 2);
+        assert!(matches!(broken.reason, BreakReason::HashMismatch { .. }));
+
+        let mut unhashed = good.clone();
+        unhashed[0].hash = None;
+        let broken = walk_records(&unhashed).expect_err("a stripped hash");
+        assert_eq!((broken.seq, broken.reason), (1, BreakReason::MissingHash));
+
+        let removed = [good[0].clone(), good[2].clone()];
+        let broken = walk_records(&removed).expect_err("a removed record");
+        assert_eq!(
+            (broken.seq, broken.reason),
+            (3, BreakReason::SeqGap { expected: 2 })
+        );
     }
 }

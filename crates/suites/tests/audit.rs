@@ -3,7 +3,8 @@
 //! `scripts/audit_verify.py` (standard-library Python, the documented algorithm only);
 //! one payload edited behind the store's back — with the `sqlite3` command line on
 //! SQLite, with `psql` on PostgreSQL — makes both fail, naming the thread and the seq.
-//! `GET /v1/threads/{id}/audit` gives the head the export ends with.
+//! `GET /v1/threads/{id}/audit` gives the head the export ends with. The gateway's model
+//! calls form a chain of their own, checked the same ways.
 
 use std::process::Command;
 
@@ -150,4 +151,72 @@ async fn postgres_verify_passes_then_names_an_event_edited_with_psql() {
     assert!(out.status.success(), "{out:?}");
     check_broken(&sb, Some(&url), &threads[1], seq);
     drop_database(&postgres, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_records_are_chained_and_an_edited_price_is_named() {
+    const CALLS: u64 = 4;
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::text("a gateway answer");
+        CALLS as usize
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox("");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    for _ in 0..CALLS {
+        let response = api(&served, Method::POST, "/openai/v1/chat/completions")
+            .json(&serde_json::json!({
+                "model": "scripted-model",
+                "messages": [{"role": "user", "content": "hi"}],
+            }))
+            .send()
+            .await
+            .expect("a gateway call");
+        assert_eq!(response.status(), 200);
+    }
+    let (ok, report, text) = audit::verify(&sb, None);
+    assert!(ok, "{text}");
+    assert_eq!(report["records"][0]["chain"], "model_calls", "{text}");
+    assert_eq!(report["records"][0]["chained"], CALLS, "{text}");
+    let head = report["records"][0]["head"]["hash"]
+        .as_str()
+        .expect("a head")
+        .to_owned();
+    let export = audit::run(&sb, None, &["export"]);
+    assert!(export.status.success(), "{export:?}");
+    let anchor = format!("model_calls={head}");
+    let (ok, text) = audit::python_verify(&export.stdout, &["--anchor", &anchor]);
+    assert!(ok, "the independent verifier refused the export: {text}");
+    assert!(
+        text.contains(&format!("{CALLS} gateway records chained")),
+        "{text}"
+    );
+    drop(served);
+
+    // The second call made cheaper behind the store's back.
+    let out = Command::new("sqlite3")
+        .arg(&sb.db)
+        .arg(
+            "DROP TRIGGER model_calls_never_update; \
+             UPDATE model_calls SET input_tokens = input_tokens + 1 WHERE chain_pos = 2;",
+        )
+        .output()
+        .expect("the sqlite3 command line (apt-get install sqlite3)");
+    assert!(out.status.success(), "{out:?}");
+    let (ok, report, text) = audit::verify(&sb, None);
+    assert!(!ok, "audit verify passed an edited gateway record: {text}");
+    assert_eq!(report["broken_record"]["chain"], "model_calls", "{text}");
+    assert_eq!(report["broken_record"]["pos"], 2, "{text}");
+    let plain = audit::run(&sb, None, &["verify"]);
+    assert_eq!(plain.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&plain.stdout);
+    assert!(said.contains("chain model_calls record 2"), "{said}");
+    let export = audit::run(&sb, None, &["export"]);
+    let (ok, text) = audit::python_verify(&export.stdout, &[]);
+    assert!(
+        !ok,
+        "the independent verifier passed an edited record: {text}"
+    );
+    assert!(text.contains("record 2"), "{text}");
 }

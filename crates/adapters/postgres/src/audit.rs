@@ -3,8 +3,8 @@
 //! as stored (no NUL decoding: ids, kinds, times and JSON never carry the escape).
 
 use agentplane_core::ThreadId;
-use agentplane_core::audit::ChainedEvent;
-use agentplane_engine::ports::{AuditStore, AuditedThread, ChainHead, StoreError};
+use agentplane_core::audit::{ChainedEvent, ChainedRecord, RecordChain};
+use agentplane_engine::ports::{AuditStore, AuditedThread, ChainHead, RecordChainTip, StoreError};
 use async_trait::async_trait;
 use tokio_postgres::Row;
 
@@ -33,6 +33,21 @@ impl AuditStore for PostgresStore {
 
     async fn chain_head(&self, thread: &ThreadId) -> Result<Option<ChainHead>, StoreError> {
         on_conn!(self, |db| chain_head(db, thread))
+    }
+
+    async fn chained_records(
+        &self,
+        chain: RecordChain,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<ChainedRecord>, StoreError> {
+        on_conn!(self, |db| crate::record_chains::records(
+            db, chain, after, limit
+        ))
+    }
+
+    async fn record_chain_tip(&self, chain: RecordChain) -> Result<RecordChainTip, StoreError> {
+        on_conn!(self, |db| crate::record_chains::tip(db, chain))
     }
 }
 

@@ -15,8 +15,11 @@ use agentplane_engine::ports::records::{
 use agentplane_engine::ports::{CostQuery, CostRow, ModelCallRecord, StoreError};
 use tokio_postgres::types::ToSql;
 
+use agentplane_core::audit::RecordChain;
+
 use crate::db::Db;
 use crate::nul::{enc, enc_opt};
+use crate::record_chains;
 use crate::rows::{pg, text, unique_violation};
 
 /// Sums the cost events and model calls that `query` selects.
@@ -133,30 +136,62 @@ pub(crate) async fn costs(db: Db<'_>, query: &CostQuery) -> Result<Vec<CostRow>,
     cost_rows(groups)
 }
 
-/// Inserts one model call, stamped with the store's clock. `Conflict` for a known id.
-/// Counts above `i64::MAX` are stored as `i64::MAX`, as on SQLite.
+/// Inserts one model call, stamped with the store's clock and linked into the
+/// `model_calls` chain (in the caller's transaction). `Conflict` for a known id. Counts
+/// above `i64::MAX` are stored as `i64::MAX`, as on SQLite.
 pub(crate) async fn record_model_call(db: Db<'_>, call: ModelCallRecord) -> Result<(), StoreError> {
     let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let ts = stored_now();
+    let (input, output, usd) = (
+        clamp(call.input_tokens),
+        clamp(call.output_tokens),
+        clamp(call.usd_micros),
+    );
+    let (client, agent, provider, model) = (
+        enc(&call.client),
+        enc(&call.agent),
+        enc(&call.provider),
+        enc(&call.model),
+    );
+    let numbers = [input.to_string(), output.to_string(), usd.to_string()];
+    let link = record_chains::next(
+        db,
+        RecordChain::ModelCalls,
+        &[
+            Some(call.id.as_str()),
+            Some(&ts),
+            Some(&client),
+            Some(&agent),
+            Some(&provider),
+            Some(&model),
+            Some(&numbers[0]),
+            Some(&numbers[1]),
+            Some(&numbers[2]),
+        ],
+    )
+    .await?;
     let inserted = db
         .execute(
             "INSERT INTO model_calls (id, ts, client_id, agent, provider, model,
-                                      input_tokens, output_tokens, usd_micros)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                      input_tokens, output_tokens, usd_micros, chain_pos, hash)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             &[
                 &call.id.as_str(),
-                &stored_now(),
-                &enc(&call.client),
-                &enc(&call.agent),
-                &enc(&call.provider),
-                &enc(&call.model),
-                &clamp(call.input_tokens),
-                &clamp(call.output_tokens),
-                &clamp(call.usd_micros),
+                &ts,
+                &client,
+                &agent,
+                &provider,
+                &model,
+                &input,
+                &output,
+                &usd,
+                &link.pos,
+                &link.hash,
             ],
         )
         .await;
     match inserted {
-        Ok(_) => Ok(()),
+        Ok(_) => record_chains::advance(db, RecordChain::ModelCalls, &link).await,
         Err(e) if unique_violation(&e).is_some() => Err(StoreError::Conflict(format!(
             "model call {} is already recorded",
             call.id

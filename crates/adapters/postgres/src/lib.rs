@@ -23,6 +23,7 @@ mod keys;
 mod listener;
 mod mcp_calls;
 mod nul;
+mod record_chains;
 mod replicas;
 mod rows;
 mod schema;

@@ -8,8 +8,11 @@ use agentplane_engine::ports::{McpCallQuery, McpCallRecord, StoreError};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+use agentplane_core::audit::RecordChain;
+
 use crate::db::Db;
 use crate::nul::{enc, enc_opt};
+use crate::record_chains;
 use crate::rows::{damaged, opt_text, pg, text, unique_violation};
 
 /// Inserts one call, stamped with the store's clock. `Conflict` for a known id or a
@@ -23,30 +26,69 @@ pub(crate) async fn record(db: Db<'_>, call: McpCallRecord) -> Result<(), StoreE
         ),
         None => None,
     };
+    let ts = stored_now();
+    let (duration, usd) = (clamp(call.duration_ms), clamp(call.usd_micros));
+    let numbers = [duration.to_string(), usd.to_string()];
+    let approval = call.approval.as_ref().map(ApprovalId::as_str);
+    let (client, agent, server, tool, status) = (
+        enc(&call.client),
+        enc(&call.agent),
+        enc(&call.server),
+        enc(&call.tool),
+        enc(&call.status),
+    );
+    let (detail, policy, result) = (
+        enc_opt(call.detail.as_deref()),
+        enc_opt(call.policy.as_deref()),
+        enc_opt(result.as_deref()),
+    );
+    let link = record_chains::next(
+        db,
+        RecordChain::McpCalls,
+        &[
+            Some(call.id.as_str()),
+            Some(&ts),
+            Some(&client),
+            Some(&agent),
+            Some(&server),
+            Some(&tool),
+            Some(&status),
+            detail.as_deref(),
+            policy.as_deref(),
+            approval,
+            Some(&numbers[0]),
+            Some(&numbers[1]),
+            result.as_deref(),
+        ],
+    )
+    .await?;
     let inserted = db
         .execute(
             "INSERT INTO mcp_calls (id, ts, client_id, agent, server, tool, status, detail,
-                                    policy, approval_id, duration_ms, usd_micros, result)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                                    policy, approval_id, duration_ms, usd_micros, result,
+                                    chain_pos, hash)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
             &[
                 &call.id.as_str(),
-                &stored_now(),
-                &enc(&call.client),
-                &enc(&call.agent),
-                &enc(&call.server),
-                &enc(&call.tool),
-                &enc(&call.status),
-                &enc_opt(call.detail.as_deref()),
-                &enc_opt(call.policy.as_deref()),
-                &call.approval.as_ref().map(ApprovalId::as_str),
-                &clamp(call.duration_ms),
-                &clamp(call.usd_micros),
-                &enc_opt(result.as_deref()),
+                &ts,
+                &client,
+                &agent,
+                &server,
+                &tool,
+                &status,
+                &detail,
+                &policy,
+                &approval,
+                &duration,
+                &usd,
+                &result,
+                &link.pos,
+                &link.hash,
             ],
         )
         .await;
     match inserted {
-        Ok(_) => Ok(()),
+        Ok(_) => record_chains::advance(db, RecordChain::McpCalls, &link).await,
         Err(e) if unique_violation(&e).is_some() => Err(StoreError::Conflict(format!(
             "MCP gateway call {} is already recorded",
             call.id

@@ -382,6 +382,24 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE threads ADD COLUMN last_hash TEXT;
     UPDATE threads SET chained_since = next_seq;
     "#,
+    // 7: the record chains (ADR 0048), as in SQLite's migration 11: the gateway's model
+    // calls and the MCP gateway's calls each form one chain. Whichever replica stores a
+    // record takes its chain's row in `audit_chains` FOR UPDATE, so the replicas append
+    // to one gapless chain. Records already stored get no position: the chains start here.
+    r#"
+    ALTER TABLE model_calls ADD COLUMN chain_pos BIGINT CHECK (chain_pos IS NULL OR chain_pos >= 1);
+    ALTER TABLE model_calls ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);
+    CREATE UNIQUE INDEX model_calls_by_chain_pos ON model_calls(chain_pos);
+    ALTER TABLE mcp_calls ADD COLUMN chain_pos BIGINT CHECK (chain_pos IS NULL OR chain_pos >= 1);
+    ALTER TABLE mcp_calls ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);
+    CREATE UNIQUE INDEX mcp_calls_by_chain_pos ON mcp_calls(chain_pos);
+    CREATE TABLE audit_chains (
+        chain     TEXT PRIMARY KEY,
+        last_pos  BIGINT NOT NULL DEFAULT 0 CHECK (last_pos >= 0),
+        last_hash TEXT CHECK (last_hash IS NULL OR length(last_hash) = 64)
+    );
+    INSERT INTO audit_chains (chain) VALUES ('model_calls'), ('mcp_calls');
+    "#,
 ];
 
 /// The schema version this code writes and understands.

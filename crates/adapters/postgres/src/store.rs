@@ -304,11 +304,11 @@ impl EventStore for PostgresStore {
     }
 
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
-        on_conn!(self, |db| costs::record_model_call(db, call))
+        in_tx!(self, |db| costs::record_model_call(db, call))
     }
 
     async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {
-        on_conn!(self, |db| mcp_calls::record(db, call))
+        in_tx!(self, |db| mcp_calls::record(db, call))
     }
 
     async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {

@@ -3,8 +3,8 @@
 //! the columns exactly as stored.
 
 use agentplane_core::ThreadId;
-use agentplane_core::audit::ChainedEvent;
-use agentplane_engine::ports::{AuditStore, AuditedThread, ChainHead, StoreError};
+use agentplane_core::audit::{ChainedEvent, ChainedRecord, RecordChain};
+use agentplane_engine::ports::{AuditStore, AuditedThread, ChainHead, RecordChainTip, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -35,6 +35,21 @@ impl AuditStore for SqliteStore {
     async fn chain_head(&self, thread: &ThreadId) -> Result<Option<ChainHead>, StoreError> {
         let thread = thread.clone();
         self.read(move |c| chain_head(c, &thread)).await
+    }
+
+    async fn chained_records(
+        &self,
+        chain: RecordChain,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<ChainedRecord>, StoreError> {
+        self.read(move |c| crate::record_chains::records(c, chain, after, limit))
+            .await
+    }
+
+    async fn record_chain_tip(&self, chain: RecordChain) -> Result<RecordChainTip, StoreError> {
+        self.read(move |c| crate::record_chains::tip(c, chain))
+            .await
     }
 }
 

@@ -20,6 +20,7 @@ mod migrations;
 mod model_calls;
 mod permissions;
 mod reader;
+mod record_chains;
 mod replicas;
 mod rows;
 mod store;

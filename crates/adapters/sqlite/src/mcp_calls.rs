@@ -8,10 +8,14 @@ use agentplane_engine::ports::{McpCallQuery, McpCallRecord, StoreError};
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row, params};
 
+use agentplane_core::audit::RecordChain;
+
+use crate::record_chains;
 use crate::rows::{self, backend};
 
-/// Inserts one call, stamped with the store's clock. `Conflict` for a known id or a
-/// second call of the same approval.
+/// Inserts one call, stamped with the store's clock and linked into the `mcp_calls`
+/// chain (in the writer's savepoint). `Conflict` for a known id or a second call of the
+/// same approval.
 pub(crate) fn record(c: &Connection, call: McpCallRecord) -> Result<(), StoreError> {
     let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let result = match &call.result {
@@ -21,16 +25,40 @@ pub(crate) fn record(c: &Connection, call: McpCallRecord) -> Result<(), StoreErr
         ),
         None => None,
     };
+    let ts = stored_now();
+    let (duration, usd) = (clamp(call.duration_ms), clamp(call.usd_micros));
+    let numbers = [duration.to_string(), usd.to_string()];
+    let approval = call.approval.as_ref().map(ApprovalId::as_str);
+    let link = record_chains::next(
+        c,
+        RecordChain::McpCalls,
+        &[
+            Some(call.id.as_str()),
+            Some(&ts),
+            Some(&call.client),
+            Some(&call.agent),
+            Some(&call.server),
+            Some(&call.tool),
+            Some(&call.status),
+            call.detail.as_deref(),
+            call.policy.as_deref(),
+            approval,
+            Some(&numbers[0]),
+            Some(&numbers[1]),
+            result.as_deref(),
+        ],
+    )?;
     let inserted = c
         .prepare_cached(
             "INSERT INTO mcp_calls (id, ts, client_id, agent, server, tool, status, detail,
-                                    policy, approval_id, duration_ms, usd_micros, result)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                                    policy, approval_id, duration_ms, usd_micros, result,
+                                    chain_pos, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )
         .and_then(|mut insert| {
             insert.execute(params![
                 call.id.as_str(),
-                stored_now(),
+                ts,
                 call.client,
                 call.agent,
                 call.server,
@@ -38,14 +66,16 @@ pub(crate) fn record(c: &Connection, call: McpCallRecord) -> Result<(), StoreErr
                 call.status,
                 call.detail,
                 call.policy,
-                call.approval.as_ref().map(ApprovalId::as_str),
-                clamp(call.duration_ms),
-                clamp(call.usd_micros),
+                approval,
+                duration,
+                usd,
                 result,
+                link.pos,
+                link.hash,
             ])
         });
     match inserted {
-        Ok(_) => Ok(()),
+        Ok(_) => record_chains::advance(c, RecordChain::McpCalls, &link),
         Err(e)
             if matches!(
                 e.sqlite_extended_error_code(),

@@ -360,6 +360,26 @@ const MIGRATIONS: &[&str] = &[
         CHECK (chained_since >= 1);
     UPDATE threads SET chained_since = next_seq;
     "#,
+    // 11: the record chains (ADR 0048): the gateway's model calls and the MCP gateway's
+    // calls each form one chain in the order they are stored. A record's position and
+    // hash are given from its chain's row in `audit_chains`, updated in the same
+    // transaction. Records already stored get neither: the chains start here.
+    r#"
+    ALTER TABLE model_calls ADD COLUMN chain_pos INTEGER CHECK (chain_pos IS NULL OR chain_pos >= 1);
+    ALTER TABLE model_calls ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);
+    CREATE UNIQUE INDEX model_calls_by_chain_pos ON model_calls(chain_pos);
+    ALTER TABLE mcp_calls ADD COLUMN chain_pos INTEGER CHECK (chain_pos IS NULL OR chain_pos >= 1);
+    ALTER TABLE mcp_calls ADD COLUMN hash TEXT CHECK (hash IS NULL OR length(hash) = 64);
+    CREATE UNIQUE INDEX mcp_calls_by_chain_pos ON mcp_calls(chain_pos);
+    CREATE TABLE audit_chains (
+        chain     TEXT PRIMARY KEY NOT NULL,
+        last_pos  INTEGER NOT NULL DEFAULT 0 CHECK (last_pos >= 0),
+        last_hash TEXT CHECK (last_hash IS NULL OR length(last_hash) = 64)
+    ) STRICT;
+    INSERT INTO audit_chains (chain) VALUES ('model_calls'), ('mcp_calls');
+    CREATE TRIGGER audit_chains_never_delete BEFORE DELETE ON audit_chains
+        BEGIN SELECT RAISE(ABORT, 'the audit chains are an audit record'); END;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

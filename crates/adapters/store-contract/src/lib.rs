@@ -19,6 +19,7 @@ pub mod executions;
 pub mod mcp_calls;
 pub mod model_calls;
 pub mod permissions;
+pub mod record_chains;
 pub mod replicas;
 pub mod threads;
 pub mod turns;
@@ -42,6 +43,9 @@ macro_rules! store_contract {
             audit::the_chain_holds_under_concurrent_appends_to_many_threads,
             audit::an_edited_event_is_named_by_verify,
             audit::events_before_the_chain_are_not_chained,
+            record_chains::record_chains_hold_under_concurrency_and_name_an_edit,
+            record_chains::a_removed_record_is_named_by_verify,
+            record_chains::records_before_the_chain_are_counted_not_broken,
             costs::an_empty_store_has_no_costs,
             costs::calls_are_summed_per_agent_client_provider_model_and_day,
             costs::by_turn_splits_rows_per_thread_and_turn,

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::fixtures::{RawSql, Store};
 
-fn call(client: &str, tool: &str, usd_micros: u64) -> McpCallRecord {
+pub(crate) fn call(client: &str, tool: &str, usd_micros: u64) -> McpCallRecord {
     McpCallRecord {
         id: McpCallId::new(),
         ts: String::new(),

@@ -9,7 +9,7 @@ use agentplane_engine::ports::{CostQuery, ModelCallRecord, NewThread, StoreError
 
 use crate::fixtures::{RawSql, Store};
 
-fn call(client: &str, agent: &str, tokens: u64, usd_micros: u64) -> ModelCallRecord {
+pub(crate) fn call(client: &str, agent: &str, tokens: u64, usd_micros: u64) -> ModelCallRecord {
     ModelCallRecord {
         id: CompletionId::new(),
         client: client.into(),
@@ -176,9 +176,11 @@ pub async fn recorded_calls_cannot_be_changed_or_deleted<S: Store>(
     );
     assert!(raw.execute("DELETE FROM model_calls").await.is_err());
     assert!(
-        raw.execute("INSERT INTO model_calls VALUES ('x', 't', 'c', 'a', 'p', 'm', -1, 0, 0)")
-            .await
-            .is_err(),
+        raw.execute(
+            "INSERT INTO model_calls VALUES ('x', 't', 'c', 'a', 'p', 'm', -1, 0, 0, NULL, NULL)"
+        )
+        .await
+        .is_err(),
         "negative counts are refused"
     );
 }

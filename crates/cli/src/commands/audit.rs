@@ -15,7 +15,9 @@ use std::path::Path;
 use agentplane_core::audit::{BreakReason, ChainBreak, ChainSummary};
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ErrorCode, ThreadId};
-use agentplane_engine::hub::{AuditReport, ExportedEvent, export_chains, verify_chains};
+use agentplane_engine::hub::{
+    AuditReport, ExportedEvent, ExportedRecord, export_chains, export_records, verify_chains,
+};
 use agentplane_engine::ports::records::stored_time;
 use agentplane_runtime::Config;
 use agentplane_runtime::replicas::open_for_reports;
@@ -99,7 +101,7 @@ async fn verify(
         report_text(&report)
     };
     write_out(text.as_bytes());
-    Ok(if report.broken.is_some() {
+    Ok(if !report.holds() {
         exit::AGENT_FAILED
     } else {
         exit::SUCCESS
@@ -107,7 +109,19 @@ async fn verify(
 }
 
 fn report_json(report: &AuditReport) -> Value {
-    let broken = report.broken.as_ref().map(|b| {
+    json!({
+        "ok": report.holds(),
+        "threads": report.intact.iter().map(summary_json).collect::<Vec<_>>(),
+        "broken": report.broken.as_ref().map(|b| break_json(b, "thread_id", "seq")),
+        "records": report.records.iter().map(record_summary_json).collect::<Vec<_>>(),
+        "broken_record": report.broken_record.as_ref().map(|b| break_json(b, "chain", "pos")),
+    })
+}
+
+/// A broken link; `place` and `index` name what `thread_id` and `seq` mean for its
+/// chain (a thread's events, or a record chain's positions).
+fn break_json(b: &ChainBreak, place: &str, index: &str) -> Value {
+    {
         let (what, stored, computed) = match &b.reason {
             BreakReason::HashMismatch { stored, computed } => (
                 "hash_mismatch",
@@ -119,18 +133,22 @@ fn report_json(report: &AuditReport) -> Value {
             BreakReason::SeqGap { .. } => ("seq_gap", None, None),
         };
         json!({
-            "thread_id": b.thread_id,
-            "seq": b.seq,
+            place: b.thread_id,
+            index: b.seq,
             "reason": what,
             "stored": stored,
             "computed": computed,
             "message": b.reason.to_string(),
         })
-    });
+    }
+}
+
+fn record_summary_json(s: &ChainSummary) -> Value {
     json!({
-        "ok": report.broken.is_none(),
-        "threads": report.intact.iter().map(summary_json).collect::<Vec<_>>(),
-        "broken": broken,
+        "chain": s.thread_id,
+        "chained": s.chained,
+        "not_chained": s.unchained,
+        "head": s.head.as_ref().map(|(pos, hash)| json!({"pos": pos, "hash": hash})),
     })
 }
 
@@ -163,19 +181,43 @@ fn report_text(report: &AuditReport) -> String {
             s.thread_id, s.chained
         ));
     }
-    match &report.broken {
-        Some(ChainBreak {
-            thread_id,
-            seq,
-            reason,
-        }) => out.push_str(&format!(
+    for s in &report.records {
+        let head = s.head.as_ref().map_or_else(
+            || "no chained record".to_owned(),
+            |(pos, h)| format!("head {pos} {h}"),
+        );
+        out.push_str(&format!(
+            "ok      {}  {} chained, {} not chained (before the migration); {head}\n",
+            s.thread_id, s.chained, s.unchained
+        ));
+    }
+    if let Some(ChainBreak {
+        thread_id,
+        seq,
+        reason,
+    }) = &report.broken
+    {
+        out.push_str(&format!(
             "BROKEN  thread {thread_id} event {seq}: {reason}\n"
-        )),
-        None => out.push_str(&format!(
+        ));
+    }
+    if let Some(ChainBreak {
+        thread_id,
+        seq,
+        reason,
+    }) = &report.broken_record
+    {
+        out.push_str(&format!(
+            "BROKEN  chain {thread_id} record {seq}: {reason}\n"
+        ));
+    }
+    if report.holds() {
+        let records: u64 = report.records.iter().map(|s| s.chained).sum();
+        out.push_str(&format!(
             "every chain holds: {} threads, {chained} events chained, {unchained} not chained \
-             (before the migration)\n",
+             (before the migration); {records} gateway records chained\n",
             report.intact.len()
-        )),
+        ));
     }
     out
 }
@@ -205,8 +247,30 @@ async fn export(
     })
     .await
     .map_err(|e| (e.code(), e.to_string()))?;
+    if thread.is_none() && !write_failed {
+        export_records(store.as_ref(), since.as_deref(), |line| {
+            write_failed = writeln!(out, "{}", record_json(&line)).is_err();
+            !write_failed
+        })
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    }
     drop(out.flush());
     Ok(exit::SUCCESS)
+}
+
+/// One exported gateway record: its chain, position, the hashed columns' names and
+/// their values as stored (NULL as null), its `prev` link and its `hash`.
+fn record_json(line: &ExportedRecord) -> Value {
+    let r = &line.record;
+    json!({
+        "chain": r.chain.name(),
+        "pos": r.pos,
+        "columns": r.chain.columns(),
+        "values": r.values,
+        "prev": line.prev,
+        "hash": r.hash,
+    })
 }
 
 /// One exported event: every hashed column as stored (the payload as a string, byte

@@ -5,7 +5,10 @@
 //! here: SQL, or any re-serialization of a stored event (the walk hashes stored text).
 
 use agentplane_core::ThreadId;
-use agentplane_core::audit::{ChainBreak, ChainSummary, ChainWalk, ChainedEvent, GENESIS, to_hex};
+use agentplane_core::audit::{
+    BreakReason, ChainBreak, ChainSummary, ChainWalk, ChainedEvent, ChainedRecord, GENESIS,
+    RecordChain, to_hex,
+};
 
 use super::*;
 use crate::identity::{Access, AsCaller};
@@ -55,13 +58,26 @@ impl Hub {
     }
 }
 
-/// What `audit verify` found: every thread's summary up to the first broken link.
+/// What `audit verify` found: every thread's summary up to the first broken link, and
+/// each record chain's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditReport {
     /// The threads whose chains hold, in the store's order.
     pub intact: Vec<ChainSummary>,
     /// The first broken link found (the walk stops there).
     pub broken: Option<ChainBreak>,
+    /// The record chains that hold (`thread_id` is the chain's name); checked when the
+    /// whole store is verified, not for one thread.
+    pub records: Vec<ChainSummary>,
+    /// The first broken link of a record chain.
+    pub broken_record: Option<ChainBreak>,
+}
+
+impl AuditReport {
+    /// Whether every chain checked holds.
+    pub fn holds(&self) -> bool {
+        self.broken.is_none() && self.broken_record.is_none()
+    }
 }
 
 /// Recomputes the chain of every thread (or of `only`) from the stored events and
@@ -94,7 +110,69 @@ pub async fn verify_chains(
             }
         }
     }
+    if only.is_none() {
+        for chain in RecordChain::ALL {
+            match verify_record_chain(store, chain).await? {
+                Ok(summary) => report.records.push(summary),
+                Err(broken) => {
+                    report.broken_record = Some(broken);
+                    break;
+                }
+            }
+        }
+    }
     Ok(report)
+}
+
+/// Walks one record chain by position and checks that it ends where its tip says: a
+/// record removed from the end (the tip ahead of the last record) or a tip that names
+/// another hash is a break too.
+async fn verify_record_chain(
+    store: &dyn AuditStore,
+    chain: RecordChain,
+) -> Result<Result<ChainSummary, ChainBreak>, StoreError> {
+    let tip = store.record_chain_tip(chain).await?;
+    let mut walk = ChainWalk::new(chain.name(), 1);
+    let mut outcome = Ok(());
+    for_each_record(store, chain, |record| {
+        outcome = walk.push_record(record);
+        outcome.is_ok()
+    })
+    .await?;
+    if let Err(broken) = outcome {
+        return Ok(Err(broken));
+    }
+    let broken = |seq, reason| {
+        Ok(Err(ChainBreak {
+            thread_id: chain.name().to_owned(),
+            seq,
+            reason,
+        }))
+    };
+    let walked_last = walk.next_seq().saturating_sub(1);
+    if walked_last < tip.last_pos {
+        return broken(
+            tip.last_pos,
+            BreakReason::SeqGap {
+                expected: walk.next_seq(),
+            },
+        );
+    }
+    let mut summary = walk.finish();
+    summary.unchained = tip.unchained;
+    let walked = summary.head.as_ref().map(|(_, hash)| hash.clone());
+    if walked_last != tip.last_pos || walked != tip.last_hash {
+        // A record past the tip, or a tip naming another hash: the chain's end moved.
+        let none = || "(none)".to_owned();
+        return broken(
+            walked_last,
+            BreakReason::HashMismatch {
+                stored: tip.last_hash.unwrap_or_else(none),
+                computed: walked.unwrap_or_else(none),
+            },
+        );
+    }
+    Ok(Ok(summary))
 }
 
 /// One line of `audit export`: an event with its link, enough to check it alone.
@@ -148,6 +226,72 @@ pub async fn export_chains(
         }
     }
     Ok(())
+}
+
+/// Every record of every record chain with `ts >= since`, chain by chain, by position,
+/// each with the link it should carry. `line` returns false to stop.
+pub async fn export_records(
+    store: &dyn AuditStore,
+    since: Option<&str>,
+    mut line: impl FnMut(ExportedRecord) -> bool,
+) -> Result<(), StoreError> {
+    let genesis = to_hex(&GENESIS);
+    for chain in RecordChain::ALL {
+        let mut prev: Option<String> = None;
+        let mut go_on = true;
+        for_each_record(store, chain, |record| {
+            let link = prev.clone().unwrap_or_else(|| genesis.clone());
+            prev.clone_from(&record.hash);
+            // The ts column is the second of every record chain.
+            let ts = record
+                .values
+                .get(1)
+                .and_then(Option::as_deref)
+                .unwrap_or("");
+            if since.is_none_or(|since| ts >= since) {
+                go_on = line(ExportedRecord {
+                    record: record.clone(),
+                    prev: link,
+                });
+            }
+            go_on
+        })
+        .await?;
+        if !go_on {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// One record line of `audit export`: a record with its link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportedRecord {
+    pub record: ChainedRecord,
+    /// The hash this record links to (the previous record's, or genesis).
+    pub prev: String,
+}
+
+/// Calls `visit` on each chained record of `chain` by position, a page at a time,
+/// until it returns false.
+async fn for_each_record(
+    store: &dyn AuditStore,
+    chain: RecordChain,
+    mut visit: impl FnMut(&ChainedRecord) -> bool,
+) -> Result<(), StoreError> {
+    let mut after = 0;
+    loop {
+        let page = store.chained_records(chain, after, PAGE).await?;
+        for record in &page {
+            if !visit(record) {
+                return Ok(());
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == PAGE && last.pos > after => after = last.pos,
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// Calls `visit` on each event of `thread` by `seq`, a page at a time, until it

@@ -51,7 +51,10 @@ use crate::turn::{TurnDeps, TurnObserver, TurnRequest, begin_turn, run_turn};
 pub use crate::error::HubError;
 use crate::models::ModelStatus;
 pub use approvals::ApprovalAnswer;
-pub use audit::{AuditReport, ExportedEvent, ThreadAudit, export_chains, verify_chains};
+pub use audit::{
+    AuditReport, ExportedEvent, ExportedRecord, ThreadAudit, export_chains, export_records,
+    verify_chains,
+};
 pub use builder::HubBuilder;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 pub use feeds::DisconnectGuard;

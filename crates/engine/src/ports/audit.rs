@@ -3,6 +3,10 @@
 //! like `KeyStore`, so the event-store decorators stay as they are.
 //!
 //! Invariants every implementation keeps:
+//! - every gateway model call and MCP gateway call stored carries the next position of
+//!   its table's chain and `hash = record_hash(previous record's hash, record)`, both
+//!   taken under the chain row's lock in the transaction that stores it (the chain's
+//!   tip is updated in the same transaction);
 //! - every event appended carries `hash = event_hash(previous event's hash, event)`
 //!   (`agentplane_core::audit`), computed in the transaction that appends it, under the
 //!   same serialization as its `seq`: the chain of a thread is gapless across crashes
@@ -13,7 +17,7 @@
 //!   re-serialized value: a verifier must recompute from what is stored.
 
 use agentplane_core::ThreadId;
-use agentplane_core::audit::ChainedEvent;
+use agentplane_core::audit::{ChainedEvent, ChainedRecord, RecordChain};
 use async_trait::async_trait;
 
 use super::store::StoreError;
@@ -37,6 +41,17 @@ pub struct ChainHead {
     pub hash: String,
 }
 
+/// Where a record chain ends, as the store's chain row holds it (`audit_chains`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecordChainTip {
+    /// The last position given; 0 when the chain has no record yet.
+    pub last_pos: u64,
+    /// The last record's hash, as the chain row holds it.
+    pub last_hash: Option<String>,
+    /// Records stored before the chain existed (they have no position).
+    pub unchained: u64,
+}
+
 /// The audit chain, read back.
 #[async_trait]
 pub trait AuditStore: Send + Sync {
@@ -56,4 +71,16 @@ pub trait AuditStore: Send + Sync {
 
     /// The thread's last chained event, `None` when it has none.
     async fn chain_head(&self, thread: &ThreadId) -> Result<Option<ChainHead>, StoreError>;
+
+    /// A record chain's records with `pos > after`, by `pos`, at most `limit`, every
+    /// hashed column as stored text.
+    async fn chained_records(
+        &self,
+        chain: RecordChain,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<ChainedRecord>, StoreError>;
+
+    /// Where a record chain ends, and how many records predate it.
+    async fn record_chain_tip(&self, chain: RecordChain) -> Result<RecordChainTip, StoreError>;
 }

@@ -16,7 +16,7 @@ pub mod tools;
 pub mod versions;
 pub mod workspace;
 
-pub use audit::{AuditStore, AuditedThread, ChainHead};
+pub use audit::{AuditStore, AuditedThread, ChainHead, RecordChainTip};
 pub use budgets::{AccountNeed, BudgetAccount, BudgetLedger, Exceeded, HoldId};
 pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,
