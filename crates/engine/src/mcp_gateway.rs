@@ -341,6 +341,7 @@ impl Gateway<'_> {
             }
         };
         let span = crate::ports::telemetry::tool_call_span(&tool.name, "");
+        crate::ports::telemetry::record_tool_arguments(&span, &arguments);
         let called = self
             .upstreams
             .call(
@@ -381,6 +382,7 @@ impl Gateway<'_> {
         } else {
             answer
         };
+        crate::ports::telemetry::record_tool_result(&span, &answer.text);
         self.governance.telemetry.mcp_gateway_call(
             &tool.name,
             if answer.is_error {

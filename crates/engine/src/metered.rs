@@ -113,6 +113,7 @@ pub async fn call(
 ) -> Metered {
     let agent = call.route.agent;
     let span = telemetry::model_call_span(agent, &call.request.model);
+    telemetry::record_model_input(&span, &call.request.messages);
     let mut texted = false;
     let answered = {
         let mut seen = |text: &str| {
@@ -145,8 +146,16 @@ pub async fn call(
                     Err(Unanswered::Failed(_)) => "failed",
                     Err(Unanswered::Cancelled) => "cancelled",
                 },
+                finish_reason: ended
+                    .outcome
+                    .as_ref()
+                    .ok()
+                    .and_then(|routed| routed.response.finish_reason.as_deref()),
             },
         );
+        if let Ok(routed) = &ended.outcome {
+            telemetry::record_model_output(&span, &routed.response);
+        }
     }
     ended
 }

@@ -6,12 +6,15 @@
 
 use std::path::Path;
 
-use agentplane_engine::ports::telemetry::{TraceHooks, install_trace_hooks};
+use agentplane_engine::ports::telemetry::{TraceHooks, capture_content, install_trace_hooks};
 use agentplane_otel::Exporting;
 pub use agentplane_otel::{Export, ExportLayer, dropped_spans};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::config::{Config, ConfigSource};
+
+/// The variable the GenAI instrumentations read to capture message contents.
+const CAPTURE_VARIABLE: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
 
 /// The standard variables that name a collector.
 const ENDPOINT_VARIABLES: &[&str] = &[
@@ -27,14 +30,20 @@ where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
     let env = |name: &str| std::env::var(name).ok();
-    let endpoint = std::env::current_dir().ok().and_then(|cwd| {
+    let telemetry = std::env::current_dir().ok().and_then(|cwd| {
         Config::load_from(&ConfigSource {
             explicit: config,
             cwd: &cwd,
             env: &env,
         })
         .ok()
-        .and_then(|loaded| loaded.telemetry.otlp_endpoint)
+        .map(|loaded| loaded.telemetry)
+    });
+    let (endpoint, capture) =
+        telemetry.map_or((None, None), |t| (t.otlp_endpoint, t.capture_content));
+    // The file wins over the variable, as for the endpoint.
+    let capture = capture.unwrap_or_else(|| {
+        std::env::var(CAPTURE_VARIABLE).is_ok_and(|v| v.eq_ignore_ascii_case("true"))
     });
     let from_env = ENDPOINT_VARIABLES
         .iter()
@@ -47,7 +56,9 @@ where
             install_trace_hooks(TraceHooks {
                 adopt: agentplane_otel::parent_from,
                 current: agentplane_otel::traceparent_of_current,
+                set_strings: agentplane_otel::set_strings,
             });
+            capture_content(capture);
             Some(started)
         }
         Err(e) => {

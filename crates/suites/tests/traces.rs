@@ -171,8 +171,19 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
         assert!(a["gen_ai.provider.name"].is_string(), "{chat}");
         assert!(a["gen_ai.usage.input_tokens"].is_i64(), "{chat}");
         assert!(a["gen_ai.usage.output_tokens"].is_i64(), "{chat}");
+        let reasons = a["gen_ai.response.finish_reasons"]
+            .as_array()
+            .unwrap_or_else(|| panic!("finish reasons as a string array: {chat}"));
+        assert_eq!(reasons.len(), 1, "{chat}");
+        assert!(reasons[0].is_string(), "{chat}");
         assert_eq!(chat["kind"], 3, "a client span");
     }
+    let reasons: Vec<&Value> = chats
+        .iter()
+        .map(|c| &c["attributes"]["gen_ai.response.finish_reasons"][0])
+        .collect();
+    assert!(reasons.contains(&&json!("tool_calls")), "{reasons:?}");
+    assert!(reasons.contains(&&json!("stop")), "{reasons:?}");
     let tool = named("execute_tool list_files");
     assert_eq!(tool.len(), 1, "{received:#?}");
     assert_eq!(tool[0]["parent_span_id"], turn["span_id"]);
@@ -210,6 +221,8 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
         !all.contains("list the files") && !all.contains("two files"),
         "{all}"
     );
+    assert!(!all.contains("gen_ai.input.messages"), "{all}");
+    assert!(!all.contains("gen_ai.tool.call.arguments"), "{all}");
 
     // The model server saw each model call's span as its parent.
     let chat_ids: Vec<&str> = chats.iter().filter_map(|c| c["span_id"].as_str()).collect();
@@ -273,4 +286,305 @@ async fn with_the_collector_gone_turns_run_and_drops_are_counted() {
         assert!(Instant::now() < deadline, "dropped {dropped}:\n{metrics}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A secret's value, known to the redactor: it must never reach a span.
+const SECRET: &str = "sk-trace-4f9a1c2e8b7d6a5f";
+
+#[tokio::test]
+async fn with_content_capture_on_contents_arrive_redacted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    // The model writes the secret into a tool call's arguments (a folder named after
+    // it) and its answer; the file the tool lists is named after it too.
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("list_files", json!({"path": SECRET})),
+        Step::text(format!("the key is {SECRET}")),
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox(&format!(
+        "{AGENT}[secrets.trace_key]\nenv = \"AGENTPLANE_TRACE_KEY\"\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\ncapture_content = true\n",
+        collector.port
+    ));
+    std::fs::create_dir(sb.workspace.join(SECRET)).expect("a folder");
+    std::fs::write(sb.workspace.join(SECRET).join(format!("{SECRET}.txt")), "x").expect("a file");
+    let served = agentplane_suites::start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[("AGENTPLANE_TRACE_KEY", SECRET)],
+    )
+    .await;
+    let thread = create_thread(&served, &sb, "lister", "captured").await;
+    let response = api(
+        &served,
+        reqwest::Method::POST,
+        &format!("/v1/threads/{thread}/turns"),
+    )
+    .json(&json!({"input": format!("list the files, my key is {SECRET}")}))
+    .send()
+    .await
+    .expect("turn");
+    assert_eq!(response.status(), 200);
+    assert!(
+        response
+            .text()
+            .await
+            .expect("stream")
+            .contains("turn_completed")
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let received = loop {
+        let received = spans(&out);
+        if received
+            .iter()
+            .filter(|s| s["name"] == "chat scripted-model")
+            .count()
+            == 2
+            && received
+                .iter()
+                .any(|s| s["name"] == "execute_tool list_files")
+        {
+            break received;
+        }
+        assert!(Instant::now() < deadline, "spans so far: {received:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let all = serde_json::to_string(&received).expect("json");
+    assert!(!all.contains(SECRET), "a secret reached a span: {all}");
+
+    let chats: Vec<&Value> = received
+        .iter()
+        .filter(|s| s["name"] == "chat scripted-model")
+        .collect();
+    let text = |span: &Value, key: &str| -> Value {
+        let raw = span["attributes"][key]
+            .as_str()
+            .unwrap_or_else(|| panic!("{key} on {span}"));
+        serde_json::from_str(raw).unwrap_or_else(|e| panic!("{key} is JSON ({e}): {raw}"))
+    };
+    // The first call's input: the system prompt and the user's words, redacted, in the
+    // conventions' role-and-parts shape.
+    let input = text(chats[0], "gen_ai.input.messages");
+    let user = input
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .unwrap_or_else(|| panic!("a user message: {input}"));
+    assert_eq!(user["parts"][0]["type"], "text");
+    assert_eq!(
+        user["parts"][0]["content"],
+        "list the files, my key is [REDACTED:trace_key]"
+    );
+    // Its output: the tool call; the second call's: the answer.
+    let outputs: Vec<Value> = chats
+        .iter()
+        .map(|c| text(c, "gen_ai.output.messages"))
+        .collect();
+    let parts: Vec<&Value> = outputs
+        .iter()
+        .flat_map(|o| o[0]["parts"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        parts
+            .iter()
+            .any(|p| p["type"] == "tool_call" && p["name"] == "list_files"),
+        "{outputs:?}"
+    );
+    assert!(
+        parts
+            .iter()
+            .any(|p| p["content"] == "the key is [REDACTED:trace_key]"),
+        "{outputs:?}"
+    );
+    // The tool call: its arguments and its result, both redacted.
+    let tool = received
+        .iter()
+        .find(|s| s["name"] == "execute_tool list_files")
+        .expect("the tool span");
+    let arguments = text(tool, "gen_ai.tool.call.arguments");
+    assert_eq!(arguments["path"], "[REDACTED:trace_key]", "{arguments}");
+    let result = tool["attributes"]["gen_ai.tool.call.result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a result: {tool}"));
+    assert!(result.contains("[REDACTED:trace_key].txt"), "{result}");
+}
+
+/// npm-free MCP upstream (`peers/mcp_upstream.py`, PyPI's `mcp`): its base URL; its
+/// `GET /record` lists each request's `traceparent` header.
+async fn mcp_upstream() -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mcp_upstream.py");
+    let mut child = tokio::process::Command::new(peers::python())
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .expect("the upstream listens within 30 s")
+    .expect("read")
+    .expect("a port line");
+    let port: Value = serde_json::from_str(&line).expect("port JSON");
+    (child, format!("http://127.0.0.1:{}", port["port"]))
+}
+
+/// A local HTTP receiver that keeps each request's `traceparent` header and answers 200.
+async fn header_receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request).into_owned();
+                let traceparent = text
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("traceparent")
+                            .then(|| value.trim().to_owned())
+                    })
+                    .unwrap_or_default();
+                kept.lock().expect("lock").push(traceparent);
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// The span named `name`, once the receiver has it.
+async fn span_named(out: &Path, name: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(span) = spans(out).into_iter().find(|s| s["name"] == name) {
+            return span;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no span {name}: {:#?}",
+            spans(out)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_requests_over_http_and_webhooks_carry_their_spans_traceparent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    let (_upstream, base) = mcp_upstream().await;
+    let (hook, hooked) = header_receiver().await;
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("mcp__up__stamp", json!({})),
+        Step::text("stamped"),
+        Step::text("executed"),
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox(&format!(
+        "[agents.caller]\nsystem_prompt = \"You stamp.\"\nensembles = [\"up\"]\n\
+         [mcp.servers.up]\nurl = \"{base}/mcp\"\n\
+         [secrets.HOOK]\nenv = \"AGENTPLANE_SECRET_HOOK\"\n\
+         [executions]\nwebhook_secret = \"HOOK\"\nallow_private_webhooks = true\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\n",
+        collector.port
+    ));
+    let served = agentplane_suites::start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[("AGENTPLANE_SECRET_HOOK", "whsec-trace-0123456789")],
+    )
+    .await;
+    let thread = create_thread(&served, &sb, "caller", "mcp traced").await;
+    let response = api(
+        &served,
+        reqwest::Method::POST,
+        &format!("/v1/threads/{thread}/turns"),
+    )
+    .header("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+    .json(&json!({"input": "stamp once"}))
+    .send()
+    .await
+    .expect("turn");
+    let body = response.text().await.expect("stream");
+    assert!(body.contains("stamp 1"), "the tool ran: {body}");
+
+    // The tools/call POST carried the trace of the tool call's span.
+    let tool = span_named(&out, "execute_tool mcp__up__stamp").await;
+    assert_eq!(tool["trace_id"], TRACE);
+    let record: Value = reqwest::get(format!("{base}/record"))
+        .await
+        .expect("record")
+        .json()
+        .await
+        .expect("record JSON");
+    let sent: Vec<&str> = record["requests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["traceparent"].as_str())
+        .collect();
+    let wanted = format!(
+        "00-{TRACE}-{}-01",
+        tool["span_id"].as_str().expect("span id")
+    );
+    assert!(
+        sent.contains(&wanted.as_str()),
+        "{wanted} not among {sent:?} ({record})"
+    );
+
+    // An execution's webhook: its POST carries the delivery span's traceparent.
+    let submitted = api(&served, reqwest::Method::POST, "/v1/executions")
+        .json(&json!({"agent": "chat", "input": "run", "webhook_url": hook}))
+        .send()
+        .await
+        .expect("submit");
+    assert!(submitted.status().is_success(), "{submitted:?}");
+    let delivery = span_named(&out, "POST webhook").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let traceparent = loop {
+        if let Some(t) = hooked.lock().expect("lock").first().cloned() {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "no webhook arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        traceparent,
+        format!(
+            "00-{}-{}-01",
+            delivery["trace_id"].as_str().expect("trace"),
+            delivery["span_id"].as_str().expect("span")
+        )
+    );
+    assert_eq!(delivery["kind"], 3, "a client span: {delivery}");
 }

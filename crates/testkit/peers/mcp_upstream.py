@@ -17,7 +17,7 @@ not expired (401 with a `WWW-Authenticate` challenge otherwise).
 
 It prints `{"port": N}` once listening. `GET /record` answers what happened: tokens
 issued (with the form each request sent), tokens refused, and the protocol version
-of every MCP request. One tool, `stamp`, answers `stamp N` (never a token).
+and `traceparent` header of every MCP request. One tool, `stamp`, answers `stamp N` (never a token).
 """
 
 from __future__ import annotations
@@ -101,7 +101,10 @@ def era_gate(app, era: str):
         if scope["type"] == "http" and scope["path"].startswith("/mcp"):
             headers = [(k, v) for k, v in scope["headers"] if k != b"mcp-protocol-version"]
             sent = next((v.decode() for k, v in scope["headers"] if k == b"mcp-protocol-version"), None)
-            record["requests"].append({"method": scope["method"], "header": sent})
+            traceparent = next((v.decode() for k, v in scope["headers"] if k == b"traceparent"), None)
+            record["requests"].append(
+                {"method": scope["method"], "header": sent, "traceparent": traceparent}
+            )
             if era == "modern":
                 headers.append((b"mcp-protocol-version", MODERN.encode()))
             elif era == "legacy" and sent is not None and sent in HANDSHAKE_PROTOCOL_VERSIONS:

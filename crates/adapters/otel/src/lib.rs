@@ -135,6 +135,13 @@ pub fn parent_from(span: &tracing::Span, traceparent: &str, tracestate: Option<&
     }
 }
 
+/// Sets a string-array attribute (`gen_ai.response.finish_reasons`) on `span`.
+pub fn set_strings(span: &tracing::Span, key: &'static str, values: &[&str]) {
+    let values: Vec<opentelemetry::StringValue> =
+        values.iter().map(|v| (*v).to_owned().into()).collect();
+    span.set_attribute(key, opentelemetry::Value::Array(values.into()));
+}
+
 /// The `traceparent` of the current span, for an outgoing request; `None` outside an
 /// exported span.
 pub fn traceparent_of_current() -> Option<String> {

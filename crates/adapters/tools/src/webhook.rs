@@ -178,8 +178,12 @@ impl WebhookSender for WebhookClient {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
-        let sent = client
-            .post(url)
+        let mut post = client.post(url);
+        // The delivery's span (`webhook_span`), so a receiver that traces continues it.
+        if let Some(traceparent) = agentplane_engine::ports::telemetry::current_traceparent() {
+            post = post.header("traceparent", traceparent);
+        }
+        let sent = post
             .header(CONTENT_TYPE, "application/json")
             .header(DELIVERY_HEADER, request.delivery.as_str())
             .header(TIMESTAMP_HEADER, timestamp.to_string())

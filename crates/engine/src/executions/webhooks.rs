@@ -8,6 +8,7 @@
 use agentplane_core::DeliveryId;
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use super::backoff::Backoff;
 use crate::ports::{DeliveryAttempt, DeliveryRecord, ExecutionRecord, ExecutionStore, StoreError};
@@ -98,13 +99,27 @@ pub(crate) async fn deliver(
         },
         Some(record) => {
             let body = webhook_body(&delivery.id, &record);
+            let span = crate::ports::telemetry::webhook_span(
+                delivery.execution_id.as_str(),
+                delivery.id.as_str(),
+                delivery.attempts,
+            );
             let outcome = sender
                 .send(WebhookRequest {
                     url: &delivery.url,
                     delivery: &delivery.id,
                     body: &body,
                 })
+                .instrument(span.clone())
                 .await;
+            if let WebhookOutcome::Delivered { status }
+            | WebhookOutcome::Failed {
+                status: Some(status),
+                ..
+            } = &outcome
+            {
+                span.record("http.response.status_code", status);
+            }
             let retry =
                 || (delivery.attempts < max_attempts).then(|| backoff.delay(delivery.attempts));
             match outcome {

@@ -18,8 +18,10 @@
 //! Sinks are called on the reporting task: each must be quick and must never block.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentplane_core::{Event, ThreadId, ToolStatus, TurnId};
+use agentplane_core::{ChatMessage, ChatResponse, Event, Role, ThreadId, ToolStatus, TurnId};
+use serde_json::{Value, json};
 use tracing::Span;
 
 use super::executions::ExecutionStatus;
@@ -212,6 +214,8 @@ pub fn model_call_span(agent: &str, model: &str) -> Span {
         "gen_ai.usage.output_tokens" = tracing::field::Empty,
         "agentplane.cost_usd_micros" = tracing::field::Empty,
         "agentplane.outcome" = tracing::field::Empty,
+        "gen_ai.input.messages" = tracing::field::Empty,
+        "gen_ai.output.messages" = tracing::field::Empty,
     )
 }
 
@@ -224,6 +228,8 @@ pub struct ModelCallEnd<'a> {
     pub usd_micros: Option<u64>,
     /// `answered`, `failed`, `cancelled`.
     pub outcome: &'static str,
+    /// Why the model stopped, as the server said (`stop`, `tool_calls`, `length`…).
+    pub finish_reason: Option<&'a str>,
 }
 
 /// Records how a model call ended on its span.
@@ -245,6 +251,9 @@ pub fn record_model_call(span: &Span, end: &ModelCallEnd<'_>) {
         span.record("agentplane.cost_usd_micros", signed(micros));
     }
     span.record("agentplane.outcome", end.outcome);
+    if let (Some(reason), Some(hooks)) = (end.finish_reason, TRACE_HOOKS.get()) {
+        (hooks.set_strings)(span, "gen_ai.response.finish_reasons", &[reason]);
+    }
 }
 
 /// The span of one tool call through the gate: its status is recorded on it.
@@ -257,7 +266,125 @@ pub fn tool_call_span(tool: &str, call_id: &str) -> Span {
         "gen_ai.tool.name" = tool,
         "gen_ai.tool.call.id" = call_id,
         "agentplane.status" = tracing::field::Empty,
+        "gen_ai.tool.call.arguments" = tracing::field::Empty,
+        "gen_ai.tool.call.result" = tracing::field::Empty,
     )
+}
+
+// ----- contents (off unless switched on) -------------------------------------------------
+
+/// Whether message and argument contents go on spans: off unless the operator switched
+/// it on (`[telemetry] capture_content`); set once at start.
+static CAPTURE_CONTENT: AtomicBool = AtomicBool::new(false);
+
+/// The most bytes of content one attribute carries; the rest is cut at a character
+/// boundary and marked.
+pub const CONTENT_CAP: usize = 16 * 1024;
+
+/// Switches content capture on or off for the process.
+pub fn capture_content(on: bool) {
+    CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+/// Whether contents are recorded on `span`: capture is on and the span is exported.
+fn capturing(span: &Span) -> bool {
+    CAPTURE_CONTENT.load(Ordering::Relaxed) && !span.is_disabled()
+}
+
+/// `text` as a span carries it: every known secret replaced (the process's redactor,
+/// the same that guards logs and events), then cut at [`CONTENT_CAP`].
+fn content(text: &str) -> String {
+    let redacted = agentplane_core::secret::redact(text);
+    if redacted.len() <= CONTENT_CAP {
+        return redacted.into_owned();
+    }
+    let mut end = CONTENT_CAP;
+    while !redacted.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[truncated]", &redacted[..end])
+}
+
+/// The messages of a model request on its span (`gen_ai.input.messages`, in the GenAI
+/// conventions' shape: role and parts), when capture is on.
+pub fn record_model_input(span: &Span, messages: &[ChatMessage]) {
+    if !capturing(span) {
+        return;
+    }
+    let messages: Vec<Value> = messages.iter().map(genai_message).collect();
+    span.record(
+        "gen_ai.input.messages",
+        content(&Value::Array(messages).to_string()),
+    );
+}
+
+/// The answer of a model call on its span (`gen_ai.output.messages`), when capture is on.
+pub fn record_model_output(span: &Span, response: &ChatResponse) {
+    if !capturing(span) {
+        return;
+    }
+    let mut message = genai_message(&ChatMessage {
+        role: Role::Assistant,
+        content: Some(response.content.clone()),
+        tool_calls: response.tool_calls.clone(),
+        tool_call_id: None,
+    });
+    if let (Some(reason), Some(object)) = (&response.finish_reason, message.as_object_mut()) {
+        object.insert("finish_reason".into(), json!(reason));
+    }
+    span.record(
+        "gen_ai.output.messages",
+        content(&json!([message]).to_string()),
+    );
+}
+
+/// A tool call's arguments on its span (`gen_ai.tool.call.arguments`), when capture is on.
+pub fn record_tool_arguments(span: &Span, arguments: &Value) {
+    if capturing(span) {
+        span.record(
+            "gen_ai.tool.call.arguments",
+            content(&arguments.to_string()),
+        );
+    }
+}
+
+/// A tool call's result on its span (`gen_ai.tool.call.result`), when capture is on.
+pub fn record_tool_result(span: &Span, result: &str) {
+    if capturing(span) {
+        span.record("gen_ai.tool.call.result", content(result));
+    }
+}
+
+/// One message in the GenAI conventions' shape: `{"role", "parts": [...]}` with `text`,
+/// `tool_call` and `tool_call_response` parts.
+fn genai_message(message: &ChatMessage) -> Value {
+    let role = match message.role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let mut parts = Vec::new();
+    match (&message.tool_call_id, &message.content) {
+        (Some(id), content) => parts.push(json!({
+            "type": "tool_call_response",
+            "id": id,
+            "response": content.as_deref().unwrap_or(""),
+        })),
+        (None, Some(text)) if !text.is_empty() => {
+            parts.push(json!({"type": "text", "content": text}));
+        }
+        (None, _) => {}
+    }
+    for call in &message.tool_calls {
+        parts.push(json!({
+            "type": "tool_call",
+            "id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        }));
+    }
+    json!({"role": role, "parts": parts})
 }
 
 /// The span of one OpenAI-compatible gateway call, around its model call.
@@ -332,6 +459,8 @@ pub struct TraceHooks {
     pub adopt: fn(&Span, &str, Option<&str>),
     /// The `traceparent` of the current span.
     pub current: fn() -> Option<String>,
+    /// Sets a string-array attribute on a span (tracing's fields hold no arrays).
+    pub set_strings: fn(&Span, &'static str, &[&str]),
 }
 
 static TRACE_HOOKS: std::sync::OnceLock<TraceHooks> = std::sync::OnceLock::new();
@@ -354,6 +483,21 @@ pub fn adopt_parent(span: &Span, traceparent: &str, tracestate: Option<&str>) {
 /// carries: the current span's; `None` without an exporter.
 pub fn current_traceparent() -> Option<String> {
     TRACE_HOOKS.get().and_then(|hooks| (hooks.current)())
+}
+
+/// The span of one attempt to deliver an execution's webhook (`POST webhook`, a client
+/// span): the `traceparent` its POST carries.
+pub fn webhook_span(execution: &str, delivery: &str, attempt: u32) -> Span {
+    tracing::info_span!(
+        target: "agentplane::trace",
+        "agentplane.webhook",
+        "otel.name" = "POST webhook",
+        "otel.kind" = "client",
+        "agentplane.execution" = execution,
+        "agentplane.delivery" = delivery,
+        "agentplane.attempt" = attempt,
+        "http.response.status_code" = tracing::field::Empty,
+    )
 }
 
 /// The span of one attempt of an asynchronous execution, around its turn.

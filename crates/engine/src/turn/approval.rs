@@ -160,6 +160,7 @@ impl ActiveTurn<'_> {
         };
         let call = snapshot.pending;
         let started = Instant::now();
+        let mut span = tracing::Span::none();
         let outcome = match approval.status {
             ApprovalStatus::Decided(outcome) if outcome.runs() => {
                 let args = match outcome {
@@ -184,8 +185,11 @@ impl ActiveTurn<'_> {
                                 .unwrap_or("an unrecorded set"),
                         ),
                     )
-                    .await?
-                {
+                    .await
+                    .map(|(gated, gated_span)| {
+                        span = gated_span;
+                        gated
+                    })? {
                     Gated::Done(outcome) => outcome,
                     // Approved calls are not sent back for approval.
                     Gated::Suspend { .. } => Err(ToolError::new(
@@ -213,7 +217,7 @@ impl ActiveTurn<'_> {
             }
         };
         let end = self
-            .finish_call(call, outcome, started, ctx, request)
+            .finish_call(call, outcome, started, ctx, request, &span)
             .await?;
         Ok((progress, end))
     }

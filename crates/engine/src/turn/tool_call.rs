@@ -74,16 +74,20 @@ impl ActiveTurn<'_> {
             let Gated::Done(outcome) = self.refuse(&call, &refusal).await? else {
                 unreachable!("a refusal is done");
             };
-            return self.finish_call(call, outcome, started, ctx, request).await;
+            return self
+                .finish_call(call, outcome, started, ctx, request, &tracing::Span::none())
+                .await;
         }
+        let mut span = tracing::Span::none();
         let outcome = match (parsed, early_error) {
             (_, Some(error)) => Err(ToolError::new(error.kind, error.message)),
             (Err(message), None) => Err(ToolError::new(ToolErrorKind::InvalidArguments, message)),
             (Ok(args), None) => {
-                match self
+                let (gated, gated_span) = self
                     .execute(&call, args.clone(), tools, request, ctx, cancel, None)
-                    .await?
-                {
+                    .await?;
+                span = gated_span;
+                match gated {
                     Gated::Done(outcome) => outcome,
                     Gated::Suspend {
                         policy,
@@ -107,7 +111,8 @@ impl ActiveTurn<'_> {
                 }
             }
         };
-        self.finish_call(call, outcome, started, ctx, request).await
+        self.finish_call(call, outcome, started, ctx, request, &span)
+            .await
     }
 
     /// What events keep of arguments under `retention.tool_args`.
@@ -183,6 +188,8 @@ impl ActiveTurn<'_> {
     }
 
     /// Records a call's result and turns it into what the model is told.
+    /// `span` is the call's `execute_tool` span, which gets the result as the model is
+    /// told it when contents are captured.
     pub(super) async fn finish_call(
         &self,
         call: ToolCall,
@@ -190,6 +197,7 @@ impl ActiveTurn<'_> {
         started: Instant,
         ctx: &ToolContext,
         request: &TurnRequest,
+        span: &tracing::Span,
     ) -> Result<CallEnd, Stop> {
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let hash = args_preview_hash(
@@ -254,6 +262,10 @@ impl ActiveTurn<'_> {
                 (ToolStatus::Error, Some(error.kind), text, false, None)
             }
         };
+        match &finished {
+            Some(result) => crate::ports::telemetry::record_tool_result(span, &result.to_string()),
+            None => crate::ports::telemetry::record_tool_result(span, &output),
+        }
         self.record(EventPayload::ToolCallResult {
             call_id: call.id.clone(),
             tool: call.name.clone(),

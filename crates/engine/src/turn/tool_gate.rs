@@ -104,8 +104,9 @@ impl ActiveTurn<'_> {
         ctx: &ToolContext,
         cancel: &CancellationToken,
         approved: Option<&str>,
-    ) -> Result<Gated, Stop> {
+    ) -> Result<(Gated, tracing::Span), Stop> {
         let span = crate::ports::telemetry::tool_call_span(&call.name, &call.id);
+        crate::ports::telemetry::record_tool_arguments(&span, &args);
         let gated = self
             .gate(call, args, tools, request, ctx, cancel, approved)
             .instrument(span.clone())
@@ -119,7 +120,7 @@ impl ActiveTurn<'_> {
             };
             span.record("agentplane.status", status);
         }
-        gated
+        gated.map(|gated| (gated, span))
     }
 
     /// [`Self::execute`] without its span.

@@ -5,7 +5,11 @@
 //! ```toml
 //! [telemetry]
 //! otlp_endpoint = "http://127.0.0.1:4318"   # a base URL: spans go to its /v1/traces
+//! capture_content = false                   # messages, arguments and results on spans
 //! ```
+//!
+//! `capture_content` defaults to the standard `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`
+//! variable, else off; what is captured passes the secret redactor first.
 //!
 //! `OTEL_SERVICE_NAME` (default `agentplane`) and `OTEL_RESOURCE_ATTRIBUTES` name the
 //! service as usual.
@@ -20,6 +24,7 @@ use super::llm::check_base_url;
 #[serde(deny_unknown_fields)]
 pub struct FileTelemetry {
     otlp_endpoint: Option<String>,
+    capture_content: Option<bool>,
 }
 
 /// Where traces go.
@@ -27,6 +32,8 @@ pub struct FileTelemetry {
 pub struct Telemetry {
     /// The OTLP base URL of the file, without a trailing `/`.
     pub otlp_endpoint: Option<String>,
+    /// Whether message and argument contents go on spans; `None`: as the variable says.
+    pub capture_content: Option<bool>,
 }
 
 impl FileTelemetry {
@@ -39,7 +46,10 @@ impl FileTelemetry {
                 Some(url.trim_end_matches('/').to_owned())
             }
         };
-        Ok(Telemetry { otlp_endpoint })
+        Ok(Telemetry {
+            otlp_endpoint,
+            capture_content: self.capture_content,
+        })
     }
 }
 

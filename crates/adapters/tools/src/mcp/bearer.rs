@@ -3,7 +3,10 @@
 //! connection kept for many turns sends each refreshed token. A request the server
 //! answers with 401 is sent once more with a replaced token.
 //!
-//! Without a grant it is plain reqwest. What must not live here: getting tokens
+//! Without a grant it is plain reqwest. A request whose `_meta` carries a W3C
+//! `traceparent` (SEP-414; `connection.rs` sets it from the calling span) also carries it
+//! as the HTTP header, so the server's HTTP tracing continues the caller's trace even
+//! though rmcp posts from a task of its own. What must not live here: getting tokens
 //! (`oauth`).
 
 use std::collections::HashMap;
@@ -11,7 +14,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use reqwest_mcp::header::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage};
 use rmcp::transport::common::client_side_sse::BoxedSseResponse;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -56,6 +59,40 @@ impl BearerClient {
     }
 }
 
+/// `headers` with the `traceparent` and `tracestate` of `message`'s `_meta`, if any.
+fn with_trace(
+    message: &ClientJsonRpcMessage,
+    mut headers: HashMap<HeaderName, HeaderValue>,
+) -> HashMap<HeaderName, HeaderValue> {
+    let JsonRpcMessage::Request(request) = message else {
+        return headers;
+    };
+    let params = match &request.request {
+        ClientRequest::CallToolRequest(call) => call.params.meta.as_ref(),
+        _ => None,
+    };
+    let extensions = request.request.get_meta();
+    for (name, value) in [
+        (
+            "traceparent",
+            extensions
+                .get_traceparent()
+                .or_else(|| params.and_then(|m| m.get_traceparent())),
+        ),
+        (
+            "tracestate",
+            extensions
+                .get_tracestate()
+                .or_else(|| params.and_then(|m| m.get_tracestate())),
+        ),
+    ] {
+        if let Some(Ok(value)) = value.map(HeaderValue::from_str) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    }
+    headers
+}
+
 /// A token failure as a transport error (rmcp's error type is generic over the HTTP
 /// client's only); `connection` shows its message as is.
 fn token_failure(error: TokenError) -> HttpError {
@@ -86,6 +123,7 @@ impl StreamableHttpClient for BearerClient {
         auth: Option<String>,
         headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let headers = with_trace(&message, headers);
         self.authorized(auth, |token| {
             self.http.post_message(
                 uri.clone(),
@@ -107,6 +145,7 @@ impl StreamableHttpClient for BearerClient {
         headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let headers = with_trace(&message, headers);
         self.authorized(auth, |token| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
@@ -129,6 +168,7 @@ impl StreamableHttpClient for BearerClient {
         headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let headers = with_trace(&message, headers);
         self.authorized(auth, |token| {
             self.http.post_message_with_response_limits(
                 uri.clone(),

@@ -14,7 +14,7 @@ use agentplane_engine::ports::{ToolError, ToolOutput};
 use rmcp::Peer;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
-    ProtocolVersion,
+    ProtocolVersion, RequestMetaObject,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
@@ -337,7 +337,14 @@ impl Connection {
         if let Some(reason) = self.broken() {
             return Err(ToolError::new(ToolErrorKind::ExecutionFailed, reason));
         }
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
+        // The calling span's trace context, in `_meta` (SEP-414) and, over HTTP, as the
+        // `traceparent` header (`bearer.rs`); nothing without an exporter.
+        if let Some(traceparent) = agentplane_engine::ports::telemetry::current_traceparent() {
+            let mut meta = RequestMetaObject::new();
+            meta.set_traceparent(traceparent);
+            params.meta = Some(meta);
+        }
         // Dropping the call on timeout sends the server `notifications/cancelled`.
         let outcome = tokio::time::timeout(timeout, self.peer.call_tool(params)).await;
         match outcome {
