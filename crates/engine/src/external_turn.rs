@@ -68,13 +68,14 @@ pub async fn run_external_turn(
 
 async fn run_external(
     deps: &TurnDeps,
-    begun: BegunTurn,
+    mut begun: BegunTurn,
     request: TurnRequest,
     agent: &dyn ExternalAgent,
     observer: &dyn TurnObserver,
     cancel: CancellationToken,
 ) -> Result<TurnOutcome, EngineError> {
     let label = agent.label();
+    let started = begun.take_started();
     let mut turn = ExternalTurn {
         deps,
         begun,
@@ -86,15 +87,20 @@ async fn run_external(
         pending: String::new(),
         usage: Usage::default(),
     };
-    turn.record(EventPayload::TurnStarted {
-        agent: request.agent.name.clone(),
-        input: request.input.clone(),
-        model: label,
-        workspace: request.workspace.display().to_string(),
-        agent_version: request.agent_version.clone(),
-        shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
-    })
-    .await?;
+    match started {
+        Some(started) => observer.on_event(&started),
+        None => {
+            turn.record(EventPayload::TurnStarted {
+                agent: request.agent.name.clone(),
+                input: request.input.clone(),
+                model: label,
+                workspace: request.workspace.display().to_string(),
+                agent_version: request.agent_version.clone(),
+                shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
+            })
+            .await?;
+        }
+    }
     // An external agent uses no ensembles of ours; close any the toolbox opened.
     for ensemble in &request.ensembles {
         ensemble.close().await;

@@ -172,6 +172,27 @@ impl EventStore for RedactingStore {
             .map_err(|e| self.error(e))
     }
 
+    async fn start_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+        internal: bool,
+        started: EventPayload,
+    ) -> Result<(TurnRecord, Event), StoreError> {
+        let started = self.payload(started)?;
+        self.inner
+            .start_turn(
+                thread,
+                turn,
+                &self.redactor.redact(input),
+                internal,
+                started,
+            )
+            .await
+            .map_err(|e| self.error(e))
+    }
+
     async fn append(
         &self,
         thread: &ThreadId,

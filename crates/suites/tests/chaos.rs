@@ -104,9 +104,6 @@ struct World {
     /// Requests answered 5xx: in flight when a connection was cut (not a failure; what
     /// they did or did not do is checked like anything else).
     transient: Mutex<u64>,
-    /// Turns whose log lacks `turn_started` (FIXME: the turn's row and that event are
-    /// two writes; a cut or kill between them leaves only the `turn_completed`).
-    unstarted: Mutex<u64>,
     failures: Mutex<Vec<String>>,
     subscribers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -494,7 +491,6 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
         executions: Mutex::new(Vec::new()),
         decided: Mutex::new(0),
         transient: Mutex::new(0),
-        unstarted: Mutex::new(0),
         failures: Mutex::new(Vec::new()),
         subscribers: Mutex::new(Vec::new()),
     });
@@ -609,14 +605,6 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
                 .filter(|e| e["turn_id"] == turn_id.as_str())
                 .collect();
             let kinds = |kind: &str| of_turn.iter().filter(|e| e["kind"] == kind).count();
-            if kinds("turn_started") == 0
-                && kinds("turn_completed") == 1
-                && of_turn.len() == 1
-                && turn["status"] != "running"
-            {
-                *world.unstarted.lock().expect("unstarted") += 1;
-                continue;
-            }
             if kinds("turn_started") != 1 || kinds("turn_completed") != 1 {
                 world.fail(format!(
                     "turn {turn_id}: {} turn_started, {} turn_completed (status {})",
@@ -744,7 +732,6 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
     let failures = world.failures.lock().expect("failures").clone();
     let decided = *world.decided.lock().expect("decided");
     let transient = *world.transient.lock().expect("transient");
-    let unstarted = *world.unstarted.lock().expect("unstarted");
     let turn_cancels = world.turn_cancels.lock().expect("cancels").len();
     let execution_cancels = world.execution_cancels.lock().expect("cancels").len();
     eprintln!(
@@ -752,8 +739,7 @@ async fn replicas_hold_under_kills_restarts_and_cut_connections() {
          {cuts} connection cuts; {turn_count} turns on {} threads, {event_count} events, \
          {} executions, {decided} approvals decided, {turn_cancels} turn cancels \
          ({honoured} accepted and honoured), {execution_cancels} execution cancels, \
-         {} subscribers; {transient} requests answered 5xx during cuts, \
-         {unstarted} turns without turn_started (FIXME); failures: {}",
+         {} subscribers; {transient} requests answered 5xx during cuts; failures: {}",
         stored_events.len(),
         ids.len(),
         received.len(),

@@ -433,13 +433,12 @@ async fn sigkill_at_random_moments_loses_nothing() {
     eprintln!(
         "crash suite: {kills} kills in {:.1?}; {} events, {} turns, {} executions \
          ({executions_submitted} submitted), {decided} approvals decided after a restart, \
-         {} still pending; {} turns killed before their turn_started (FIXME in crash.rs)",
+         {} still pending",
         began.elapsed(),
         last.events.len(),
         last.turns.len(),
         last.executions.len(),
         last.pending_approvals().len(),
-        crash::unstarted_turns(&last),
     );
     for (point, count) in &kill_points {
         eprintln!("  {count:4} × {point}");

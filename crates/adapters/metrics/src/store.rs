@@ -111,6 +111,22 @@ impl EventStore for MeteredStore {
         .await
     }
 
+    async fn start_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+        internal: bool,
+        started: EventPayload,
+    ) -> Result<(TurnRecord, Event), StoreError> {
+        self.timed(
+            "start_turn",
+            self.inner
+                .start_turn(thread, turn, input, internal, started),
+        )
+        .await
+    }
+
     async fn append(
         &self,
         thread: &ThreadId,

@@ -192,6 +192,21 @@ pub(crate) async fn begin_turn(
     }
 }
 
+/// [`begin_turn`] and the turn's first event, in the caller's transaction.
+pub(crate) async fn start_turn(
+    db: Db<'_>,
+    thread: &ThreadId,
+    turn: &TurnId,
+    input: &str,
+    internal: bool,
+    replica: &ReplicaId,
+    started: EventPayload,
+) -> Result<(TurnRecord, Event), StoreError> {
+    let record = begin_turn(db, thread, turn, input, internal, replica).await?;
+    let event = append(db, thread, turn, started).await?;
+    Ok((record, event))
+}
+
 pub(crate) async fn append(
     db: Db<'_>,
     thread: &ThreadId,

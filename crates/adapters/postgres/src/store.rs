@@ -199,6 +199,25 @@ impl EventStore for PostgresStore {
         ))
     }
 
+    async fn start_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+        internal: bool,
+        started: EventPayload,
+    ) -> Result<(TurnRecord, Event), StoreError> {
+        in_tx!(self, |db| events::start_turn(
+            db,
+            thread,
+            turn,
+            input,
+            internal,
+            &self.replica,
+            started
+        ))
+    }
+
     async fn append(
         &self,
         thread: &ThreadId,

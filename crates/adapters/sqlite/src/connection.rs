@@ -23,8 +23,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// guarantee keeps.
 fn tune(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-        .map_err(|e| opening(path, e))?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(|e| opening(path, e))?;
     Ok(())
 }
 

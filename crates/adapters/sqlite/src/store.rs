@@ -220,6 +220,27 @@ impl EventStore for SqliteStore {
         .await
     }
 
+    async fn start_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+        internal: bool,
+        started: EventPayload,
+    ) -> Result<(TurnRecord, Event), StoreError> {
+        let (thread, turn, input) = (thread.clone(), turn.clone(), input.to_owned());
+        let replica = self.replica.as_str().to_owned();
+        self.write(|reply| {
+            crate::writer::job(
+                move |c| {
+                    crate::writer::start_turn(c, thread, turn, input, internal, &replica, started)
+                },
+                reply,
+            )
+        })
+        .await
+    }
+
     async fn append(
         &self,
         thread: &ThreadId,

@@ -506,6 +506,21 @@ fn begin_turn(
     }
 }
 
+/// [`begin_turn`] and the turn's first event, in the caller's savepoint.
+pub(crate) fn start_turn(
+    c: &Connection,
+    thread: ThreadId,
+    turn: TurnId,
+    input: String,
+    internal: bool,
+    replica: &str,
+    started: EventPayload,
+) -> Result<(TurnRecord, Event), StoreError> {
+    let record = begin_turn(c, thread.clone(), turn.clone(), input, internal, replica)?;
+    let event = append(c, thread, turn, started)?;
+    Ok((record, event))
+}
+
 fn append(
     c: &Connection,
     thread: ThreadId,

@@ -86,6 +86,7 @@ macro_rules! store_contract {
             threads::the_summary_round_trips_and_is_replaced,
             turns::a_thread_is_created_and_read_back_with_hostile_fields,
             turns::a_turn_begins_and_reads_back,
+            turns::start_turn_stores_the_turn_and_its_start_together_or_neither,
             turns::begin_turn_on_an_unknown_thread_is_not_found,
             turns::a_second_running_turn_is_a_conflict_until_the_first_ends,
             turns::the_database_itself_refuses_a_second_running_turn,

@@ -420,3 +420,67 @@ pub async fn the_internal_flag_and_the_result_round_trip<S: Store>(
         assert_eq!(store.turn(&record.id).await.unwrap(), Some(record));
     }
 }
+
+fn started(input: &str) -> EventPayload {
+    EventPayload::TurnStarted {
+        agent: "chat".into(),
+        input: input.into(),
+        model: "m".into(),
+        workspace: "/w".into(),
+        agent_version: None,
+        shadow_of: None,
+    }
+}
+
+pub async fn start_turn_stores_the_turn_and_its_start_together_or_neither<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let thread = store.create_thread(new_thread()).await.unwrap().id;
+    let first = TurnId::new();
+    let (record, event) = store
+        .start_turn(&thread, &first, "hello", false, started("hello"))
+        .await
+        .expect("start");
+    assert_eq!(
+        (record.id.clone(), record.status),
+        (first.clone(), TurnStatus::Running)
+    );
+    assert_eq!((event.seq, event.turn_id.clone()), (1, first.clone()));
+    assert!(matches!(event.payload, EventPayload::TurnStarted { .. }));
+
+    // A second start while the first runs: refused, and nothing of it is stored.
+    let second = TurnId::new();
+    let refused = store
+        .start_turn(&thread, &second, "again", false, started("again"))
+        .await
+        .expect_err("a running turn");
+    assert!(matches!(refused, StoreError::Conflict(_)), "{refused:?}");
+    assert!(store.turn(&second).await.unwrap().is_none());
+    let events = store.thread_events(&thread, 0, 100).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+
+    // A start on no thread stores nothing either.
+    let ghost = ThreadId::new();
+    let missing = store
+        .start_turn(&ghost, &TurnId::new(), "x", false, started("x"))
+        .await
+        .expect_err("no thread");
+    assert!(matches!(missing, StoreError::NotFound(_)), "{missing:?}");
+
+    // After the first ends, a new start continues the thread's seqs.
+    store
+        .complete_turn(
+            &thread,
+            &first,
+            StopReason::TextAnswer,
+            serde_json::json!("ok"),
+        )
+        .await
+        .unwrap();
+    let (_, event) = store
+        .start_turn(&thread, &second, "again", false, started("again"))
+        .await
+        .expect("start after the end");
+    assert_eq!(event.seq, 3);
+}

@@ -123,7 +123,6 @@ impl Hub {
     ) -> Result<(), crate::ports::StoreError> {
         let store = &self.deps.store;
         let turn = TurnId::new();
-        store.begin_turn(thread, &turn, input, false).await?;
         let started = EventPayload::TurnStarted {
             agent: agent.to_owned(),
             input: input.to_owned(),
@@ -132,7 +131,12 @@ impl Hub {
             agent_version: None,
             shadow_of: None,
         };
-        for payload in std::iter::once(started).chain(why) {
+        let (_, started) = store
+            .start_turn(thread, &turn, input, false, started)
+            .await?;
+        self.deps.governance.tap(agent, &started);
+        self.publish(&started);
+        for payload in why {
             let event = store.append(thread, &turn, payload).await?;
             self.deps.governance.tap(agent, &event);
             self.publish(&event);

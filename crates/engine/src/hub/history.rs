@@ -106,15 +106,12 @@ impl Hub {
         };
         let size = TaskSize::of_chars(input.chars().count());
         let model = self.resolve_model(&compactor, size).await?;
-        let begun = begin_turn(&self.deps, thread, &input, true).await?;
-        let turn = begun.turn().clone();
-        let cancel = self.register(&begun, client);
         let request = TurnRequest {
             size: Some(size),
             agent: compactor,
             client: client.to_owned(),
             model,
-            input,
+            input: input.clone(),
             history: Vec::new(),
             permissions: None,
             workspace: record.cwd.clone().into(),
@@ -125,6 +122,9 @@ impl Hub {
             notes: Vec::new(),
             roles: Vec::new(),
         };
+        let begun = start_turn(&self.deps, thread, &input, true, &request).await?;
+        let turn = begun.turn().clone();
+        let cancel = self.register(&begun, client);
         let agent = request.agent.name.clone();
         let observer = FeedObserver {
             hub: self,

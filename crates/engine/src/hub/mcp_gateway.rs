@@ -14,7 +14,9 @@
 use std::sync::Arc;
 
 use agentplane_core::policy::Timestamp;
-use agentplane_core::{ApprovalId, ApprovalOutcome, McpCallId, StopReason, ThreadId, TurnId};
+use agentplane_core::{
+    ApprovalId, ApprovalOutcome, EventPayload, McpCallId, StopReason, ThreadId, TurnId,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -308,7 +310,15 @@ impl Hub {
                 title: Some(format!("MCP gateway: {}", tool.name)),
             })
             .await?;
-        let begun = turn::begin_turn(&self.deps, &thread.id, &tool.name, false).await?;
+        let started = EventPayload::TurnStarted {
+            agent: self.config.mcp_gateway.agent.clone(),
+            input: tool.name.clone(),
+            model: String::new(),
+            workspace: thread.cwd.clone(),
+            agent_version: None,
+            shadow_of: None,
+        };
+        let begun = turn::begin_turn(&self.deps, &thread.id, &tool.name, false, started).await?;
         let snapshot = Snapshot {
             kind: KIND.to_owned(),
             call: id.clone(),

@@ -46,7 +46,7 @@ use crate::context::{self, ContextBudget};
 use crate::models::{ProviderReport, RouteKey, TaskSize};
 use crate::permissions::{self, PermissionBroker};
 use crate::ports::{Ensemble, NewThread, PermissionRecord, ThreadRecord, TurnRecord, TurnStatus};
-use crate::turn::{TurnDeps, TurnObserver, TurnRequest, begin_turn, run_turn};
+use crate::turn::{TurnDeps, TurnObserver, TurnRequest, run_turn, start_turn};
 
 pub use crate::error::HubError;
 use crate::models::ModelStatus;

@@ -21,7 +21,7 @@ use crate::models::TaskSize;
 use crate::ports::{ExternalAgent, TurnStatus};
 use crate::turn::{
     BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
-    begin_turn, run_turn,
+    run_turn, start_turn,
 };
 
 /// What runs a turn.
@@ -145,7 +145,6 @@ impl Hub {
             }
             _ => None,
         };
-        let begun = begin_turn(&self.deps, thread, &input, internal).await?;
         let shadow = (!internal).then(|| ShadowCopy {
             thread: record.clone(),
             version: agent_version.clone(),
@@ -170,6 +169,7 @@ impl Hub {
             notes,
             roles,
         };
+        let begun = start_turn(&self.deps, thread, &input, internal, &request).await?;
         Ok(TurnPlan {
             begun,
             request,

@@ -9,7 +9,7 @@ use agentplane_core::{Stage, ThreadId};
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller};
 use crate::ports::{NewThread, ThreadRecord};
-use crate::turn::{NoObserver, TurnRequest, begin_turn, run_turn};
+use crate::turn::{NoObserver, TurnRequest, run_turn, start_turn};
 
 /// A production turn to copy to the agent's shadow version, taken when it began.
 pub(super) struct ShadowCopy {
@@ -97,8 +97,6 @@ impl Hub {
         let size = crate::models::TaskSize::estimate(&messages);
         let model = self.resolve_model(&agent, size).await?;
         let workspace = self.workspace_for_copy(&thread.cwd)?;
-        // A previous shadow run still going: this copy is skipped (`Conflict`).
-        let begun = begin_turn(&self.deps, &thread.id, &input, false).await?;
         let request = TurnRequest {
             ensembles: self
                 .toolbox
@@ -118,6 +116,8 @@ impl Hub {
             notes: Vec::new(),
             roles: Vec::new(),
         };
+        // A previous shadow run still going: this copy is skipped (`Conflict`).
+        let begun = start_turn(&self.deps, &thread.id, &input, false, &request).await?;
         let turn = begun.turn().clone();
         let cancel = self.register(&begun, &thread.client_id);
         let outcome = run_turn(&self.deps, begun, request, &NoObserver, cancel).await;

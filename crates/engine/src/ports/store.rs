@@ -360,6 +360,18 @@ pub trait EventStore: Send + Sync {
         internal: bool,
     ) -> Result<TurnRecord, StoreError>;
 
+    /// Starts a turn and appends its first event, `started` (its `turn_started`), in one
+    /// transaction, so no crash leaves a turn without its start. Errors as
+    /// [`Self::begin_turn`]; nothing is written when either write is refused.
+    async fn start_turn(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        input: &str,
+        internal: bool,
+        started: EventPayload,
+    ) -> Result<(TurnRecord, Event), StoreError>;
+
     /// Appends one event to a running turn and returns it with its `seq` and `ts`.
     async fn append(
         &self,

@@ -177,9 +177,17 @@ pub use crate::error::EngineError;
 pub struct BegunTurn {
     thread: ThreadId,
     turn: TurnId,
+    /// Its `turn_started`, when it was stored with the turn ([`start_turn`]): the
+    /// driver shows it to the observer instead of recording it again.
+    started: Option<Event>,
 }
 
 impl BegunTurn {
+    /// Its stored `turn_started`, taken once by the driver that shows it.
+    pub(crate) fn take_started(&mut self) -> Option<Event> {
+        self.started.take()
+    }
+
     pub fn thread(&self) -> &ThreadId {
         &self.thread
     }
@@ -189,22 +197,51 @@ impl BegunTurn {
     }
 }
 
-/// Begins a turn on a thread. `NotFound` without the thread, `Conflict` while another
+/// Begins a turn on a thread with its first event, `started` (a `turn_started`),
+/// stored in the same transaction, so a crash never leaves a turn without it. `input`
+/// is what the turn row keeps. `NotFound` without the thread, `Conflict` while another
 /// turn of the thread runs.
 pub async fn begin_turn(
     deps: &TurnDeps,
     thread: &ThreadId,
     input: &str,
     internal: bool,
+    started: EventPayload,
 ) -> Result<BegunTurn, EngineError> {
     let turn = TurnId::new();
-    deps.store
-        .begin_turn(thread, &turn, input, internal)
+    let (_, started) = deps
+        .store
+        .start_turn(thread, &turn, input, internal, started)
         .await?;
     Ok(BegunTurn {
         thread: thread.clone(),
         turn,
+        started: Some(started),
     })
+}
+
+/// [`begin_turn`] for `request`, whose agent, model and workspace its `turn_started`
+/// names.
+pub async fn start_turn(
+    deps: &TurnDeps,
+    thread: &ThreadId,
+    input: &str,
+    internal: bool,
+    request: &TurnRequest,
+) -> Result<BegunTurn, EngineError> {
+    begin_turn(deps, thread, input, internal, turn_started(request)).await
+}
+
+/// A turn's first event, as its request says.
+pub(crate) fn turn_started(request: &TurnRequest) -> EventPayload {
+    EventPayload::TurnStarted {
+        agent: request.agent.name.clone(),
+        input: request.input.clone(),
+        model: request.model.clone(),
+        workspace: request.workspace.display().to_string(),
+        agent_version: request.agent_version.clone(),
+        shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
+    }
 }
 
 /// Runs a begun turn to its end.
@@ -231,6 +268,7 @@ pub async fn claim_approval(
     let begun = BegunTurn {
         thread: record.thread_id.clone(),
         turn: record.turn_id.clone(),
+        started: None,
     };
     Ok((begun, record))
 }
@@ -293,15 +331,12 @@ async fn run_inner(
         size: request.size,
     };
     if approval.is_none() {
-        turn.record(EventPayload::TurnStarted {
-            agent: request.agent.name.clone(),
-            input: request.input.clone(),
-            model: request.model.clone(),
-            workspace: request.workspace.display().to_string(),
-            agent_version: request.agent_version.clone(),
-            shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
-        })
-        .await?;
+        match begun.started {
+            Some(started) => observer.on_event(&started),
+            None => {
+                turn.record(turn_started(&request)).await?;
+            }
+        }
         for note in &request.notes {
             turn.record(note.clone()).await?;
         }

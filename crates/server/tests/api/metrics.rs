@@ -256,7 +256,7 @@ async fn a_turn_with_a_tool_call_shows_in_the_metrics() {
             1.0,
         ),
         (
-            r#"store_operations_total{op="begin_turn",outcome="ok"}"#,
+            r#"store_operations_total{op="start_turn",outcome="ok"}"#,
             1.0,
         ),
         (
