@@ -4,6 +4,10 @@
 //! serves and sends; fields the spec leaves open to extension are tolerated when
 //! unknown, required ones are required. The tests hold the types to JSON the official
 //! SDKs produced.
+//!
+//! `client` is agentplane as the client of remote A2A agents: agents of
+//! `kind = "a2a"` behind the engine's `ExternalAgent` port, and the `a2a__NAME` tool.
 
+pub mod client;
 pub mod v0_3;
 pub mod wire;

@@ -9,6 +9,7 @@
 use serde_json::Value;
 use url::Url;
 
+use crate::v0_3;
 use crate::wire::{AgentCard, BINDING_JSONRPC, SecurityScheme, major_minor};
 
 /// The protocol generation spoken to a remote agent.
@@ -57,38 +58,36 @@ pub struct Remote {
     pub tenant: Option<String>,
 }
 
-/// Reads a card fetched from `card_url`.
+/// Reads a card fetched from `card_url`: a 1.0 card (`supportedInterfaces`), else a
+/// 0.3 card (`url`, `preferredTransport`, `additionalInterfaces`) seen as 1.0.
 pub fn read(card: Value, card_url: &Url) -> Result<Remote, String> {
     if !card.is_object() {
         return Err("the Agent Card is not a JSON object".to_owned());
     }
-    let offers_1_0 = card
-        .get("supportedInterfaces")
-        .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()));
-    if offers_1_0 {
-        let parsed: AgentCard = serde_json::from_value(card.clone())
-            .map_err(|e| format!("the Agent Card is not valid A2A 1.0: {e}"))?;
-        if let Some(remote) = read_1_0(&parsed, card_url)? {
-            return Ok(remote);
-        }
-    }
-    read_0_3(&card, card_url)
+    let card: AgentCard = if card.get("supportedInterfaces").is_some() {
+        serde_json::from_value(card)
+            .map_err(|e| format!("the Agent Card is not valid A2A 1.0: {e}"))?
+    } else {
+        let legacy: v0_3::AgentCard = serde_json::from_value(card)
+            .map_err(|e| format!("the Agent Card is not valid A2A (1.0 or 0.3): {e}"))?;
+        v0_3::card_to_v1(&legacy)
+    };
+    read_card(&card, card_url)
 }
 
-/// A 1.0 card's JSON-RPC interface: 1.0 first, then 0.3; `None` when it offers
-/// neither (a 0.3 card's own fields may still).
-fn read_1_0(card: &AgentCard, card_url: &Url) -> Result<Option<Remote>, String> {
+/// The card's JSON-RPC interface (1.0 first, then 0.3) and where its credential goes.
+fn read_card(card: &AgentCard, card_url: &Url) -> Result<Remote, String> {
     let chosen = [Version::V1_0, Version::V0_3].into_iter().find_map(|v| {
         card.supported_interfaces
             .iter()
             .find(|i| {
-                i.protocol_binding == BINDING_JSONRPC
+                i.protocol_binding.eq_ignore_ascii_case(BINDING_JSONRPC)
                     && major_minor(&i.protocol_version) == v.as_str()
             })
             .map(|i| (v, i))
     });
     let Some((version, interface)) = chosen else {
-        return Ok(None);
+        return Err("the Agent Card offers no JSON-RPC interface of protocol 1.0 or 0.3".into());
     };
     let schemes: Vec<(&String, &SecurityScheme)> = card.security_schemes.iter().collect();
     let required: Vec<&String> = card
@@ -108,75 +107,13 @@ fn read_1_0(card: &AgentCard, card_url: &Url) -> Result<Option<Remote>, String> 
         }
         None
     });
-    Ok(Some(Remote {
+    Ok(Remote {
         name: card.name.clone(),
         endpoint: endpoint(&interface.url, card_url)?,
         version,
         streaming: card.capabilities.streaming.unwrap_or(false),
         placement,
         tenant: interface.tenant.clone().filter(|t| !t.is_empty()),
-    }))
-}
-
-/// A 0.3 card: `url` with `preferredTransport` (default JSON-RPC), or a JSON-RPC one
-/// among `additionalInterfaces`.
-fn read_0_3(card: &Value, card_url: &Url) -> Result<Remote, String> {
-    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
-    let preferred = text(card, "preferredTransport").unwrap_or_else(|| BINDING_JSONRPC.into());
-    let url = if preferred.eq_ignore_ascii_case(BINDING_JSONRPC) {
-        text(card, "url")
-    } else {
-        None
-    }
-    .or_else(|| {
-        card.get("additionalInterfaces")
-            .and_then(Value::as_array)?
-            .iter()
-            .find(|i| text(i, "transport").is_some_and(|t| t.eq_ignore_ascii_case(BINDING_JSONRPC)))
-            .and_then(|i| text(i, "url"))
-    })
-    .ok_or_else(|| {
-        "the Agent Card offers no JSON-RPC interface of protocol 1.0 or 0.3".to_owned()
-    })?;
-    let name = text(card, "name").ok_or("the Agent Card has no `name`")?;
-    let empty = serde_json::Map::new();
-    let schemes: Vec<(&String, &Value)> = card
-        .get("securitySchemes")
-        .and_then(Value::as_object)
-        .unwrap_or(&empty)
-        .iter()
-        .collect();
-    let required: Vec<&String> = card
-        .get("security")
-        .and_then(Value::as_array)
-        .map(|alternatives| {
-            alternatives
-                .iter()
-                .filter_map(Value::as_object)
-                .flat_map(|o| o.keys())
-                .collect()
-        })
-        .unwrap_or_default();
-    let placement = pick(&required, &schemes, |scheme| {
-        match scheme.get("type").and_then(Value::as_str)? {
-            "apiKey" => api_key(
-                scheme.get("in").and_then(Value::as_str)?,
-                scheme.get("name").and_then(Value::as_str)?,
-            ),
-            "http" | "oauth2" | "openIdConnect" => Some(Placement::Bearer),
-            _ => None,
-        }
-    });
-    Ok(Remote {
-        name,
-        endpoint: endpoint(&url, card_url)?,
-        version: Version::V0_3,
-        streaming: card
-            .pointer("/capabilities/streaming")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        placement,
-        tenant: None,
     })
 }
 
