@@ -321,3 +321,23 @@ pub fn decode(version: Version, result: Value) -> Result<wire::StreamResponse, C
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credential_never_prints_its_value() {
+        let config = A2aRemoteConfig {
+            name: "peer".into(),
+            card_url: "http://127.0.0.1:9/".into(),
+            api_key: Some(Credential::new("s3cr3t-value")),
+            headers: vec![("X-Key".into(), Credential::new("s3cr3t-value"))],
+            missing: Vec::new(),
+            connect_timeout: Duration::from_secs(1),
+            task_timeout: Duration::from_secs(1),
+        };
+        let shown = format!("{config:?}");
+        assert!(shown.contains("peer") && !shown.contains("s3cr3t"), "{shown}");
+    }
+}
