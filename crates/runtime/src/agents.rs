@@ -307,7 +307,9 @@ pub fn a2a_config(name: &str, agent: &AgentConfig, secrets: &Secrets) -> Option<
     let api_key = settings.api_key.as_ref().and_then(|secret| {
         let value = secrets.get(secret).map(Credential::new);
         if value.is_none() {
-            missing.push(format!("the secret `{secret}` (`api_key`), which is not set"));
+            missing.push(format!(
+                "the secret `{secret}` (`api_key`), which is not set"
+            ));
         }
         value
     });

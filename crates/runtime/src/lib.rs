@@ -729,7 +729,10 @@ fn a2a_agents(
         .filter(|(_, agent)| agent.is_a2a())
         .filter_map(|(name, agent)| {
             let resolved = agents::a2a_config(name, agent, secrets)?;
-            Some((name.clone(), agentplane_a2a::client::A2aAgent::new(resolved)))
+            Some((
+                name.clone(),
+                agentplane_a2a::client::A2aAgent::new(resolved),
+            ))
         })
         .collect()
 }

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use agentplane_suites::attacks::assert_nowhere;
 use agentplane_suites::{
-    CLIENT, Sandbox, Served, SseReader, api, create_thread, events_of, free_port, history,
-    sandbox, start_with_env,
+    CLIENT, Sandbox, Served, SseReader, api, create_thread, events_of, free_port, history, sandbox,
+    start_with_env,
 };
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use serde_json::{Value, json};
@@ -181,7 +181,10 @@ async fn a_remote_turn_streams_continues_its_context_and_keeps_the_key_hidden() 
         "the chunks arrive as deltas: {events:#?}"
     );
     assert_eq!(streamed_text(&events), "alpha beta gamma");
-    assert_eq!(events.last().expect("end")["result"]["text"], "alpha beta gamma");
+    assert_eq!(
+        events.last().expect("end")["result"]["text"],
+        "alpha beta gamma"
+    );
     // No usage reported: recorded as not measured.
     let usage = of_kind(&events, "usage");
     assert_eq!(usage.len(), 1, "{events:#?}");
@@ -206,7 +209,10 @@ async fn a_remote_turn_streams_continues_its_context_and_keeps_the_key_hidden() 
 
     // Every request sent is recorded, with no content.
     let stored = events_of(&history(&served, &thread).await);
-    let requests: Vec<&Value> = stored.iter().filter(|e| e["kind"] == "a2a_request").collect();
+    let requests: Vec<&Value> = stored
+        .iter()
+        .filter(|e| e["kind"] == "a2a_request")
+        .collect();
     assert!(
         requests
             .iter()
@@ -237,13 +243,14 @@ async fn a_remote_turn_streams_continues_its_context_and_keeps_the_key_hidden() 
     let seen = record(&base).await;
     assert_eq!(seen["refused"], 0, "{seen}");
     assert!(
-        seen["versions"].as_array().expect("versions").iter().all(|v| v == "1.0"),
+        seen["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .all(|v| v == "1.0"),
         "{seen}"
     );
-    let answers = vec![
-        listed,
-        history(&served, &thread).await.to_string(),
-    ];
+    let answers = vec![listed, history(&served, &thread).await.to_string()];
     assert_nowhere(&sb, &served, &answers, KEY);
 }
 
@@ -283,7 +290,9 @@ async fn remote_usage_is_costed_and_budgets_and_rate_limits_govern_remote_turns(
     assert_eq!(cost[0]["model"], "a2a:metered");
 
     // The $0.20 budget is spent: the next turn is refused before the remote is asked.
-    let before = record(&base).await["methods"].as_array().map_or(0, Vec::len);
+    let before = record(&base).await["methods"]
+        .as_array()
+        .map_or(0, Vec::len);
     let response = api(
         &served,
         reqwest::Method::POST,
@@ -296,7 +305,9 @@ async fn remote_usage_is_costed_and_budgets_and_rate_limits_govern_remote_turns(
     assert_eq!(response.status(), 402);
     let body = response.text().await.expect("body");
     assert!(body.contains("BUDGET_EXCEEDED"), "{body}");
-    let after = record(&base).await["methods"].as_array().map_or(0, Vec::len);
+    let after = record(&base).await["methods"]
+        .as_array()
+        .map_or(0, Vec::len);
     assert_eq!(before, after, "a refused turn sends nothing to the remote");
     let stored = events_of(&history(&served, &thread).await);
     assert!(
@@ -361,7 +372,11 @@ async fn cancel_reaches_the_remote_and_input_required_is_our_permission_flow() {
     let seen = cancels_reach(&base, 1).await;
     assert_eq!(seen["cancels"], 1, "{seen}");
     assert!(
-        seen["methods"].as_array().expect("methods").iter().any(|m| m == "CancelTask"),
+        seen["methods"]
+            .as_array()
+            .expect("methods")
+            .iter()
+            .any(|m| m == "CancelTask"),
         "{seen}"
     );
 
@@ -382,7 +397,12 @@ async fn cancel_reaches_the_remote_and_input_required_is_our_permission_flow() {
     .send()
     .await
     .expect("decide");
-    assert_eq!(decided.status(), 200, "{}", decided.text().await.unwrap_or_default());
+    assert_eq!(
+        decided.status(),
+        200,
+        "{}",
+        decided.text().await.unwrap_or_default()
+    );
     let events = with_kinds(sse.until("turn_completed").await);
     assert_eq!(stop_reason(&events), "text_answer", "{events:#?}");
     let text = streamed_text(&events);
@@ -408,7 +428,10 @@ async fn cancel_reaches_the_remote_and_input_required_is_our_permission_flow() {
     let events = with_kinds(sse.until("turn_completed").await);
     assert_eq!(stop_reason(&events), "cancelled", "{events:#?}");
     let seen = cancels_reach(&base, 2).await;
-    assert_eq!(seen["cancels"], 2, "the declined task was cancelled: {seen}");
+    assert_eq!(
+        seen["cancels"], 2,
+        "the declined task was cancelled: {seen}"
+    );
 
     let stored = events_of(&history(&served, &thread).await);
     let cancels = stored
@@ -458,7 +481,9 @@ async fn a_native_agent_calls_the_remote_as_a_governed_tool() {
     let offered = agentplane_testkit::offered_tools(&model.requests()[0]);
     assert!(offered.iter().any(|t| t == "a2a__peer"), "{offered:?}");
 
-    let before = record(&base).await["methods"].as_array().map_or(0, Vec::len);
+    let before = record(&base).await["methods"]
+        .as_array()
+        .map_or(0, Vec::len);
     let thread = create_thread(&served, &sb, "barred", "tool").await;
     let events = turn(&served, &thread, "ask the peer").await;
     let denied = of_kind(&events, "policy_denied");
@@ -472,7 +497,9 @@ async fn a_native_agent_calls_the_remote_as_a_governed_tool() {
         .unwrap_or_else(|| panic!("no a2a__peer result: {events:#?}"))
         .clone();
     assert_eq!(result["status"], "error", "{result}");
-    let after = record(&base).await["methods"].as_array().map_or(0, Vec::len);
+    let after = record(&base).await["methods"]
+        .as_array()
+        .map_or(0, Vec::len);
     assert_eq!(before, after, "a denied call sends nothing to the remote");
 }
 
@@ -494,7 +521,11 @@ async fn fake_remote(card: String, rpc: &'static str) -> (tokio::task::JoinHandl
                 let mut buffer = vec![0u8; 64 * 1024];
                 let read = socket.read(&mut buffer).await.unwrap_or(0);
                 let head = String::from_utf8_lossy(&buffer[..read]).to_string();
-                let body = if head.starts_with("GET") { card } else { rpc.to_owned() };
+                let body = if head.starts_with("GET") {
+                    card
+                } else {
+                    rpc.to_owned()
+                };
                 let response = format!(
                     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
                      connection: close\r\n\r\n{body}",
@@ -551,7 +582,11 @@ async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
             assert!(body.contains(expected), "{name}: {status} {body}");
             continue;
         }
-        let events = with_kinds(SseReader::from_response(response).until("turn_completed").await);
+        let events = with_kinds(
+            SseReader::from_response(response)
+                .until("turn_completed")
+                .await,
+        );
         assert_eq!(stop_reason(&events), "error", "{name}: {events:#?}");
         let error = of_kind(&events, "error");
         let message = error[0]["message"].as_str().unwrap_or_default();

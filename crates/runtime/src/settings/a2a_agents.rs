@@ -130,7 +130,9 @@ pub fn check_tool(ensemble: &str, a2a_agents: &BTreeSet<&str>) -> Option<Result<
     let name = ensemble.strip_prefix(TOOL_PREFIX)?;
     // Tool names are at most 64 characters.
     if ensemble.len() > 64 {
-        return Some(Err(format!("`{ensemble}` is longer than a tool name may be (64)")));
+        return Some(Err(format!(
+            "`{ensemble}` is longer than a tool name may be (64)"
+        )));
     }
     Some(if a2a_agents.contains(name) {
         Ok(())
@@ -215,9 +217,18 @@ mod tests {
     fn bad_remote_agents_are_refused_naming_the_key() {
         let cases = [
             ("[agents.x]\nkind = \"a2a\"\n", "agents.x.url"),
-            ("[agents.x]\nkind = \"a2a\"\nurl = \"ftp://h/card\"\n", "http or https"),
-            ("[agents.x]\nkind = \"a2a\"\nurl = \"http://u:p@h/card\"\n", "credentials"),
-            ("[agents.x]\nkind = \"a2a\"\nurl = \"not a url\"\n", "not a URL"),
+            (
+                "[agents.x]\nkind = \"a2a\"\nurl = \"ftp://h/card\"\n",
+                "http or https",
+            ),
+            (
+                "[agents.x]\nkind = \"a2a\"\nurl = \"http://u:p@h/card\"\n",
+                "credentials",
+            ),
+            (
+                "[agents.x]\nkind = \"a2a\"\nurl = \"not a url\"\n",
+                "not a URL",
+            ),
             (
                 "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\nensembles = [\"fs\"]\n",
                 "agents.x.ensembles",

@@ -256,21 +256,20 @@ impl<'a> Exchange<'a> {
                 self.usage_in(update.metadata.as_ref());
                 self.usage_in(update.artifact.metadata.as_ref());
                 let text = parts_text(&update.artifact.parts);
-                if update.append && self.last_artifact.as_deref() == Some(&update.artifact.artifact_id) {
+                if update.append
+                    && self.last_artifact.as_deref() == Some(&update.artifact.artifact_id)
+                {
                     self.emit(sink, text).await;
                 } else {
-                    self.artifact_text(sink, &update.artifact.artifact_id, text).await;
+                    self.artifact_text(sink, &update.artifact.artifact_id, text)
+                        .await;
                 }
                 None
             }
         }
     }
 
-    async fn status(
-        &mut self,
-        sink: &mut dyn Sink,
-        status: wire::TaskStatus,
-    ) -> Option<Outcome> {
+    async fn status(&mut self, sink: &mut dyn Sink, status: wire::TaskStatus) -> Option<Outcome> {
         let text = status
             .message
             .as_ref()
@@ -280,13 +279,11 @@ impl<'a> Exchange<'a> {
             })
             .unwrap_or_default();
         match status.state {
-            TaskState::InputRequired | TaskState::AuthRequired => {
-                Some(Outcome::Paused(Question {
-                    task: self.task.clone().unwrap_or_default(),
-                    state: state_name(status.state),
-                    text,
-                }))
-            }
+            TaskState::InputRequired | TaskState::AuthRequired => Some(Outcome::Paused(Question {
+                task: self.task.clone().unwrap_or_default(),
+                state: state_name(status.state),
+                text,
+            })),
             TaskState::Failed | TaskState::Rejected => Some(Outcome::Ended(status.state, text)),
             TaskState::Completed | TaskState::Canceled => {
                 self.emit(sink, text).await;
@@ -426,9 +423,12 @@ pub fn parts_text(parts: &[wire::Part]) -> String {
 fn usage_of(usage: &Value) -> Option<ExternalUsage> {
     let count = |key: &str| {
         let value = usage.get(key)?;
-        value
-            .as_u64()
-            .or_else(|| value.as_f64().filter(|f| f.is_finite() && *f >= 0.0).map(|f| f as u64))
+        value.as_u64().or_else(|| {
+            value
+                .as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .map(|f| f as u64)
+        })
     };
     let input_tokens = count("input_tokens")?;
     let output_tokens = count("output_tokens").unwrap_or(0);
@@ -461,8 +461,9 @@ mod tests {
 
     #[test]
     fn usage_reads_counts_written_as_floats_and_a_cost_in_dollars() {
-        let usage = usage_of(&json!({"input_tokens": 1200.0, "output_tokens": 300, "cost_usd": 0.25}))
-            .expect("usage");
+        let usage =
+            usage_of(&json!({"input_tokens": 1200.0, "output_tokens": 300, "cost_usd": 0.25}))
+                .expect("usage");
         assert_eq!((usage.input_tokens, usage.output_tokens), (1200, 300));
         assert_eq!(usage.cost_usd_micros, Some(250_000));
         assert!(usage_of(&json!({"tokens": 3})).is_none());
@@ -471,10 +472,7 @@ mod tests {
 
     #[test]
     fn parts_become_text() {
-        let parts = vec![
-            wire::Part::text("a "),
-            wire::Part::data(json!({"k": 1})),
-        ];
+        let parts = vec![wire::Part::text("a "), wire::Part::data(json!({"k": 1}))];
         assert_eq!(parts_text(&parts), "a {\"k\":1}");
     }
 }

@@ -106,7 +106,12 @@ impl Http {
         headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Value, CallError> {
-        let send = self.client.get(url).headers(headers).timeout(timeout).send();
+        let send = self
+            .client
+            .get(url)
+            .headers(headers)
+            .timeout(timeout)
+            .send();
         let response = send.await.map_err(transport)?;
         let response = checked(response).await?;
         let body = read_capped(response, CARD_MAX, "Agent Card").await?;
@@ -252,9 +257,9 @@ fn result_of(body: &[u8]) -> Result<Value, CallError> {
             message: shown(&error.message),
         });
     }
-    response
-        .result
-        .ok_or_else(|| CallError::Malformed("a JSON-RPC response with neither result nor error".into()))
+    response.result.ok_or_else(|| {
+        CallError::Malformed("a JSON-RPC response with neither result nor error".into())
+    })
 }
 
 /// The response when its status is a success; otherwise the status and the start of
@@ -277,7 +282,10 @@ async fn read_capped(
     cap: usize,
     what: &'static str,
 ) -> Result<Vec<u8>, CallError> {
-    if response.content_length().is_some_and(|len| len as usize > cap) {
+    if response
+        .content_length()
+        .is_some_and(|len| len as usize > cap)
+    {
         return Err(CallError::TooLarge(what, cap));
     }
     let mut body = Vec::new();
@@ -323,7 +331,8 @@ mod tests {
 
     #[test]
     fn a_json_rpc_error_is_an_error_and_garbage_is_malformed() {
-        let error = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#;
+        let error =
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#;
         assert_eq!(
             result_of(error),
             Err(CallError::Rpc {

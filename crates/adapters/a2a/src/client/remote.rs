@@ -121,9 +121,8 @@ impl Connection {
                     self.config.name
                 )
             })?;
-        let remote = card::read(value, &card_url).map_err(|e| {
-            format!("the remote A2A agent `{}`: {e}", self.config.name)
-        })?;
+        let remote = card::read(value, &card_url)
+            .map_err(|e| format!("the remote A2A agent `{}`: {e}", self.config.name))?;
         *cached = Some((remote.clone(), Instant::now()));
         Ok((remote, true))
     }
@@ -312,7 +311,8 @@ fn message_params(remote: &Remote, message: &wire::Message) -> Value {
 
 /// A send result or stream item of `version`, as 1.0.
 pub fn decode(version: Version, result: Value) -> Result<wire::StreamResponse, CallError> {
-    let malformed = |e: serde_json::Error| CallError::Malformed(format!("an unreadable result ({e})"));
+    let malformed =
+        |e: serde_json::Error| CallError::Malformed(format!("an unreadable result ({e})"));
     match version {
         Version::V1_0 => serde_json::from_value(result).map_err(malformed),
         Version::V0_3 => {
@@ -338,6 +338,9 @@ mod tests {
             task_timeout: Duration::from_secs(1),
         };
         let shown = format!("{config:?}");
-        assert!(shown.contains("peer") && !shown.contains("s3cr3t"), "{shown}");
+        assert!(
+            shown.contains("peer") && !shown.contains("s3cr3t"),
+            "{shown}"
+        );
     }
 }

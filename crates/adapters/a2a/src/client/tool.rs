@@ -143,7 +143,13 @@ impl Sink for ToolSink {
             ..
         } = payload
         {
-            tracing::info!(method, task, protocol_version, outcome, "a2a_request out (tool call)");
+            tracing::info!(
+                method,
+                task,
+                protocol_version,
+                outcome,
+                "a2a_request out (tool call)"
+            );
         }
     }
 
