@@ -308,7 +308,11 @@ impl Config {
         settings::mcp::secret_references(&mcp_servers, &secrets)
             .map_err(|(key, m)| in_file.key(&key, m))?;
         // Every secret a remote A2A agent names is configured.
-        settings::a2a_agents::secret_references(&parsed.agents, &secrets)
+        let remote = parsed
+            .agents
+            .iter()
+            .filter_map(|(name, agent)| Some((name, agent.a2a.as_ref()?)));
+        settings::a2a_agents::secret_references(remote, &secrets)
             .map_err(|(key, m)| in_file.key(&key, m))?;
         let approval_ttl = settings::governance::approval_ttl(&parsed.approvals)
             .map_err(|e| in_file.under("approvals", e))?;

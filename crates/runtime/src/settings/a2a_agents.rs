@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use super::SettingError;
-use super::agents::AgentConfig;
 use super::secrets::{SecretsConfig, references};
 
 /// The agent kind of remote A2A agents.
@@ -44,16 +43,25 @@ pub fn is_a2a(kind: Option<&str>) -> bool {
     kind == Some(KIND_A2A)
 }
 
-/// Checks a `kind = "a2a"` agent's keys, or that an agent of another kind uses none
-/// of them; on error, the key and the message.
-pub fn check(agent: &AgentConfig) -> Result<(), (&'static str, String)> {
-    if !is_a2a(agent.kind.as_deref()) {
-        if agent.url.is_some() || agent.a2a.is_some() {
+/// An agent's keys that a remote A2A agent does not use, and whether each is set.
+pub type Unused = [(&'static str, bool)];
+
+/// Checks a `kind = "a2a"` agent's `url` and `[a2a]` (and that it sets none of
+/// `unused`), or that an agent of another kind uses neither; on error, the key and the
+/// message.
+pub fn check(
+    kind: Option<&str>,
+    url: Option<&str>,
+    a2a: Option<&A2aRemoteSettings>,
+    unused: &Unused,
+) -> Result<(), (&'static str, String)> {
+    if !is_a2a(kind) {
+        if url.is_some() || a2a.is_some() {
             return Err(("kind", "`url` and `[a2a]` need `kind = \"a2a\"`".to_owned()));
         }
         return Ok(());
     }
-    let Some(url) = &agent.url else {
+    let Some(url) = url else {
         return Err((
             "url",
             "is required for `kind = \"a2a\"`: the URL of the remote agent's Agent Card \
@@ -62,21 +70,13 @@ pub fn check(agent: &AgentConfig) -> Result<(), (&'static str, String)> {
         ));
     };
     check_url(url).map_err(|m| ("url", m))?;
-    let refused: [(&'static str, bool); 6] = [
-        ("profile", agent.profile.is_some()),
-        ("acp", agent.acp.is_some()),
-        ("ensembles", !agent.ensembles.is_empty()),
-        ("shell_allow", !agent.shell_allow.is_empty()),
-        ("output_schema", agent.output_schema.is_some()),
-        ("model", agent.model.is_some()),
-    ];
-    if let Some((key, _)) = refused.iter().find(|(_, set)| *set) {
+    if let Some((key, _)) = unused.iter().find(|(_, set)| *set) {
         return Err((
             key,
             "is not used by a remote A2A agent (it runs its own model and tools)".to_owned(),
         ));
     }
-    if let Some(settings) = &agent.a2a {
+    if let Some(settings) = a2a {
         if settings.connect_timeout_secs == Some(0) || settings.timeout_secs == Some(0) {
             return Err(("a2a", "timeouts must be at least 1 second".to_owned()));
         }
@@ -149,15 +149,12 @@ pub fn check_tool(ensemble: &str, a2a_agents: &BTreeSet<&str>) -> Option<Result<
 }
 
 /// Every secret an A2A agent names (`api_key`, `${secret:NAME}` in headers) is
-/// configured in `[secrets]`.
-pub fn secret_references(
-    agents: &BTreeMap<String, AgentConfig>,
+/// configured in `[secrets]`; `agents` are each agent's name and `[a2a]`.
+pub fn secret_references<'a>(
+    agents: impl IntoIterator<Item = (&'a String, &'a A2aRemoteSettings)>,
     secrets: &SecretsConfig,
 ) -> Result<(), SettingError> {
-    for (agent, config) in agents {
-        let Some(settings) = &config.a2a else {
-            continue;
-        };
+    for (agent, settings) in agents {
         let mut named: Vec<(String, String)> = settings
             .api_key
             .iter()
@@ -189,75 +186,4 @@ pub fn secret_references(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-    use crate::settings::overrides::Overrides;
-
-    fn load(text: &str) -> Result<Config, String> {
-        Config::parse(text, None, &Overrides::default()).map_err(|e| e.to_string())
-    }
-
-    const REMOTE: &str = "[secrets.peer]\nenv = \"PEER_KEY\"\n\
-        [agents.peer]\nkind = \"a2a\"\nurl = \"http://10.0.0.5:9000/.well-known/agent-card.json\"\n\
-        [agents.peer.a2a]\napi_key = \"peer\"\nheaders = { X-Team = \"ops\", X-Extra = \"${secret:peer}\" }\n";
-
-    #[test]
-    fn a_remote_agent_and_a_native_agent_calling_it_load() {
-        let text = format!(
-            "{REMOTE}[agents.caller]\nsystem_prompt = \"Ask.\"\nensembles = [\"a2a__peer\"]\n"
-        );
-        let config = load(&text).expect("loads");
-        assert!(config.agents["peer"].is_a2a());
-    }
-
-    #[test]
-    fn bad_remote_agents_are_refused_naming_the_key() {
-        let cases = [
-            ("[agents.x]\nkind = \"a2a\"\n", "agents.x.url"),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"ftp://h/card\"\n",
-                "http or https",
-            ),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"http://u:p@h/card\"\n",
-                "credentials",
-            ),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"not a url\"\n",
-                "not a URL",
-            ),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\nensembles = [\"fs\"]\n",
-                "agents.x.ensembles",
-            ),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\n[agents.x.a2a]\napi_key = \"nope\"\n",
-                "unknown secret `nope`",
-            ),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\n[agents.x.a2a]\ntoken = \"k\"\n",
-                "unknown field",
-            ),
-            (
-                "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\n[agents.x.a2a]\ntimeout_secs = 0\n",
-                "at least 1",
-            ),
-            (
-                "[agents.x]\nsystem_prompt = \"s\"\nurl = \"http://h/c\"\n",
-                "need `kind = \"a2a\"`",
-            ),
-            (
-                "[agents.x]\nsystem_prompt = \"s\"\nensembles = [\"a2a__nobody\"]\n",
-                "names no agent of kind `a2a`",
-            ),
-            ("[agents.x]\nkind = \"mcp\"\n", "use `llm`, `acp` or `a2a`"),
-        ];
-        for (text, expected) in cases {
-            let error = load(text).expect_err(text);
-            assert!(error.contains(expected), "{text}: {error}");
-        }
-    }
 }

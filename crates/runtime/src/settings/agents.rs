@@ -128,7 +128,19 @@ pub fn check_agent(
     if !is_plain_name(name) {
         return Err(("", "agent names use letters, digits, `-` and `_`".into()));
     }
-    a2a_agents::check(agent)?;
+    a2a_agents::check(
+        agent.kind.as_deref(),
+        agent.url.as_deref(),
+        agent.a2a.as_ref(),
+        &[
+            ("profile", agent.profile.is_some()),
+            ("acp", agent.acp.is_some()),
+            ("ensembles", !agent.ensembles.is_empty()),
+            ("shell_allow", !agent.shell_allow.is_empty()),
+            ("output_schema", agent.output_schema.is_some()),
+            ("model", agent.model.is_some()),
+        ],
+    )?;
     if !agent.is_a2a() {
         acp::check(
             agent.kind.as_deref(),
