@@ -31,11 +31,16 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 /// The key the peer requires; it must never show on our side.
 const KEY: &str = "a2a-peer-key-5b0c9e1d7f";
 
-/// The peer, killed when dropped, and its base URL.
+/// The peer (protocol 1.0, bearer key), killed when dropped, and its base URL.
 async fn peer() -> (tokio::process::Child, String) {
+    peer_with(&["--auth", "bearer", "--key", KEY]).await
+}
+
+/// The peer started with `args`.
+async fn peer_with(args: &[&str]) -> (tokio::process::Child, String) {
     let mut child = tokio::process::Command::new(agentplane_testkit::peers::python())
         .arg(agentplane_testkit::peers::a2a_agent_script())
-        .args(["--auth", "bearer", "--key", KEY])
+        .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -501,6 +506,76 @@ async fn a_native_agent_calls_the_remote_as_a_governed_tool() {
         .as_array()
         .map_or(0, Vec::len);
     assert_eq!(before, after, "a denied call sends nothing to the remote");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_3_remote_is_spoken_to_in_0_3_with_its_api_key_header() {
+    // The SDK's 0.3 card and its 0.3 JSON-RPC, with an API key in `X-Peer-Key`.
+    let (_peer, base) = peer_with(&["--v03", "--auth", "apikey", "--key", KEY]).await;
+    let model = idle_model().await;
+    let sb = configured(&remote_agent("old", &base));
+    let served = serve(&sb, &model).await;
+    let thread = create_thread(&served, &sb, "old", "v03").await;
+
+    let events = turn(&served, &thread, "please stream").await;
+    assert_eq!(stop_reason(&events), "text_answer", "{events:#?}");
+    assert_eq!(streamed_text(&events), "alpha beta gamma");
+    let events = turn(&served, &thread, "usage please").await;
+    assert_eq!(
+        of_kind(&events, "usage")[0]["reported"],
+        true,
+        "{events:#?}"
+    );
+    assert_eq!(of_kind(&events, "cost")[0]["usd_micros"], 250_000);
+
+    let mut sse = SseReader::open(&served, &thread, "slow work").await;
+    let started = sse.until("message_delta").await;
+    let turn_id = started
+        .iter()
+        .find_map(|e| e.data["turn_id"].as_str())
+        .expect("a turn id")
+        .to_owned();
+    let cancelled = api(
+        &served,
+        reqwest::Method::POST,
+        &format!("/v1/turns/{turn_id}/cancel"),
+    )
+    .send()
+    .await
+    .expect("cancel");
+    assert_eq!(cancelled.status(), 202);
+    let events = with_kinds(sse.until("turn_completed").await);
+    assert_eq!(stop_reason(&events), "cancelled", "{events:#?}");
+    let seen = cancels_reach(&base, 1).await;
+    assert_eq!(seen["cancels"], 1, "{seen}");
+    assert_eq!(
+        seen["refused"], 0,
+        "the key went in the header the card named: {seen}"
+    );
+    let methods = seen["methods"].as_array().expect("methods");
+    assert!(
+        methods
+            .iter()
+            .all(|m| m == "message/stream" || m == "tasks/cancel"),
+        "0.3 method names only: {seen}"
+    );
+    assert!(
+        seen["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .all(|v| v == ""),
+        "no A2A-Version header in 0.3: {seen}"
+    );
+    let stored = events_of(&history(&served, &thread).await);
+    assert!(
+        stored
+            .iter()
+            .filter(|e| e["kind"] == "a2a_request")
+            .all(|e| e["protocol_version"] == "0.3"),
+        "{stored:#?}"
+    );
+    assert_nowhere(&sb, &served, &[], KEY);
 }
 
 /// A tiny HTTP server on 127.0.0.1 answering every request with `card` for a GET and

@@ -3,7 +3,12 @@
 the in-memory task store), for the tests of agentplane's A2A client (agents of
 `kind = "a2a"` and the `a2a__NAME` tool).
 
-    python a2a_agent.py [--auth bearer|apikey|none] [--key KEY] [--no-streaming]
+    python a2a_agent.py [--auth bearer|apikey|none] [--key KEY] [--no-streaming] [--v03]
+
+`--v03` makes it a protocol 0.3 agent: its card is the 0.3 card the SDK's compat layer
+writes (`url`, `preferredTransport`, `protocolVersion: 0.3`, `type`-tagged security
+schemes) and its JSON-RPC endpoint takes 0.3 requests (`message/stream`,
+`tasks/cancel`) through the SDK's own 0.3 compatibility.
 
 What it does is chosen by words in the message text:
 
@@ -34,6 +39,7 @@ import socket
 import sys
 
 import uvicorn
+from a2a.compat.v0_3.conversions import to_compat_agent_card
 from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
@@ -124,7 +130,7 @@ class PeerExecutor(AgentExecutor):
             await TaskUpdater(event_queue, task.id, task.context_id).cancel()
 
 
-def card(base: str, auth: str, streaming: bool) -> AgentCard:
+def card(base: str, auth: str, streaming: bool, version: str) -> AgentCard:
     schemes = {}
     requirements = []
     if auth == "bearer":
@@ -142,7 +148,7 @@ def card(base: str, auth: str, streaming: bool) -> AgentCard:
         description="A test agent of the official A2A SDK.",
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version="1.0")
+            AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version=version)
         ],
         capabilities=AgentCapabilities(streaming=streaming),
         security_schemes=schemes,
@@ -210,21 +216,36 @@ def main() -> int:
     parser.add_argument("--auth", choices=["bearer", "apikey", "none"], default="bearer")
     parser.add_argument("--key", default="peer-key")
     parser.add_argument("--no-streaming", action="store_true")
+    parser.add_argument("--v03", action="store_true")
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    agent_card = card(f"http://127.0.0.1:{port}", args.auth, not args.no_streaming)
+    version = "0.3" if args.v03 else "1.0"
+    agent_card = card(f"http://127.0.0.1:{port}", args.auth, not args.no_streaming, version)
     handler = DefaultRequestHandler(
         agent_executor=PeerExecutor(),
         task_store=InMemoryTaskStore(),
         agent_card=agent_card,
     )
+    if args.v03:
+        legacy = to_compat_agent_card(agent_card).model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        card_routes = [
+            Route(
+                "/.well-known/agent-card.json",
+                lambda _request: JSONResponse(legacy),
+                methods=["GET"],
+            )
+        ]
+    else:
+        card_routes = create_agent_card_routes(agent_card)
     routes = [
-        *create_agent_card_routes(agent_card),
-        *create_jsonrpc_routes(handler, rpc_url="/"),
+        *card_routes,
+        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=args.v03),
         Route("/record", get_record, methods=["GET"]),
     ]
     app = guarded(Starlette(routes=routes), args.auth, args.key)
