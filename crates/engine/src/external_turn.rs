@@ -751,3 +751,35 @@ impl ExternalTurn<'_> {
         Ok(decision == PermissionDecision::Approved)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapters_record_only_their_protocol_traffic() {
+        let request = EventPayload::A2aRequest {
+            direction: "out".into(),
+            method: "SendMessage".into(),
+            task: None,
+            context: None,
+            protocol_version: "1.0".into(),
+            outcome: "completed".into(),
+        };
+        assert!(recordable(&request));
+        let forged = EventPayload::TurnCompleted {
+            stop_reason: StopReason::TextAnswer,
+            result: Value::Null,
+        };
+        assert!(!recordable(&forged));
+        assert!(!recordable(&EventPayload::MessageDelta {
+            text: "x".into()
+        }));
+    }
+
+    #[test]
+    fn the_provider_is_the_labels_protocol() {
+        assert_eq!(provider_of("acp:codex"), "acp");
+        assert_eq!(provider_of("a2a:researcher"), "a2a");
+    }
+}

@@ -451,12 +451,22 @@ async fn a_native_agent_calls_the_remote_as_a_governed_tool() {
     let (_peer, base) = peer().await;
     let call = || Step::tool_call("a2a__peer", json!({"message": "hello from a tool"}));
     let finish = || Step::tool_call("finish_task", json!({"summary": "asked"}));
-    let model = ScriptedServer::start(Scenario::new(vec![call(), finish(), call(), finish()]))
-        .await
-        .expect("model");
+    let slow = Step::tool_call("a2a__peer", json!({"message": "slow work"}));
+    let model = ScriptedServer::start(Scenario::new(vec![
+        call(),
+        finish(),
+        call(),
+        finish(),
+        slow,
+        finish(),
+    ]))
+    .await
+    .expect("model");
     let sb = configured(&format!(
         "{}[agents.caller]\nsystem_prompt = \"You ask the peer.\"\nensembles = [\"a2a__peer\"]\n\
-         [agents.barred]\nsystem_prompt = \"You ask the peer.\"\nensembles = [\"a2a__peer\"]\n",
+         [agents.barred]\nsystem_prompt = \"You ask the peer.\"\nensembles = [\"a2a__peer\"]\n\
+         [agents.impatient]\nsystem_prompt = \"You ask the peer.\"\nensembles = [\"a2a__peer\"]\n\
+         tool_timeout_ms = 1500\n",
         remote_agent("peer", &base)
     ));
     std::fs::write(

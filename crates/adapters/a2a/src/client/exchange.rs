@@ -8,6 +8,8 @@
 //! collected, questions declined). Every request sent is recorded as an `a2a_request`
 //! (direction `out`: method, task, context, version, outcome; never content).
 
+use std::sync::{Arc, Mutex};
+
 use agentplane_core::EventPayload;
 use agentplane_engine::ports::external::{ExternalError, ExternalUsage};
 use async_trait::async_trait;
@@ -65,6 +67,9 @@ pub struct Exchange<'a> {
     context: Option<String>,
     /// The last usage the remote reported.
     pub usage: Option<ExternalUsage>,
+    /// The remote task's id, shared with whoever cancels it if this exchange is dropped
+    /// mid-task (a tool call's timeout).
+    task_cell: Arc<Mutex<Option<String>>>,
     /// The artifact text seen last, to break lines between artifacts.
     last_artifact: Option<String>,
     wrote_text: bool,
@@ -87,9 +92,15 @@ impl<'a> Exchange<'a> {
             task: None,
             context,
             usage: None,
+            task_cell: Arc::new(Mutex::new(None)),
             last_artifact: None,
             wrote_text: false,
         }
+    }
+
+    /// The remote task's id as it becomes known; `None` once the task ended.
+    pub fn task_cell(&self) -> Arc<Mutex<Option<String>>> {
+        self.task_cell.clone()
     }
 
     /// Whether the thread continues a remote context (so the earlier conversation
@@ -100,6 +111,18 @@ impl<'a> Exchange<'a> {
 
     /// Runs the exchange for `text` to its end.
     pub async fn run(
+        &mut self,
+        text: String,
+        sink: &mut dyn Sink,
+        cancel: &CancellationToken,
+    ) -> Result<Finish, ExternalError> {
+        let finish = self.exchange(text, sink, cancel).await;
+        // Ended one way or another: nothing is left to cancel on drop.
+        *self.task_cell.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        finish
+    }
+
+    async fn exchange(
         &mut self,
         text: String,
         sink: &mut dyn Sink,
@@ -316,6 +339,7 @@ impl<'a> Exchange<'a> {
     fn ids(&mut self, task: Option<&str>, context: Option<&str>) {
         if let Some(task) = task.filter(|t| !t.is_empty()) {
             self.task = Some(task.to_owned());
+            *self.task_cell.lock().unwrap_or_else(|e| e.into_inner()) = Some(task.to_owned());
         }
         if let Some(context) = context.filter(|c| !c.is_empty()) {
             self.context = Some(context.to_owned());

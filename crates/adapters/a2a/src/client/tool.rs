@@ -93,7 +93,14 @@ impl Ensemble for A2aTool {
             .map_err(|e| ToolError::new(ToolErrorKind::InvalidArguments, e.to_string()))?;
         let failed = |message: String| ToolError::new(ToolErrorKind::ExecutionFailed, message);
         let (remote, _) = self.connection.card().await.map_err(failed)?;
-        let mut exchange = Exchange::new(&self.connection, remote, self.thread.to_string());
+        let mut exchange = Exchange::new(&self.connection, remote.clone(), self.thread.to_string());
+        // The engine drops this call at its timeout: the remote task is then cancelled
+        // in the background rather than left running.
+        let _cancel_on_drop = CancelOnDrop {
+            connection: self.connection.clone(),
+            remote,
+            task: exchange.task_cell(),
+        };
         let mut sink = ToolSink::default();
         // Dropping the call (its timeout, the turn's cancel) drops the exchange; the
         // token only serves the exchange's own shape.
@@ -115,6 +122,33 @@ impl Ensemble for A2aTool {
                 sink.asked.unwrap_or_default()
             ))),
         }
+    }
+}
+
+/// Cancels the remote task still running when a tool call is dropped.
+struct CancelOnDrop {
+    connection: Arc<Connection>,
+    remote: super::card::Remote,
+    task: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (Some(task), Ok(runtime)) = (task, tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let connection = self.connection.clone();
+        let remote = self.remote.clone();
+        runtime.spawn(async move {
+            let outcome = connection.cancel(&remote, &task).await;
+            tracing::info!(
+                agent = %connection.config.name,
+                task,
+                cancelled = outcome.is_ok(),
+                "a2a_request out CancelTask (a dropped tool call)"
+            );
+        });
     }
 }
 
