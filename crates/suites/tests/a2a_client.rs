@@ -589,8 +589,11 @@ async fn a_0_3_remote_is_spoken_to_in_0_3_with_its_api_key_header() {
 }
 
 /// A tiny HTTP server on 127.0.0.1 answering every request with `card` for a GET and
-/// `rpc` for a POST (both as JSON), until dropped.
-async fn fake_remote(card: String, rpc: &'static str) -> (tokio::task::JoinHandle<()>, String) {
+/// `rpc` with `status` for a POST (both as JSON), until dropped.
+async fn fake_remote(
+    card: String,
+    (status, rpc): (u16, String),
+) -> (tokio::task::JoinHandle<()>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -602,17 +605,18 @@ async fn fake_remote(card: String, rpc: &'static str) -> (tokio::task::JoinHandl
                 return;
             };
             let card = card.clone();
+            let rpc = rpc.clone();
             tokio::spawn(async move {
                 let mut buffer = vec![0u8; 64 * 1024];
                 let read = socket.read(&mut buffer).await.unwrap_or(0);
                 let head = String::from_utf8_lossy(&buffer[..read]).to_string();
-                let body = if head.starts_with("GET") {
-                    card
+                let (status, body) = if head.starts_with("GET") {
+                    (200, card)
                 } else {
-                    rpc.to_owned()
+                    (status, rpc)
                 };
                 let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
                      connection: close\r\n\r\n{body}",
                     body.len()
                 );
@@ -627,8 +631,21 @@ async fn fake_remote(card: String, rpc: &'static str) -> (tokio::task::JoinHandl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
     let card = r#"{"name":"fake","description":"d","version":"1","supportedInterfaces":[{"url":"BASE/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"streaming":false},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"]}"#;
-    let (_garbage_rpc, rpc_base) = fake_remote(card.to_owned(), "this is not JSON-RPC").await;
-    let (_garbage_card, card_base) = fake_remote("<html>not a card</html>".to_owned(), "{}").await;
+    let ok = |body: &str| (200, body.to_owned());
+    let (_garbage_rpc, rpc_base) = fake_remote(card.to_owned(), ok("this is not JSON-RPC")).await;
+    let (_garbage_card, card_base) =
+        fake_remote("<html>not a card</html>".to_owned(), ok("{}")).await;
+    let refusing =
+        r#"{"jsonrpc":"2.0","id":"1","error":{"code":-32004,"message":"Unsupported operation"}}"#;
+    let (_rpc_error, error_base) = fake_remote(card.to_owned(), ok(refusing)).await;
+    let (_unauthorized, unauthorized_base) =
+        fake_remote(card.to_owned(), (401, r#"{"error":"no key"}"#.to_owned())).await;
+    // Five MiB of valid JSON-RPC: over the 4 MiB cap on one answer.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":"1","result":{{"message":{{"messageId":"m","role":"ROLE_AGENT","parts":[{{"text":"{}"}}]}}}}}}"#,
+        "x".repeat(5 * 1024 * 1024)
+    );
+    let (_oversized, oversized_base) = fake_remote(card.to_owned(), (200, huge)).await;
     let gone = free_port();
     let model = idle_model().await;
     let agent = |name: &str, base: &str| {
@@ -638,10 +655,13 @@ async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
         )
     };
     let sb = configured(&format!(
-        "{}{}{}",
+        "{}{}{}{}{}{}",
         agent("gone", &format!("http://127.0.0.1:{gone}")),
         agent("garbage_card", &card_base),
         agent("garbage_rpc", &rpc_base),
+        agent("rpc_error", &error_base),
+        agent("unauthorized", &unauthorized_base),
+        agent("oversized", &oversized_base),
     ));
     let served = serve(&sb, &model).await;
 
@@ -649,6 +669,9 @@ async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
         ("gone", "could not reach it"),
         ("garbage_card", "could not be read"),
         ("garbage_rpc", "not A2A"),
+        ("rpc_error", "-32004: Unsupported operation"),
+        ("unauthorized", "refused our credential"),
+        ("oversized", "larger than 4194304 bytes"),
     ] {
         let thread = create_thread(&served, &sb, name, "broken").await;
         let response = api(
