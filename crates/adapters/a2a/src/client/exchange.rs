@@ -347,9 +347,17 @@ impl<'a> Exchange<'a> {
         }
     }
 
-    /// A `usage` object in metadata: `input_tokens`, `output_tokens`, `cost_usd`.
+    /// Usage in metadata: our documented `usage` object (`input_tokens`,
+    /// `output_tokens`, `cost_usd`), else Google ADK's `adk_usage_metadata` (also as
+    /// kagent's `kagent_usage_metadata`: `promptTokenCount`, `candidatesTokenCount`).
     fn usage_in(&mut self, metadata: Option<&Value>) {
-        if let Some(usage) = metadata.and_then(|m| m.get("usage")).and_then(usage_of) {
+        let Some(metadata) = metadata else { return };
+        let found = metadata.get("usage").and_then(usage_of).or_else(|| {
+            ["adk_usage_metadata", "kagent_usage_metadata"]
+                .iter()
+                .find_map(|key| metadata.get(*key).and_then(adk_usage_of))
+        });
+        if let Some(usage) = found {
             self.usage = Some(usage);
         }
     }
@@ -469,6 +477,22 @@ fn usage_of(usage: &Value) -> Option<ExternalUsage> {
     })
 }
 
+/// ADK's usage metadata (Gemini's names): `promptTokenCount`, `candidatesTokenCount`.
+fn adk_usage_of(usage: &Value) -> Option<ExternalUsage> {
+    let count = |key: &str| {
+        usage
+            .get(key)
+            .and_then(Value::as_f64)
+            .filter(|f| f.is_finite() && *f >= 0.0)
+    };
+    Some(ExternalUsage {
+        input_tokens: count("promptTokenCount")? as u64,
+        output_tokens: count("candidatesTokenCount").unwrap_or(0.0) as u64,
+        cost_usd_micros: None,
+        source: "a2a_adk_metadata",
+    })
+}
+
 /// What the person is shown when the remote pauses.
 pub fn question_arguments(agent: &str, question: &Question) -> Value {
     json!({
@@ -492,6 +516,14 @@ mod tests {
         assert_eq!(usage.cost_usd_micros, Some(250_000));
         assert!(usage_of(&json!({"tokens": 3})).is_none());
         assert!(usage_of(&json!({"input_tokens": -1})).is_none());
+        let adk = adk_usage_of(
+            &json!({"promptTokenCount": 975, "candidatesTokenCount": 11, "totalTokenCount": 1076}),
+        )
+        .expect("ADK usage");
+        assert_eq!(
+            (adk.input_tokens, adk.output_tokens, adk.cost_usd_micros),
+            (975, 11, None)
+        );
     }
 
     #[test]
