@@ -519,6 +519,62 @@ async fn a_native_agent_calls_the_remote_as_a_governed_tool() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_that_does_not_stream_gets_send_message() {
+    let (_peer, base) = peer_with(&["--no-streaming", "--auth", "bearer", "--key", KEY]).await;
+    let model = idle_model().await;
+    let sb = configured(&remote_agent("plain", &base));
+    let served = serve(&sb, &model).await;
+    let thread = create_thread(&served, &sb, "plain", "plain").await;
+
+    let events = turn(&served, &thread, "please stream").await;
+    assert_eq!(stop_reason(&events), "text_answer", "{events:#?}");
+    assert_eq!(streamed_text(&events), "alpha beta gamma", "{events:#?}");
+
+    // The pause and the follow-up go through SendMessage too.
+    let mut sse = SseReader::open(&served, &thread, "ask first").await;
+    let asked = with_kinds(sse.until("permission_required").await);
+    let id = of_kind(&asked, "permission_required")[0]["permission_id"]
+        .as_str()
+        .expect("permission id")
+        .to_owned();
+    let decided = api(
+        &served,
+        reqwest::Method::POST,
+        &format!("/v1/permissions/{id}"),
+    )
+    .json(&json!({"decision": "approved"}))
+    .send()
+    .await
+    .expect("decide");
+    assert_eq!(decided.status(), 200);
+    let events = with_kinds(sse.until("turn_completed").await);
+    assert_eq!(stop_reason(&events), "text_answer", "{events:#?}");
+    assert!(streamed_text(&events).starts_with("deployed after: Approved"));
+
+    let seen = record(&base).await;
+    let methods = seen["methods"].as_array().expect("methods");
+    assert!(
+        !methods.is_empty() && methods.iter().all(|m| m == "SendMessage"),
+        "{seen}"
+    );
+    let stored = events_of(&history(&served, &thread).await);
+    let outcomes: Vec<&Value> = stored
+        .iter()
+        .filter(|e| e["kind"] == "a2a_request")
+        .map(|e| &e["outcome"])
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            &json!("completed"),
+            &json!("input-required"),
+            &json!("completed")
+        ],
+        "{stored:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_0_3_remote_is_spoken_to_in_0_3_with_its_api_key_header() {
     // The SDK's 0.3 card and its 0.3 JSON-RPC, with an API key in `X-Peer-Key`.
     let (_peer, base) = peer_with(&["--v03", "--auth", "apikey", "--key", KEY]).await;
@@ -588,11 +644,12 @@ async fn a_0_3_remote_is_spoken_to_in_0_3_with_its_api_key_header() {
     assert_nowhere(&sb, &served, &[], KEY);
 }
 
-/// A tiny HTTP server on 127.0.0.1 answering every request with `card` for a GET and
-/// `rpc` with `status` for a POST (both as JSON), until dropped.
+/// A tiny HTTP server on 127.0.0.1 answering a GET with `card`, and a POST with the
+/// first of `answers` whose text occurs in the request (`""` matches any), as JSON,
+/// until dropped.
 async fn fake_remote(
     card: String,
-    (status, rpc): (u16, String),
+    answers: Vec<(&'static str, u16, String)>,
 ) -> (tokio::task::JoinHandle<()>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -605,7 +662,7 @@ async fn fake_remote(
                 return;
             };
             let card = card.clone();
-            let rpc = rpc.clone();
+            let answers = answers.clone();
             tokio::spawn(async move {
                 let mut buffer = vec![0u8; 64 * 1024];
                 let read = socket.read(&mut buffer).await.unwrap_or(0);
@@ -613,7 +670,11 @@ async fn fake_remote(
                 let (status, body) = if head.starts_with("GET") {
                     (200, card)
                 } else {
-                    (status, rpc)
+                    answers
+                        .into_iter()
+                        .find(|(needle, _, _)| head.contains(needle))
+                        .map(|(_, status, body)| (status, body))
+                        .unwrap_or((500, String::new()))
                 };
                 let response = format!(
                     "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
@@ -631,21 +692,48 @@ async fn fake_remote(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
     let card = r#"{"name":"fake","description":"d","version":"1","supportedInterfaces":[{"url":"BASE/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"streaming":false},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"]}"#;
-    let ok = |body: &str| (200, body.to_owned());
+    let ok = |body: &str| vec![("", 200, body.to_owned())];
     let (_garbage_rpc, rpc_base) = fake_remote(card.to_owned(), ok("this is not JSON-RPC")).await;
     let (_garbage_card, card_base) =
         fake_remote("<html>not a card</html>".to_owned(), ok("{}")).await;
     let refusing =
         r#"{"jsonrpc":"2.0","id":"1","error":{"code":-32004,"message":"Unsupported operation"}}"#;
     let (_rpc_error, error_base) = fake_remote(card.to_owned(), ok(refusing)).await;
-    let (_unauthorized, unauthorized_base) =
-        fake_remote(card.to_owned(), (401, r#"{"error":"no key"}"#.to_owned())).await;
+    let (_unauthorized, unauthorized_base) = fake_remote(
+        card.to_owned(),
+        vec![("", 401, r#"{"error":"no key"}"#.to_owned())],
+    )
+    .await;
     // Five MiB of valid JSON-RPC: over the 4 MiB cap on one answer.
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":"1","result":{{"message":{{"messageId":"m","role":"ROLE_AGENT","parts":[{{"text":"{}"}}]}}}}}}"#,
         "x".repeat(5 * 1024 * 1024)
     );
-    let (_oversized, oversized_base) = fake_remote(card.to_owned(), (200, huge)).await;
+    let (_oversized, oversized_base) = fake_remote(card.to_owned(), vec![("", 200, huge)]).await;
+    // A remote that answers at once with a working task, then completes it: asked again
+    // with GetTask until it ends.
+    let task = |state: &str, artifacts: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":"1","result":{{"id":"t1","contextId":"c1","status":{{"state":"{state}"}},"artifacts":[{artifacts}]}}}}"#
+        )
+    };
+    let working = task(
+        "TASK_STATE_WORKING",
+        r#"{"artifactId":"a","parts":[{"text":"half "}]}"#,
+    );
+    let done = task(
+        "TASK_STATE_COMPLETED",
+        r#"{"artifactId":"a","parts":[{"text":"half done"}]}"#,
+    );
+    let sent = format!(r#"{{"jsonrpc":"2.0","id":"1","result":{{"task":{}}}}}"#, {
+        let v: Value = serde_json::from_str(&working).expect("json");
+        v["result"].to_string()
+    });
+    let (_polled, polled_base) = fake_remote(
+        card.to_owned(),
+        vec![("GetTask", 200, done), ("SendMessage", 200, sent)],
+    )
+    .await;
     let gone = free_port();
     let model = idle_model().await;
     let agent = |name: &str, base: &str| {
@@ -655,13 +743,14 @@ async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
         )
     };
     let sb = configured(&format!(
-        "{}{}{}{}{}{}",
+        "{}{}{}{}{}{}{}",
         agent("gone", &format!("http://127.0.0.1:{gone}")),
         agent("garbage_card", &card_base),
         agent("garbage_rpc", &rpc_base),
         agent("rpc_error", &error_base),
         agent("unauthorized", &unauthorized_base),
         agent("oversized", &oversized_base),
+        agent("polled", &polled_base),
     ));
     let served = serve(&sb, &model).await;
 
@@ -703,6 +792,26 @@ async fn unreachable_and_garbage_remotes_end_turns_with_clear_errors() {
             "{name}: {message}"
         );
     }
+    // A task still working after the answer is polled to its end, its text not repeated.
+    let thread = create_thread(&served, &sb, "polled", "polled").await;
+    let events = turn(&served, &thread, "hello").await;
+    assert_eq!(stop_reason(&events), "text_answer", "{events:#?}");
+    assert_eq!(streamed_text(&events), "half done", "{events:#?}");
+    let stored = events_of(&history(&served, &thread).await);
+    let methods: Vec<(&Value, &Value)> = stored
+        .iter()
+        .filter(|e| e["kind"] == "a2a_request")
+        .map(|e| (&e["method"], &e["outcome"]))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            (&json!("SendMessage"), &json!("working")),
+            (&json!("GetTask"), &json!("completed"))
+        ],
+        "{stored:#?}"
+    );
+
     // Still serving, nothing panicked.
     let health = reqwest::get(format!("{}/healthz", served.base))
         .await

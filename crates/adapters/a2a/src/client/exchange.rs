@@ -8,6 +8,7 @@
 //! collected, questions declined). Every request sent is recorded as an `a2a_request`
 //! (direction `out`: method, task, context, version, outcome; never content).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agentplane_core::EventPayload;
@@ -21,6 +22,9 @@ use super::card::Remote;
 use super::http::{CallError, shown};
 use super::remote::{Connection, Method};
 use crate::wire::{self, PartContent, StreamResponse, TaskState};
+
+/// How often a task still working after its answer is asked for again.
+const POLL_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// What the remote agent asked when its task paused.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +77,11 @@ pub struct Exchange<'a> {
     /// The artifact text seen last, to break lines between artifacts.
     last_artifact: Option<String>,
     wrote_text: bool,
+    /// Bytes of each artifact's text already reported, so a whole task read again
+    /// (`GetTask` while polling) reports only what is new.
+    reported: HashMap<String, usize>,
+    /// The status message last reported (by id), not reported twice.
+    last_status: Option<String>,
 }
 
 /// What one request's answer came to.
@@ -95,6 +104,8 @@ impl<'a> Exchange<'a> {
             task_cell: Arc::new(Mutex::new(None)),
             last_artifact: None,
             wrote_text: false,
+            reported: HashMap::new(),
+            last_status: None,
         }
     }
 
@@ -185,7 +196,7 @@ impl<'a> Exchange<'a> {
         cancel: &CancellationToken,
         deadline: Instant,
     ) -> Result<Outcome, ExternalError> {
-        let method = if self.remote.streaming {
+        let mut method = if self.remote.streaming {
             Method::Stream
         } else {
             Method::Send
@@ -224,6 +235,17 @@ impl<'a> Exchange<'a> {
             }
         }
         .await;
+        // A remote that answered before its task ended (a non-blocking `SendMessage`,
+        // a stream that closed early) is asked for the task until it ends or pauses.
+        let still_working = matches!(last, Some(Outcome::Ended(TaskState::Working, _)) | None);
+        let result = match result {
+            Ok(()) if still_working && self.task.is_some() => {
+                self.record(sink, method, "working".to_owned()).await;
+                method = Method::Get;
+                self.poll(sink, cancel, deadline, &mut last).await
+            }
+            other => other,
+        };
         let outcome = match (&result, &last) {
             (Err(e), _) => e.outcome(),
             (Ok(()), Some(Outcome::Ended(state, _))) => state_name(*state).to_owned(),
@@ -247,6 +269,40 @@ impl<'a> Exchange<'a> {
         }
     }
 
+    /// Asks for the task (`GetTask`) every [`POLL_EVERY`] until it ends or pauses, our
+    /// cancel, or the deadline.
+    async fn poll(
+        &mut self,
+        sink: &mut dyn Sink,
+        cancel: &CancellationToken,
+        deadline: Instant,
+        last: &mut Option<Outcome>,
+    ) -> Result<(), CallError> {
+        let Some(task) = self.task.clone() else {
+            return Ok(());
+        };
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(POLL_EVERY) => {}
+                _ = cancel.cancelled() => { *last = Some(Outcome::Cancelled); return Ok(()) }
+                _ = tokio::time::sleep_until(deadline) => return Err(CallError::Timeout),
+            }
+            let answer = tokio::select! {
+                answer = self.connection.get(&self.remote, &task) => answer?,
+                _ = cancel.cancelled() => { *last = Some(Outcome::Cancelled); return Ok(()) }
+                _ = tokio::time::sleep_until(deadline) => return Err(CallError::Timeout),
+            };
+            let outcome = self.observe(answer, sink).await;
+            let working = matches!(outcome, Some(Outcome::Ended(TaskState::Working, _)) | None);
+            if outcome.is_some() {
+                *last = outcome;
+            }
+            if !working {
+                return Ok(());
+            }
+        }
+    }
+
     /// Takes in one item of the answer: ids, text, usage; the task's state when the
     /// item says (`Ended(Working)` while it works).
     async fn observe(&mut self, item: StreamResponse, sink: &mut dyn Sink) -> Option<Outcome> {
@@ -265,7 +321,18 @@ impl<'a> Exchange<'a> {
                 for artifact in &task.artifacts {
                     self.usage_in(artifact.metadata.as_ref());
                     let text = parts_text(&artifact.parts);
-                    self.artifact_text(sink, &artifact.artifact_id, text).await;
+                    let known = self
+                        .reported
+                        .get(&artifact.artifact_id)
+                        .copied()
+                        .unwrap_or(0);
+                    let new = match text.get(known..) {
+                        Some(rest) if known <= text.len() => rest.to_owned(),
+                        _ => String::new(),
+                    };
+                    self.reported
+                        .insert(artifact.artifact_id.clone(), text.len().max(known));
+                    self.artifact_text(sink, &artifact.artifact_id, new).await;
                 }
                 self.status(sink, task.status).await
             }
@@ -279,6 +346,13 @@ impl<'a> Exchange<'a> {
                 self.usage_in(update.metadata.as_ref());
                 self.usage_in(update.artifact.metadata.as_ref());
                 let text = parts_text(&update.artifact.parts);
+                let id = update.artifact.artifact_id.clone();
+                let known = if update.append {
+                    self.reported.get(&id).copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                self.reported.insert(id, known + text.len());
                 if update.append
                     && self.last_artifact.as_deref() == Some(&update.artifact.artifact_id)
                 {
@@ -293,14 +367,25 @@ impl<'a> Exchange<'a> {
     }
 
     async fn status(&mut self, sink: &mut dyn Sink, status: wire::TaskStatus) -> Option<Outcome> {
+        let repeated = status
+            .message
+            .as_ref()
+            .is_some_and(|m| self.last_status.as_deref() == Some(m.message_id.as_str()));
         let text = status
             .message
             .as_ref()
             .map(|m| {
                 self.usage_in(m.metadata.as_ref());
+                self.last_status = Some(m.message_id.clone());
                 parts_text(&m.parts)
             })
             .unwrap_or_default();
+        // The same status read again (polling) says nothing new.
+        let shown = if repeated {
+            String::new()
+        } else {
+            text.clone()
+        };
         match status.state {
             TaskState::InputRequired | TaskState::AuthRequired => Some(Outcome::Paused(Question {
                 task: self.task.clone().unwrap_or_default(),
@@ -309,11 +394,11 @@ impl<'a> Exchange<'a> {
             })),
             TaskState::Failed | TaskState::Rejected => Some(Outcome::Ended(status.state, text)),
             TaskState::Completed | TaskState::Canceled => {
-                self.emit(sink, text).await;
+                self.emit(sink, shown).await;
                 Some(Outcome::Ended(status.state, String::new()))
             }
             TaskState::Submitted | TaskState::Working | TaskState::Unspecified => {
-                self.emit(sink, text).await;
+                self.emit(sink, shown).await;
                 Some(Outcome::Ended(TaskState::Working, String::new()))
             }
         }

@@ -236,6 +236,40 @@ impl Connection {
         self.http()?.stream(url.as_str(), headers, &request).await
     }
 
+    /// `GetTask` (`tasks/get`): the task as it stands, as 1.0.
+    pub async fn get(
+        &self,
+        remote: &Remote,
+        task: &str,
+    ) -> Result<wire::StreamResponse, CallError> {
+        let (url, headers) = self.target(remote)?;
+        let params = match remote.version {
+            Version::V1_0 => serde_json::to_value(wire::GetTaskRequest {
+                tenant: remote.tenant.clone(),
+                id: task.to_owned(),
+                history_length: Some(0),
+            }),
+            Version::V0_3 => serde_json::to_value(v0_3::TaskQueryParams {
+                id: task.to_owned(),
+                history_length: Some(0),
+                metadata: None,
+            }),
+        }
+        .unwrap_or(Value::Null);
+        let request = request(remote, Method::Get, params);
+        let result = self
+            .http()?
+            .call(url.as_str(), headers, &request, self.config.connect_timeout)
+            .await?;
+        // A task, whichever generation: a 0.3 task carries `kind: "task"`.
+        match remote.version {
+            Version::V1_0 => serde_json::from_value::<wire::Task>(result)
+                .map(wire::StreamResponse::Task)
+                .map_err(|e| CallError::Malformed(format!("an unreadable task ({e})"))),
+            Version::V0_3 => decode(remote.version, result),
+        }
+    }
+
     /// `CancelTask` (`tasks/cancel`), waiting at most [`CANCEL_WAIT`].
     pub async fn cancel(&self, remote: &Remote, task: &str) -> Result<(), CallError> {
         let (url, headers) = self.target(remote)?;
@@ -264,6 +298,7 @@ impl Connection {
 pub enum Method {
     Send,
     Stream,
+    Get,
     Cancel,
 }
 
@@ -273,9 +308,11 @@ impl Method {
         match (version, self) {
             (Version::V1_0, Self::Send) => wire::methods::SEND_MESSAGE,
             (Version::V1_0, Self::Stream) => wire::methods::SEND_STREAMING_MESSAGE,
+            (Version::V1_0, Self::Get) => wire::methods::GET_TASK,
             (Version::V1_0, Self::Cancel) => wire::methods::CANCEL_TASK,
             (Version::V0_3, Self::Send) => v0_3::methods::MESSAGE_SEND,
             (Version::V0_3, Self::Stream) => v0_3::methods::MESSAGE_STREAM,
+            (Version::V0_3, Self::Get) => v0_3::methods::TASKS_GET,
             (Version::V0_3, Self::Cancel) => v0_3::methods::TASKS_CANCEL,
         }
     }
