@@ -379,6 +379,20 @@ pub enum EventPayload {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         limit: Option<String>,
     },
+    /// An A2A (Agent2Agent protocol) request that named or created this thread: one
+    /// we served (`direction` "in") or one we sent to a remote agent ("out"). The method,
+    /// the task and context ids, the protocol version and the outcome (`ok` or the
+    /// JSON-RPC error code); never the message's content.
+    A2aRequest {
+        direction: String,
+        method: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<String>,
+        protocol_version: String,
+        outcome: String,
+    },
     TurnCompleted {
         stop_reason: StopReason,
         /// The `finish_task` arguments, `{"text": …}` for a text answer, `null` otherwise.
@@ -410,6 +424,7 @@ impl EventPayload {
             Self::Plan { .. } => "plan",
             Self::Error { .. } => "error",
             Self::WorkspaceChanged { .. } => "workspace_changed",
+            Self::A2aRequest { .. } => "a2a_request",
             Self::TurnCompleted { .. } => "turn_completed",
         }
     }
@@ -444,5 +459,35 @@ mod tests {
         let back: Event = serde_json::from_value(json).expect("deserialize");
         assert_eq!(back, event);
         assert_eq!(back.payload.kind(), "tool_call_result");
+    }
+
+    #[test]
+    fn a2a_requests_carry_ids_and_outcome_never_content() {
+        let payload = EventPayload::A2aRequest {
+            direction: "in".into(),
+            method: "SendMessage".into(),
+            task: Some("turn_1".into()),
+            context: Some("thr_1".into()),
+            protocol_version: "1.0".into(),
+            outcome: "ok".into(),
+        };
+        let json = serde_json::to_value(&payload).expect("serialize");
+        assert_eq!(json["kind"], "a2a_request");
+        assert_eq!(payload.kind(), "a2a_request");
+        let fields: Vec<&String> = json.as_object().expect("object").keys().collect();
+        assert_eq!(
+            fields,
+            [
+                "context",
+                "direction",
+                "kind",
+                "method",
+                "outcome",
+                "protocol_version",
+                "task"
+            ]
+        );
+        let back: EventPayload = serde_json::from_value(json).expect("deserialize");
+        assert_eq!(back, payload);
     }
 }

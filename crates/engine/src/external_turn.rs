@@ -1,5 +1,5 @@
-//! The turn of an external agent (kind `acp`): the agent runs its own loop in its own
-//! process; this driver records what it reports as our events and answers what it asks.
+//! The turn of an external agent (kind `acp` or `a2a`): the agent runs its own loop in
+//! its own process or on a remote host; this driver records what it reports as our events and answers what it asks.
 //!
 //! The same invariants as `turn.rs`: every event is stored before anyone sees it, and a
 //! begun turn ends with exactly one `turn_completed`. Permissions the agent asks for go
@@ -272,6 +272,18 @@ fn context_text(request: &TurnRequest) -> Option<String> {
     Some(text)
 }
 
+/// Whether an adapter's [`ToTurn::Record`] is a kind the driver appends: records of the
+/// adapter's own protocol traffic, never a turn's lifecycle, text or tool events.
+fn recordable(payload: &EventPayload) -> bool {
+    matches!(payload, EventPayload::A2aRequest { .. })
+}
+
+/// The `provider` of an external agent's usage and cost events: its label's protocol
+/// (`acp` of `acp:codex`, `a2a` of `a2a:NAME`).
+fn provider_of(label: &str) -> String {
+    label.split(':').next().unwrap_or(label).to_owned()
+}
+
 /// `null` or `{}`: arguments not sent yet.
 fn is_empty(arguments: &Value) -> bool {
     arguments.is_null() || arguments.as_object().is_some_and(|o| o.is_empty())
@@ -350,6 +362,14 @@ impl ExternalTurn<'_> {
                     detail,
                 })
                 .await
+            }
+            ToTurn::Record(payload) if recordable(&payload) => self.record(payload).await,
+            ToTurn::Record(payload) => {
+                tracing::warn!(
+                    event = payload.kind(),
+                    "an external agent's adapter sent a record of a kind the driver does not keep"
+                );
+                Ok(())
             }
         }
     }
@@ -479,8 +499,9 @@ impl ExternalTurn<'_> {
     }
 
     /// Tokens the agent reported (in the prompt's answer, gemini's `_meta.quota` or
-    /// `usage_update` notifications: the adapter picks) become `usage` and `cost`
-    /// events, priced under `acp:PROFILE`; when the agent also reports what the prompt
+    /// `usage_update` notifications: the adapter picks; an A2A agent's `usage`
+    /// metadata) become `usage` and `cost` events, priced under the label
+    /// (`acp:PROFILE`, `a2a:NAME`); when the agent also reports what the prompt
     /// cost in dollars, the larger of the two is the cost, so a budget never sees less
     /// than the agent says it spent. None reported is recorded as `usage` with
     /// `reported: false`, so the gap is visible.
@@ -491,7 +512,7 @@ impl ExternalTurn<'_> {
         let reported = usage.is_some();
         let usage = usage.unwrap_or_default();
         self.record(EventPayload::Usage {
-            provider: "acp".to_owned(),
+            provider: provider_of(&self.label),
             model: self.label.clone(),
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
@@ -507,7 +528,7 @@ impl ExternalTurn<'_> {
                 .cost_micros(&self.label, usage.input_tokens, usage.output_tokens)
                 .max(usage.cost_usd_micros.unwrap_or(0));
             self.record(EventPayload::Cost {
-                provider: "acp".to_owned(),
+                provider: provider_of(&self.label),
                 model: self.label.clone(),
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
@@ -734,5 +755,37 @@ impl ExternalTurn<'_> {
         )
         .await?;
         Ok(decision == PermissionDecision::Approved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapters_record_only_their_protocol_traffic() {
+        let request = EventPayload::A2aRequest {
+            direction: "out".into(),
+            method: "SendMessage".into(),
+            task: None,
+            context: None,
+            protocol_version: "1.0".into(),
+            outcome: "completed".into(),
+        };
+        assert!(recordable(&request));
+        let forged = EventPayload::TurnCompleted {
+            stop_reason: StopReason::TextAnswer,
+            result: Value::Null,
+        };
+        assert!(!recordable(&forged));
+        assert!(!recordable(&EventPayload::MessageDelta {
+            text: "x".into()
+        }));
+    }
+
+    #[test]
+    fn the_provider_is_the_labels_protocol() {
+        assert_eq!(provider_of("acp:codex"), "acp");
+        assert_eq!(provider_of("a2a:researcher"), "a2a");
     }
 }

@@ -1,11 +1,13 @@
 //! The agent catalogue: built-in `engineering` and `research`, plus every agent defined
 //! in the configuration. A configured agent with a built-in's name replaces it. An ACP
-//! agent's client configuration, with its secrets filled in, is built here too.
+//! agent's client configuration, with its secrets filled in, is built here too, and so
+//! is a remote A2A agent's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agentplane_a2a::client::{A2aRemoteConfig, Credential};
 use agentplane_acp_client::{AcpAgentConfig, builtin_profile};
 use agentplane_core::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec, ToolCallMode};
 use serde_json::{Value, json};
@@ -292,6 +294,46 @@ pub fn acp_config(agent: &AgentConfig, secrets: &Secrets) -> Option<AcpAgentConf
             .map(|d| (*d).to_owned())
             .chain(overrides.state_dirs.iter().cloned())
             .collect(),
+    })
+}
+
+/// A remote A2A agent's (`kind = "a2a"`, settings/a2a_agents.rs) configuration with
+/// its secrets filled in. A secret that is not set is listed in `missing` (the agent
+/// is then unavailable, saying which), never guessed.
+pub fn a2a_config(name: &str, agent: &AgentConfig, secrets: &Secrets) -> Option<A2aRemoteConfig> {
+    let url = agent.url.clone()?;
+    let settings = agent.a2a.clone().unwrap_or_default();
+    let mut missing = Vec::new();
+    let api_key = settings.api_key.as_ref().and_then(|secret| {
+        let value = secrets.get(secret).map(Credential::new);
+        if value.is_none() {
+            missing.push(format!(
+                "the secret `{secret}` (`api_key`), which is not set"
+            ));
+        }
+        value
+    });
+    let mut headers = Vec::new();
+    for (header, value) in &settings.headers {
+        let mut text = value.clone();
+        for secret in references(value).unwrap_or_default() {
+            match secrets.get(secret) {
+                Some(v) => text = text.replacen(&format!("{REFERENCE_OPEN}{secret}}}"), v, 1),
+                None => missing.push(format!(
+                    "the secret `{secret}` (header `{header}`), which is not set"
+                )),
+            }
+        }
+        headers.push((header.clone(), Credential::new(text)));
+    }
+    Some(A2aRemoteConfig {
+        name: name.to_owned(),
+        card_url: url,
+        api_key,
+        headers,
+        missing,
+        connect_timeout: Duration::from_secs(settings.connect_timeout_secs.unwrap_or(10)),
+        task_timeout: Duration::from_secs(settings.timeout_secs.unwrap_or(600)),
     })
 }
 

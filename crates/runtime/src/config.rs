@@ -279,8 +279,14 @@ impl Config {
             }
         }
         let mcp_names = mcp_servers.keys().map(String::as_str).collect();
+        let a2a_names = parsed
+            .agents
+            .iter()
+            .filter(|(_, agent)| agent.is_a2a())
+            .map(|(name, _)| name.as_str())
+            .collect();
         for (name, agent) in &parsed.agents {
-            check_agent(name, agent, &mcp_names)
+            check_agent(name, agent, &mcp_names, &a2a_names)
                 .map_err(|e| in_file.under(&format!("agents.{name}"), e))?;
         }
         let policies = parsed
@@ -300,6 +306,13 @@ impl Config {
             settings::secrets::resolve(parsed.secrets).map_err(|e| in_file.under("secrets", e))?;
         // Every `${secret:NAME}` in an MCP server's env or headers names a known secret.
         settings::mcp::secret_references(&mcp_servers, &secrets)
+            .map_err(|(key, m)| in_file.key(&key, m))?;
+        // Every secret a remote A2A agent names is configured.
+        let remote = parsed
+            .agents
+            .iter()
+            .filter_map(|(name, agent)| Some((name, agent.a2a.as_ref()?)));
+        settings::a2a_agents::secret_references(remote, &secrets)
             .map_err(|(key, m)| in_file.key(&key, m))?;
         let approval_ttl = settings::governance::approval_ttl(&parsed.approvals)
             .map_err(|e| in_file.under("approvals", e))?;

@@ -118,6 +118,20 @@ pub struct Runtime {
 struct AgentToolbox {
     mcp: McpServers,
     gate: secrets::McpSecretGate,
+    /// The remote A2A agents, which an agent naming `a2a__NAME` calls as a tool.
+    a2a: std::collections::BTreeMap<String, Arc<agentplane_a2a::client::Connection>>,
+}
+
+impl AgentToolbox {
+    /// `a2a__NAME`: the remote A2A agent NAME as one tool.
+    fn a2a_tool(&self, name: &str, thread: &ThreadId) -> Option<Arc<dyn Ensemble>> {
+        let remote = name.strip_prefix(agentplane_a2a::client::TOOL_PREFIX)?;
+        let connection = self.a2a.get(remote)?.clone();
+        Some(Arc::new(agentplane_a2a::client::A2aTool::new(
+            connection,
+            thread.clone(),
+        )))
+    }
 }
 
 impl Toolbox for AgentToolbox {
@@ -134,6 +148,7 @@ impl Toolbox for AgentToolbox {
             // MCP server, so nothing is dropped here.
             .filter_map(|name| {
                 builtin_ensemble(agent, name)
+                    .or_else(|| self.a2a_tool(name, thread))
                     .or_else(|| self.gate.ensemble(&self.mcp, agent, client, name, thread))
             })
             .collect()
@@ -261,7 +276,14 @@ impl Runtime {
                 .collect(),
             admins: config.version_admins.clone(),
         };
-        let external = acp_agents(&config, &secrets);
+        let remote = a2a_agents(&config, &secrets);
+        let mut external = acp_agents(&config, &secrets);
+        for (name, agent) in &remote {
+            external.insert(
+                name.clone(),
+                Arc::new(agent.clone()) as Arc<dyn agentplane_engine::ports::ExternalAgent>,
+            );
+        }
         let deps = TurnDeps {
             // Redaction outside, so the metered timings are the database's.
             store: Arc::new(redacting_store::RedactingStore::new(
@@ -282,6 +304,10 @@ impl Runtime {
             Arc::new(AgentToolbox {
                 mcp: mcp.clone(),
                 gate,
+                a2a: remote
+                    .iter()
+                    .map(|(name, agent)| (name.clone(), agent.connection()))
+                    .collect(),
             }),
             HubConfig {
                 default_model: config.llm.model.clone(),
@@ -689,6 +715,26 @@ fn title_of(input: &str) -> String {
         title.push('…');
     }
     title
+}
+
+/// The configured agents of kind `a2a`, each a remote agent over A2A with its
+/// credential resolved against the secrets (settings/a2a_agents.rs).
+fn a2a_agents(
+    config: &Config,
+    secrets: &secrets::Secrets,
+) -> std::collections::BTreeMap<String, agentplane_a2a::client::A2aAgent> {
+    config
+        .agents
+        .iter()
+        .filter(|(_, agent)| agent.is_a2a())
+        .filter_map(|(name, agent)| {
+            let resolved = agents::a2a_config(name, agent, secrets)?;
+            Some((
+                name.clone(),
+                agentplane_a2a::client::A2aAgent::new(resolved),
+            ))
+        })
+        .collect()
 }
 
 /// The configured agents of kind `acp`, each an external agent over ACP with its

@@ -467,6 +467,9 @@ pub enum EventKind {
     Error,
     /// Files created, modified and deleted in the workspace during a turn.
     WorkspaceChanged,
+    /// An A2A request served ("in") or sent ("out") on the thread: method, ids,
+    /// protocol version, outcome (never the message).
+    A2aRequest,
     TurnCompleted,
 }
 
@@ -612,6 +615,7 @@ mod event_kind_tests {
             EventPayload::ProviderFailover { .. } => EventKind::ProviderFailover,
             EventPayload::Plan { .. } => EventKind::Plan,
             EventPayload::Error { .. } => EventKind::Error,
+            EventPayload::A2aRequest { .. } => EventKind::A2aRequest,
             EventPayload::TurnCompleted { .. } => EventKind::TurnCompleted,
         }
     }

@@ -132,3 +132,10 @@ pub fn acp_sdk_client() -> (String, Vec<String>) {
     let script = format!("{}/acp_client.mjs", announced("AGENTPLANE_TEST_NODE_PEERS"));
     (announced("AGENTPLANE_TEST_NODE"), vec![script])
 }
+
+/// `peers/a2a_agent.py`: an A2A agent built on PyPI's `a2a-sdk` 1.3.0 server classes
+/// (protocol 1.0), whose behaviour the message chooses; run it with [`python`]. It
+/// prints `{"port": N}` once listening.
+pub fn a2a_agent_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/a2a_agent.py")
+}

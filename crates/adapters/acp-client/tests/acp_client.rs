@@ -113,7 +113,7 @@ async fn prompt(
                     let _ = answer.send(if allow { Ok(()) } else { Err("policy says no".into()) });
                 }
                 Some(ToTurn::Security { event_type, .. }) => seen.security.push(event_type),
-                None => {}
+                Some(ToTurn::Record(_)) | None => {}
             },
             end = &mut run => { seen.end = end; break; }
         }
@@ -544,7 +544,7 @@ async fn prompt_with_context(
                 }
                 Some(ToTurn::Permission { answer, .. }) => { let _ = answer.send(false); }
                 Some(ToTurn::Security { event_type, .. }) => seen.security.push(event_type),
-                None => {}
+                Some(ToTurn::Record(_)) | None => {}
             },
             end = &mut run => { seen.end = end; break; }
         }

@@ -175,6 +175,13 @@ fn event_line(event: &Value) -> String {
             field("message")
         ),
         "error" => format!("[{}] {}", field("code"), field("message")),
+        "a2a_request" => format!(
+            "{} {} task {} → {}",
+            field("direction"),
+            field("method"),
+            field("task"),
+            field("outcome")
+        ),
         "turn_completed" => field("stop_reason"),
         _ => String::new(),
     };

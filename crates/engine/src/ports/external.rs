@@ -1,5 +1,5 @@
-//! `ExternalAgent`: an agent process we drive (an ACP agent such as codex, gemini,
-//! opencode or claude) instead of running our own model-and-tools loop.
+//! `ExternalAgent`: an agent we drive instead of running our own model-and-tools loop:
+//! a process over ACP (codex, gemini, opencode, claude) or a remote agent over A2A.
 //!
 //! The adapter speaks the protocol and owns the process; the engine's driver
 //! (`crate::external_turn`) turns what the agent reports into events and answers what
@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use agentplane_core::{ErrorCode, ThreadId};
+use agentplane_core::{ErrorCode, EventPayload, ThreadId};
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -116,6 +116,11 @@ pub enum ToTurn {
         event_type: String,
         detail: String,
     },
+    /// A record of the adapter's own traffic for the event log (an `a2a_request` per
+    /// request sent to a remote agent). The driver appends only record kinds it knows
+    /// (`external_turn::recordable`); anything else is dropped, so an adapter cannot
+    /// write a turn's lifecycle events.
+    Record(EventPayload),
 }
 
 /// How the agent's prompt ended.
@@ -177,7 +182,9 @@ impl ExternalError {
 /// An agent process driven over a protocol.
 #[async_trait]
 pub trait ExternalAgent: Send + Sync {
-    /// The protocol and profile, for `turn_started` (`acp:codex`).
+    /// The protocol and profile, for `turn_started` (`acp:codex`, `a2a:NAME`). The part
+    /// before `:` is the `provider` of its `usage` and `cost` events; the whole label is
+    /// the model its prices are looked up under.
     fn label(&self) -> String;
 
     /// Whether it could run now. Must return promptly (no unbounded waits).

@@ -67,7 +67,7 @@ pub fn check(
         Some(other) => {
             return Err((
                 "kind",
-                format!("unknown agent kind `{other}`; use `llm` or `acp`"),
+                format!("unknown agent kind `{other}`; use `llm`, `acp` or `a2a`"),
             ));
         }
     }

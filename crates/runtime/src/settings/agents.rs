@@ -1,12 +1,13 @@
 //! `[agents.NAME]`: agents defined in the configuration file, as written, and the
 //! checks that turn a bad value into a load error naming the key. What an agent becomes
 //! at run time (its `AgentSpec`, an ACP agent's client) is the runtime's `agents.rs`;
-//! `kind = "acp"` agents' own keys are `acp.rs`'s.
+//! `kind = "acp"` agents' own keys are `acp.rs`'s, `kind = "a2a"` agents' `a2a_agents.rs`'s.
 
 use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
+use super::a2a_agents::{self, A2aRemoteSettings};
 use super::acp::{self, AcpOverrides};
 
 /// Ensembles an agent may name besides MCP servers.
@@ -21,7 +22,8 @@ pub struct AgentConfig {
     /// Labels that policies select agents by.
     #[serde(default)]
     pub tags: Vec<String>,
-    /// Required for our own agents; an ACP agent (`kind = "acp"`) has its own.
+    /// Required for our own agents; an external agent (`kind = "acp"` or `"a2a"`) has
+    /// its own.
     #[serde(default)]
     pub system_prompt: String,
     #[serde(default)]
@@ -64,19 +66,35 @@ pub struct AgentConfig {
     /// The version number of this definition (ADR 0016); `1.0.0` when left out.
     #[serde(default)]
     pub version: Option<String>,
-    /// `llm` (default) or `acp`; `profile` and `[acp]` are for `acp` (settings/acp.rs).
+    /// `llm` (default), `acp` or `a2a`; `profile` and `[acp]` are for `acp`
+    /// (settings/acp.rs), `url` and `[a2a]` for `a2a` (settings/a2a_agents.rs).
     #[serde(default)]
     pub kind: Option<String>,
     #[serde(default)]
     pub profile: Option<String>,
     #[serde(default)]
     pub acp: Option<AcpOverrides>,
+    /// A remote A2A agent's Agent Card URL.
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub a2a: Option<A2aRemoteSettings>,
 }
 
 impl AgentConfig {
     /// Whether the agent is an external ACP one (`kind = "acp"`).
     pub fn is_acp(&self) -> bool {
         acp::is_acp(self.kind.as_deref())
+    }
+
+    /// Whether the agent is a remote A2A one (`kind = "a2a"`).
+    pub fn is_a2a(&self) -> bool {
+        a2a_agents::is_a2a(self.kind.as_deref())
+    }
+
+    /// Whether the agent runs elsewhere (ACP or A2A), not as our own model-and-tools loop.
+    pub fn is_external(&self) -> bool {
+        self.is_acp() || self.is_a2a()
     }
 }
 
@@ -99,25 +117,47 @@ pub fn is_plain_name(name: &str) -> bool {
 }
 
 /// Checks an agent's values; on error, the key within the agent and the message.
+/// `a2a_agents` are the names of the agents of kind `a2a`, which others may call as
+/// the tool `a2a__NAME`.
 pub fn check_agent(
     name: &str,
     agent: &AgentConfig,
     mcp_servers: &BTreeSet<&str>,
+    a2a_agents: &BTreeSet<&str>,
 ) -> Result<(), (&'static str, String)> {
     if !is_plain_name(name) {
         return Err(("", "agent names use letters, digits, `-` and `_`".into()));
     }
-    acp::check(
+    a2a_agents::check(
         agent.kind.as_deref(),
-        agent.profile.as_deref(),
-        agent.acp.as_ref(),
-        &agent.ensembles,
+        agent.url.as_deref(),
+        agent.a2a.as_ref(),
+        &[
+            ("profile", agent.profile.is_some()),
+            ("acp", agent.acp.is_some()),
+            ("ensembles", !agent.ensembles.is_empty()),
+            ("shell_allow", !agent.shell_allow.is_empty()),
+            ("output_schema", agent.output_schema.is_some()),
+            ("model", agent.model.is_some()),
+        ],
     )?;
-    if agent.system_prompt.trim().is_empty() && !agent.is_acp() {
+    if !agent.is_a2a() {
+        acp::check(
+            agent.kind.as_deref(),
+            agent.profile.as_deref(),
+            agent.acp.as_ref(),
+            &agent.ensembles,
+        )?;
+    }
+    if agent.system_prompt.trim().is_empty() && !agent.is_external() {
         return Err(("system_prompt", "must not be empty".into()));
     }
     super::versions::baseline_version(agent.version.as_deref()).map_err(|m| ("version", m))?;
     for ensemble in &agent.ensembles {
+        if let Some(checked) = a2a_agents::check_tool(ensemble, a2a_agents) {
+            checked.map_err(|m| ("ensembles", m))?;
+            continue;
+        }
         if !KNOWN_ENSEMBLES.contains(&ensemble.as_str()) && !mcp_servers.contains(ensemble.as_str())
         {
             let known: Vec<&str> = KNOWN_ENSEMBLES
@@ -129,7 +169,7 @@ pub fn check_agent(
                 "ensembles",
                 format!(
                     "unknown ensemble `{ensemble}`; known: {} (MCP servers are declared \
-                     as [mcp.servers.NAME])",
+                     as [mcp.servers.NAME]; a remote A2A agent NAME is the tool `a2a__NAME`)",
                     known.join(", ")
                 ),
             ));

@@ -52,7 +52,9 @@ fn line_of(payload: &EventPayload) -> Option<String> {
         EventPayload::TurnStarted { agent, model, .. } => {
             format!("{} started on {}", short(agent), short(model))
         }
-        EventPayload::MessageDelta { .. } | EventPayload::TurnCompleted { .. } => return None,
+        EventPayload::MessageDelta { .. }
+        | EventPayload::TurnCompleted { .. }
+        | EventPayload::A2aRequest { .. } => return None,
         EventPayload::ToolCallPlanned { tool, .. } => format!("calling {}", short(tool)),
         EventPayload::ToolCallArguments { tool, .. } => {
             format!("{}: arguments sent", short(tool))

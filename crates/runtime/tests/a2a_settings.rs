@@ -1,0 +1,69 @@
+//! `[agents.NAME]` of `kind = "a2a"` and the `a2a__NAME` tool in the configuration:
+//! what loads, and what is refused at load, naming the key.
+
+use agentplane_runtime::config::Config;
+use agentplane_runtime::settings::overrides::Overrides;
+
+fn load(text: &str) -> Result<Config, String> {
+    Config::parse(text, None, &Overrides::default()).map_err(|e| e.to_string())
+}
+
+const REMOTE: &str = "[secrets.peer]\nenv = \"PEER_KEY\"\n\
+    [agents.peer]\nkind = \"a2a\"\nurl = \"http://10.0.0.5:9000/.well-known/agent-card.json\"\n\
+    [agents.peer.a2a]\napi_key = \"peer\"\nheaders = { X-Team = \"ops\", X-Extra = \"${secret:peer}\" }\n";
+
+#[test]
+fn a_remote_agent_and_a_native_agent_calling_it_load() {
+    let text =
+        format!("{REMOTE}[agents.caller]\nsystem_prompt = \"Ask.\"\nensembles = [\"a2a__peer\"]\n");
+    let config = load(&text).expect("loads");
+    assert!(config.agents["peer"].is_a2a());
+}
+
+#[test]
+fn bad_remote_agents_are_refused_naming_the_key() {
+    let cases = [
+        ("[agents.x]\nkind = \"a2a\"\n", "agents.x.url"),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"ftp://h/card\"\n",
+            "http or https",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://u:p@h/card\"\n",
+            "credentials",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"not a url\"\n",
+            "not a URL",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\nensembles = [\"fs\"]\n",
+            "agents.x.ensembles",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\n[agents.x.a2a]\napi_key = \"nope\"\n",
+            "unknown secret `nope`",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\n[agents.x.a2a]\ntoken = \"k\"\n",
+            "unknown field",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\n[agents.x.a2a]\ntimeout_secs = 0\n",
+            "at least 1",
+        ),
+        (
+            "[agents.x]\nsystem_prompt = \"s\"\nurl = \"http://h/c\"\n",
+            "need `kind = \"a2a\"`",
+        ),
+        (
+            "[agents.x]\nsystem_prompt = \"s\"\nensembles = [\"a2a__nobody\"]\n",
+            "names no agent of kind `a2a`",
+        ),
+        ("[agents.x]\nkind = \"mcp\"\n", "use `llm`, `acp` or `a2a`"),
+    ];
+    for (text, expected) in cases {
+        let error = load(text).expect_err(text);
+        assert!(error.contains(expected), "{text}: {error}");
+    }
+}
