@@ -417,6 +417,14 @@ async fn the_official_sdk_drives_our_agent_as_an_a2a_agent() {
         .unwrap_or_else(|| panic!("an approval id in {waiting}"))
         .to_owned();
     let paused_id = paused_task["id"].as_str().expect("id").to_owned();
+    // A client following the paused task sees it resume and complete.
+    let following = {
+        let command =
+            json!({"op": "subscribe", "task": paused_id, "url": agent_url(&served), "key": alice});
+        tokio::spawn(peer(peers::python(), peers::a2a_client_script(), command))
+    };
+    // Time for the follower to start (Python, the card, the request) before the decision.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     let decided = reqwest::Client::new()
         .post(format!("{}/v1/approvals/{approval}", served.base))
         .bearer_auth(&alice)
@@ -434,6 +442,19 @@ async fn the_official_sdk_drives_our_agent_as_an_a2a_agent() {
     assert_eq!(
         done["artifacts"][0]["parts"][0]["data"],
         json!({"verdict": "listed"})
+    );
+    let followed = following.await.expect("the follower");
+    let items = followed["events"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{followed}"));
+    assert_eq!(
+        items[0]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{followed}"
+    );
+    let last = items.last().expect("an item");
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{followed}"
     );
 
     // 9. Error paths, with the spec's codes.

@@ -44,7 +44,7 @@ async def run(command):
         if command["op"] == "card":
             return {"card": as_dict(card)}
         config = ClientConfig(
-            streaming=bool(command.get("stream")),
+            streaming=bool(command.get("stream")) or command["op"] == "subscribe",
             polling=bool(command.get("return_immediately")),
             httpx_client=http,
         )

@@ -46,7 +46,7 @@ async def run(command):
         if command["op"] == "card":
             return {"card": dump(card)}
         config = ClientConfig(
-            streaming=bool(command.get("stream")),
+            streaming=bool(command.get("stream")) or command["op"] == "subscribe",
             polling=bool(command.get("return_immediately")),
             httpx_client=http,
         )
