@@ -709,3 +709,21 @@ async fn nothing_is_published_without_a2a_agents() {
         .expect("POST");
     assert_eq!(response.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_refuses_unknown_agents_and_a_workspace_outside_the_roots() {
+    for (a2a, expected) in [
+        ("agents = [\"nobody\"]", "unknown agent `nobody`"),
+        // The configuration folder is never a workspace (ADR 0040).
+        ("agents = [\"chat\"]\nworkspace = \".\"", "a2a.workspace"),
+    ] {
+        let sb = sandbox(&format!("[a2a]\n{a2a}\n"));
+        let out = command(&sb, "http://127.0.0.1:9")
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .output()
+            .expect("serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{a2a}: {stderr}");
+        assert!(stderr.contains(expected), "{a2a}: {stderr}");
+    }
+}

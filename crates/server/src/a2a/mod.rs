@@ -374,3 +374,49 @@ async fn rpc_entry(
     };
     rpc::dispatch(call, params).await
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn with(version: Option<&str>) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Some(version) = version {
+            headers.insert(
+                wire::VERSION_HEADER,
+                HeaderValue::from_str(version).expect("value"),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn the_version_header_names_the_generation() {
+        assert_eq!(header_version(&with(None)), Ok(Generation::V0_3));
+        assert_eq!(header_version(&with(Some(""))), Ok(Generation::V0_3));
+        assert_eq!(header_version(&with(Some("1.0"))), Ok(Generation::V1));
+        assert_eq!(header_version(&with(Some("1.2.3"))), Ok(Generation::V1));
+        assert_eq!(header_version(&with(Some("0.3"))), Ok(Generation::V0_3));
+        assert_eq!(header_version(&with(Some("0.3.0"))), Ok(Generation::V0_3));
+        for unsupported in ["0.2", "2.0", "one"] {
+            assert!(
+                header_version(&with(Some(unsupported))).is_err(),
+                "{unsupported}"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_are_written_in_each_generations_shape() {
+        let v1 = Generation::V1.error(codes::TASK_NOT_FOUND, "Task not found");
+        assert!(v1.data.is_some());
+        let legacy = Generation::V0_3.error(codes::TASK_NOT_FOUND, "Task not found");
+        assert!(legacy.data.is_none());
+        assert_eq!(
+            Failure::from(agentplane_engine::hub::HubError::NotFound("turn x".into())).outcome(),
+            "-32001"
+        );
+    }
+}

@@ -354,3 +354,231 @@ impl StreamMapper {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::{ApprovalOutcome, ThreadId, TurnId};
+    use serde_json::json;
+
+    use super::*;
+
+    fn turn(status: TurnStatus) -> TurnRecord {
+        TurnRecord {
+            id: TurnId::new(),
+            thread_id: ThreadId::new(),
+            input: "review it".into(),
+            status,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            ended_at: None,
+            internal: false,
+            result: None,
+            agent_version: None,
+        }
+    }
+
+    fn events(turn: &TurnRecord, payloads: Vec<EventPayload>) -> Vec<Event> {
+        payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| Event {
+                thread_id: turn.thread_id.clone(),
+                turn_id: turn.id.clone(),
+                seq: i as u64 + 1,
+                ts: format!("2026-01-01T00:00:0{i}Z"),
+                payload,
+            })
+            .collect()
+    }
+
+    fn started() -> EventPayload {
+        EventPayload::TurnStarted {
+            agent: "reviewer".into(),
+            input: "review it".into(),
+            model: "m".into(),
+            workspace: "/w".into(),
+            agent_version: None,
+            shadow_of: None,
+        }
+    }
+
+    fn completed(stop_reason: StopReason, result: Value) -> EventPayload {
+        EventPayload::TurnCompleted {
+            stop_reason,
+            result,
+        }
+    }
+
+    fn text_of(task: &Task) -> String {
+        match &task
+            .status
+            .message
+            .as_ref()
+            .expect("a status message")
+            .parts[0]
+            .content
+        {
+            agentplane_a2a::wire::PartContent::Text(text) => text.clone(),
+            other => panic!("not text: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_finished_turn_is_a_completed_task_with_its_result_as_artifact() {
+        let record = turn(TurnStatus::Ended(StopReason::Finished));
+        let stored = events(
+            &record,
+            vec![
+                started(),
+                completed(StopReason::Finished, json!({"verdict": "ship"})),
+            ],
+        );
+        let task = task_of(&record, &stored, None);
+        assert_eq!(task.id, record.id.to_string());
+        assert_eq!(task.context_id, record.thread_id.to_string());
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(
+            task.status.timestamp.as_deref(),
+            Some("2026-01-01T00:00:01Z")
+        );
+        let artifact = &task.artifacts[0];
+        assert_eq!(artifact.artifact_id, format!("{}-result", record.id));
+        assert_eq!(
+            artifact.parts[0].content,
+            agentplane_a2a::wire::PartContent::Data(json!({"verdict": "ship"}))
+        );
+        assert_eq!(
+            artifact.parts[1].content,
+            agentplane_a2a::wire::PartContent::Text(r#"{"verdict":"ship"}"#.into())
+        );
+        assert_eq!(task.history.len(), 1);
+        assert_eq!(task.history[0].role, Role::User);
+        assert!(task_of(&record, &stored, Some(0)).history.is_empty());
+    }
+
+    #[test]
+    fn a_text_answer_is_text_only() {
+        let record = turn(TurnStatus::Ended(StopReason::TextAnswer));
+        let stored = events(
+            &record,
+            vec![
+                started(),
+                EventPayload::MessageDelta {
+                    text: "Fine.".into(),
+                },
+                completed(StopReason::TextAnswer, json!({"text": "Fine."})),
+            ],
+        );
+        let task = task_of(&record, &stored, None);
+        assert_eq!(task.status.state, TaskState::Completed);
+        assert_eq!(text_of(&task), "Fine.");
+        assert_eq!(task.artifacts[0].parts.len(), 1);
+    }
+
+    #[test]
+    fn an_undecided_approval_is_input_required_and_a_decided_one_is_working() {
+        let record = turn(TurnStatus::Running);
+        let requested = EventPayload::ApprovalRequested {
+            approval_id: "apr_1".into(),
+            call_id: "c1".into(),
+            tool: "list_files".into(),
+            arguments: json!({}),
+            args_preview_hash: "h".into(),
+            policy: "p".into(),
+            approvers: Vec::new(),
+            expires_at: "later".into(),
+            explanation: None,
+        };
+        let mut payloads = vec![started(), requested];
+        let task = task_of(&record, &events(&record, payloads.clone()), None);
+        assert_eq!(task.status.state, TaskState::InputRequired);
+        assert!(
+            text_of(&task).contains("POST /v1/approvals/apr_1"),
+            "{task:?}"
+        );
+        payloads.push(EventPayload::ApprovalDecided {
+            approval_id: "apr_1".into(),
+            outcome: ApprovalOutcome::Approved,
+            arguments: None,
+            feedback: None,
+            by: "alice".into(),
+            decider: None,
+        });
+        let task = task_of(&record, &events(&record, payloads), None);
+        assert_eq!(task.status.state, TaskState::Working);
+        assert_eq!(
+            task_of(&record, &[], None).status.state,
+            TaskState::Submitted
+        );
+    }
+
+    #[test]
+    fn ends_map_to_canceled_rejected_and_failed() {
+        let cases = [
+            (StopReason::Cancelled, false, TaskState::Canceled),
+            (StopReason::Error, true, TaskState::Rejected),
+            (StopReason::Error, false, TaskState::Failed),
+            (StopReason::StepLimit, false, TaskState::Failed),
+            (StopReason::Interrupted, false, TaskState::Failed),
+        ];
+        for (reason, refused, state) in cases {
+            let record = turn(TurnStatus::Ended(reason));
+            let mut payloads = vec![started()];
+            if refused {
+                payloads.push(EventPayload::PolicyDenied {
+                    policy: "night".into(),
+                    policy_type: "time_window".into(),
+                    tool: None,
+                    call_id: None,
+                    detail: "closed".into(),
+                    explanation: None,
+                });
+            }
+            payloads.push(EventPayload::Error {
+                code: agentplane_core::ErrorCode::Internal,
+                message: "it broke".into(),
+            });
+            payloads.push(completed(reason, Value::Null));
+            let task = task_of(&record, &events(&record, payloads), None);
+            assert_eq!(task.status.state, state, "{reason:?}");
+            assert!(task.artifacts.is_empty());
+        }
+        // An ended turn whose events were not read still has its state.
+        let record = turn(TurnStatus::Ended(StopReason::Cancelled));
+        assert_eq!(
+            task_of(&record, &[], None).status.state,
+            TaskState::Canceled
+        );
+    }
+
+    #[test]
+    fn a_stream_sends_text_chunks_then_the_result_then_the_end() {
+        let record = turn(TurnStatus::Running);
+        let stored = events(
+            &record,
+            vec![
+                started(),
+                EventPayload::MessageDelta { text: "Lo".into() },
+                EventPayload::MessageDelta { text: "oks".into() },
+                completed(StopReason::TextAnswer, json!({"text": "Looks"})),
+            ],
+        );
+        let mut mapper = StreamMapper::new(record.id.as_str(), record.thread_id.as_str());
+        let items: Vec<StreamResponse> = stored.iter().flat_map(|e| mapper.map(e)).collect();
+        assert!(mapper.done);
+        assert!(
+            matches!(&items[0], StreamResponse::StatusUpdate(u) if u.status.state == TaskState::Working)
+        );
+        assert!(
+            matches!(&items[1], StreamResponse::ArtifactUpdate(u) if !u.append && !u.last_chunk)
+        );
+        assert!(matches!(&items[2], StreamResponse::ArtifactUpdate(u) if u.append));
+        assert!(matches!(&items[3], StreamResponse::ArtifactUpdate(u)
+            if u.last_chunk && u.artifact.artifact_id.ends_with("-result")));
+        assert!(
+            matches!(&items[4], StreamResponse::StatusUpdate(u) if u.status.state == TaskState::Completed)
+        );
+        assert_eq!(items.len(), 5);
+        // Events of another turn, and anything after the end, map to nothing.
+        assert!(mapper.map(&stored[1]).is_empty());
+    }
+}
