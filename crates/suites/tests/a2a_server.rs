@@ -623,6 +623,7 @@ async fn a_0_3_client_gets_the_same_in_its_own_shapes() {
     let model = ScriptedServer::start(Scenario::new(vec![
         Step::tool_call("finish_task", json!({"verdict": "fine"})),
         Step::text("Streaming works.").with_split(2),
+        Step::tool_call("finish_task", json!({"verdict": "still fine"})),
     ]))
     .await
     .expect("scripted model");
@@ -666,6 +667,24 @@ async fn a_0_3_client_gets_the_same_in_its_own_shapes() {
             .iter()
             .any(|i| i["update"]["kind"] == "artifact-update"),
         "{streamed}"
+    );
+
+    // A message naming a context continues that thread with a new task.
+    let more = sdk_v0_3(
+        &served,
+        &carol,
+        json!({"op": "send", "text": "And now?", "context": context}),
+    )
+    .await;
+    let next = &more["events"][0]["task"];
+    assert_eq!(next["contextId"], context, "{more}");
+    assert_ne!(next["id"], id.as_str());
+    assert_eq!(next["status"]["state"], "completed", "{more}");
+    let history = history_of(&served, &carol, &context).await;
+    assert_eq!(
+        history["turns"].as_array().map(Vec::len),
+        Some(2),
+        "{history}"
     );
 
     // Unknown task, in 0.3's shape (no details).
