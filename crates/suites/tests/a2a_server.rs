@@ -525,6 +525,25 @@ async fn the_official_sdk_drives_our_agent_as_an_a2a_agent() {
     );
     let (status, answer) = rpc(&served, &alice, Some("1.0"), huge).await;
     assert_eq!(status, 413, "a body over the server's limit: {answer}");
+    assert_eq!(
+        answer["error"]["code"], "INVALID_ARGUMENT",
+        "our envelope: {answer}"
+    );
+    // The same body without a declared length (chunked): refused as it grows.
+    let chunks = (0..40).map(|_| Ok::<_, std::io::Error>(vec![b' '; 64 * 1024]));
+    let response = reqwest::Client::new()
+        .post(agent_url(&served))
+        .bearer_auth(&alice)
+        .header("A2A-Version", "1.0")
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 413);
+    let answer: Value = response.json().await.expect("envelope");
+    assert_eq!(answer["error"]["code"], "INVALID_ARGUMENT", "{answer}");
     let (_, answer) = rpc(
         &served,
         &alice,

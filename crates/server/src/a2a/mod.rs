@@ -28,6 +28,7 @@ use agentplane_engine::hub::Hub;
 use agentplane_engine::identity::Caller;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::{Next, from_fn_with_state};
@@ -287,12 +288,26 @@ async fn rpc_entry(
     Path(agent): Path<String>,
     identity: Identity,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if !state.options.agents.iter().any(|a| a == &agent) {
         return ApiError::not_found(format!("no A2A agent `{agent}` is published here"))
             .into_response();
     }
+    // A body sent without a declared length that grows over the limit: the same 413
+    // envelope as one whose declared length is over it (`body_limit.rs`).
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let status = rejection.status();
+            return ApiError::invalid(format!(
+                "the request body could not be read: {}",
+                rejection.body_text()
+            ))
+            .with_status(status)
+            .into_response();
+        }
+    };
     let shape = header_version(&headers).unwrap_or(Generation::V1);
     let request: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
