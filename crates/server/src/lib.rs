@@ -429,6 +429,7 @@ fn build(
         gate.clone(),
         state.heartbeat,
         state.streams_end.clone(),
+        options.executions.as_ref().and_then(|e| e.webhook_sender()),
     ));
     // Not OpenAPI routes either: their contract is OpenAI's (ADR 0014). Same auth.
     let router = router.merge(

@@ -423,8 +423,21 @@ async fn the_official_sdk_drives_our_agent_as_an_a2a_agent() {
             json!({"op": "subscribe", "task": paused_id, "url": agent_url(&served), "key": alice});
         tokio::spawn(peer(peers::python(), peers::a2a_client_script(), command))
     };
-    // Time for the follower to start (Python, the card, the request) before the decision.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The follower is there once its request is recorded in the task's turn (the
+    // stream replays from the store whatever comes after what it read).
+    let paused_context = paused_task["contextId"].as_str().expect("ctx").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let history = history_of(&served, &alice, &paused_context).await;
+        if events_named(&history, "a2a_request")
+            .iter()
+            .any(|e| e["method"] == "SubscribeToTask")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no follower: {history}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let decided = reqwest::Client::new()
         .post(format!("{}/v1/approvals/{approval}", served.base))
         .bearer_auth(&alice)
@@ -764,4 +777,236 @@ async fn serve_refuses_unknown_agents_and_a_workspace_outside_the_roots() {
         assert!(!out.status.success(), "{a2a}: {stderr}");
         assert!(stderr.contains(expected), "{a2a}: {stderr}");
     }
+}
+
+/// One POST a webhook receiver got.
+#[derive(Debug)]
+struct Posted {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Posted {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("a JSON body")
+    }
+}
+
+/// A webhook receiver on 127.0.0.1 answering 200 to every POST; its URL and what it got.
+async fn webhook_receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<Posted>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                let (head_end, length) = loop {
+                    let Ok(n) = socket.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        break (end + 4, length);
+                    }
+                };
+                while buf.len() < head_end + length {
+                    let Ok(n) = socket.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                let headers = head
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| l.split_once(':'))
+                    .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+                    .collect();
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                    .await;
+                let _ = tx.send(Posted {
+                    headers,
+                    body: buf[head_end..head_end + length].to_vec(),
+                });
+            });
+        }
+    });
+    (url, rx)
+}
+
+async fn next_post(posts: &mut tokio::sync::mpsc::UnboundedReceiver<Posted>) -> Posted {
+    tokio::time::timeout(Duration::from_secs(30), posts.recv())
+        .await
+        .expect("a push notification in time")
+        .expect("the receiver runs")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn push_notifications_are_the_executions_signed_webhooks() {
+    let sb = sandbox(&format!(
+        "{CONFIG}[executions]\nwebhook_secret = \"HOOK\"\nallow_private_webhooks = true\n\
+         [secrets.HOOK]\nfile = \"hook.secret\"\n"
+    ));
+    std::fs::write(sb.root.join("hook.secret"), "hook-secret").expect("secret");
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies").join("review.yaml"), POLICY).expect("policy");
+    let dave = key(&sb, "dave");
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("list_files", json!({"path": "."})),
+        Step::tool_call("finish_task", json!({"verdict": "pushed"})),
+    ]))
+    .await
+    .expect("scripted model");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let card = sdk(&served, None, json!({"op": "card"})).await;
+    assert_eq!(
+        card["card"]["capabilities"]["pushNotifications"], true,
+        "{card}"
+    );
+    let (url, mut posts) = webhook_receiver().await;
+
+    let send = json!({
+        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "List it"}]},
+        "configuration": {"returnImmediately": true,
+            "taskPushNotificationConfig": {"url": url, "token": "tok-first"}},
+    });
+    let (_, answer) = rpc(&served, &dave, Some("1.0"), call("SendMessage", send)).await;
+    let task = answer["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {answer}"))
+        .to_owned();
+
+    // Paused on the approval: the task is POSTed, signed, with the client's token.
+    let paused = next_post(&mut posts).await;
+    assert_eq!(paused.header("x-a2a-notification-token"), Some("tok-first"));
+    assert_eq!(paused.header("x-agentplane-event"), Some("a2a.task"));
+    assert!(
+        paused
+            .header("x-agentplane-signature")
+            .is_some_and(|s| s.starts_with("sha256=")),
+        "{paused:?}"
+    );
+    // The signature is the executions' one: HMAC-SHA256 of "{timestamp}.{body}".
+    let check = Command::new(peers::python())
+        .arg("-c")
+        .arg(
+            "import hmac, hashlib, sys; \
+             print('sha256=' + hmac.new(b'hook-secret', sys.argv[1].encode() + b'.' + \
+             sys.argv[2].encode(), hashlib.sha256).hexdigest())",
+        )
+        .arg(paused.header("x-agentplane-timestamp").expect("timestamp"))
+        .arg(String::from_utf8(paused.body.clone()).expect("utf-8"))
+        .output()
+        .expect("python");
+    assert_eq!(
+        String::from_utf8_lossy(&check.stdout).trim(),
+        paused.header("x-agentplane-signature").expect("signature")
+    );
+    let body = paused.json();
+    assert_eq!(body["task"]["id"], task.as_str());
+    assert_eq!(
+        body["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{body}"
+    );
+
+    // A second configuration while it waits; both are listed.
+    let second = json!({"taskId": task, "id": "second", "url": url, "token": "tok-second"});
+    let (_, answer) = rpc(
+        &served,
+        &dave,
+        Some("1.0"),
+        call("CreateTaskPushNotificationConfig", second),
+    )
+    .await;
+    assert_eq!(answer["result"]["id"], "second", "{answer}");
+    let (_, answer) = rpc(
+        &served,
+        &dave,
+        Some("1.0"),
+        call("ListTaskPushNotificationConfigs", json!({"taskId": task})),
+    )
+    .await;
+    assert_eq!(
+        answer["result"]["configs"].as_array().map(Vec::len),
+        Some(2),
+        "{answer}"
+    );
+
+    // Decided: both get the completed task.
+    let approval = body["task"]["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .and_then(|t| t.split_whitespace().find(|w| w.starts_with("apr_")))
+        .expect("the approval id")
+        .to_owned();
+    let decided = reqwest::Client::new()
+        .post(format!("{}/v1/approvals/{approval}", served.base))
+        .bearer_auth(&dave)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .expect("decide");
+    assert_eq!(decided.status(), 200);
+    let mut tokens = Vec::new();
+    for _ in 0..2 {
+        let done = next_post(&mut posts).await;
+        let body = done.json();
+        assert_eq!(
+            body["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{body}"
+        );
+        assert_eq!(
+            body["task"]["artifacts"][0]["parts"][0]["data"],
+            json!({"verdict": "pushed"})
+        );
+        tokens.push(done.header("x-a2a-notification-token").map(str::to_owned));
+    }
+    tokens.sort();
+    assert_eq!(
+        tokens,
+        [Some("tok-first".to_owned()), Some("tok-second".to_owned())]
+    );
+
+    // A push to a task that has ended is refused; a URL that is not one, too.
+    let late = json!({"taskId": task, "url": url});
+    let (_, answer) = rpc(
+        &served,
+        &dave,
+        Some("1.0"),
+        call("CreateTaskPushNotificationConfig", late),
+    )
+    .await;
+    assert_eq!(code_of(&answer), -32004, "{answer}");
+    let bad = json!({
+        "message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {"taskPushNotificationConfig": {"url": "ftp://example.com/x"}},
+    });
+    let (_, answer) = rpc(&served, &dave, Some("1.0"), call("SendMessage", bad)).await;
+    assert_eq!(code_of(&answer), -32602, "{answer}");
+    assert_eq!(model.chat_request_count(), 2);
 }

@@ -178,8 +178,21 @@ impl WebhookSender for WebhookClient {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
+        let mut extra = reqwest::header::HeaderMap::new();
+        for (name, value) in request.headers {
+            let (Ok(name), Ok(value)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                reqwest::header::HeaderValue::from_str(value),
+            ) else {
+                return WebhookOutcome::Refused {
+                    error: format!("the header {name:?} is not a valid header"),
+                };
+            };
+            extra.insert(name, value);
+        }
         let sent = client
             .post(url)
+            .headers(extra)
             .header(CONTENT_TYPE, "application/json")
             .header(DELIVERY_HEADER, request.delivery.as_str())
             .header(TIMESTAMP_HEADER, timestamp.to_string())
@@ -187,10 +200,7 @@ impl WebhookSender for WebhookClient {
                 SIGNATURE_HEADER,
                 signature(&self.secret, timestamp, request.body),
             )
-            .header(
-                EVENT_HEADER,
-                agentplane_engine::executions::EXECUTION_FINISHED,
-            )
+            .header(EVENT_HEADER, request.event)
             .body(request.body.to_vec())
             .send()
             .await;

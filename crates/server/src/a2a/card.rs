@@ -166,8 +166,8 @@ pub(crate) async fn card(
         documentation_url: None,
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            // Push notifications are not offered yet (docs/a2a.md).
-            push_notifications: Some(false),
+            // Offered when webhooks are signed (`[executions] webhook_secret`).
+            push_notifications: Some(state.webhooks.is_some()),
             extensions: Vec::new(),
             extended_agent_card: None,
         },

@@ -15,6 +15,7 @@
 //! as on `/v1` (`auth.rs`), a request naming no client being [`DEFAULT_CLIENT`]'s.
 
 mod card;
+mod push;
 mod rpc;
 mod stream;
 mod task;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use agentplane_a2a::v0_3;
 use agentplane_a2a::wire::{self, JsonRpcError, JsonRpcResponse, codes};
+use agentplane_engine::executions::WebhookSender;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::identity::Caller;
 use axum::Router;
@@ -62,6 +64,10 @@ pub(crate) struct A2aState {
     pub(crate) options: Arc<A2aOptions>,
     pub(crate) heartbeat: Duration,
     pub(crate) end: CancellationToken,
+    /// The executions' signed webhooks; `None`: no push notifications.
+    pub(crate) webhooks: Option<Arc<dyn WebhookSender>>,
+    /// The push notification configurations of the tasks started here.
+    pub(crate) pushes: Arc<push::Registry>,
 }
 
 /// The routes, or an empty router when no agent is published.
@@ -71,6 +77,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
     gate: Gate,
     heartbeat: Duration,
     end: CancellationToken,
+    webhooks: Option<Arc<dyn WebhookSender>>,
 ) -> Router<S> {
     if options.agents.is_empty() {
         return Router::new();
@@ -80,6 +87,8 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
         options: Arc::new(options),
         heartbeat,
         end,
+        webhooks,
+        pushes: Arc::new(push::Registry::default()),
     };
     let rpc = Router::new()
         .route("/a2a/{agent}", post(rpc_entry))

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::push::{self, Target};
 use super::task::task_of;
 use super::{Call, Failure, Generation, stream};
 
@@ -41,10 +42,7 @@ pub(crate) async fn dispatch(call: Call, params: Value) -> Response {
             "Authenticated Extended Card is not configured",
         )),
         // CreateTaskPushNotificationConfig and the other push configuration methods.
-        _ => Err(Failure::rpc(
-            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "Push Notification is not supported",
-        )),
+        _ => push::method(&call, params).await,
     };
     match result {
         Ok(value) => call.ok(value),
@@ -202,17 +200,49 @@ async fn thread_for(call: &Call, request: &SendMessageRequest) -> Result<ThreadI
 
 /// Keeps the turn's disconnect guard until the turn ends (the A2A client may go away
 /// while it waits for input; its approvals and permissions are decided elsewhere, and
-/// expire as always) and forwards the turn's events to whoever still listens.
-fn hold(started: StartedTurn) -> mpsc::UnboundedReceiver<Event> {
+/// expire as always), forwards the turn's events to whoever still listens, and sends
+/// the task's push notifications when it pauses and when it ends.
+fn hold(call: &Call, started: StartedTurn, push: Option<Target>) -> mpsc::UnboundedReceiver<Event> {
     let (tx, rx) = mpsc::unbounded_channel();
     let guard = started.guard;
     let mut events = started.events;
+    let turn = started.turn.clone();
+    let task = turn.to_string();
+    let pushes = call.state.pushes.clone();
+    pushes.follow(&task, push);
+    let webhooks = call.state.webhooks.clone();
+    let hub = call.state.hub.clone();
+    let caller = call.caller.clone();
     tokio::spawn(async move {
         let _guard = guard;
         while let Some(Ok(event)) = events.next().await {
+            let (pause, end) = match event.payload {
+                EventPayload::TurnCompleted { .. } => (false, true),
+                EventPayload::ApprovalRequested { .. }
+                | EventPayload::PermissionRequired { .. } => (true, false),
+                _ => (false, false),
+            };
             // Nobody listens any more: the turn still runs to its end.
             let _ = tx.send(event);
+            if !(pause || end) {
+                continue;
+            }
+            let targets = if end {
+                pushes.finish(&task)
+            } else {
+                pushes.current(&task)
+            };
+            if let Some(sender) = &webhooks
+                && !targets.is_empty()
+                && let Ok(found) = hub.turn_with_events(&caller, &turn).await
+            {
+                push::notify(sender.clone(), targets, task_from(&found, None)).await;
+            }
+            if end {
+                break;
+            }
         }
+        pushes.finish(&task);
     });
     rx
 }
@@ -265,16 +295,17 @@ async fn start(call: &Call, params: Value) -> Result<Started, Failure> {
         Generation::V1 => parse(params)?,
         Generation::V0_3 => v0_3::send_params_to_v1(&parse::<v0_3::MessageSendParams>(params)?),
     };
-    if request
+    let push = match request
         .configuration
         .as_ref()
-        .is_some_and(|c| c.task_push_notification_config.is_some())
+        .and_then(|c| c.task_push_notification_config.as_ref())
     {
-        return Err(Failure::rpc(
-            codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "Push Notification is not supported",
-        ));
-    }
+        Some(config) => {
+            let sender = push::sender(call)?;
+            Some(Target::of(config, call.generation, sender.as_ref())?)
+        }
+        None => None,
+    };
     check_output_modes(&request)?;
     let input = input_of(&request)?;
     let thread = thread_for(call, &request).await?;
@@ -284,7 +315,8 @@ async fn start(call: &Call, params: Value) -> Result<Started, Failure> {
         .start_turn(&call.caller, &thread, input)
         .await?;
     let turn = started.turn.clone();
-    Ok((request, turn, thread, hold(started)))
+    let rx = hold(call, started, push);
+    Ok((request, turn, thread, rx))
 }
 
 /// The task a blocking send answers with: once the turn ends or waits for input (or at
