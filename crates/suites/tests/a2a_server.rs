@@ -56,13 +56,19 @@ fn a2a_sandbox() -> Sandbox {
     sb
 }
 
-/// `agentplane keys create` before the server holds the file: the secret.
+/// `agentplane keys create` before the server holds the file: the secret of an
+/// operator and approver.
 fn key(sb: &Sandbox, client: &str) -> String {
-    let out = command(sb, "http://127.0.0.1:9")
-        .args(["keys", "create", "--client", client])
-        .args(["--role", "operator", "--role", "approver"])
-        .output()
-        .expect("keys create");
+    key_with(sb, client, &["operator", "approver"])
+}
+
+fn key_with(sb: &Sandbox, client: &str, roles: &[&str]) -> String {
+    let mut cmd = command(sb, "http://127.0.0.1:9");
+    cmd.args(["keys", "create", "--client", client]);
+    for role in roles {
+        cmd.args(["--role", role]);
+    }
+    let out = cmd.output().expect("keys create");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -193,6 +199,7 @@ async fn the_official_sdk_drives_our_agent_as_an_a2a_agent() {
     let sb = a2a_sandbox();
     let alice = key(&sb, "alice");
     let bob = key(&sb, "bob");
+    let viewer = key_with(&sb, "vic", &["viewer"]);
     let model = ScriptedServer::start(Scenario::new(vec![
         // 1. a blocking message: finish_task.
         Step::tool_call("finish_task", json!({"verdict": "ship it"})),
@@ -256,6 +263,13 @@ async fn the_official_sdk_drives_our_agent_as_an_a2a_agent() {
     let refused = sdk(&served, None, json!({"op": "send", "text": "hello"})).await;
     assert!(refused["error"]["message"].as_str().is_some(), "{refused}");
     assert_eq!(model.chat_request_count(), 0, "nothing ran without a key");
+    // A viewer may read, not start turns: 403, as on /v1.
+    let send =
+        json!({"message": {"messageId": "v1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+    let (status, answer) = rpc(&served, &viewer, Some("1.0"), call("SendMessage", send)).await;
+    assert_eq!(status, 403, "{answer}");
+    assert_eq!(answer["error"]["code"], "FORBIDDEN", "{answer}");
+    assert_eq!(model.chat_request_count(), 0, "nothing ran for a viewer");
 
     // 2. A blocking message: the completed task carries finish_task's payload.
     let sent = sdk(
