@@ -1024,3 +1024,75 @@ async fn push_notifications_are_the_executions_signed_webhooks() {
     assert_eq!(code_of(&answer), -32602, "{answer}");
     assert_eq!(model.chat_request_count(), 2);
 }
+
+/// A permission (an agent's `requires_permission`) pauses the task as `input-required`
+/// naming the permission; the client that sent the message has gone away by then, and
+/// the permission still waits (it is not declined with the connection), until
+/// `POST /v1/permissions/{id}` allows the call and the task completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_permission_pauses_a_task_until_answered() {
+    let sb = sandbox("[a2a]\nagents = [\"careful\"]\nworkspace = \"../ws\"\n");
+    let erin = key(&sb, "erin");
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("list_files", json!({"path": "."})),
+        Step::text("Listed."),
+    ]))
+    .await
+    .expect("scripted model");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let url = format!("{}/a2a/careful", served.base);
+    let sent = peer(
+        peers::python(),
+        peers::a2a_client_script(),
+        json!({"op": "send", "url": url, "key": erin, "text": "List"}),
+    )
+    .await;
+    let task = task_of(&sent);
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{sent}"
+    );
+    let text = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .expect("what is awaited");
+    assert!(text.contains("POST /v1/permissions/"), "{text}");
+    let permission = text
+        .split_whitespace()
+        .find(|w| w.starts_with("perm_"))
+        .unwrap_or_else(|| panic!("a permission id in {text}"))
+        .to_owned();
+    // The client is gone; a moment later the permission is still pending.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answered = reqwest::Client::new()
+        .post(format!("{}/v1/permissions/{permission}", served.base))
+        .bearer_auth(&erin)
+        .json(&json!({"decision": "approved"}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(
+        answered.status(),
+        200,
+        "{}",
+        answered.text().await.unwrap_or_default()
+    );
+    let id = task["id"].as_str().expect("id");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = peer(
+            peers::python(),
+            peers::a2a_client_script(),
+            json!({"op": "get", "url": url, "key": erin, "task": id}),
+        )
+        .await;
+        if got["task"]["status"]["state"] == "TASK_STATE_COMPLETED" {
+            assert_eq!(
+                got["task"]["artifacts"][0]["parts"][0]["text"], "Listed.",
+                "{got}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "never completed: {got}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
