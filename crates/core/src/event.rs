@@ -474,7 +474,8 @@ mod tests {
         let json = serde_json::to_value(&payload).expect("serialize");
         assert_eq!(json["kind"], "a2a_request");
         assert_eq!(payload.kind(), "a2a_request");
-        let fields: Vec<&String> = json.as_object().expect("object").keys().collect();
+        let mut fields: Vec<&String> = json.as_object().expect("object").keys().collect();
+        fields.sort();
         assert_eq!(
             fields,
             [

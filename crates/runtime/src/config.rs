@@ -130,6 +130,8 @@ pub struct Config {
     pub oidc: Option<OidcConfig>,
     /// `[rate_limits]`: in memory, or shared in Redis.
     pub rate_limits: RateLimitsConfig,
+    /// `[a2a]`: the agents published over A2A, and their tasks' workspace.
+    pub a2a: crate::settings::a2a::A2aSettings,
 }
 
 impl fmt::Debug for Config {
@@ -156,6 +158,7 @@ impl fmt::Debug for Config {
             .field("cluster", &self.cluster)
             .field("oidc", &self.oidc)
             .field("rate_limits", &self.rate_limits)
+            .field("a2a", &self.a2a)
             .finish()
     }
 }
@@ -206,6 +209,8 @@ struct FileConfig {
     auth: FileAuth,
     #[serde(default)]
     telemetry: crate::settings::telemetry::FileTelemetry,
+    #[serde(default)]
+    a2a: crate::settings::a2a::FileA2a,
 }
 
 /// Where to look, and the environment to read. Passed in so tests need no global state.
@@ -352,6 +357,14 @@ impl Config {
             .map_err(|e| in_file.under("telemetry", e))?;
         let rate_limits = settings::rate_limits::resolve(parsed.rate_limits, overrides)
             .map_err(|e| in_file.under("rate_limits", e))?;
+        let agent_names = parsed
+            .agents
+            .keys()
+            .map(String::as_str)
+            .chain(settings::agents::BUILT_IN_AGENTS)
+            .collect();
+        let a2a = settings::a2a::resolve(parsed.a2a, &agent_names, &relative)
+            .map_err(|e| in_file.under("a2a", e))?;
 
         Ok(Self {
             file: file.map(Path::to_path_buf),
@@ -376,6 +389,7 @@ impl Config {
             cluster,
             rate_limits,
             oidc,
+            a2a,
         })
     }
 }

@@ -288,3 +288,80 @@ async fn a_permission_shows_what_will_actually_run() {
         assert!(runs.contains(needle), "{needle:?} not in {runs}");
     }
 }
+
+/// A protocol request (A2A) is recorded in the running turn it names, beside the
+/// turn's own events; once the turn has ended the store takes nothing more, and
+/// another client's turn is not found.
+#[tokio::test]
+async fn protocol_requests_are_recorded_in_running_turns_only() {
+    let s = setup(vec![Step::text("Slowly.").with_delay_ms(1_500)]).await;
+    let hub = s.runtime.hub();
+    let thread = hub
+        .create_thread(
+            "c1",
+            CreateThread {
+                agent: "chat".into(),
+                cwd: s.workspace.clone(),
+                title: None,
+            },
+        )
+        .await
+        .expect("thread");
+    let mut started = hub
+        .start_turn("c1", &thread.id, "hello".into())
+        .await
+        .expect("turn");
+    let request = |outcome: &str| EventPayload::A2aRequest {
+        direction: "in".into(),
+        method: "GetTask".into(),
+        task: Some(started.turn.to_string()),
+        context: Some(thread.id.to_string()),
+        protocol_version: "1.0".into(),
+        outcome: outcome.into(),
+    };
+    assert!(
+        hub.record_request("c1", &started.turn, request("ok"))
+            .await
+            .expect("recorded")
+    );
+    assert!(
+        hub.record_request("c2", &started.turn, request("ok"))
+            .await
+            .is_err(),
+        "another client's turn is not found"
+    );
+    assert!(
+        hub.record_request(
+            "c1",
+            &started.turn,
+            EventPayload::Plan { entries: json!([]) }
+        )
+        .await
+        .is_err(),
+        "only protocol requests"
+    );
+    let mut kinds = Vec::new();
+    while let Some(event) = started.events.next().await {
+        kinds.push(event.expect("event").payload.kind());
+    }
+    assert!(kinds.contains(&"a2a_request"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"turn_completed"));
+    assert!(
+        !hub.record_request("c1", &started.turn, request("-32001"))
+            .await
+            .expect("answered"),
+        "an ended turn takes no more events"
+    );
+    let stored = hub
+        .turn_with_events("c1", &started.turn)
+        .await
+        .expect("turn");
+    let recorded: Vec<_> = stored
+        .events
+        .expect("events")
+        .into_iter()
+        .filter(|e| e.payload.kind() == "a2a_request")
+        .collect();
+    assert_eq!(recorded.len(), 1);
+    assert!(hub.turn_with_events("c2", &started.turn).await.is_err());
+}

@@ -38,6 +38,9 @@
 //! GET    /metrics                          Prometheus metrics
 //! POST   /mcp  (GET, DELETE)               the agents as MCP tools (streamable HTTP)
 //! POST   /mcp/gateway  (GET, DELETE)       the MCP gateway: configured MCP servers, governed
+//! POST   /a2a/{agent}                      an `[a2a]` agent over A2A's JSON-RPC binding
+//! GET    /a2a/{agent}/.well-known/agent-card.json   its Agent Card (public)
+//! GET    /.well-known/agent-card.json      the first `[a2a]` agent's card (public)
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
 //! POST   /openai/v1/chat/completions       OpenAI-compatible model calls (gateway)
 //! GET    /openai/v1/models                 the model server's models, OpenAI-shaped
@@ -45,6 +48,7 @@
 //!
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].
 
+mod a2a;
 mod access_log;
 mod acp_agent;
 mod auth;
@@ -85,6 +89,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use a2a::{A2aOptions, DEFAULT_CLIENT as A2A_DEFAULT_CLIENT};
 pub use acp_agent::{AcpServeError, AcpServeOptions, serve_acp_stdio};
 pub use auth::{ClientId, Identity, MCP_DEFAULT_CLIENT};
 pub use connections::ConnectionLimits;
@@ -125,6 +130,8 @@ pub struct RouterOptions {
     pub followers: FollowerLimits,
     /// Browser origins `/mcp` accepts besides loopback ones.
     pub allowed_origins: AllowedOrigins,
+    /// The agents published over A2A (`[a2a]`); none by default.
+    pub a2a: A2aOptions,
 }
 
 impl Default for RouterOptions {
@@ -137,6 +144,7 @@ impl Default for RouterOptions {
             executions: None,
             followers: FollowerLimits::default(),
             allowed_origins: AllowedOrigins::default(),
+            a2a: A2aOptions::default(),
         }
     }
 }
@@ -154,6 +162,7 @@ impl fmt::Debug for RouterOptions {
             .field("executions", &self.executions.is_some())
             .field("followers", &self.followers)
             .field("allowed_origins", &self.allowed_origins)
+            .field("a2a", &self.a2a)
             .finish()
     }
 }
@@ -189,6 +198,8 @@ pub struct ServeOptions {
     pub followers: FollowerLimits,
     /// Browser origins `/mcp` accepts besides loopback ones (`[server] allowed_origins`).
     pub allowed_origins: AllowedOrigins,
+    /// The agents published over A2A (`[a2a]`); none by default.
+    pub a2a: A2aOptions,
 }
 
 impl fmt::Debug for ServeOptions {
@@ -208,6 +219,7 @@ impl fmt::Debug for ServeOptions {
             .field("connections", &self.connections)
             .field("followers", &self.followers)
             .field("allowed_origins", &self.allowed_origins)
+            .field("a2a", &self.a2a)
             .finish()
     }
 }
@@ -409,6 +421,16 @@ fn build(
             .with_state(state.hub.clone()),
     );
     let router = router.merge(routes::ui::routes());
+    // Not OpenAPI routes: their contract is A2A's (`docs/a2a.md`). Cards are public;
+    // JSON-RPC calls authenticate as `/v1` does. Nothing is mounted without `[a2a]`.
+    let router = router.merge(a2a::routes(
+        state.hub.clone(),
+        options.a2a.clone(),
+        gate.clone(),
+        state.heartbeat,
+        state.streams_end.clone(),
+        options.executions.as_ref().and_then(|e| e.webhook_sender()),
+    ));
     // Not OpenAPI routes either: their contract is OpenAI's (ADR 0014). Same auth.
     let router = router.merge(
         routes::gateway::routes().route_layer(from_fn_with_state(gate.clone(), auth::authenticate)),
@@ -486,6 +508,7 @@ pub async fn serve(
             executions: options.executions.clone(),
             followers: options.followers,
             allowed_origins: options.allowed_origins.clone(),
+            a2a: options.a2a.clone(),
         },
         streams_end.clone(),
         mcp_stop.clone(),
@@ -565,6 +588,7 @@ mod tests {
             connections: ConnectionLimits::default(),
             followers: FollowerLimits::default(),
             allowed_origins: AllowedOrigins::default(),
+            a2a: A2aOptions::default(),
         }
     }
 

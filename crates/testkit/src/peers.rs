@@ -56,6 +56,23 @@ pub fn openai_client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/openai_client.py")
 }
 
+/// `peers/a2a_client.py`: an A2A client on PyPI's official `a2a-sdk` 1.x (protocol
+/// 1.0): card resolver, `ClientFactory`/`Client`; one JSON command, one JSON answer.
+pub fn a2a_client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/a2a_client.py")
+}
+
+/// A Python with PyPI's `a2a-sdk` 0.3 (protocol 0.3).
+pub fn python_a2a_v0_3() -> PathBuf {
+    PathBuf::from(announced("AGENTPLANE_TEST_PYTHON_A2A03"))
+}
+
+/// `peers/a2a_client_v03.py`: the same commands on `a2a-sdk` 0.3, for
+/// [`python_a2a_v0_3`].
+pub fn a2a_client_v0_3_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/a2a_client_v03.py")
+}
+
 /// The JSON document the client printed, or a panic showing what it printed instead.
 pub fn client_json(output: &std::process::Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&output.stdout);

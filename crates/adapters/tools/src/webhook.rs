@@ -178,12 +178,27 @@ impl WebhookSender for WebhookClient {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
-        let mut post = client.post(url);
-        // The delivery's span (`webhook_span`), so a receiver that traces continues it.
-        if let Some(traceparent) = agentplane_engine::ports::telemetry::current_traceparent() {
-            post = post.header("traceparent", traceparent);
+        let mut extra = reqwest::header::HeaderMap::new();
+        for (name, value) in request.headers {
+            let (Ok(name), Ok(value)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                reqwest::header::HeaderValue::from_str(value),
+            ) else {
+                return WebhookOutcome::Refused {
+                    error: format!("the header {name:?} is not a valid header"),
+                };
+            };
+            extra.insert(name, value);
         }
-        let sent = post
+        // The delivery's span (`webhook_span`), so a receiver that traces continues it.
+        if let Some(traceparent) = agentplane_engine::ports::telemetry::current_traceparent()
+            && let Ok(value) = reqwest::header::HeaderValue::from_str(&traceparent)
+        {
+            extra.insert("traceparent", value);
+        }
+        let sent = client
+            .post(url)
+            .headers(extra)
             .header(CONTENT_TYPE, "application/json")
             .header(DELIVERY_HEADER, request.delivery.as_str())
             .header(TIMESTAMP_HEADER, timestamp.to_string())
@@ -191,10 +206,7 @@ impl WebhookSender for WebhookClient {
                 SIGNATURE_HEADER,
                 signature(&self.secret, timestamp, request.body),
             )
-            .header(
-                EVENT_HEADER,
-                agentplane_engine::executions::EXECUTION_FINISHED,
-            )
+            .header(EVENT_HEADER, request.event)
             .body(request.body.to_vec())
             .send()
             .await;

@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use agentplane_runtime::{Config, ModelStatus};
 use agentplane_server::{
-    AllowedOrigins, ConnectionLimits, DEFAULT_HEARTBEAT, FollowerLimits, MODEL_PROBE_TIMEOUT,
-    ServeOptions, StartupSummary, check_bind, probe_models, serve, startup_summary,
+    A2aOptions, AllowedOrigins, ConnectionLimits, DEFAULT_HEARTBEAT, FollowerLimits,
+    MODEL_PROBE_TIMEOUT, ServeOptions, StartupSummary, check_bind, probe_models, serve,
+    startup_summary,
 };
 use clap::Args;
 
@@ -99,6 +100,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             max_per_address: config.server.limits.max_sse_followers_per_address,
         },
         allowed_origins,
+        a2a: A2aOptions::default(),
     };
     fit_connections_to_open_files(&mut options.connections);
     // Refuse a public bind before the store is opened or a port is taken.
@@ -128,6 +130,10 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
     }
     options.metrics = Some(runtime.metrics().clone());
     let hub = runtime.hub().clone();
+    options.a2a = match a2a_options(runtime.config(), &hub, start_dir.as_deref()) {
+        Ok(a2a) => a2a,
+        Err(message) => return usage(&message),
+    };
     // Resumes turns whose approval was decided while no server ran, and expires
     // approvals nobody decides in time.
     hub.start_governance();
@@ -200,6 +206,39 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
         eprintln!("stopped");
     }
     code
+}
+
+/// `[a2a]` for the server: the published agents, and their tasks' workspace (the
+/// directory `serve` started in unless set) checked against the workspace roots as
+/// any outside caller's workspace is.
+fn a2a_options(
+    config: &Config,
+    hub: &agentplane_engine::hub::Hub,
+    start_dir: Option<&Path>,
+) -> Result<A2aOptions, String> {
+    let settings = &config.a2a;
+    if !settings.enabled() {
+        return Ok(A2aOptions::default());
+    }
+    let workspace = settings
+        .workspace
+        .clone()
+        .or_else(|| start_dir.map(Path::to_path_buf))
+        .ok_or("`a2a.workspace`: set it (the start directory could not be read)")?;
+    let caller = agentplane_engine::identity::Caller::token(agentplane_server::A2A_DEFAULT_CLIENT);
+    let workspace = hub
+        .check_cwd(&caller, &workspace.display().to_string())
+        .map_err(|e| format!("`a2a.workspace` ({}): {e}", workspace.display()))?;
+    Ok(A2aOptions {
+        agents: settings.agents.clone(),
+        workspace,
+        oidc_discovery: config.oidc.as_ref().map(|oidc| {
+            format!(
+                "{}/.well-known/openid-configuration",
+                oidc.issuer.trim_end_matches('/')
+            )
+        }),
+    })
 }
 
 /// File descriptors kept for everything but connections: the store, tool processes'

@@ -192,6 +192,12 @@ impl Executions {
         &self.config
     }
 
+    /// The signed webhook sender (`[executions] webhook_secret`), for other announcers
+    /// of finished work (A2A push notifications); `None` when webhooks are off.
+    pub fn webhook_sender(&self) -> Option<Arc<dyn WebhookSender>> {
+        self.webhooks.clone()
+    }
+
     /// Recovers what a previous process left running (per `on_restart`), then starts
     /// the workers and the webhook delivery loop.
     pub async fn start(self: &Arc<Self>) -> Result<(), HubError> {

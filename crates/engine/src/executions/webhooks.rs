@@ -23,6 +23,13 @@ pub struct WebhookRequest<'a> {
     /// The same at every attempt of one delivery: receivers dedupe on it.
     pub delivery: &'a DeliveryId,
     pub body: &'a [u8],
+    /// The event name, sent as `x-agentplane-event` ([`EXECUTION_FINISHED`] for
+    /// executions).
+    pub event: &'a str,
+    /// Headers the receiver asked for besides ours (an A2A client's notification
+    /// token and credentials); a name or value that is not a valid header refuses the
+    /// POST. Never logged.
+    pub headers: &'a [(&'a str, &'a str)],
 }
 
 /// What one POST gave.
@@ -109,6 +116,8 @@ pub(crate) async fn deliver(
                     url: &delivery.url,
                     delivery: &delivery.id,
                     body: &body,
+                    event: EXECUTION_FINISHED,
+                    headers: &[],
                 })
                 .instrument(span.clone())
                 .await;

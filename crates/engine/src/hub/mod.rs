@@ -22,6 +22,7 @@ mod plan;
 mod replicas;
 mod shadows;
 mod stream;
+mod tasks;
 mod threads;
 mod turns;
 mod versions;

@@ -109,6 +109,9 @@ pub struct NetworkConfig {
 }
 
 /// Letters, digits, `-` and `_`: names that fit in tool names and URLs as they are.
+/// The agents every configuration has (`agents.rs` of the runtime builds them).
+pub const BUILT_IN_AGENTS: [&str; 2] = ["engineering", "research"];
+
 pub fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
         && name

@@ -8,6 +8,7 @@
 //! run time (clients, ensembles: the composition root's). A section may use another
 //! section, never `config` (which uses them all).
 
+pub mod a2a;
 pub mod a2a_agents;
 pub mod acp;
 pub mod agents;

@@ -111,6 +111,7 @@ impl PolicyServer {
                 connections: agentplane_server::ConnectionLimits::default(),
                 followers: agentplane_server::FollowerLimits::default(),
                 allowed_origins: agentplane_server::AllowedOrigins::default(),
+                a2a: agentplane_server::A2aOptions::default(),
             },
             async move {
                 let _ = stopped.await;

@@ -61,6 +61,7 @@ async fn serve_refuses_a_public_listener_without_permission_or_token() {
                     connections: agentplane_server::ConnectionLimits::default(),
                     followers: agentplane_server::FollowerLimits::default(),
                     allowed_origins: agentplane_server::AllowedOrigins::default(),
+                    a2a: agentplane_server::A2aOptions::default(),
                 },
                 std::future::pending(),
             ),
