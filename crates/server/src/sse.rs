@@ -50,12 +50,13 @@ pub(crate) fn respond<G: Send + 'static>(
         if state.failed {
             return None;
         }
-        let sse = match state.events.next().await? {
-            Ok(event) => match serde_json::to_string(&event) {
+        // The JSON is built once per event for every subscriber of the thread.
+        let sse = match state.events.next_shared().await? {
+            Ok(shared) => match shared.json() {
                 Ok(data) => SseEvent::default()
-                    .id(event.seq.to_string())
-                    .event(event.payload.kind())
-                    .data(data),
+                    .id(shared.event().seq.to_string())
+                    .event(shared.event().payload.kind())
+                    .data(&*data),
                 Err(e) => {
                     state.failed = true;
                     error_event(&ApiError::internal(&e))

@@ -9,7 +9,7 @@ impl Hub {
     pub(super) fn subscribe_feed(
         self: &Arc<Self>,
         thread: &ThreadId,
-    ) -> (broadcast::Receiver<Event>, FeedLease) {
+    ) -> (broadcast::Receiver<super::stream::Shared>, FeedLease) {
         (
             self.live.subscribe(thread),
             FeedLease {

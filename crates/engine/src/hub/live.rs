@@ -30,7 +30,7 @@ struct RunningTurn {
 
 /// A thread's live feed in this process.
 struct Feed {
-    sender: broadcast::Sender<Event>,
+    sender: broadcast::Sender<super::stream::Shared>,
     /// The highest `seq` published on it; `None` before the first. Events committed by
     /// other replicas below it need no reading (`replicas.rs`).
     last: Option<u64>,
@@ -130,7 +130,10 @@ impl Live {
 
     /// A receiver of the thread's feed, created on first use. Subscribing and removing
     /// happen under one lock, so a receiver never hangs on a dropped feed.
-    pub(super) fn subscribe(&self, thread: &ThreadId) -> broadcast::Receiver<Event> {
+    pub(super) fn subscribe(
+        &self,
+        thread: &ThreadId,
+    ) -> broadcast::Receiver<super::stream::Shared> {
         lock(&self.feeds)
             .entry(thread.clone())
             .or_insert_with(|| Feed {
@@ -159,8 +162,11 @@ impl Live {
     pub(super) fn publish(&self, event: &Event) {
         if let Some(feed) = lock(&self.feeds).get_mut(&event.thread_id) {
             feed.last = feed.last.max(Some(event.seq));
-            // No receivers is fine: nobody is watching.
-            let _ = feed.sender.send(event.clone());
+            // One copy for every receiver (they share it); none without receivers.
+            if feed.sender.receiver_count() > 0 {
+                let shared = super::stream::SharedEvent::new(event.clone());
+                let _ = feed.sender.send(std::sync::Arc::new(shared));
+            }
         }
     }
 

@@ -63,7 +63,7 @@ use feeds::*;
 pub use history::{Compaction, History, HistoryTurn};
 pub use identity::{CreateKey, MAX_KEY_DESCRIPTION_CHARS};
 pub use mcp_gateway::{GatewayCall, GatewayTask};
-pub use stream::EventStream;
+pub use stream::{EventStream, SharedEvent};
 pub use threads::{MAX_THREAD_PAGE, ThreadPage};
 pub use versions::{AgentVersion, AgentVersions, CreateVersion, VersionSettings};
 pub use workspaces::WorkspaceRoots;

@@ -6,7 +6,7 @@
 //! from the store. The store is the truth; the feed is only a wake-up with a payload.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
 use tokio::sync::broadcast;
@@ -15,6 +15,45 @@ use super::{Hub, HubError};
 
 /// How many stored events are read at once when replaying.
 const PAGE: usize = 500;
+
+/// A stored event as the live feed hands it out: one allocation shared by every
+/// subscriber of its thread, and its JSON built once, by the first stream that sends it,
+/// for all of them (a turn followed by 10,000 clients is serialized once per event, not
+/// 10,000 times).
+#[derive(Debug)]
+pub struct SharedEvent {
+    event: Event,
+    json: OnceLock<Result<Arc<str>, String>>,
+}
+
+impl SharedEvent {
+    pub(super) fn new(event: Event) -> Self {
+        Self {
+            event,
+            json: OnceLock::new(),
+        }
+    }
+
+    /// The event.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The event as JSON (`serde_json`), built on first use and shared after; the
+    /// error's text when it cannot be serialized.
+    pub fn json(&self) -> Result<Arc<str>, String> {
+        self.json
+            .get_or_init(|| {
+                serde_json::to_string(&self.event)
+                    .map(Arc::from)
+                    .map_err(|e| e.to_string())
+            })
+            .clone()
+    }
+}
+
+/// What the live feed carries.
+pub(super) type Shared = Arc<SharedEvent>;
 
 /// Where a stream stops.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +71,8 @@ pub struct EventStream {
     scope: Scope,
     /// The last delivered thread `seq`; `None` before a turn stream's first event.
     last: Option<u64>,
-    live: broadcast::Receiver<Event>,
-    ready: VecDeque<Event>,
+    live: broadcast::Receiver<Shared>,
+    ready: VecDeque<Shared>,
     /// A thread stream replays stored pages until one comes back short.
     catching_up: bool,
     done: bool,
@@ -46,7 +85,7 @@ impl EventStream {
         hub: Arc<Hub>,
         thread: ThreadId,
         scope: Scope,
-        live: broadcast::Receiver<Event>,
+        live: broadcast::Receiver<Shared>,
         feed: super::FeedLease,
     ) -> Self {
         let catching_up = matches!(scope, Scope::Thread { .. });
@@ -70,6 +109,16 @@ impl EventStream {
     /// The next event, or `None` when a turn stream has delivered `turn_completed`.
     /// A thread stream never ends by itself.
     pub async fn next(&mut self) -> Option<Result<Event, HubError>> {
+        Some(
+            self.next_shared()
+                .await?
+                .map(|shared| shared.event().clone()),
+        )
+    }
+
+    /// [`Self::next`] as the feed shares it: the same allocation (and JSON) every
+    /// subscriber of the thread gets.
+    pub async fn next_shared(&mut self) -> Option<Result<Arc<SharedEvent>, HubError>> {
         if self.done {
             return None;
         }
@@ -85,8 +134,9 @@ impl EventStream {
                 return Some(Ok(self.deliver(event)));
             }
             match self.live.recv().await {
-                Ok(event) => {
-                    if !self.in_scope(&event) {
+                Ok(shared) => {
+                    let event = shared.event();
+                    if !self.in_scope(event) {
                         continue;
                     }
                     match self.last {
@@ -101,7 +151,7 @@ impl EventStream {
                                 return Some(Err(e));
                             }
                         }
-                        _ => self.ready.push_back(event),
+                        _ => self.ready.push_back(shared),
                     }
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -130,7 +180,8 @@ impl EventStream {
         }
     }
 
-    fn deliver(&mut self, event: Event) -> Event {
+    fn deliver(&mut self, shared: Shared) -> Shared {
+        let event = shared.event();
         self.last = Some(event.seq);
         if let Scope::Turn { turn } = &self.scope
             && &event.turn_id == turn
@@ -138,7 +189,7 @@ impl EventStream {
         {
             self.done = true;
         }
-        event
+        shared
     }
 
     /// Queues stored events after the last delivered one; returns how many were read.
@@ -158,12 +209,40 @@ impl EventStream {
             }
         };
         let read = events.len();
-        let after = self.ready.back().map(|e| e.seq).or(self.last);
+        let after = self.ready.back().map(|e| e.event().seq).or(self.last);
         self.ready.extend(
             events
                 .into_iter()
-                .filter(|e| after.is_none_or(|a| e.seq > a)),
+                .filter(|e| after.is_none_or(|a| e.seq > a))
+                .map(|e| Arc::new(SharedEvent::new(e))),
         );
         Ok(read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_json_is_built_once_and_shared_by_every_reader() {
+        let shared = SharedEvent::new(Event {
+            thread_id: ThreadId::new(),
+            turn_id: TurnId::new(),
+            seq: 7,
+            ts: "2026-11-27T10:00:00.000Z".into(),
+            payload: EventPayload::MessageDelta {
+                text: "line\n\"quoted\" é".into(),
+            },
+        });
+        let first = shared.json().expect("json");
+        let second = shared.json().expect("json");
+        assert!(Arc::ptr_eq(&first, &second), "built once, then shared");
+        assert_eq!(
+            &*first,
+            serde_json::to_string(shared.event())
+                .expect("serde")
+                .as_str()
+        );
     }
 }
