@@ -15,7 +15,8 @@
 //! Environment: `BENCH_LOAD_N` (default `10,100,1000`), `BENCH_LOAD_SAMPLES` (turns per
 //! N, default 1000: N concurrent turns per round, as many rounds as needed),
 //! `BENCH_SSE_SUBSCRIBERS` (default 10000, 0 skips), `BENCH_SSE_THREADS` (default 4),
-//! `BENCH_SSE_WAVES` (default 3), `BENCH_LOAD_NEW_CONNECTIONS=1` (a new TCP connection per request instead of a pool).
+//! `BENCH_SSE_WAVES` (default 3), `BENCH_LOAD_NEW_CONNECTIONS=1` (a new TCP connection per request instead of a pool),
+//! `BENCH_AGENTPLANE_BIN` (the `agentplane` binary to serve; default the one Cargo built).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -28,7 +29,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-const BIN: &str = env!("CARGO_BIN_EXE_agentplane");
+const BUILT: &str = env!("CARGO_BIN_EXE_agentplane");
+
+/// The binary under test: `BENCH_AGENTPLANE_BIN` (another build, to compare two side by
+/// side with one benchmark), else the one Cargo built.
+fn binary() -> String {
+    std::env::var("BENCH_AGENTPLANE_BIN").unwrap_or_else(|_| BUILT.to_owned())
+}
 const CLIENT: &str = "bench";
 /// Longest wait for anything that should be quick (a start, a fan-out).
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -86,10 +93,18 @@ impl Served {
         let dir = tempfile::tempdir().expect("tempdir");
         let workspace = dir.path().join("ws");
         std::fs::create_dir(&workspace).expect("workspace");
-        let config = dir.path().join("agentplane.toml");
+        // The configuration folder beside the workspace, never above it (ADR 0040).
+        let conf = dir.path().join("conf");
+        std::fs::create_dir(&conf).expect("configuration folder");
+        let config = conf.join("agentplane.toml");
         std::fs::write(
             &config,
-            "[llm]\nmax_retries = 0\n[agents.chat]\nsystem_prompt = \"Answer briefly.\"\n",
+            // The starvation caps (ADR 0025) raised past the 10,000 subscribers, which
+            // all come from one address and one client.
+            "[llm]\nmax_retries = 0\n[agents.chat]\nsystem_prompt = \"Answer briefly.\"\n\
+             [server]\nmax_connections = 20000\nmax_connections_per_address = 20000\n\
+             max_sse_followers = 20000\nmax_sse_followers_per_client = 20000\n\
+             max_sse_followers_per_address = 20000\n",
         )
         .expect("config");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -97,9 +112,9 @@ impl Served {
             .expect("free port")
             .port();
         let log = dir.path().join("serve.log");
-        let child = Command::new(BIN)
+        let child = Command::new(binary())
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
-            .arg(dir.path().join("events.db"))
+            .arg(conf.join("events.db"))
             .env("AGENTPLANE_CONFIG", &config)
             .env("AGENTPLANE_LLM_BASE_URL", model_url)
             .env("AGENTPLANE_LLM_MODEL", "scripted-model")
@@ -632,7 +647,7 @@ async fn main() {
     .await
     .expect("scripted model");
 
-    println!("binary: {BIN}");
+    println!("binary: {}", binary());
     println!(
         "| N | rounds × concurrent | turns/s | bare req/s | turn p50 / p99 ms | bare p50 / p99 ms | added p50 / p99 ms | ratio p50 / p99 | server CPU ms/turn | RSS idle MiB | peak RSS MiB |"
     );
