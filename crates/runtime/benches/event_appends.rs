@@ -27,7 +27,12 @@ fn cpu_ticks() -> u64 {
     // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
     let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(11) + field(12)
 }
 
