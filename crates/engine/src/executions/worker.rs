@@ -121,6 +121,14 @@ impl Executions {
             Ok(outcome) => outcome,
             Err(HubError::ShuttingDown) => return Next::Release,
             Err(e) => {
+                // A cancel its client was told was accepted is honoured even when the
+                // attempt then failed on the way out (a store connection cut while the
+                // cancelled turn was ending): the execution stopped, as asked.
+                if self.cancel_requested(&execution.id).await {
+                    tracing::warn!(execution = %execution.id, error = %e,
+                        "a cancelled execution's attempt failed while stopping; recorded as cancelled");
+                    return Next::Finish(Ended::cancelled(None));
+                }
                 let failure = ExecutionFailure {
                     code: e.code(),
                     message: e.to_string(),
