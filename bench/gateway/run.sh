@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The gateway benchmark: what agentplane's OpenAI-compatible gateway adds to a model
-# call, side by side with LiteLLM's proxy, in one run, against the same fixed upstream.
+# call, side by side with LiteLLM's proxy and Portkey's gateway, in one run, against the
+# same fixed upstream.
 #
 #   bench/gateway/run.sh [RUNS]        # default 3 runs; results in $BENCH_OUT
 #
@@ -8,15 +9,18 @@
 #   direct      nginx (fixed-upstream) answering with a constant body: the baseline
 #   agentplane  `agentplane serve`, POST /openai/v1/chat/completions -> nginx
 #   litellm     LiteLLM proxy (PyPI litellm[proxy], pinned below), POST /v1/chat/completions -> nginx
+#   portkey     Portkey's AI gateway (npm @portkey-ai/gateway, pinned below, on node),
+#               POST /v1/chat/completions with x-portkey-custom-host -> nginx
 # Each run: for each concurrency, for each target, a warm-up (BENCH_WARMUP, 3s) then a
 # measurement (BENCH_DURATION, 10s) with `wrk --latency`. Targets are interleaved per
 # point, so all three see the same machine. The summary (medians over runs, added
 # latency = target - direct, ratios) is printed and written to $BENCH_OUT/summary.md.
 #
 # Needs: nginx and wrk (Debian: apt-get install -y nginx-light wrk), python3 (LiteLLM
-# is installed into .local-model/bench), and a release build (done here).
+# is installed into .local-model/bench), node and npm (Portkey, into
+# .local-model/bench/portkey), and a release build (done here).
 # Environment: BENCH_CONCURRENCY ("1 10 100"), BENCH_DURATION (10s), BENCH_WARMUP (3s),
-# BENCH_OUT (a new temp dir), BENCH_TARGETS ("direct agentplane litellm"), BENCH_STREAM=1
+# BENCH_OUT (a new temp dir), BENCH_TARGETS ("direct agentplane litellm portkey"), BENCH_STREAM=1
 # (streamed completions: the upstream's /stream/v1 SSE body, post-stream.lua),
 # BENCH_NO_BUILD=1 (use the release binary as it is).
 set -euo pipefail
@@ -28,8 +32,10 @@ runs="${1:-3}"
 concurrency="${BENCH_CONCURRENCY:-1 10 100}"
 duration="${BENCH_DURATION:-10s}"
 warmup="${BENCH_WARMUP:-3s}"
-targets="${BENCH_TARGETS:-direct agentplane litellm}"
+targets="${BENCH_TARGETS:-direct agentplane litellm portkey}"
 litellm_version="1.106.2"
+portkey_version="1.15.2"
+portkey_port=18787
 upstream_port=18080
 agentplane_port=18686
 litellm_port=18400
@@ -62,6 +68,16 @@ if [[ " $targets " == *" litellm "* ]] &&
   echo "gateway bench: installing litellm[proxy]==$litellm_version into $venv" >&2
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "litellm[proxy]==$litellm_version" >&2
+fi
+
+portkey_dir="$root/.local-model/bench/portkey"
+portkey_server="$portkey_dir/node_modules/@portkey-ai/gateway/build/start-server.js"
+if [[ " $targets " == *" portkey "* ]] &&
+  [[ "$(node -p "require('$portkey_dir/node_modules/@portkey-ai/gateway/package.json').version" 2>/dev/null)" != "$portkey_version" ]]; then
+  echo "gateway bench: installing @portkey-ai/gateway@$portkey_version into $portkey_dir" >&2
+  mkdir -p "$portkey_dir"
+  (cd "$portkey_dir" && npm install --no-audit --no-fund --loglevel=error \
+    "@portkey-ai/gateway@$portkey_version" >&2)
 fi
 
 if [[ "${BENCH_NO_BUILD:-0}" != 1 ]]; then
@@ -129,16 +145,27 @@ YAML
   wait_for "http://127.0.0.1:$litellm_port/health/liveliness"
 fi
 
+if [[ " $targets " == *" portkey "* ]]; then
+  mkdir -p "$out/portkey"
+  (cd "$out/portkey" && exec node "$portkey_server" --port="$portkey_port" >portkey.log 2>&1) &
+  pids+=("$!")
+  wait_for "http://127.0.0.1:$portkey_port/"
+fi
+# Portkey learns the upstream from each request's headers (post.lua reads this).
+export PORTKEY_HOST="http://127.0.0.1:$upstream_port$upstream_base"
+
 url_of() {
   case "$1" in
     direct) echo "http://127.0.0.1:$upstream_port$upstream_base/chat/completions" ;;
     agentplane) echo "http://127.0.0.1:$agentplane_port/openai/v1/chat/completions" ;;
     litellm) echo "http://127.0.0.1:$litellm_port/v1/chat/completions" ;;
+    portkey) echo "http://127.0.0.1:$portkey_port/v1/chat/completions" ;;
   esac
 }
 auth_of() {
   case "$1" in
     litellm) echo "sk-bench-0123456789" ;;
+    portkey) echo "fake-key" ;;
     *) echo "" ;;
   esac
 }
@@ -146,8 +173,10 @@ auth_of() {
 # Every target must answer the request with a completion before anything is timed.
 for target in $targets; do
   auth="$(auth_of "$target")"
+  extra=()
+  [[ "$target" == portkey ]] && extra=(-H "x-portkey-provider: openai" -H "x-portkey-custom-host: $PORTKEY_HOST")
   answer="$(curl -fsS -H 'Content-Type: application/json' -H 'X-Client-ID: bench' \
-    ${auth:+-H "Authorization: Bearer $auth"} \
+    ${auth:+-H "Authorization: Bearer $auth"} "${extra[@]}" \
     -d "$body" "$(url_of "$target")")"
   # Streamed answers are checked by their text deltas joined.
   joined="$(printf '%s' "$answer" | grep -o '"content":"[^"]*"' | sed 's/"content":"//; s/"$//' | tr -d '\n')"
@@ -164,8 +193,10 @@ for run in $(seq 1 "$runs"); do
     for target in $targets; do
       auth="$(auth_of "$target")"
       url="$(url_of "$target")"
-      AUTH="$auth" wrk -t1 -c"$c" -d"$warmup" --timeout 5s -s "$here/$script" "$url" >/dev/null
-      AUTH="$auth" wrk -t1 -c"$c" -d"$duration" --timeout 5s --latency -s "$here/$script" "$url" \
+      host=""
+      [[ "$target" == portkey ]] && host="$PORTKEY_HOST"
+      AUTH="$auth" PORTKEY_HOST="$host" wrk -t1 -c"$c" -d"$warmup" --timeout 5s -s "$here/$script" "$url" >/dev/null
+      AUTH="$auth" PORTKEY_HOST="$host" wrk -t1 -c"$c" -d"$duration" --timeout 5s --latency -s "$here/$script" "$url" \
         >"$out/wrk-$run-$c-$target.txt"
       python3 "$here/summary.py" --parse "$out/wrk-$run-$c-$target.txt" "$run" "$c" "$target" >>"$results"
       tail -n 1 "$results" >&2
@@ -173,7 +204,7 @@ for run in $(seq 1 "$runs"); do
   done
 done
 
-for target in agentplane litellm; do
+for target in agentplane litellm portkey; do
   for pid in "${pids[@]}"; do
     if [[ -r "/proc/$pid/status" ]] && [[ "$(cat "/proc/$pid/cmdline" 2>/dev/null | tr '\0' ' ')" == *"$target"* ]]; then
       grep -E 'VmRSS|VmHWM' "/proc/$pid/status" | sed "s/^/$target /" >>"$out/memory.txt"

@@ -5,7 +5,8 @@
 
 The summary takes, per concurrency and target, the median over runs of requests/s, p50
 and p99; "added" is the target's median minus the direct upstream's median at the same
-concurrency, and the last column compares agentplane's added p50 with LiteLLM's.
+concurrency, and the last tables compare agentplane's added p50 with LiteLLM's and
+Portkey's.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def summarize(path: str) -> None:
     print("| concurrency | target | req/s | p50 | p99 | added p50 | added p99 | errors |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     concurrencies = sorted({c for c, _ in by_point})
-    order = ["direct", "agentplane", "litellm"]
+    order = ["direct", "agentplane", "litellm", "portkey"]
     for c in concurrencies:
         base50, base99 = median(c, "direct", "p50_us"), median(c, "direct", "p99_us")
         for target in order:
@@ -86,17 +87,21 @@ def summarize(path: str) -> None:
                 f"| {c} | {target} | {rps:,.0f} | {show(p50)} | {show(p99)} | "
                 f"{added[0]} | {added[1]} | {errors} |"
             )
-    print("\n| concurrency | agentplane added p50 | LiteLLM added p50 | ratio | throughput ratio |")
-    print("| --- | --- | --- | --- | --- |")
-    for c in concurrencies:
-        base = median(c, "direct", "p50_us")
-        ours, theirs = median(c, "agentplane", "p50_us"), median(c, "litellm", "p50_us")
-        if None in (base, ours, theirs):
-            continue
-        a, b = ours - base, theirs - base
-        ratio = f"{b / a:.0f}× lower" if a > 0 else "n/a (agentplane added ≤ 0)"
-        rps_ratio = median(c, "agentplane", "rps") / max(median(c, "litellm", "rps"), 1e-9)
-        print(f"| {c} | {show(a)} | {show(b)} | {ratio} | {rps_ratio:.0f}× the req/s |")
+    for peer, name in (("litellm", "LiteLLM"), ("portkey", "Portkey")):
+        lines = []
+        for c in concurrencies:
+            base = median(c, "direct", "p50_us")
+            ours, theirs = median(c, "agentplane", "p50_us"), median(c, peer, "p50_us")
+            if None in (base, ours, theirs):
+                continue
+            a, b = ours - base, theirs - base
+            ratio = f"{b / a:.0f}× lower" if a > 0 else "n/a (agentplane added ≤ 0)"
+            rps_ratio = median(c, "agentplane", "rps") / max(median(c, peer, "rps"), 1e-9)
+            lines.append(f"| {c} | {show(a)} | {show(b)} | {ratio} | {rps_ratio:.1f}× the req/s |")
+        if lines:
+            print(f"\n| concurrency | agentplane added p50 | {name} added p50 | ratio | throughput ratio |")
+            print("| --- | --- | --- | --- | --- |")
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":
