@@ -410,3 +410,53 @@ pub fn assert_kept(streamed: &[Received], stored: &[Value]) {
         assert_eq!(found["kind"], event.event.as_str());
     }
 }
+
+/// `agentplane keys create --client CLIENT [--role ROLE]…` before the server holds the
+/// file: the key's secret, the last line of its output.
+pub fn cli_key(sb: &Sandbox, client: &str, roles: &[&str]) -> String {
+    let mut cmd = command(sb, "http://127.0.0.1:9");
+    cmd.args(["keys", "create", "--client", client]);
+    for role in roles {
+        cmd.args(["--role", role]);
+    }
+    let out = cmd.output().expect("keys create");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().expect("a last line").to_owned();
+    assert!(last.starts_with("ap_"), "{stdout}");
+    last
+}
+
+/// Starts a Python peer (`testkit/peers/*.py` on the peers' Python) that prints
+/// `{"port": N}` once it listens on 127.0.0.1: the child, killed when dropped, and its
+/// base URL.
+pub async fn python_peer(
+    script: &std::path::Path,
+    args: &[&str],
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(agentplane_testkit::peers::python())
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let line = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::io::BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .expect("the peer listens within 30 s")
+    .expect("read")
+    .expect("a port line");
+    let port: Value = serde_json::from_str(&line).expect("port JSON");
+    (child, format!("http://127.0.0.1:{}", port["port"]))
+}

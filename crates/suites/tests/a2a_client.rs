@@ -26,7 +26,7 @@ use agentplane_suites::{
 };
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The key the peer requires; it must never show on our side.
 const KEY: &str = "a2a-peer-key-5b0c9e1d7f";
@@ -38,26 +38,7 @@ async fn peer() -> (tokio::process::Child, String) {
 
 /// The peer started with `args`.
 async fn peer_with(args: &[&str]) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(agentplane_testkit::peers::python())
-        .arg(agentplane_testkit::peers::a2a_agent_script())
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::io::BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .expect("the peer listens within 30 s")
-    .expect("read")
-    .expect("a port line");
-    let port: Value = serde_json::from_str(&line).expect("port JSON");
-    (child, format!("http://127.0.0.1:{}", port["port"]))
+    agentplane_suites::python_peer(&agentplane_testkit::peers::a2a_agent_script(), args).await
 }
 
 /// What the peer saw: cancels, refused requests, versions, methods.

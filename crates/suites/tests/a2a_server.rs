@@ -63,19 +63,7 @@ fn key(sb: &Sandbox, client: &str) -> String {
 }
 
 fn key_with(sb: &Sandbox, client: &str, roles: &[&str]) -> String {
-    let mut cmd = command(sb, "http://127.0.0.1:9");
-    cmd.args(["keys", "create", "--client", client]);
-    for role in roles {
-        cmd.args(["--role", role]);
-    }
-    let out = cmd.output().expect("keys create");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().last().expect("a key").to_owned()
+    agentplane_suites::cli_key(sb, client, roles)
 }
 
 fn agent_url(served: &Served) -> String {

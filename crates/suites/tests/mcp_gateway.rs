@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentplane_suites::{Sandbox, Served, binary, command, sandbox, start};
+use agentplane_suites::{Sandbox, Served, binary, sandbox, start};
 use agentplane_testkit::{Scenario, ScriptedServer, peers};
 use serde_json::{Value, json};
 
@@ -51,19 +51,7 @@ fn gateway_sandbox(policies: &str, extra: &str) -> Sandbox {
 
 /// `agentplane keys create` before the server holds the file: the secret.
 fn key(sb: &Sandbox, client: &str, roles: &[&str]) -> String {
-    let mut cmd = command(sb, "http://127.0.0.1:9");
-    cmd.args(["keys", "create", "--client", client]);
-    for role in roles {
-        cmd.args(["--role", role]);
-    }
-    let out = cmd.output().expect("keys create");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().last().expect("a key").to_owned()
+    agentplane_suites::cli_key(sb, client, roles)
 }
 
 /// PyPI's `mcp` client against `/mcp/gateway` with `key`: lists, and calls `tool`.

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use agentplane_suites::mcp::{mcp_request, mcp_session};
-use agentplane_suites::{Sandbox, Served, SseReader, command, sandbox, start};
+use agentplane_suites::{Sandbox, Served, SseReader, sandbox, start};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -94,20 +94,8 @@ fn role_table() -> Vec<Row> {
 }
 
 /// `agentplane keys create` before the server holds the file: the secret.
-fn cli_key(sb: &Sandbox, model_url: &str, client: &str, role: &str) -> String {
-    let out = command(sb, model_url)
-        .args(["keys", "create", "--client", client, "--role", role])
-        .output()
-        .expect("keys create");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = stdout.lines().last().expect("a last line").to_owned();
-    assert!(last.starts_with("ap_"), "{stdout}");
-    last
+fn cli_key(sb: &Sandbox, client: &str, role: &str) -> String {
+    agentplane_suites::cli_key(sb, client, &[role])
 }
 
 fn call(served: &Served, method: Method, path: &str, key: &str) -> reqwest::RequestBuilder {
@@ -216,10 +204,10 @@ async fn every_route_answers_each_role_as_the_role_table_says() {
     // client for all, so every id resolves for every role.
     let keys: Vec<String> = ROLES
         .iter()
-        .map(|role| cli_key(&sb, &url, "team", role))
+        .map(|role| cli_key(&sb, "team", role))
         .collect();
     // A key of its own for the revoke route to revoke.
-    cli_key(&sb, &url, "spare", "viewer");
+    cli_key(&sb, "spare", "viewer");
     let served = start(&sb, &url, &[]).await;
     let (admin, operator) = (&keys[0], &keys[1]);
 

@@ -6,13 +6,10 @@
 //! replaced before it expired (the upstream refused none), and no token is in the
 //! server's log, the SQLite files, the thread's history or any answer.
 
-use std::time::Duration;
-
 use agentplane_suites::attacks::{assert_nowhere, probe};
 use agentplane_suites::{create_thread, history, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
 
 const CLIENT_SECRET: &str = "s3cret:client/secret";
 const CALLS: usize = 8;
@@ -21,26 +18,7 @@ const CALLS: usize = 8;
 async fn upstream(lifetime_secs: u64) -> (tokio::process::Child, String) {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mcp_upstream.py");
-    let mut child = tokio::process::Command::new(agentplane_testkit::peers::python())
-        .arg(script)
-        .args(["--oauth", &lifetime_secs.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::io::BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .expect("the upstream listens within 30 s")
-    .expect("read")
-    .expect("a port line");
-    let port: Value = serde_json::from_str(&line).expect("port JSON");
-    (child, format!("http://127.0.0.1:{}", port["port"]))
+    agentplane_suites::python_peer(&script, &["--oauth", &lifetime_secs.to_string()]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -227,9 +227,9 @@ async fn declare_and_wait(base: &str, path: &str, length: u64) -> String {
 async fn authorization_comes_before_validation() {
     let model = chatty_model().await;
     let sb = sandbox("");
-    let viewer = cli_key(&sb, &model.base_url(), "alice", &["viewer"]);
-    let operator = cli_key(&sb, &model.base_url(), "alice", &["operator"]);
-    let approver = cli_key(&sb, &model.base_url(), "alice", &["approver"]);
+    let viewer = cli_key(&sb, "alice", &["viewer"]);
+    let operator = cli_key(&sb, "alice", &["operator"]);
+    let approver = cli_key(&sb, "alice", &["approver"]);
     let served = start(&sb, &model.base_url(), &[]).await;
     let (status, text) = send(
         call(&served, Method::POST, "/v1/threads", Some(&operator), None)

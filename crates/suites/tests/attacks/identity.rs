@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use agentplane_suites::attacks::{Tally, assert_envelope};
-use agentplane_suites::{Sandbox, Served, SseReader, command, sandbox, start};
+use agentplane_suites::{Sandbox, Served, SseReader, sandbox, start};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -56,22 +56,10 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> (u16, String) {
 
 /// `agentplane keys create` before the server holds the file; the secret is the last
 /// line of its output.
-pub(crate) fn cli_key(sb: &Sandbox, model_url: &str, client: &str, roles: &[&str]) -> String {
-    let mut cmd = command(sb, model_url);
-    cmd.args(["keys", "create", "--client", client]);
-    for role in roles {
-        cmd.args(["--role", role]);
-    }
-    let out = cmd.output().expect("keys create");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = stdout.lines().last().expect("a last line").to_owned();
-    assert!(last.starts_with("ap_") && last.len() == 67, "{stdout}");
-    last
+pub(crate) fn cli_key(sb: &Sandbox, client: &str, roles: &[&str]) -> String {
+    let key = agentplane_suites::cli_key(sb, client, roles);
+    assert_eq!(key.len(), 67, "{key}");
+    key
 }
 
 /// A key made over `/v1/keys` with the admin key: (id, secret).
@@ -151,8 +139,8 @@ async fn keys_roles_and_approvers_hold_through_the_real_binary() {
     std::fs::write(sb.root.join("policies/four-eyes.yaml"), FOUR_EYES).expect("policy");
     let url = model.base_url();
     // Made by the CLI, through the runtime, before the server locks the file.
-    let admin = cli_key(&sb, &url, "root", &["admin"]);
-    let alice = cli_key(&sb, &url, "alice", &["operator"]);
+    let admin = cli_key(&sb, "root", &["admin"]);
+    let alice = cli_key(&sb, "alice", &["operator"]);
     let served = start(&sb, &url, &["--auth-token", TOKEN]).await;
     let mut secrets = vec![admin.clone(), alice.clone()];
     let (_, bob) = http_key(
