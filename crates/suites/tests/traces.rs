@@ -416,27 +416,8 @@ async fn with_content_capture_on_contents_arrive_redacted() {
 /// npm-free MCP upstream (`peers/mcp_upstream.py`, PyPI's `mcp`): its base URL; its
 /// `GET /record` lists each request's `traceparent` header.
 async fn mcp_upstream() -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/mcp_upstream.py");
-    let mut child = tokio::process::Command::new(peers::python())
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("python starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::io::BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .expect("the upstream listens within 30 s")
-    .expect("read")
-    .expect("a port line");
-    let port: Value = serde_json::from_str(&line).expect("port JSON");
-    (child, format!("http://127.0.0.1:{}", port["port"]))
+    agentplane_suites::python_peer(&script, &[]).await
 }
 
 /// A local HTTP receiver that keeps each request's `traceparent` header and answers 200.
@@ -587,4 +568,89 @@ async fn mcp_requests_over_http_and_webhooks_carry_their_spans_traceparent() {
         )
     );
     assert_eq!(delivery["kind"], 3, "a client span: {delivery}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captured_contents_hold_no_secret_under_concurrent_turns_and_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    // A secret with characters JSON escapes and URLs encode; the answer names it whole
+    // and percent-encoded (as a URL carries it), streamed in pieces that cut it, and
+    // every turn's input names it too. Its tail is what must appear nowhere.
+    const SECRET: &str = "sk/trace+4f9a\"q1c2e8b7d6a5f";
+    const TAIL: &str = "1c2e8b7d6a5f";
+    let percent = "sk%2Ftrace%2B4f9a%22q1c2e8b7d6a5f";
+    let model = ScriptedServer::start(
+        Scenario::new(vec![
+            Step::text(format!("key {SECRET} again {percent} end")).with_split(7),
+        ])
+        .repeating(true),
+    )
+    .await
+    .expect("model");
+    let sb = sandbox(&format!(
+        "{AGENT}[secrets.trace_key]\nenv = \"AGENTPLANE_TRACE_KEY\"\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\ncapture_content = true\n",
+        collector.port
+    ));
+    const TURNS: usize = 8;
+    for round in 0..2 {
+        // The second round on a restarted server over the same store.
+        let served = agentplane_suites::start_with_env(
+            &sb,
+            &model.base_url(),
+            &[],
+            &[("AGENTPLANE_TRACE_KEY", SECRET)],
+        )
+        .await;
+        let mut threads = Vec::new();
+        for i in 0..TURNS {
+            threads.push(create_thread(&served, &sb, "lister", &format!("r{round} t{i}")).await);
+        }
+        let turns = threads.iter().map(|thread| {
+            api(
+                &served,
+                reqwest::Method::POST,
+                &format!("/v1/threads/{thread}/turns"),
+            )
+            .json(&json!({"input": format!("my key is {SECRET}, or {percent}")}))
+            .send()
+        });
+        for response in futures_util::future::join_all(turns).await {
+            let body = response.expect("turn").text().await.expect("stream");
+            assert!(body.contains("turn_completed"), "{body}");
+            assert!(!body.contains(TAIL), "an answer held the secret: {body}");
+        }
+        // The spans leave in batches: wait for this round's before the restart.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let chats = spans(&out)
+                .iter()
+                .filter(|s| s["name"] == "chat scripted-model")
+                .count();
+            if chats >= (round + 1) * TURNS {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{chats} chat spans so far");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        drop(served);
+    }
+    let received = spans(&out);
+    let all = serde_json::to_string(&received).expect("json");
+    assert!(
+        !all.contains(TAIL),
+        "a secret, in some form, reached a span"
+    );
+    // The contents were captured, redacted, not dropped.
+    let redacted = received
+        .iter()
+        .filter(|s| {
+            s["attributes"]["gen_ai.output.messages"]
+                .as_str()
+                .is_some_and(|m| m.contains("[REDACTED:trace_key]"))
+        })
+        .count();
+    assert_eq!(redacted, 2 * TURNS, "every answer captured, redacted");
 }
