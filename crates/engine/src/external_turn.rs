@@ -87,18 +87,11 @@ async fn run_external(
         pending: String::new(),
         usage: Usage::default(),
     };
+    // The plan stored it with the turn (its model is this agent's label).
     match started {
         Some(started) => observer.on_event(&started),
         None => {
-            turn.record(EventPayload::TurnStarted {
-                agent: request.agent.name.clone(),
-                input: request.input.clone(),
-                model: label,
-                workspace: request.workspace.display().to_string(),
-                agent_version: request.agent_version.clone(),
-                shadow_of: request.shadow_of.as_ref().map(|t| t.to_string()),
-            })
-            .await?;
+            turn.record(crate::turn::turn_started(&request)).await?;
         }
     }
     // An external agent uses no ensembles of ours; close any the toolbox opened.
