@@ -67,21 +67,51 @@ impl RedactingStore {
         stream.push(&self.redactor, text).unwrap_or_default()
     }
 
-    /// Records what is still held for `turn` as a `message_delta` of its own, before
-    /// the turn's next event of another kind.
-    async fn release_held(&self, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
-        let Some(text) = self
-            .held()
+    /// What is still held for `turn`, as a `message_delta` of its own to be written
+    /// before the turn's next event of another kind.
+    fn take_held(&self, turn: &TurnId) -> Option<EventPayload> {
+        self.held()
             .remove(turn)
             .and_then(|held| held.finish(&self.redactor))
-        else {
+            .map(|text| EventPayload::MessageDelta { text })
+    }
+
+    /// Records what is still held for `turn`, before the turn's next event of another
+    /// kind.
+    async fn release_held(&self, thread: &ThreadId, turn: &TurnId) -> Result<(), StoreError> {
+        let Some(released) = self.take_held(turn) else {
             return Ok(());
         };
         self.inner
-            .append(thread, turn, EventPayload::MessageDelta { text })
+            .append(thread, turn, released)
             .await
             .map_err(|e| self.error(e))?;
         Ok(())
+    }
+
+    /// `payloads` redacted as [`EventStore::append`] redacts one each: streamed text
+    /// joined to what was held, and what was held released before an event of
+    /// another kind.
+    fn payloads(
+        &self,
+        turn: &TurnId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Vec<EventPayload>, StoreError> {
+        let mut out = Vec::with_capacity(payloads.len() + 1);
+        for payload in payloads {
+            match payload {
+                EventPayload::MessageDelta { text } if !self.redactor.is_empty() => {
+                    out.push(EventPayload::MessageDelta {
+                        text: self.streamed_piece(turn, &text),
+                    });
+                }
+                other => {
+                    out.extend(self.take_held(turn));
+                    out.push(self.payload(other)?);
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn text(&self, text: &str) -> String {
@@ -226,6 +256,35 @@ impl EventStore for RedactingStore {
         self.release_held(thread, turn).await?;
         self.inner
             .complete_turn(thread, turn, stop_reason, self.json(result))
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn append_all(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let payloads = self.payloads(turn, payloads)?;
+        self.inner
+            .append_all(thread, turn, payloads)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn complete_turn_after(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        before: Vec<EventPayload>,
+        stop_reason: StopReason,
+        result: Value,
+    ) -> Result<(Vec<Event>, Event), StoreError> {
+        let mut before = self.payloads(turn, before)?;
+        before.extend(self.take_held(turn));
+        self.inner
+            .complete_turn_after(thread, turn, before, stop_reason, self.json(result))
             .await
             .map_err(|e| self.error(e))
     }
@@ -505,6 +564,91 @@ mod tests {
             ),
             "held text is recorded before the turn ends"
         );
+    }
+
+    /// The same through whole steps: pieces cut anywhere, an event of another kind in
+    /// the middle of a step (the held text goes before it), and the turn's end with the
+    /// last pieces.
+    #[tokio::test]
+    async fn a_secret_cut_between_pieces_of_one_step_is_redacted_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, sqlite) = store(dir.path()).await;
+        let thread = ThreadId::new();
+        store
+            .create_thread(NewThread {
+                id: thread.clone(),
+                client_id: "c".into(),
+                agent: "a".into(),
+                cwd: "/tmp".into(),
+                title: None,
+            })
+            .await
+            .expect("thread");
+        let turn = TurnId::new();
+        store
+            .begin_turn(&thread, &turn, "hi", false)
+            .await
+            .expect("turn");
+        let piece = |text: &str| EventPayload::MessageDelta { text: text.into() };
+        let (head, tail) = VALUE.split_at(6);
+        let usage = EventPayload::Usage {
+            provider: "p".into(),
+            model: format!("m {VALUE}"),
+            input_tokens: 1,
+            output_tokens: 2,
+            reported: true,
+        };
+        let returned = store
+            .append_all(
+                &thread,
+                &turn,
+                vec![
+                    piece("the key is "),
+                    piece(head),
+                    piece(tail),
+                    piece(" and "),
+                    piece(head),
+                    usage,
+                ],
+            )
+            .await
+            .expect("step");
+        // The text held when the usage came was written before it, and returned too.
+        let kinds: Vec<&str> = returned.iter().map(|e| e.payload.kind()).collect();
+        assert_eq!(kinds.last(), Some(&"usage"), "{kinds:?}");
+        assert_eq!(kinds[kinds.len() - 2], "message_delta", "{kinds:?}");
+        store
+            .complete_turn_after(
+                &thread,
+                &turn,
+                vec![piece(head), piece(tail)],
+                StopReason::Finished,
+                json!({}),
+            )
+            .await
+            .expect("end");
+        let events = sqlite.turn_events(&turn).await.expect("events");
+        let mut streamed = String::new();
+        for event in &events {
+            let json = serde_json::to_string(&event.payload).expect("json");
+            assert!(
+                !json.contains("sk-leak") && !json.contains("8f3Kq"),
+                "{json}"
+            );
+            if let EventPayload::MessageDelta { text } = &event.payload {
+                streamed.push_str(text);
+            }
+        }
+        // The cut-off head before the usage is not a secret by itself: it stands.
+        assert_eq!(
+            streamed,
+            format!("the key is [REDACTED:api_token] and {head}[REDACTED:api_token]")
+        );
+        assert!(matches!(
+            events.last().map(|e| &e.payload),
+            Some(EventPayload::TurnCompleted { .. })
+        ));
+        assert!(!contains(&database_bytes(dir.path()), VALUE));
     }
 
     #[tokio::test]

@@ -151,6 +151,32 @@ impl EventStore for MeteredStore {
         .await
     }
 
+    async fn append_all(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.timed("append_all", self.inner.append_all(thread, turn, payloads))
+            .await
+    }
+
+    async fn complete_turn_after(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        before: Vec<EventPayload>,
+        stop_reason: StopReason,
+        result: serde_json::Value,
+    ) -> Result<(Vec<Event>, Event), StoreError> {
+        self.timed(
+            "complete_turn_after",
+            self.inner
+                .complete_turn_after(thread, turn, before, stop_reason, result),
+        )
+        .await
+    }
+
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         self.timed("turn", self.inner.turn(id)).await
     }

@@ -223,6 +223,44 @@ pub(crate) async fn append(
     insert_event(db, thread, turn, payload).await
 }
 
+/// Appends `payloads` in order to a running turn, in the caller's transaction: the turn
+/// is checked once for all of them.
+pub(crate) async fn append_all(
+    db: Db<'_>,
+    thread: &ThreadId,
+    turn: &TurnId,
+    payloads: Vec<EventPayload>,
+) -> Result<Vec<Event>, StoreError> {
+    if payloads
+        .iter()
+        .any(|payload| matches!(payload, EventPayload::TurnCompleted { .. }))
+    {
+        return Err(StoreError::Conflict(format!(
+            "turn {turn}: turn_completed is written by complete_turn, not append"
+        )));
+    }
+    require_running(db, thread, turn).await?;
+    let mut events = Vec::with_capacity(payloads.len());
+    for payload in payloads {
+        events.push(insert_event(db, thread, turn, payload).await?);
+    }
+    Ok(events)
+}
+
+/// [`append_all`] of `before`, then the turn's end, in the caller's transaction.
+pub(crate) async fn complete_turn_after(
+    db: Db<'_>,
+    thread: &ThreadId,
+    turn: &TurnId,
+    before: Vec<EventPayload>,
+    stop_reason: StopReason,
+    result: serde_json::Value,
+) -> Result<(Vec<Event>, Event), StoreError> {
+    let appended = append_all(db, thread, turn, before).await?;
+    let end = end_turn(db, thread, turn, stop_reason, result).await?;
+    Ok((appended, end))
+}
+
 pub(crate) async fn complete_turn(
     db: Db<'_>,
     thread: &ThreadId,

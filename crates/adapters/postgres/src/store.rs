@@ -243,6 +243,33 @@ impl EventStore for PostgresStore {
         ))
     }
 
+    async fn append_all(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Vec<Event>, StoreError> {
+        in_tx!(self, |db| events::append_all(db, thread, turn, payloads))
+    }
+
+    async fn complete_turn_after(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        before: Vec<EventPayload>,
+        stop_reason: StopReason,
+        result: serde_json::Value,
+    ) -> Result<(Vec<Event>, Event), StoreError> {
+        in_tx!(self, |db| events::complete_turn_after(
+            db,
+            thread,
+            turn,
+            before,
+            stop_reason,
+            result
+        ))
+    }
+
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         on_conn!(self, |db| events::turn(db, id))
     }

@@ -273,6 +273,49 @@ impl EventStore for SqliteStore {
         .await
     }
 
+    async fn append_all(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let (thread, turn) = (thread.clone(), turn.clone());
+        self.write(|reply| {
+            crate::writer::job(
+                move |c| crate::writer::append_all(c, &thread, &turn, payloads),
+                reply,
+            )
+        })
+        .await
+    }
+
+    async fn complete_turn_after(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        before: Vec<EventPayload>,
+        stop_reason: StopReason,
+        result: serde_json::Value,
+    ) -> Result<(Vec<Event>, Event), StoreError> {
+        let (thread, turn) = (thread.clone(), turn.clone());
+        self.write(|reply| {
+            crate::writer::job(
+                move |c| {
+                    crate::writer::complete_turn_after(
+                        c,
+                        &thread,
+                        &turn,
+                        before,
+                        stop_reason,
+                        result,
+                    )
+                },
+                reply,
+            )
+        })
+        .await
+    }
+
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         let id = id.clone();
         self.read(move |c| reader::turn(c, &id)).await

@@ -537,6 +537,43 @@ fn append(
     insert_event(c, thread, turn, payload)
 }
 
+/// Appends `payloads` in order to a running turn, in the caller's savepoint: the turn
+/// is checked once for all of them.
+pub(crate) fn append_all(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+    payloads: Vec<EventPayload>,
+) -> Result<Vec<Event>, StoreError> {
+    if payloads
+        .iter()
+        .any(|payload| matches!(payload, EventPayload::TurnCompleted { .. }))
+    {
+        return Err(StoreError::Conflict(format!(
+            "turn {turn}: turn_completed is written by complete_turn, not append"
+        )));
+    }
+    require_running(c, thread, turn)?;
+    payloads
+        .into_iter()
+        .map(|payload| insert_event(c, thread.clone(), turn.clone(), payload))
+        .collect()
+}
+
+/// [`append_all`] of `before`, then the turn's end, in the caller's savepoint.
+pub(crate) fn complete_turn_after(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+    before: Vec<EventPayload>,
+    stop_reason: StopReason,
+    result: serde_json::Value,
+) -> Result<(Vec<Event>, Event), StoreError> {
+    let appended = append_all(c, thread, turn, before)?;
+    let end = end_turn(c, thread, turn, stop_reason, result)?;
+    Ok((appended, end))
+}
+
 fn complete_turn(
     c: &Connection,
     thread: &ThreadId,

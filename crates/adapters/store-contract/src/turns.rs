@@ -484,3 +484,116 @@ pub async fn start_turn_stores_the_turn_and_its_start_together_or_neither<S: Sto
         .expect("start after the end");
     assert_eq!(event.seq, 3);
 }
+
+/// One step's events are one write: stored in order with gapless seqs and their audit
+/// chain, or none of them; a turn's last events and its end the same.
+pub async fn a_steps_events_are_stored_together_or_not_at_all<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
+    let (thread, turn) = running_turn(&*store).await;
+    let events = store
+        .append_all(
+            &thread,
+            &turn,
+            vec![delta("a"), delta("b\u{0}\"'"), delta("c")],
+        )
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(store.turn_events(&turn).await.unwrap(), events);
+
+    // turn_completed cannot hide among them, and nothing of the refused write stays.
+    let smuggled = store
+        .append_all(
+            &thread,
+            &turn,
+            vec![
+                delta("d"),
+                EventPayload::TurnCompleted {
+                    stop_reason: StopReason::Finished,
+                    result: serde_json::Value::Null,
+                },
+            ],
+        )
+        .await;
+    assert!(
+        matches!(smuggled, Err(StoreError::Conflict(_))),
+        "{smuggled:?}"
+    );
+    assert_eq!(store.turn_events(&turn).await.unwrap().len(), 3);
+
+    // The third of three cannot be written: the first two vanish with it.
+    sabotage(
+        raw,
+        "BEFORE INSERT ON events",
+        Some("CAST(NEW.payload AS TEXT) LIKE '%third%'"),
+        "sabotaged step",
+    )
+    .await;
+    let failed = store
+        .append_all(
+            &thread,
+            &turn,
+            vec![delta("first"), delta("second"), delta("third")],
+        )
+        .await;
+    assert!(
+        matches!(&failed, Err(StoreError::Backend(m)) if m.contains("sabotaged step")),
+        "{failed:?}"
+    );
+    let failed = store
+        .complete_turn_after(
+            &thread,
+            &turn,
+            vec![delta("third")],
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await;
+    assert!(matches!(failed, Err(StoreError::Backend(_))), "{failed:?}");
+    assert_eq!(store.turn_events(&turn).await.unwrap().len(), 3);
+    assert_eq!(
+        store.turn(&turn).await.unwrap().unwrap().status,
+        TurnStatus::Running
+    );
+    unsabotage(raw, "events").await;
+
+    let (last, end) = store
+        .complete_turn_after(
+            &thread,
+            &turn,
+            vec![delta("last"), delta("words")],
+            StopReason::TextAnswer,
+            serde_json::json!("ok"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(last.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5]);
+    assert_eq!(end.seq, 6);
+    let record = store.turn(&turn).await.unwrap().unwrap();
+    assert_eq!(record.status, TurnStatus::Ended(StopReason::TextAnswer));
+    assert_eq!(store.turn_events(&turn).await.unwrap().len(), 6);
+
+    // The ended turn takes no more, in either form.
+    let late = store.append_all(&thread, &turn, vec![delta("late")]).await;
+    assert!(matches!(late, Err(StoreError::Conflict(_))), "{late:?}");
+    let late = store
+        .complete_turn_after(
+            &thread,
+            &turn,
+            vec![],
+            StopReason::Finished,
+            serde_json::Value::Null,
+        )
+        .await;
+    assert!(matches!(late, Err(StoreError::Conflict(_))), "{late:?}");
+    let report = agentplane_engine::hub::verify_chains(&*store, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.broken, None,
+        "the refused writes left the chain whole"
+    );
+}

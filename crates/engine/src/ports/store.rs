@@ -389,6 +389,28 @@ pub trait EventStore: Send + Sync {
         result: serde_json::Value,
     ) -> Result<Event, StoreError>;
 
+    /// Appends `payloads` to a running turn in order, in one transaction: all or none.
+    /// One round trip for the events of one step of a turn (its usage and cost, say).
+    /// The stored events come back in order; a store that adds events of its own (the
+    /// redacting store's held-back text) returns those too, where they were written.
+    async fn append_all(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        payloads: Vec<EventPayload>,
+    ) -> Result<Vec<Event>, StoreError>;
+
+    /// [`Self::append_all`] of `before`, then [`Self::complete_turn`], in one
+    /// transaction: a turn's last events and its end are one write.
+    async fn complete_turn_after(
+        &self,
+        thread: &ThreadId,
+        turn: &TurnId,
+        before: Vec<EventPayload>,
+        stop_reason: StopReason,
+        result: serde_json::Value,
+    ) -> Result<(Vec<Event>, Event), StoreError>;
+
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError>;
 
     /// A thread's turns in the order they began (internal ones included).

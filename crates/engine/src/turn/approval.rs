@@ -255,6 +255,8 @@ impl ActiveTurn<'_> {
         let snapshot = serde_json::to_value(&snapshot)
             .map_err(|e| failed(ErrorCode::Internal, format!("turn state: {e}")))?;
         let id = ApprovalId::new();
+        // `approval_required` follows what was held, and the turn waits from here.
+        self.flush().await?;
         let (_, event) = self
             .deps
             .store

@@ -329,6 +329,7 @@ async fn run_inner(
         scope: None,
         scope_policies: String::new(),
         size: request.size,
+        held: std::sync::Mutex::new(Vec::new()),
     };
     if approval.is_none() {
         match begun.started {
@@ -345,6 +346,20 @@ async fn run_inner(
     let ensembles = request.ensembles.clone();
     let before = deps.scan_workspace(&request.workspace).await;
     let ended = turn.drive(&request, approval, &cancel).await;
+    // Nothing slow runs while events are held: closing tools and scanning the
+    // workspace may take a while.
+    if !ensembles.is_empty()
+        || before.is_some()
+        || matches!(
+            ended,
+            Ok(Ending {
+                suspended: Some(_),
+                ..
+            })
+        )
+    {
+        turn.flush().await?;
+    }
     // Close every ensemble whatever happened; a close never fails the turn.
     for ensemble in &ensembles {
         ensemble.close().await;
@@ -389,15 +404,20 @@ async fn run_inner(
         turn.record(changed).await?;
     }
     turn.audit(&request).await?;
-    let event = deps
+    // The turn's last events and its end are one write.
+    let (last, event) = deps
         .store
-        .complete_turn(
+        .complete_turn_after(
             &turn.thread,
             &turn.turn,
+            turn.take_held(),
             ending.stop_reason,
             ending.result.clone(),
         )
         .await?;
+    for held in &last {
+        observer.on_event(held);
+    }
     observer.on_event(&event);
     Ok(TurnOutcome {
         thread: turn.thread,
@@ -485,17 +505,73 @@ struct ActiveTurn<'a> {
     scope_policies: String,
     /// The task-size hint for routing (the request's, or the suspended turn's).
     size: Option<TaskSize>,
+    /// Events held for the turn's next write ([`Self::hold`]).
+    held: std::sync::Mutex<Vec<EventPayload>>,
 }
 
 impl ActiveTurn<'_> {
+    /// Records `payload`, after the events held for it, in one store write.
     async fn record(&self, payload: EventPayload) -> Result<Event, StoreError> {
-        let event = self
+        let mut payloads = self.take_held();
+        if payloads.is_empty() {
+            let event = self
+                .deps
+                .store
+                .append(&self.thread, &self.turn, payload)
+                .await?;
+            self.observer.on_event(&event);
+            return Ok(event);
+        }
+        payloads.push(payload);
+        let mut events = self
             .deps
             .store
-            .append(&self.thread, &self.turn, payload)
+            .append_all(&self.thread, &self.turn, payloads)
             .await?;
-        self.observer.on_event(&event);
-        Ok(event)
+        for event in &events {
+            self.observer.on_event(event);
+        }
+        events
+            .pop()
+            .ok_or_else(|| StoreError::Backend("the store recorded none of a turn's events".into()))
+    }
+
+    /// Holds `payload` for the turn's next write (its next event, or its end), so the
+    /// events that end one step of the turn (its last text, usage and cost) and what
+    /// follows them are one store round trip. Only for events another write follows at
+    /// once: nothing slow (a tool, a person, closing tools) runs while events are
+    /// held, so a crash loses no more than it could before.
+    fn hold(&self, payload: EventPayload) {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(payload);
+    }
+
+    fn take_held(&self) -> Vec<EventPayload> {
+        std::mem::take(
+            &mut *self
+                .held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Writes the held events now, before something slow or a write of another kind.
+    async fn flush(&self) -> Result<(), StoreError> {
+        let held = self.take_held();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let events = self
+            .deps
+            .store
+            .append_all(&self.thread, &self.turn, held)
+            .await?;
+        for event in &events {
+            self.observer.on_event(event);
+        }
+        Ok(())
     }
 
     async fn drive(
@@ -731,6 +807,7 @@ impl ActiveTurn<'_> {
         if set.is_empty() {
             return Ok(());
         }
+        self.flush().await?;
         let events = self.deps.store.turn_events(&self.turn).await?;
         let ctx = self.policy_ctx(request, None);
         for violation in crate::governance::audit::violations(&set, &events, &ctx) {

@@ -65,7 +65,7 @@ impl ActiveTurn<'_> {
                 self.usage.input_tokens += usage.input_tokens;
                 self.usage.output_tokens += usage.output_tokens;
             }
-            self.record_charge(charged).await?;
+            self.record_charge(charged);
         }
         match ended.outcome {
             Ok(routed) => self.check_answer(routed.response, request).await,
@@ -109,7 +109,8 @@ impl ActiveTurn<'_> {
 
     /// Records one call's `usage` and `cost` events (and, when the server claimed more
     /// than the worst case, a `security_event` saying so): the cost is what was charged.
-    async fn record_charge(&self, charged: &Charged) -> Result<(), Stop> {
+    /// Held for the turn's next write (`hold`).
+    fn record_charge(&self, charged: &Charged) {
         let Charged {
             model,
             provider,
@@ -117,8 +118,9 @@ impl ActiveTurn<'_> {
             charge,
         } = charged;
         let reported = usage.unwrap_or_default();
+        // Held for the turn's next write: the answer's next step, or the turn's end.
         if charge.over_reported() {
-            self.record(EventPayload::SecurityEvent {
+            self.hold(EventPayload::SecurityEvent {
                 event_type: USAGE_OVER_REPORTED.to_owned(),
                 tool: None,
                 detail: format!(
@@ -129,27 +131,23 @@ impl ActiveTurn<'_> {
                     usd_of_micros(charge.reported_micros.unwrap_or_default()),
                     usd_of_micros(charge.worst_micros),
                 ),
-            })
-            .await?;
+            });
         }
-        self.record(EventPayload::Usage {
+        self.hold(EventPayload::Usage {
             provider: provider.clone(),
             model: model.clone(),
             input_tokens: reported.input_tokens,
             output_tokens: reported.output_tokens,
             reported: usage.is_some(),
-        })
-        .await?;
-        self.record(EventPayload::Cost {
+        });
+        self.hold(EventPayload::Cost {
             provider: provider.clone(),
             model: model.clone(),
             input_tokens: reported.input_tokens,
             output_tokens: reported.output_tokens,
             usd_micros: charge.usd_micros,
             usd: usd_of_micros(charge.usd_micros),
-        })
-        .await?;
-        Ok(())
+        });
     }
 
     /// The metered call itself (`crate::metered::call`: routing, failover, settling),
@@ -280,9 +278,9 @@ impl ActiveTurn<'_> {
                     pending.push_str(&rest);
                 }
             }
+            // The answer's last text goes with its usage and cost (`hold`).
             if !pending.is_empty() {
-                this.record(EventPayload::MessageDelta { text: pending })
-                    .await?;
+                this.hold(EventPayload::MessageDelta { text: pending });
             }
             Ok::<(), StoreError>(())
         };

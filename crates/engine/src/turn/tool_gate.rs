@@ -21,6 +21,8 @@ impl ActiveTurn<'_> {
         cancel: &CancellationToken,
     ) -> Result<Result<(), ToolError>, Stop> {
         crate::ports::telemetry::governance_event("permission_requested", "");
+        // A person may take a while; `permission_required` follows what was held.
+        self.flush().await?;
         let (decision, record) = permissions::ask(
             self.deps.store.as_ref(),
             request.permissions.as_ref(),
