@@ -17,8 +17,10 @@
 //! back to the client, which is why `approval_required` policies do not apply.
 
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+
+use crate::call_records::CallRecords;
 use tracing::Instrument;
 
 use crate::error::HubError;
@@ -87,7 +89,7 @@ pub struct AdmittedCall {
     roles: Vec<String>,
     request: ChatRequest,
     meter: Meter,
-    tasks: TaskTracker,
+    records: Arc<CallRecords>,
 }
 
 impl std::fmt::Debug for AdmittedCall {
@@ -267,7 +269,7 @@ fn note_findings(governance: &crate::governance::Governance, events: &[EventPayl
 pub(crate) async fn admit(
     deps: &TurnDeps,
     config: &GatewayConfig,
-    tasks: TaskTracker,
+    records: &Arc<CallRecords>,
     (client, roles): (&str, Vec<String>),
     mut request: ChatRequest,
 ) -> Result<AdmittedCall, HubError> {
@@ -311,7 +313,7 @@ pub(crate) async fn admit(
     // Abandoned (the client left, the future was dropped): recorded at the worst case.
     let abandoned = Recorder {
         deps: deps.clone(),
-        tasks: tasks.clone(),
+        records: Arc::clone(records),
         id: id.clone(),
         client: client.to_owned(),
         agent: config.agent.clone(),
@@ -337,7 +339,7 @@ pub(crate) async fn admit(
         roles,
         request,
         meter,
-        tasks,
+        records: Arc::clone(records),
     })
 }
 
@@ -360,7 +362,7 @@ impl AdmittedCall {
     pub async fn call(self, on_text: &mut TextSink<'_>) -> Result<GatewayReply, HubError> {
         let recorder = Recorder {
             deps: self.deps.clone(),
-            tasks: self.tasks.clone(),
+            records: Arc::clone(&self.records),
             id: self.id.clone(),
             client: self.client.clone(),
             agent: self.agent.clone(),
@@ -463,10 +465,11 @@ impl AdmittedCall {
     }
 }
 
-/// Records a gateway call for cost reports and the tap, in the background.
+/// Records a gateway call for cost reports and the tap, in the background
+/// (`call_records`: in a batch with the calls around it).
 struct Recorder {
     deps: TurnDeps,
-    tasks: TaskTracker,
+    records: Arc<CallRecords>,
     id: CompletionId,
     client: String,
     agent: String,
@@ -487,13 +490,7 @@ impl Recorder {
             usd_micros: charge.usd_micros,
         };
         self.deps.governance.telemetry.model_call(&record);
-        let store = self.deps.store.clone();
-        self.tasks.spawn(async move {
-            let id = record.id.clone();
-            if let Err(e) = store.record_model_call(record).await {
-                tracing::error!(call = %id, error = %e, "a gateway call could not be recorded");
-            }
-        });
+        self.records.record(record);
     }
 }
 

@@ -5,6 +5,7 @@
 //! everything outside the process reaches it through a port. Interfaces (CLI, HTTP) call
 //! the same engine functions, so they behave the same.
 
+pub mod call_records;
 pub mod context;
 pub mod error;
 pub mod executions;

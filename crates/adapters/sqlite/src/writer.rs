@@ -290,16 +290,20 @@ impl Batch<'_> {
         if let Some(error) = &self.broken {
             return Err(error.clone());
         }
-        self.tx
-            .execute_batch("SAVEPOINT command")
-            .map_err(backend)?;
-        let outcome = write(&self.tx);
-        let close = if outcome.is_ok() {
-            "RELEASE command"
-        } else {
-            "ROLLBACK TO command; RELEASE command"
+        // Prepared once per connection: every write of every batch opens and closes one.
+        let run = |sql: &str| {
+            self.tx
+                .prepare_cached(sql)
+                .and_then(|mut statement| statement.execute([]))
         };
-        if let Err(e) = self.tx.execute_batch(close) {
+        run("SAVEPOINT command").map_err(backend)?;
+        let outcome = write(&self.tx);
+        let closed = if outcome.is_ok() {
+            run("RELEASE command")
+        } else {
+            run("ROLLBACK TO command").and_then(|_| run("RELEASE command"))
+        };
+        if let Err(e) = closed {
             let error = backend(e);
             self.broken = Some(error.clone());
             return Err(error);

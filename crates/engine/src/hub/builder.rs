@@ -118,6 +118,9 @@ impl HubBuilder {
 
     /// The hub.
     pub fn build(self) -> Arc<Hub> {
+        let tasks = TaskTracker::new();
+        let call_records =
+            crate::call_records::CallRecords::new(self.deps.store.clone(), tasks.clone());
         Arc::new(Hub {
             deps: self.deps,
             agents: self.agents,
@@ -125,7 +128,7 @@ impl HubBuilder {
             config: self.config,
             broker: Arc::new(PermissionBroker::default()),
             live: Live::default(),
-            tasks: TaskTracker::new(),
+            tasks,
             accepting: AtomicBool::new(true),
             stopping: CancellationToken::new(),
             versions: self.versions,
@@ -135,6 +138,7 @@ impl HubBuilder {
             workspace_roots: self.workspace_roots,
             mcp_gateway: self.mcp_gateway,
             mcp_schemas: Default::default(),
+            call_records,
             audit: self.audit,
         })
     }

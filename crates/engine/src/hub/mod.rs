@@ -173,6 +173,8 @@ pub struct Hub {
     audit: Option<Arc<dyn crate::ports::AuditStore>>,
     /// The gateway's tools' compiled input schemas.
     mcp_schemas: crate::mcp_gateway::SchemaCache,
+    /// Gateway calls' records waiting for their batch (`call_records.rs`).
+    call_records: Arc<crate::call_records::CallRecords>,
 }
 
 impl Hub {
@@ -287,7 +289,7 @@ impl Hub {
         crate::gateway::admit(
             &self.deps,
             &self.config.gateway,
-            self.tasks.clone(),
+            &self.call_records,
             (client, caller.roles().names()),
             request,
         )
