@@ -2,11 +2,15 @@
 //! append answered only after its transaction committed (the SQLite writer's group
 //! commit; a PostgreSQL transaction per append).
 //!
+//! Two shapes: one event per write (`append`, as a streamed answer's deltas are written),
+//! and steps of four events per write (`append_all`, as a turn writes the events that
+//! end a model call: its last text, usage and cost, with what follows).
+//!
 //! `cargo bench -p agentplane-runtime --bench event_appends`. Environment:
 //! `BENCH_APPEND_TURNS` (turns appending at once, default 64), `BENCH_APPEND_EVENTS`
 //! (events each, default 500), `BENCH_POSTGRES_URL` (also measure PostgreSQL on that
 //! database, which gets the threads it writes; skipped without it). Reports events/s and
-//! the process's CPU per event (`/proc/self/stat`), three rounds each.
+//! the process's CPU per event (`/proc/self/stat`), three rounds of each shape.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,9 +40,18 @@ fn cpu_ticks() -> u64 {
     field(11) + field(12)
 }
 
-/// One round: `turns` running turns, each appending `events` deltas, all at once.
-/// Returns (events per second, CPU µs per event).
-async fn round(store: Arc<dyn EventStore>, turns: usize, events: usize) -> (f64, f64) {
+/// Events per store write: 1 (`append`) or more (`append_all`).
+const STEP: usize = 4;
+
+fn delta(n: usize) -> EventPayload {
+    EventPayload::MessageDelta {
+        text: format!("a piece of an answer, number {n}, streamed"),
+    }
+}
+
+/// One round: `turns` running turns, each appending `events` deltas, `step` per write,
+/// all at once. Returns (events per second, CPU µs per event).
+async fn round(store: Arc<dyn EventStore>, turns: usize, events: usize, step: usize) -> (f64, f64) {
     let mut running = Vec::new();
     for i in 0..turns {
         let thread = store
@@ -77,17 +90,22 @@ async fn round(store: Arc<dyn EventStore>, turns: usize, events: usize) -> (f64,
     for (thread, turn) in running {
         let store = store.clone();
         tasks.spawn(async move {
-            for n in 0..events {
-                store
-                    .append(
-                        &thread,
-                        &turn,
-                        EventPayload::MessageDelta {
-                            text: format!("a piece of an answer, number {n}, streamed"),
-                        },
-                    )
-                    .await
-                    .expect("append");
+            let mut n = 0;
+            while n < events {
+                let upto = (n + step).min(events);
+                if step == 1 {
+                    store
+                        .append(&thread, &turn, delta(n))
+                        .await
+                        .expect("append");
+                } else {
+                    let payloads = (n..upto).map(delta).collect();
+                    store
+                        .append_all(&thread, &turn, payloads)
+                        .await
+                        .expect("append_all");
+                }
+                n = upto;
             }
         });
     }
@@ -101,12 +119,14 @@ async fn round(store: Arc<dyn EventStore>, turns: usize, events: usize) -> (f64,
 }
 
 async fn measure(name: &str, store: Arc<dyn EventStore>, turns: usize, events: usize) {
-    for n in 1..=3 {
-        let (per_second, cpu) = round(store.clone(), turns, events).await;
-        println!(
-            "{name:<10} round {n}: {turns} turns × {events} events: {per_second:>9.0} events/s, \
-             {cpu:>6.1} µs CPU per event"
-        );
+    for step in [1, STEP] {
+        for n in 1..=3 {
+            let (per_second, cpu) = round(store.clone(), turns, events, step).await;
+            println!(
+                "{name:<10} {step} per write, round {n}: {turns} turns × {events} events: \
+                 {per_second:>9.0} events/s, {cpu:>6.1} µs CPU per event"
+            );
+        }
     }
 }
 

@@ -289,6 +289,14 @@ impl EventStore for RedactingStore {
             .map_err(|e| self.error(e))
     }
 
+    async fn answered_turns(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        self.inner.answered_turns(thread, limit).await
+    }
+
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         self.inner.turn(id).await
     }

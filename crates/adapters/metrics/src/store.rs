@@ -177,6 +177,15 @@ impl EventStore for MeteredStore {
         .await
     }
 
+    async fn answered_turns(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        self.timed("answered_turns", self.inner.answered_turns(thread, limit))
+            .await
+    }
+
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         self.timed("turn", self.inner.turn(id)).await
     }

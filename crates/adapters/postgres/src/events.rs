@@ -552,6 +552,31 @@ pub(crate) async fn turns_of_thread(
     .collect()
 }
 
+/// See `EventStore::answered_turns`: newest first, then turned around.
+pub(crate) async fn answered_turns(
+    db: Db<'_>,
+    thread: &ThreadId,
+    limit: usize,
+) -> Result<Vec<TurnRecord>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut turns = db
+        .query(
+            &format!(
+                "SELECT {TURN_COLUMNS} FROM turns
+                 WHERE thread_id = $1 AND NOT internal AND status IN ('finished', 'text_answer')
+                 ORDER BY pos DESC LIMIT $2"
+            ),
+            &[&thread.as_str(), &limit],
+        )
+        .await
+        .map_err(pg)?
+        .iter()
+        .map(decode_turn)
+        .collect::<Result<Vec<_>, _>>()?;
+    turns.reverse();
+    Ok(turns)
+}
+
 pub(crate) async fn turn_events(db: Db<'_>, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
     db.query(
         &format!("SELECT {EVENT_COLUMNS} FROM events WHERE turn_id = $1 ORDER BY seq"),

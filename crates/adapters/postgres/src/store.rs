@@ -280,6 +280,14 @@ impl EventStore for PostgresStore {
         on_conn!(self, |db| events::turns_of_thread(db, thread))
     }
 
+    async fn answered_turns(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        on_conn!(self, |db| events::answered_turns(db, thread, limit))
+    }
+
     async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
         on_conn!(self, |db| events::turn_events(db, turn))
     }

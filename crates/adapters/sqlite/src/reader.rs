@@ -163,6 +163,33 @@ pub(crate) fn turns_of_thread(
     .collect()
 }
 
+/// See `EventStore::answered_turns`: newest first by the index on the thread, then
+/// turned around.
+pub(crate) fn answered_turns(
+    c: &Connection,
+    thread: &ThreadId,
+    limit: usize,
+) -> Result<Vec<TurnRecord>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut turns = c
+        .prepare_cached(&format!(
+            "SELECT {TURN_COLUMNS} FROM turns
+             WHERE thread_id = ?1 AND internal = 0 AND status IN ('finished', 'text_answer')
+             ORDER BY rowid DESC LIMIT ?2"
+        ))
+        .and_then(|mut select| {
+            select
+                .query_map(rusqlite::params![thread.as_str(), limit], RawTurn::from_row)?
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(backend)?
+        .into_iter()
+        .map(RawTurn::decode)
+        .collect::<Result<Vec<_>, _>>()?;
+    turns.reverse();
+    Ok(turns)
+}
+
 const EVENT_COLUMNS: &str = "thread_id, seq, turn_id, ts, payload";
 
 pub(crate) fn turn_events(c: &Connection, turn: &TurnId) -> Result<Vec<Event>, StoreError> {

@@ -61,12 +61,55 @@ pub(crate) fn insert_event(
     turn: TurnId,
     payload: EventPayload,
 ) -> Result<Event, StoreError> {
-    let raw_seq: i64 = c
-        .prepare_cached(
-            "UPDATE threads SET next_seq = next_seq + 1 WHERE id = ?1 RETURNING next_seq - 1",
-        )
-        .and_then(|mut next| next.query_row([thread.as_str()], |row| row.get(0)))
-        .map_err(backend)?;
+    let raw_seq = take_seqs(c, &thread, 1)?;
+    let prev = previous_hash(c, &thread, raw_seq)?;
+    let (event, _) = insert_linked(c, thread, turn, raw_seq, &prev, payload)?;
+    Ok(event)
+}
+
+/// [`insert_event`] for several events of one turn: their seqs taken in one update,
+/// the previous hash read once, each event linked to the one before it in memory.
+pub(crate) fn insert_events(
+    c: &Connection,
+    thread: &ThreadId,
+    turn: &TurnId,
+    payloads: Vec<EventPayload>,
+) -> Result<Vec<Event>, StoreError> {
+    if payloads.is_empty() {
+        return Ok(Vec::new());
+    }
+    let count = i64::try_from(payloads.len())
+        .map_err(|_| StoreError::Backend("too many events in one write".into()))?;
+    let first = take_seqs(c, thread, count)?;
+    let mut prev = previous_hash(c, thread, first)?;
+    let mut events = Vec::with_capacity(payloads.len());
+    for (raw_seq, payload) in (first..).zip(payloads) {
+        let (event, hash) =
+            insert_linked(c, thread.clone(), turn.clone(), raw_seq, &prev, payload)?;
+        prev = hash;
+        events.push(event);
+    }
+    Ok(events)
+}
+
+/// Takes the thread's next `count` seqs and returns the first.
+fn take_seqs(c: &Connection, thread: &ThreadId, count: i64) -> Result<i64, StoreError> {
+    c.prepare_cached(
+        "UPDATE threads SET next_seq = next_seq + ?2 WHERE id = ?1 RETURNING next_seq - ?2",
+    )
+    .and_then(|mut next| next.query_row(params![thread.as_str(), count], |row| row.get(0)))
+    .map_err(backend)
+}
+
+/// Inserts the event `raw_seq` linked to `prev`; returns it and its hash.
+fn insert_linked(
+    c: &Connection,
+    thread: ThreadId,
+    turn: TurnId,
+    raw_seq: i64,
+    prev: &[u8; 32],
+    payload: EventPayload,
+) -> Result<(Event, [u8; 32]), StoreError> {
     let seq = u64::try_from(raw_seq).map_err(|_| {
         StoreError::Backend(format!("thread {thread} has a negative seq {raw_seq}"))
     })?;
@@ -76,10 +119,9 @@ pub(crate) fn insert_event(
             "event {seq} of thread {thread} cannot be encoded: {e}"
         ))
     })?;
-    let prev = previous_hash(c, &thread, raw_seq)?;
     let kind = payload.kind();
-    let hash = to_hex(&event_hash(
-        &prev,
+    let hash = event_hash(
+        prev,
         EventText {
             thread_id: thread.as_str(),
             seq,
@@ -88,7 +130,7 @@ pub(crate) fn insert_event(
             ts: &ts,
             payload: &json,
         },
-    ));
+    );
     c.prepare_cached(
         "INSERT INTO events (thread_id, seq, turn_id, kind, ts, payload, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -101,17 +143,18 @@ pub(crate) fn insert_event(
             kind,
             ts,
             json,
-            hash,
+            to_hex(&hash),
         ])
     })
     .map_err(backend)?;
-    Ok(Event {
+    let event = Event {
         thread_id: thread,
         turn_id: turn,
         seq,
         ts,
         payload,
-    })
+    };
+    Ok((event, hash))
 }
 
 /// The hash the event `seq` of `thread` links to: the previous event's, or the genesis

@@ -330,6 +330,16 @@ impl EventStore for SqliteStore {
             .await
     }
 
+    async fn answered_turns(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| reader::answered_turns(c, &thread, limit))
+            .await
+    }
+
     async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError> {
         let turn = turn.clone();
         self.read(move |c| reader::turn_events(c, &turn)).await

@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 
 use crate::permissions::{create_permission, resolve_permission};
 use crate::rows::{
-    PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION, backend, insert_event, require_running,
+    PRIMARY_KEY_VIOLATION, UNIQUE_VIOLATION, backend, insert_event, insert_events, require_running,
 };
 use crate::{approvals, reader};
 
@@ -558,10 +558,7 @@ pub(crate) fn append_all(
         )));
     }
     require_running(c, thread, turn)?;
-    payloads
-        .into_iter()
-        .map(|payload| insert_event(c, thread.clone(), turn.clone(), payload))
-        .collect()
+    insert_events(c, thread, turn, payloads)
 }
 
 /// [`append_all`] of `before`, then the turn's end, in the caller's savepoint.

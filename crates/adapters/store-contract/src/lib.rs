@@ -98,6 +98,7 @@ macro_rules! store_contract {
             turns::turns_left_running_are_interrupted_after_a_reopen,
             turns::the_internal_flag_and_the_result_round_trip,
             turns::a_steps_events_are_stored_together_or_not_at_all,
+            turns::the_last_answered_turns_are_read_in_order,
             versions::only_drafts_change_and_stages_move_forward_also_behind_the_stores_back,
             versions::traffic_is_append_only_and_a_stale_change_loses,
             versions::a_thread_is_pinned_once_and_its_turns_record_the_version,

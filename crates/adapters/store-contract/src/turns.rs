@@ -597,3 +597,82 @@ pub async fn a_steps_events_are_stored_together_or_not_at_all<S: Store>(
         "the refused writes left the chain whole"
     );
 }
+
+/// A new turn's context reads only the last answered turns: internal turns, turns that
+/// failed, were cancelled or still run, and other threads' turns are never among them,
+/// and the newest are kept when there are more than asked for.
+pub async fn the_last_answered_turns_are_read_in_order<S: Store>(store: Arc<S>, _raw: &dyn RawSql) {
+    let thread = store.create_thread(new_thread()).await.unwrap().id;
+    let other = store.create_thread(new_thread()).await.unwrap().id;
+    let ends = [
+        (false, StopReason::Finished),
+        (false, StopReason::Error),
+        (true, StopReason::Finished),
+        (false, StopReason::TextAnswer),
+        (false, StopReason::Cancelled),
+        (false, StopReason::Finished),
+        (false, StopReason::StepLimit),
+        (false, StopReason::TextAnswer),
+    ];
+    let mut answered = Vec::new();
+    for (i, (internal, stop)) in ends.into_iter().enumerate() {
+        for (on, counted) in [(&other, false), (&thread, true)] {
+            let turn = TurnId::new();
+            store
+                .begin_turn(on, &turn, &format!("input {i} '\"; --"), internal)
+                .await
+                .unwrap();
+            store
+                .complete_turn(
+                    on,
+                    &turn,
+                    stop,
+                    serde_json::json!({"text": format!("answer {i}")}),
+                )
+                .await
+                .unwrap();
+            if counted && !internal && stop.is_success() {
+                answered.push(turn);
+            }
+        }
+    }
+    let running = TurnId::new();
+    store
+        .begin_turn(&thread, &running, "still going", false)
+        .await
+        .unwrap();
+    let ids = |turns: Vec<agentplane_engine::ports::TurnRecord>| -> Vec<TurnId> {
+        turns.into_iter().map(|t| t.id).collect()
+    };
+    assert_eq!(answered.len(), 4);
+    assert_eq!(
+        ids(store.answered_turns(&thread, 100).await.unwrap()),
+        answered
+    );
+    assert_eq!(
+        ids(store.answered_turns(&thread, 2).await.unwrap()),
+        answered[2..]
+    );
+    assert!(store.answered_turns(&thread, 0).await.unwrap().is_empty());
+    assert!(
+        store
+            .answered_turns(&ThreadId::new(), 8)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let last = store.answered_turns(&thread, 1).await.unwrap();
+    assert_eq!(last[0].input, "input 7 '\"; --");
+    assert_eq!(
+        last[0].result,
+        Some(serde_json::json!({"text": "answer 7"}))
+    );
+    assert_eq!(
+        store
+            .answered_turns(&thread, usize::MAX)
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+}

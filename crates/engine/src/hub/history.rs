@@ -65,7 +65,8 @@ impl Hub {
         let client = caller.client();
         self.accepting()?;
         let record = self.thread(client, thread).await?;
-        let past = self.past_turns(thread).await?;
+        // The whole conversation: the summary replaces all of it.
+        let past = self.past_turns(thread, usize::MAX).await?;
         let mut transcript = String::new();
         if let Some(summary) = &record.summary {
             transcript.push_str("Earlier summary:\n");

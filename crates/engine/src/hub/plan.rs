@@ -113,7 +113,9 @@ impl Hub {
             )
             .await?
         };
-        let past = self.past_turns(thread).await?;
+        let past = self
+            .past_turns(thread, self.config.context.recent_turns)
+            .await?;
         let context = context::build(
             record.summary.as_deref(),
             &past,
@@ -178,12 +180,18 @@ impl Hub {
         })
     }
 
-    /// The thread's finished, non-internal turns as context.
-    pub(super) async fn past_turns(&self, thread: &ThreadId) -> Result<Vec<PastTurn>, HubError> {
+    /// The thread's last `limit` answered, non-internal turns as context. A turn's
+    /// context reads as many as it considers (`ContextBudget::recent_turns`), not the
+    /// thread's whole past.
+    pub(super) async fn past_turns(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<PastTurn>, HubError> {
         Ok(self
             .deps
             .store
-            .list_turns(thread)
+            .answered_turns(thread, limit)
             .await?
             .into_iter()
             .filter(|t| !t.internal && matches!(t.status, TurnStatus::Ended(r) if r.is_success()))

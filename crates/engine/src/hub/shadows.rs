@@ -84,7 +84,9 @@ impl Hub {
             }
         };
         let agent = shadow.spec.apply_to(&catalog.baseline);
-        let past = self.past_turns(&thread.id).await?;
+        let past = self
+            .past_turns(&thread.id, self.config.context.recent_turns)
+            .await?;
         let context = crate::context::build(
             thread.summary.as_deref(),
             &past,

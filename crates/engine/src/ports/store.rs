@@ -416,6 +416,15 @@ pub trait EventStore: Send + Sync {
     /// A thread's turns in the order they began (internal ones included).
     async fn list_turns(&self, thread: &ThreadId) -> Result<Vec<TurnRecord>, StoreError>;
 
+    /// The last `limit` turns of a thread that ended with an answer (`finished` or
+    /// `text_answer`), internal ones left out, in the order they began: what a new
+    /// turn's context is built from, read without the thread's whole past.
+    async fn answered_turns(
+        &self,
+        thread: &ThreadId,
+        limit: usize,
+    ) -> Result<Vec<TurnRecord>, StoreError>;
+
     /// All events of a turn, by `seq`.
     async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError>;
 
