@@ -60,7 +60,8 @@ impl KeyStore for SqliteStore {
 
     async fn key_by_digest(&self, digest: &str) -> Result<Option<KeyRecord>, StoreError> {
         let digest = digest.to_owned();
-        self.read(move |c| one_key(c, "digest", &digest)).await
+        self.read_point(move |c| one_key(c, "digest", &digest))
+            .await
     }
 
     async fn list_keys(&self) -> Result<Vec<KeyRecord>, StoreError> {
@@ -94,7 +95,7 @@ impl KeyStore for SqliteStore {
     }
 
     async fn any_keys(&self) -> Result<bool, StoreError> {
-        self.read(|c| {
+        self.read_point(|c| {
             c.prepare_cached("SELECT EXISTS (SELECT 1 FROM api_keys)")
                 .and_then(|mut select| select.query_row([], |row| row.get::<_, bool>(0)))
                 .map_err(backend)

@@ -43,6 +43,22 @@ impl Readers {
         }
     }
 
+    /// Runs `read` on a connection that is free right now, or gives `read` back when
+    /// every connection is busy. Does not wait for a connection; the read itself blocks.
+    pub(crate) fn try_with<T, F>(&self, read: F) -> Result<Result<T, StoreError>, F>
+    where
+        F: FnOnce(&Connection) -> Result<T, StoreError>,
+    {
+        for conn in &self.conns {
+            match conn.try_lock() {
+                Ok(conn) => return Ok(read(&conn)),
+                Err(TryLockError::Poisoned(poisoned)) => return Ok(read(&poisoned.into_inner())),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        Err(read)
+    }
+
     /// Runs `read` on a free connection, or waits for one. Blocks: call it from
     /// `spawn_blocking`.
     pub(crate) fn with<T>(

@@ -119,6 +119,20 @@ impl SqliteStore {
         answer.await.map_err(|_| stopped())?
     }
 
+    /// A read of a few rows by key (a thread, a turn, a key): run where it is asked,
+    /// when a reader connection is free at once, because the hop to the blocking pool
+    /// and back (two thread wake-ups) costs more than the read (ADR 0052). Otherwise, or
+    /// for anything that reads many rows, [`Self::read`].
+    pub(crate) async fn read_point<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        match self.readers.try_with(read) {
+            Ok(done) => done,
+            Err(read) => self.read(read).await,
+        }
+    }
+
     /// Runs `read` on a reader connection in the blocking pool.
     pub(crate) async fn read<T: Send + 'static>(
         &self,
@@ -167,7 +181,7 @@ impl EventStore for SqliteStore {
 
     async fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>, StoreError> {
         let id = id.clone();
-        self.read(move |c| reader::thread(c, &id)).await
+        self.read_point(move |c| reader::thread(c, &id)).await
     }
 
     async fn list_threads(&self, client_id: &str) -> Result<Vec<ThreadRecord>, StoreError> {
@@ -318,7 +332,7 @@ impl EventStore for SqliteStore {
 
     async fn turn(&self, id: &TurnId) -> Result<Option<TurnRecord>, StoreError> {
         let id = id.clone();
-        self.read(move |c| reader::turn(c, &id)).await
+        self.read_point(move |c| reader::turn(c, &id)).await
     }
 
     /// An unknown thread has none; ask `thread()` to tell "no turns yet" from "no such
@@ -336,8 +350,13 @@ impl EventStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<TurnRecord>, StoreError> {
         let thread = thread.clone();
-        self.read(move |c| reader::answered_turns(c, &thread, limit))
-            .await
+        let read = move |c: &Connection| reader::answered_turns(c, &thread, limit);
+        // A context's few turns are a point read; a compaction's whole thread is not.
+        if limit <= 64 {
+            self.read_point(read).await
+        } else {
+            self.read(read).await
+        }
     }
 
     async fn turn_events(&self, turn: &TurnId) -> Result<Vec<Event>, StoreError> {

@@ -186,7 +186,7 @@ impl VersionStore for SqliteStore {
 
     async fn traffic(&self, agent: &str) -> Result<Vec<TrafficRecord>, StoreError> {
         let agent = agent.to_owned();
-        self.read(move |c| {
+        self.read_point(move |c| {
             c.prepare_cached(
                 "SELECT agent, seq, action, weights, by, at FROM agent_traffic
                  WHERE agent = ?1 ORDER BY seq",
