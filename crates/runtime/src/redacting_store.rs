@@ -456,6 +456,27 @@ mod tests {
             .any(|w| w == needle.as_bytes())
     }
 
+    /// A thread of its own with a running turn, through the redacting store.
+    async fn running_turn(store: &RedactingStore) -> (ThreadId, TurnId) {
+        let thread = ThreadId::new();
+        store
+            .create_thread(NewThread {
+                id: thread.clone(),
+                client_id: "c".into(),
+                agent: "a".into(),
+                cwd: "/tmp".into(),
+                title: None,
+            })
+            .await
+            .expect("thread");
+        let turn = TurnId::new();
+        store
+            .begin_turn(&thread, &turn, "hi", false)
+            .await
+            .expect("turn");
+        (thread, turn)
+    }
+
     #[tokio::test]
     async fn writes_reach_the_database_redacted() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -522,22 +543,7 @@ mod tests {
     async fn a_secret_cut_between_streamed_pieces_is_redacted_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, sqlite) = store(dir.path()).await;
-        let thread = ThreadId::new();
-        store
-            .create_thread(NewThread {
-                id: thread.clone(),
-                client_id: "c".into(),
-                agent: "a".into(),
-                cwd: "/tmp".into(),
-                title: None,
-            })
-            .await
-            .expect("thread");
-        let turn = TurnId::new();
-        store
-            .begin_turn(&thread, &turn, "hi", false)
-            .await
-            .expect("turn");
+        let (thread, turn) = running_turn(&store).await;
         let text = format!("the key is {VALUE} and, once more, {VALUE}");
         // Every piece 3 bytes long (on char boundaries: the text is ASCII).
         for piece in text.as_bytes().chunks(3) {
@@ -581,22 +587,7 @@ mod tests {
     async fn a_secret_cut_between_pieces_of_one_step_is_redacted_whole() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (store, sqlite) = store(dir.path()).await;
-        let thread = ThreadId::new();
-        store
-            .create_thread(NewThread {
-                id: thread.clone(),
-                client_id: "c".into(),
-                agent: "a".into(),
-                cwd: "/tmp".into(),
-                title: None,
-            })
-            .await
-            .expect("thread");
-        let turn = TurnId::new();
-        store
-            .begin_turn(&thread, &turn, "hi", false)
-            .await
-            .expect("turn");
+        let (thread, turn) = running_turn(&store).await;
         let piece = |text: &str| EventPayload::MessageDelta { text: text.into() };
         let (head, tail) = VALUE.split_at(6);
         let usage = EventPayload::Usage {

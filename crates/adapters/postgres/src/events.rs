@@ -213,12 +213,7 @@ pub(crate) async fn append(
     turn: &TurnId,
     payload: EventPayload,
 ) -> Result<Event, StoreError> {
-    if matches!(payload, EventPayload::TurnCompleted { .. }) {
-        // Written alone it would leave the turn running behind its own end.
-        return Err(StoreError::Conflict(format!(
-            "turn {turn}: turn_completed is written by complete_turn, not append"
-        )));
-    }
+    records::refuse_turn_completed(turn, std::iter::once(&payload))?;
     require_running(db, thread, turn).await?;
     insert_event(db, thread, turn, payload).await
 }
@@ -231,14 +226,7 @@ pub(crate) async fn append_all(
     turn: &TurnId,
     payloads: Vec<EventPayload>,
 ) -> Result<Vec<Event>, StoreError> {
-    if payloads
-        .iter()
-        .any(|payload| matches!(payload, EventPayload::TurnCompleted { .. }))
-    {
-        return Err(StoreError::Conflict(format!(
-            "turn {turn}: turn_completed is written by complete_turn, not append"
-        )));
-    }
+    records::refuse_turn_completed(turn, payloads.iter())?;
     require_running(db, thread, turn).await?;
     let mut events = Vec::with_capacity(payloads.len());
     for payload in payloads {

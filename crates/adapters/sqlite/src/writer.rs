@@ -531,12 +531,7 @@ fn append(
     turn: TurnId,
     payload: EventPayload,
 ) -> Result<Event, StoreError> {
-    if matches!(payload, EventPayload::TurnCompleted { .. }) {
-        // Written alone it would leave the turn running behind its own end.
-        return Err(StoreError::Conflict(format!(
-            "turn {turn}: turn_completed is written by complete_turn, not append"
-        )));
-    }
+    records::refuse_turn_completed(&turn, std::iter::once(&payload))?;
     require_running(c, &thread, &turn)?;
     insert_event(c, thread, turn, payload)
 }
@@ -549,14 +544,7 @@ pub(crate) fn append_all(
     turn: &TurnId,
     payloads: Vec<EventPayload>,
 ) -> Result<Vec<Event>, StoreError> {
-    if payloads
-        .iter()
-        .any(|payload| matches!(payload, EventPayload::TurnCompleted { .. }))
-    {
-        return Err(StoreError::Conflict(format!(
-            "turn {turn}: turn_completed is written by complete_turn, not append"
-        )));
-    }
+    records::refuse_turn_completed(turn, payloads.iter())?;
     require_running(c, thread, turn)?;
     insert_events(c, thread, turn, payloads)
 }

@@ -54,6 +54,20 @@ pub fn permission_resolved(
     }
 }
 
+/// `Conflict` when `payloads` hold a `turn_completed`: an append that wrote one would
+/// leave the turn running behind its own end; only `complete_turn` writes it.
+pub fn refuse_turn_completed<'a>(
+    turn: &TurnId,
+    mut payloads: impl Iterator<Item = &'a EventPayload>,
+) -> Result<(), StoreError> {
+    if payloads.any(|payload| matches!(payload, EventPayload::TurnCompleted { .. })) {
+        return Err(StoreError::Conflict(format!(
+            "turn {turn}: turn_completed is written by complete_turn, not append"
+        )));
+    }
+    Ok(())
+}
+
 /// A turn's end: the `turn_completed` event and the result as the turn row stores it
 /// (JSON text); `Backend` if the result cannot be encoded.
 pub fn turn_completed(
