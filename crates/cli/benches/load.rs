@@ -112,7 +112,10 @@ impl Served {
             .expect("free port")
             .port();
         let log = dir.path().join("serve.log");
+        // Started in the temporary folder: on loopback `serve` confines workspaces to
+        // the folder it starts in, which must hold this one wherever the bench runs.
         let child = Command::new(binary())
+            .current_dir(dir.path())
             .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
             .arg(conf.join("events.db"))
             .env("AGENTPLANE_CONFIG", &config)
