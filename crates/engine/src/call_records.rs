@@ -1,21 +1,16 @@
-//! The gateway's call records, written in small batches. A call's record waits at most
-//! [`LINGER`] for the records of the calls around it, then they are written together:
-//! on SQLite one transaction (the writer's group commit) instead of one per call. The
-//! caller never waits for it: the answer has gone before the record is written.
+//! The gateway's call records, written in batches that form by themselves: the first
+//! record starts a writer task, which writes what is pending, then whatever arrived
+//! while it wrote, until nothing is left. A busy gateway writes many calls per commit;
+//! an idle one writes each call at once, so a crash loses no more than before (the
+//! writes in flight). The caller never waits for it: the answer goes out first.
 //!
-//! What a crash can lose is what it could lose before: the records not yet written,
-//! now of the last [`LINGER`] instead of the calls still in flight. A graceful stop
-//! writes everything (the hub's task tracker waits for the pending batch).
+//! A graceful stop writes everything (the hub's task tracker waits for the writer).
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use tokio_util::task::TaskTracker;
 
 use crate::ports::{EventStore, ModelCallRecord};
-
-/// How long a record waits for others before its batch is written.
-pub const LINGER: Duration = Duration::from_millis(2);
 
 /// The most records one batch takes; more start the next.
 const MAX_BATCH: usize = 256;
@@ -24,7 +19,14 @@ const MAX_BATCH: usize = 256;
 pub struct CallRecords {
     store: Arc<dyn EventStore>,
     tasks: TaskTracker,
-    pending: Mutex<Vec<ModelCallRecord>>,
+    pending: Mutex<Pending>,
+}
+
+/// The records not yet written, and whether a writer task is at work.
+#[derive(Default)]
+struct Pending {
+    records: Vec<ModelCallRecord>,
+    writing: bool,
 }
 
 impl std::fmt::Debug for CallRecords {
@@ -39,34 +41,37 @@ impl CallRecords {
         Arc::new(Self {
             store,
             tasks,
-            pending: Mutex::new(Vec::new()),
+            pending: Mutex::new(Pending::default()),
         })
     }
 
-    /// Queues `record`; the first record of a batch starts the task that writes it.
+    /// Queues `record`; starts the writer task unless one is at work.
     pub fn record(self: &Arc<Self>, record: ModelCallRecord) {
-        let starts_batch = {
+        let start = {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-            pending.push(record);
-            pending.len() == 1
+            pending.records.push(record);
+            !std::mem::replace(&mut pending.writing, true)
         };
-        if starts_batch {
+        if start {
             let this = Arc::clone(self);
-            self.tasks.spawn(async move {
-                tokio::time::sleep(LINGER).await;
-                this.write_pending().await;
-            });
+            self.tasks.spawn(async move { this.write_pending().await });
         }
     }
 
-    /// Writes what is pending, in batches of at most [`MAX_BATCH`], each record's
-    /// write sent before any is awaited so the store takes them together.
+    /// Writes what is pending, and what arrives meanwhile, until nothing is; each
+    /// batch's writes are sent before any is awaited, so the store takes them together.
     async fn write_pending(&self) {
-        let batch =
-            std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner));
-        let mut batch = batch.into_iter().peekable();
-        while batch.peek().is_some() {
-            let writes = batch.by_ref().take(MAX_BATCH).map(|record| async move {
+        loop {
+            let batch = {
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                if pending.records.is_empty() {
+                    pending.writing = false;
+                    return;
+                }
+                let take = pending.records.len().min(MAX_BATCH);
+                pending.records.drain(..take).collect::<Vec<_>>()
+            };
+            let writes = batch.into_iter().map(|record| async move {
                 let id = record.id.clone();
                 if let Err(e) = self.store.record_model_call(record).await {
                     tracing::error!(call = %id, error = %e, "a gateway call could not be recorded");

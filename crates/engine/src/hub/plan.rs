@@ -18,7 +18,7 @@ use super::{Hub, HubError, MAX_INPUT_CHARS};
 use crate::context::{self, PastTurn};
 use crate::external_turn::run_external_turn;
 use crate::models::TaskSize;
-use crate::ports::{ExternalAgent, TurnStatus};
+use crate::ports::ExternalAgent;
 use crate::turn::{
     BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
     run_turn, start_turn,
@@ -194,7 +194,6 @@ impl Hub {
             .answered_turns(thread, limit)
             .await?
             .into_iter()
-            .filter(|t| !t.internal && matches!(t.status, TurnStatus::Ended(r) if r.is_success()))
             .map(|t| PastTurn {
                 answer: t
                     .result

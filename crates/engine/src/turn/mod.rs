@@ -348,17 +348,8 @@ async fn run_inner(
     let before = deps.scan_workspace(&request.workspace).await;
     let ended = turn.drive(&request, approval, &cancel).await;
     // Nothing slow runs while events are held: closing tools and scanning the
-    // workspace may take a while.
-    if !ensembles.is_empty()
-        || before.is_some()
-        || matches!(
-            ended,
-            Ok(Ending {
-                suspended: Some(_),
-                ..
-            })
-        )
-    {
+    // workspace may take a while. (A suspended turn wrote them before its approval.)
+    if !ensembles.is_empty() || before.is_some() {
         turn.flush().await?;
     }
     // Close every ensemble whatever happened; a close never fails the turn.
