@@ -446,6 +446,46 @@ async fn a_text_answer_is_the_fallback_result_and_plain_agents_get_no_tools() {
     );
 }
 
+/// Only an ensemble's tools change the workspace, so only a turn with tools is
+/// scanned: a file someone else writes while a plain agent's turn runs is not put down
+/// to that turn, while the same write during a turn with tools is (the scan cannot
+/// tell who wrote it, which is why a turn that could not have is left out).
+#[tokio::test]
+async fn only_turns_with_tools_record_workspace_changes() {
+    let h = harness(vec![
+        Step::text("Paris.").with_delay_ms(400),
+        finish("Rome.").with_delay_ms(400),
+    ])
+    .await;
+    let h = &h;
+    let kinds_with_outside_write = |agent: &'static str, file: &'static str, ends: StopReason| {
+        let workspace = h.workspace.clone();
+        async move {
+            let writer = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                std::fs::write(workspace.join(file), "written meanwhile").expect("write");
+            });
+            let (outcome, events) = h.run(agent, "capital?").await;
+            writer.await.expect("writer");
+            assert_eq!(outcome.stop_reason, ends);
+            events
+                .iter()
+                .map(|e| e.payload.kind().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    let plain = kinds_with_outside_write("chat", "a.txt", StopReason::TextAnswer).await;
+    assert!(
+        !plain.iter().any(|k| k == "workspace_changed"),
+        "a plain agent's turn was scanned: {plain:?}"
+    );
+    let with_tools = kinds_with_outside_write("worker", "b.txt", StopReason::Finished).await;
+    assert!(
+        with_tools.iter().any(|k| k == "workspace_changed"),
+        "a turn with tools was not scanned: {with_tools:?}"
+    );
+}
+
 #[tokio::test]
 async fn model_failures_end_the_turn_with_a_recorded_error() {
     let cases: Vec<(Step, ErrorCode, &str)> = vec![

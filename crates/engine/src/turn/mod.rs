@@ -345,11 +345,17 @@ async fn run_inner(
     }
 
     let ensembles = request.ensembles.clone();
-    let before = deps.scan_workspace(&request.workspace).await;
+    // Only an ensemble's tools can change the workspace: a turn without any is not
+    // scanned, so changes someone else makes meanwhile are not put down to it.
+    let before = if ensembles.is_empty() {
+        None
+    } else {
+        deps.scan_workspace(&request.workspace).await
+    };
     let ended = turn.drive(&request, approval, &cancel).await;
     // Nothing slow runs while events are held: closing tools and scanning the
     // workspace may take a while. (A suspended turn wrote them before its approval.)
-    if !ensembles.is_empty() || before.is_some() {
+    if !ensembles.is_empty() {
         turn.flush().await?;
     }
     // Close every ensemble whatever happened; a close never fails the turn.

@@ -7,6 +7,7 @@
 
 mod open;
 mod replicas;
+mod writes;
 
 use std::path::{Path, PathBuf};
 
