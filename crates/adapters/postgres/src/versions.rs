@@ -34,6 +34,10 @@ impl VersionStore for PostgresStore {
         on_conn!(self, |db| all_versions(db))
     }
 
+    async fn versions_of(&self, agent: &str) -> Result<Vec<VersionRecord>, StoreError> {
+        on_conn!(self, |db| versions_of(db, agent))
+    }
+
     async fn create_version(&self, version: NewVersion) -> Result<VersionRecord, StoreError> {
         in_tx!(self, |db| create_version(db, version))
     }
@@ -103,6 +107,18 @@ async fn all_versions(db: Db<'_>) -> Result<BTreeMap<String, Vec<VersionRecord>>
         all.entry(record.agent.clone()).or_default().push(record);
     }
     Ok(all)
+}
+
+async fn versions_of(db: Db<'_>, agent: &str) -> Result<Vec<VersionRecord>, StoreError> {
+    db.query(
+        &format!("SELECT {VERSION_COLUMNS} FROM agent_versions WHERE agent = $1 ORDER BY pos"),
+        &[&enc(agent)],
+    )
+    .await
+    .map_err(pg)?
+    .iter()
+    .map(decode_version)
+    .collect()
 }
 
 async fn create_version(db: Db<'_>, version: NewVersion) -> Result<VersionRecord, StoreError> {

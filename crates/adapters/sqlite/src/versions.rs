@@ -62,6 +62,26 @@ impl VersionStore for SqliteStore {
         .await
     }
 
+    async fn versions_of(&self, agent: &str) -> Result<Vec<VersionRecord>, StoreError> {
+        let agent = agent.to_owned();
+        // A turn's read: on the calling task when a reader is free (ADR 0052).
+        self.read_point(move |c| {
+            c.prepare_cached(&format!(
+                "SELECT {VERSION_COLUMNS} FROM agent_versions WHERE agent = ?1 ORDER BY rowid"
+            ))
+            .and_then(|mut select| {
+                select
+                    .query_map([&agent], RawVersion::from_row)?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(backend)?
+            .into_iter()
+            .map(RawVersion::decode)
+            .collect()
+        })
+        .await
+    }
+
     async fn create_version(&self, version: NewVersion) -> Result<VersionRecord, StoreError> {
         self.job(move |c| {
             let now = stored_now();

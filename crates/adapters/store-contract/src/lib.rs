@@ -101,6 +101,7 @@ macro_rules! store_contract {
             turns::the_last_answered_turns_are_read_in_order,
             versions::only_drafts_change_and_stages_move_forward_also_behind_the_stores_back,
             versions::traffic_is_append_only_and_a_stale_change_loses,
+            versions::one_agents_versions_are_read_alone_and_in_order,
             versions::a_thread_is_pinned_once_and_its_turns_record_the_version,
         );
     };

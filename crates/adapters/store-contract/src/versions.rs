@@ -92,6 +92,53 @@ pub async fn only_drafts_change_and_stages_move_forward_also_behind_the_stores_b
     assert_eq!(all["coder"][0].stage, Stage::Staging);
 }
 
+/// One agent's versions are its own, in creation order, whatever the names: another
+/// agent's (including one whose name is a prefix, a pattern or a NUL away) never
+/// appear, and an agent without versions has none. They agree with `all_versions`.
+pub async fn one_agents_versions_are_read_alone_and_in_order<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    let agents = [
+        "coder",
+        "coder2",
+        "cod%",
+        "co_er",
+        "coder\0",
+        "cod'er",
+        "coder\u{0}x",
+    ];
+    for (i, agent) in agents.iter().enumerate() {
+        for v in ["2.0.0", "1.0.0", "1.5.0"].iter().take(1 + i % 3) {
+            let mut new = version(v);
+            new.agent = (*agent).to_owned();
+            new.spec = spec(&format!("{agent} {v}"));
+            store.create_version(new).await.expect("create");
+        }
+    }
+    let all = store.all_versions().await.expect("all versions");
+    for (i, agent) in agents.iter().enumerate() {
+        let mine = store.versions_of(agent).await.expect("versions of");
+        let names: Vec<&str> = mine.iter().map(|v| v.version.as_str()).collect();
+        let expected: Vec<&str> = ["2.0.0", "1.0.0", "1.5.0"]
+            .into_iter()
+            .take(1 + i % 3)
+            .collect();
+        assert_eq!(names, expected, "{agent:?}: its own, in creation order");
+        assert!(
+            mine.iter()
+                .all(|v| v.agent == *agent && v.spec.system_prompt.starts_with(*agent))
+        );
+        assert_eq!(mine, all[*agent], "{agent:?}: as all_versions reads them");
+    }
+    for unknown in ["", "cod", "%", "nobody"] {
+        assert!(
+            store.versions_of(unknown).await.expect("none").is_empty(),
+            "{unknown:?}"
+        );
+    }
+}
+
 pub async fn traffic_is_append_only_and_a_stale_change_loses<S: Store>(
     store: Arc<S>,
     raw: &dyn RawSql,

@@ -204,15 +204,11 @@ impl Hub {
             .get(agent)
             .cloned()
             .ok_or_else(|| HubError::NotFound(format!("agent `{agent}`")))?;
-        let mut all = match &self.versions.store {
-            Some(store) => store.all_versions().await?,
-            None => BTreeMap::new(),
+        let (stored, history) = match &self.versions.store {
+            Some(store) => (store.versions_of(agent).await?, store.traffic(agent).await?),
+            None => (Vec::new(), Vec::new()),
         };
-        let history = match &self.versions.store {
-            Some(store) => store.traffic(agent).await?,
-            None => Vec::new(),
-        };
-        Ok(self.catalog_of(baseline, all.remove(agent).unwrap_or_default(), history))
+        Ok(self.catalog_of(baseline, stored, history))
     }
 
     fn catalog_of(

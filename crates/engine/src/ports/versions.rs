@@ -74,6 +74,10 @@ pub trait VersionStore: Send + Sync {
     /// Every stored version of every agent, by agent then creation.
     async fn all_versions(&self) -> Result<BTreeMap<String, Vec<VersionRecord>>, StoreError>;
 
+    /// The stored versions of `agent`, by creation: what every turn reads to pick its
+    /// version, so a read of one agent's rows rather than of every agent's.
+    async fn versions_of(&self, agent: &str) -> Result<Vec<VersionRecord>, StoreError>;
+
     /// `Conflict` when the agent already has this version.
     async fn create_version(&self, version: NewVersion) -> Result<VersionRecord, StoreError>;
 
