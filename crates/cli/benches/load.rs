@@ -442,14 +442,15 @@ fn open_file_limit() -> usize {
 }
 
 /// One idle subscriber: connects, follows the thread after `after`, reads the response
-/// head, then reads until the first `turn_completed` (answering `when` it saw it) or the connection closes.
+/// head, then reads until the first `turn_completed` (answering `when` it saw it, and
+/// its still open connection) or the connection closes.
 async fn subscriber(
     addr: String,
     thread: String,
     after: u64,
     connected: Arc<Semaphore>,
     gate: Arc<Semaphore>,
-) -> Result<Instant, String> {
+) -> Result<(Instant, tokio::net::TcpStream), String> {
     let mut stream = {
         let _permit = gate.acquire().await.map_err(|e| e.to_string())?;
         let mut stream = tokio::net::TcpStream::connect(&addr)
@@ -493,7 +494,7 @@ async fn subscriber(
         }
         tail.push_str(&String::from_utf8_lossy(&buffer[..read]));
         if tail.contains("event: turn_completed") {
-            return Ok(Instant::now());
+            return Ok((Instant::now(), stream));
         }
         // Keep only what could hold the start of a split marker.
         if tail.len() > 64 {
@@ -587,16 +588,33 @@ async fn subscriber_wave(
         turns.spawn(turn(http.clone(), served.base.clone(), thread.clone()));
     }
     let mut fan_out = Vec::with_capacity(subscribers);
+    // Kept open until every subscriber has seen the turn end, so the fan-out's CPU is
+    // the delivery alone; closing them all is measured on its own after.
+    let mut open = Vec::with_capacity(subscribers);
     let mut errors = Vec::new();
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while let Ok(Some(outcome)) = tokio::time::timeout_at(deadline, tasks.join_next()).await {
         match outcome.expect("task") {
-            Ok(seen) => fan_out.push(seen.saturating_duration_since(started)),
+            Ok((seen, stream)) => {
+                fan_out.push(seen.saturating_duration_since(started));
+                open.push(stream);
+            }
             Err(e) => errors.push(e),
         }
     }
     let fan_out_cpu = served.cpu().saturating_sub(cpu_before);
     tasks.abort_all();
+    let closing = served.cpu();
+    drop(open);
+    // The server sees each close at once (a read of zero bytes on an idle stream).
+    let wait_closed = Instant::now();
+    while served.open_files() > files_idle.saturating_sub(subscribers) + 64
+        && wait_closed.elapsed() < PATIENCE
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let close_cpu = served.cpu().saturating_sub(closing);
     let turn_latency = latency(
         turns
             .join_all()
@@ -626,14 +644,17 @@ async fn subscriber_wave(
     println!(
         "wave {wave}: one turn per thread reached {} of {subscribers} subscribers: p50 {:.1} ms, \
          p99 {:.1} ms, last {:.1} ms after the turns started (turn p50 {:.1} ms); \
-         server CPU {:.0} ms ({:.1} µs per delivered event stream)",
+         server CPU {:.0} ms ({:.1} µs per delivered event stream); then {} disconnects: \
+         server CPU {:.0} ms",
         reached.count,
         ms(reached.p50),
         ms(reached.p99),
         ms(reached.max),
         ms(turn_latency.p50),
         ms(fan_out_cpu),
-        fan_out_cpu.as_secs_f64() * 1e6 / reached.count as f64
+        fan_out_cpu.as_secs_f64() * 1e6 / reached.count as f64,
+        reached.count,
+        ms(close_cpu),
     );
 }
 
