@@ -64,8 +64,8 @@ pub struct TurnDeps {
     /// [`Providers::chat`]. One model server: [`Providers::single`].
     pub providers: Arc<Providers>,
     pub governance: Arc<Governance>,
-    /// Scans the workspace before and after each turn for its `workspace_changed`
-    /// event; `None`: no such event.
+    /// Scans the workspace before and after each turn with tools for its
+    /// `workspace_changed` event; `None`: no such event.
     pub workspace: Option<Arc<dyn crate::ports::WorkspaceScanner>>,
 }
 
