@@ -206,7 +206,7 @@ impl Hub {
         };
         // The thread's version, as when the turn began (ADR 0016).
         let (agent, agent_version) = match self.route(&thread).await {
-            Ok(routed) => routed,
+            Ok(routed) => (routed.agent, routed.version),
             Err(e) => {
                 // The agent or its version was removed while the turn waited: end the
                 // turn rather than leave it suspended forever.

@@ -90,7 +90,8 @@ impl Hub {
             )));
         }
         let record = self.thread(client, thread).await?;
-        let (agent, agent_version) = self.route(&record).await?;
+        let routed = self.route(&record).await?;
+        let (agent, agent_version) = (routed.agent, routed.version);
         // Checked again at every turn, before anything runs in it (ADR 0040).
         let workspace = self
             .usable_workspace(thread, &agent.name, &input, &record.cwd)
@@ -147,7 +148,7 @@ impl Hub {
             }
             _ => None,
         };
-        let shadow = (!internal).then(|| ShadowCopy {
+        let shadow = (!internal && routed.shadowed).then(|| ShadowCopy {
             thread: record.clone(),
             version: agent_version.clone(),
             input: input.clone(),

@@ -565,10 +565,7 @@ impl Hub {
     /// versions existed is pinned now, by the weights. A thread pinned to a version that
     /// no longer exists (its baseline was renumbered) is refused rather than silently
     /// moved: pinning is a promise.
-    pub(super) async fn route(
-        &self,
-        thread: &ThreadRecord,
-    ) -> Result<(AgentSpec, String), HubError> {
+    pub(super) async fn route(&self, thread: &ThreadRecord) -> Result<Routed, HubError> {
         if let Some(original) = &thread.shadow_of {
             return Err(HubError::Conflict(format!(
                 "thread {} is the hidden shadow of {original}: it runs shadow copies only",
@@ -587,15 +584,36 @@ impl Hub {
                 }
             }
         };
-        let (_, spec) = catalog.find(&version).ok_or_else(|| {
+        let (stage, spec) = catalog.find(&version).ok_or_else(|| {
             HubError::Conflict(format!(
                 "thread {} is pinned to version {version} of agent `{}`, which no longer \
                  exists; start a new thread",
                 thread.id, thread.agent
             ))
         })?;
-        Ok((spec.apply_to(&catalog.baseline), version))
+        // Read here, from the catalog the turn is planned on, so a turn of an agent
+        // without a shadow does not read its versions again when it ends.
+        let shadowed = stage == Stage::Production
+            && catalog
+                .shadow()
+                .is_some_and(|shadow| shadow.version != version);
+        Ok(Routed {
+            agent: spec.apply_to(&catalog.baseline),
+            version,
+            shadowed,
+        })
     }
+}
+
+/// What [`Hub::route`] found for a thread's turn.
+pub(super) struct Routed {
+    /// The agent's spec at the thread's version.
+    pub(super) agent: AgentSpec,
+    /// The version the thread is pinned to.
+    pub(super) version: String,
+    /// Whether a shadow version copies this turn: the version is in production and
+    /// the agent has a shadow other than it.
+    pub(super) shadowed: bool,
 }
 
 /// A version drawn by the split in force, from the thread id; the baseline when the
