@@ -9,33 +9,43 @@
 //! the stream, so a client that goes away drops it.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use agentplane_engine::hub::EventStream;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use futures_util::{Stream, StreamExt};
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ApiError;
 
-/// What a stream needs besides its events.
+/// A heartbeat: an SSE comment, which clients skip.
+const HEARTBEAT: &[u8] = b": heartbeat\n\n";
+
+/// How a stream is kept alive and when it ends.
 pub(crate) struct StreamOptions {
-    /// How often a heartbeat comment is sent while no event comes.
+    /// The longest silence before a heartbeat.
     pub heartbeat: Duration,
-    /// Cancelled when the server has shut down: ends streams that never end by
-    /// themselves (a thread's follow stream).
+    /// Cancelled at shutdown: the stream ends.
     pub end: CancellationToken,
 }
 
+/// The state of one response's stream.
 struct Streaming<G> {
     events: EventStream,
-    /// Held, never read: dropped when the client goes away or the stream ends.
     _keep: G,
     failed: bool,
 }
 
-/// The SSE response of `events`, holding `keep` until the stream is dropped.
+/// Streams `events` as SSE until they end, `options.end` is cancelled or the client
+/// leaves; `keep` is dropped with the stream. Each event's frame is the one the hub
+/// encoded for every subscriber of its thread (`SharedEvent::sse_frame`): sending it
+/// to one more client costs a reference count, not a serialization.
 pub(crate) fn respond<G: Send + 'static>(
     events: EventStream,
     keep: G,
@@ -46,42 +56,146 @@ pub(crate) fn respond<G: Send + 'static>(
         _keep: keep,
         failed: false,
     };
-    let stream = futures_util::stream::unfold(state, |mut state| async move {
+    let frames = futures_util::stream::unfold(state, |mut state| async move {
         if state.failed {
             return None;
         }
-        // The JSON is built once per event for every subscriber of the thread.
-        let sse = match state.events.next_shared().await? {
-            Ok(shared) => match shared.json() {
-                Ok(data) => SseEvent::default()
-                    .id(shared.event().seq.to_string())
-                    .event(shared.event().payload.kind())
-                    .data(&*data),
-                Err(e) => {
-                    state.failed = true;
-                    error_event(&ApiError::internal(&e))
-                }
-            },
+        let frame = match state.events.next_shared().await? {
+            Ok(shared) => shared.sse_frame().unwrap_or_else(|e| {
+                state.failed = true;
+                error_frame(&ApiError::internal(&e))
+            }),
             Err(e) => {
                 state.failed = true;
-                error_event(&ApiError::from(e))
+                error_frame(&ApiError::from(e))
             }
         };
-        Some((Ok::<_, Infallible>(sse), state))
+        Some((frame, state))
     })
     .take_until(options.end.cancelled_owned());
-    Sse::new(stream)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(options.heartbeat)
-                .text("heartbeat"),
-        )
-        .into_response()
+    let mut response = Response::new(Body::from_stream(Heartbeats::new(
+        frames,
+        options.heartbeat,
+    )));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
 }
 
-/// The `event: error` sent when a stream fails.
-fn error_event(error: &ApiError) -> SseEvent {
-    SseEvent::default()
-        .event("error")
-        .data(error.envelope().to_string())
+/// `event: error` with the envelope as its data, and no `id:`: it is not in the log.
+fn error_frame(error: &ApiError) -> Bytes {
+    // The envelope is compact JSON: its line breaks are escaped.
+    Bytes::from(format!("event: error\ndata: {}\n\n", error.envelope()))
+}
+
+/// `frames`, with a heartbeat after every `interval` of silence. The timer is moved
+/// only when it fires, to where the silence would end: a busy stream (10,000 of them
+/// fanning out one turn) touches no timer per frame.
+struct Heartbeats<S> {
+    frames: Pin<Box<S>>,
+    timer: Pin<Box<Sleep>>,
+    interval: Duration,
+    /// When the last frame or heartbeat went out.
+    last: Instant,
+}
+
+impl<S> Heartbeats<S> {
+    fn new(frames: S, interval: Duration) -> Self {
+        Self {
+            frames: Box::pin(frames),
+            timer: Box::pin(tokio::time::sleep(interval)),
+            interval,
+            last: Instant::now(),
+        }
+    }
+}
+
+impl<S: Stream<Item = Bytes>> Stream for Heartbeats<S> {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        match this.frames.as_mut().poll_next(cx) {
+            Poll::Ready(Some(frame)) => {
+                this.last = Instant::now();
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        loop {
+            ready!(this.timer.as_mut().poll(cx));
+            let due = this.last + this.interval;
+            if due > Instant::now() {
+                // A frame went out since the timer was set: wait out the rest.
+                this.timer.as_mut().reset(due);
+                continue;
+            }
+            this.last = Instant::now();
+            this.timer.as_mut().reset(this.last + this.interval);
+            return Poll::Ready(Some(Ok(Bytes::from_static(HEARTBEAT))));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc;
+
+    /// A stream of the frames sent on the returned sender.
+    fn frames() -> (
+        mpsc::UnboundedSender<Bytes>,
+        impl Stream<Item = Bytes> + Send,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|frame| (frame, rx))
+        });
+        (tx, stream)
+    }
+
+    #[tokio::test]
+    async fn a_heartbeat_comes_only_after_an_interval_of_silence() {
+        let interval = Duration::from_millis(60);
+        let (tx, stream) = frames();
+        let mut stream = Heartbeats::new(stream, interval);
+        let started = Instant::now();
+        // Silence: the first item is a heartbeat, no sooner than the interval.
+        let first = stream.next().await.expect("item").expect("infallible");
+        assert_eq!(first, HEARTBEAT);
+        assert!(started.elapsed() >= interval);
+        // Frames sent in between come out as they are, and each one moves the next
+        // heartbeat to an interval after it.
+        for n in 0..3 {
+            tokio::time::sleep(interval / 2).await;
+            tx.send(Bytes::from(format!("data: {n}\n\n")))
+                .expect("send");
+            let sent = Instant::now();
+            let frame = stream.next().await.expect("item").expect("infallible");
+            assert_eq!(frame, format!("data: {n}\n\n").as_bytes());
+            let mut next = std::pin::pin!(stream.next());
+            if n < 2 {
+                // Not a heartbeat: the next frame is sent before any could be due.
+                assert!(
+                    futures_util::poll!(next.as_mut()).is_pending(),
+                    "nothing is due right after a frame"
+                );
+                continue;
+            }
+            let beat = next.await.expect("item").expect("infallible");
+            assert_eq!(beat, HEARTBEAT);
+            assert!(
+                sent.elapsed() >= interval,
+                "a heartbeat is never sooner than the interval after the last frame"
+            );
+        }
+        // The stream ends when its frames do.
+        drop(tx);
+        assert!(stream.next().await.is_none());
+    }
 }

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 
 use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
+use bytes::Bytes;
 use tokio::sync::broadcast;
 
 use super::{Hub, HubError};
@@ -17,20 +18,20 @@ use super::{Hub, HubError};
 const PAGE: usize = 500;
 
 /// A stored event as the live feed hands it out: one allocation shared by every
-/// subscriber of its thread, and its JSON built once, by the first stream that sends it,
-/// for all of them (a turn followed by 10,000 clients is serialized once per event, not
-/// 10,000 times).
+/// subscriber of its thread, and its Server-Sent Events frame encoded once, by the first
+/// stream that sends it, for all of them (a turn followed by 10,000 clients is
+/// serialized and framed once per event, not 10,000 times).
 #[derive(Debug)]
 pub struct SharedEvent {
     event: Event,
-    json: OnceLock<Result<Arc<str>, String>>,
+    frame: OnceLock<Result<Bytes, String>>,
 }
 
 impl SharedEvent {
     pub(super) fn new(event: Event) -> Self {
         Self {
             event,
-            json: OnceLock::new(),
+            frame: OnceLock::new(),
         }
     }
 
@@ -39,14 +40,19 @@ impl SharedEvent {
         &self.event
     }
 
-    /// The event as JSON (`serde_json`), built on first use and shared after; the
-    /// error's text when it cannot be serialized.
-    pub fn json(&self) -> Result<Arc<str>, String> {
-        self.json
+    /// The event as one Server-Sent Events frame, `id: <seq>`, `event: <kind>` and
+    /// `data: <the event's JSON>`, built on first use and shared after (a clone is a
+    /// reference count); the error's text when it cannot be serialized. Compact JSON
+    /// escapes every line break, so the data is always one line.
+    pub fn sse_frame(&self) -> Result<Bytes, String> {
+        self.frame
             .get_or_init(|| {
-                serde_json::to_string(&self.event)
-                    .map(Arc::from)
-                    .map_err(|e| e.to_string())
+                let json = serde_json::to_string(&self.event).map_err(|e| e.to_string())?;
+                let kind = self.event.payload.kind();
+                Ok(Bytes::from(format!(
+                    "id: {}\nevent: {kind}\ndata: {json}\n\n",
+                    self.event.seq
+                )))
             })
             .clone()
     }
@@ -116,7 +122,7 @@ impl EventStream {
         )
     }
 
-    /// [`Self::next`] as the feed shares it: the same allocation (and JSON) every
+    /// [`Self::next`] as the feed shares it: the same allocation (and frame) every
     /// subscriber of the thread gets.
     pub async fn next_shared(&mut self) -> Option<Result<Arc<SharedEvent>, HubError>> {
         if self.done {
@@ -225,24 +231,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_json_is_built_once_and_shared_by_every_reader() {
+    fn the_frame_is_built_once_and_shared_by_every_reader() {
         let shared = SharedEvent::new(Event {
             thread_id: ThreadId::new(),
             turn_id: TurnId::new(),
             seq: 7,
             ts: "2026-11-27T10:00:00.000Z".into(),
             payload: EventPayload::MessageDelta {
-                text: "line\n\"quoted\" é".into(),
+                text: "line\r\n\"quoted\" é\n\ndata: forged".into(),
             },
         });
-        let first = shared.json().expect("json");
-        let second = shared.json().expect("json");
-        assert!(Arc::ptr_eq(&first, &second), "built once, then shared");
-        assert_eq!(
-            &*first,
-            serde_json::to_string(shared.event())
-                .expect("serde")
-                .as_str()
-        );
+        let first = shared.sse_frame().expect("frame");
+        let second = shared.sse_frame().expect("frame");
+        assert_eq!(first.as_ptr(), second.as_ptr(), "built once, then shared");
+        let json = serde_json::to_string(shared.event()).expect("serde");
+        let expected = format!("id: 7\nevent: message_delta\ndata: {json}\n\n");
+        assert_eq!(first, expected.as_bytes());
+        // The text's line breaks are escaped: the frame is three lines and its end, so a
+        // delta cannot forge a field or end the event early.
+        let text = std::str::from_utf8(&first).expect("utf-8");
+        assert_eq!(text.matches('\n').count(), 4);
+        assert!(!text.contains('\r'));
     }
 }
