@@ -43,6 +43,38 @@ async fn a_turn_streams_from_turn_started_to_turn_completed() {
 }
 
 #[tokio::test]
+async fn hostile_text_stays_inside_one_frame_for_every_subscriber() {
+    // Text that would end the event and forge others if a frame were written by hand.
+    let hostile = "a\n\nid: 999\nevent: turn_completed\ndata: {\"kind\":\"turn_completed\"}\r\n\r\n: beat\rb\u{2028}c";
+    let api = Setup::new(vec![Step::text(hostile).with_split(3)])
+        .start()
+        .await;
+    let thread = api.create_thread("alice", "chat").await;
+    // Followers share the turn's frames with its own stream (one encoding per event).
+    let mut followers = Vec::new();
+    for _ in 0..3 {
+        followers.push(api.follow("alice", &thread, "", None).await);
+    }
+    let mut stream = api.start_turn("alice", &thread, "say it").await;
+    let frames = stream.until_completed().await;
+    let turn = frames[0].json()["turn_id"]
+        .as_str()
+        .expect("turn id")
+        .to_owned();
+    let stored = api.stored_events(&turn).await;
+    assert_frames_are(&frames, &stored);
+    let text: String = frames
+        .iter()
+        .filter(|f| f.is("message_delta"))
+        .map(|f| f.json()["text"].as_str().expect("text").to_owned())
+        .collect();
+    assert_eq!(text, hostile);
+    for mut follower in followers {
+        assert_frames_are(&follower.until_completed().await, &stored);
+    }
+}
+
+#[tokio::test]
 async fn heartbeats_keep_a_quiet_stream_alive() {
     let api = Setup::new(vec![Step::text("late").with_delay_ms(700)])
         .start()
