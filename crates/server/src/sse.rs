@@ -73,10 +73,15 @@ pub(crate) fn respond<G: Send + 'static>(
         Some((frame, state))
     })
     .take_until(options.end.cancelled_owned());
-    let mut response = Response::new(Body::from_stream(Heartbeats::new(
+    event_stream(Body::from_stream(Heartbeats::new(
         frames,
         options.heartbeat,
-    )));
+    )))
+}
+
+/// `body`, already SSE frames, as a `text/event-stream` response that is never cached.
+pub(crate) fn event_stream(body: Body) -> Response {
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::identity::security_event;
+use super::versions::Routed;
 use super::{FeedObserver, Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller};
 use crate::ports::{ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus};
@@ -206,7 +207,7 @@ impl Hub {
         };
         // The thread's version, as when the turn began (ADR 0016).
         let (agent, agent_version) = match self.route(&thread).await {
-            Ok(routed) => (routed.agent, routed.version),
+            Ok(Routed { agent, version, .. }) => (agent, version),
             Err(e) => {
                 // The agent or its version was removed while the turn waited: end the
                 // turn rather than leave it suspended forever.

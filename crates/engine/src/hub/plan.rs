@@ -14,6 +14,7 @@ use agentplane_core::{ChatMessage, ThreadId, ToolCallMode};
 use tokio_util::sync::CancellationToken;
 
 use super::shadows::ShadowCopy;
+use super::versions::Routed;
 use super::{Hub, HubError, MAX_INPUT_CHARS};
 use crate::context::{self, PastTurn};
 use crate::external_turn::run_external_turn;
@@ -90,8 +91,11 @@ impl Hub {
             )));
         }
         let record = self.thread(client, thread).await?;
-        let routed = self.route(&record).await?;
-        let (agent, agent_version) = (routed.agent, routed.version);
+        let Routed {
+            agent,
+            version: agent_version,
+            shadowed,
+        } = self.route(&record).await?;
         // Checked again at every turn, before anything runs in it (ADR 0040).
         let workspace = self
             .usable_workspace(thread, &agent.name, &input, &record.cwd)
@@ -148,7 +152,7 @@ impl Hub {
             }
             _ => None,
         };
-        let shadow = (!internal && routed.shadowed).then(|| ShadowCopy {
+        let shadow = (!internal && shadowed).then(|| ShadowCopy {
             thread: record.clone(),
             version: agent_version.clone(),
             input: input.clone(),

@@ -19,7 +19,6 @@ use agentplane_core::secret;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::mpsc;
@@ -105,14 +104,7 @@ async fn chat_completions(
         let frame = rx.recv().await?;
         Some((Ok::<_, Infallible>(Bytes::from(frame)), rx))
     });
-    let mut response = Response::new(Body::from_stream(stream));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    Ok(crate::sse::event_stream(Body::from_stream(stream)))
 }
 
 /// `GET /openai/v1/models`.
