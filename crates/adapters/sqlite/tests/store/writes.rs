@@ -105,3 +105,62 @@ async fn concurrent_writes_keep_every_event_in_order() {
         .expect("integrity check");
     assert_eq!(verified, "ok");
 }
+
+/// Writers that overlap are batched on the writer thread, which also checkpoints: the
+/// log must still be copied whole and restarted, not grow while writes keep coming. A
+/// lone write then commits on its caller's thread again, and the file is sound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_log_written_by_many_at_once_is_checkpointed() {
+    let (_dir, path) = db_path();
+    let store = Arc::new(open(&path).await);
+    let text = "x".repeat(64 * 1024);
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let store = Arc::clone(&store);
+        let text = text.clone();
+        tasks.push(tokio::spawn(async move {
+            let (thread, turn) = running_turn(&store).await;
+            for _ in 0..48 {
+                store
+                    .append(
+                        &thread,
+                        &turn,
+                        EventPayload::MessageDelta { text: text.clone() },
+                    )
+                    .await
+                    .expect("append");
+            }
+            turn
+        }));
+    }
+    let mut turns = Vec::new();
+    for task in tasks {
+        turns.push(task.await.expect("task"));
+    }
+    // 24 MiB went through the log, in commits of one to eight deltas.
+    let wal = wal_bytes(&path);
+    assert!(
+        wal < 12 * 1024 * 1024,
+        "the write-ahead log grew to {wal} bytes: it is not being checkpointed"
+    );
+    let (thread, turn) = running_turn(&store).await;
+    let last = store
+        .append(
+            &thread,
+            &turn,
+            EventPayload::MessageDelta {
+                text: "after".into(),
+            },
+        )
+        .await
+        .expect("a lone append after the burst");
+    assert_eq!(last.seq, 1);
+    for turn in &turns {
+        assert_eq!(store.turn_events(turn).await.expect("events").len(), 48);
+    }
+    drop(store);
+    let verified: String = raw(&path)
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .expect("integrity check");
+    assert_eq!(verified, "ok");
+}
