@@ -58,8 +58,8 @@ impl CallRecords {
         }
     }
 
-    /// Writes what is pending, and what arrives meanwhile, until nothing is; each batch
-    /// is one `record_model_calls`, which the store commits together.
+    /// Writes what is pending, and what arrives meanwhile, until nothing is; each
+    /// batch's writes are sent before any is awaited, so the store takes them together.
     async fn write_pending(&self) {
         loop {
             let batch = {
@@ -71,13 +71,13 @@ impl CallRecords {
                 let take = pending.records.len().min(MAX_BATCH);
                 pending.records.drain(..take).collect::<Vec<_>>()
             };
-            let ids: Vec<_> = batch.iter().map(|record| record.id.clone()).collect();
-            let results = self.store.record_model_calls(batch).await;
-            for (id, result) in ids.iter().zip(results) {
-                if let Err(e) = result {
+            let writes = batch.into_iter().map(|record| async move {
+                let id = record.id.clone();
+                if let Err(e) = self.store.record_model_call(record).await {
                     tracing::error!(call = %id, error = %e, "a gateway call could not be recorded");
                 }
-            }
+            });
+            futures_util::future::join_all(writes).await;
         }
     }
 }

@@ -400,16 +400,6 @@ impl EventStore for RedactingStore {
         self.inner.record_model_call(call).await
     }
 
-    async fn record_model_calls(
-        &self,
-        mut calls: Vec<ModelCallRecord>,
-    ) -> Vec<Result<(), StoreError>> {
-        for call in &mut calls {
-            call.model = self.text(&call.model);
-        }
-        self.inner.record_model_calls(calls).await
-    }
-
     async fn record_mcp_call(&self, mut call: McpCallRecord) -> Result<(), StoreError> {
         // Errors and answers come from the upstream server: never trusted.
         call.detail = call.detail.map(|d| self.text(&d));

@@ -284,18 +284,6 @@ impl EventStore for MeteredStore {
             .await
     }
 
-    /// Observed once per call, as `record_model_call`, so the counts mean what they did.
-    async fn record_model_calls(&self, calls: Vec<ModelCallRecord>) -> Vec<Result<(), StoreError>> {
-        let started = Instant::now();
-        let results = self.inner.record_model_calls(calls).await;
-        let took = started.elapsed();
-        for result in &results {
-            self.metrics
-                .observe_store("record_model_call", outcome(result), took);
-        }
-        results
-    }
-
     async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {
         self.timed("record_mcp_call", self.inner.record_mcp_call(call))
             .await

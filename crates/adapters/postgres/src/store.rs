@@ -361,13 +361,6 @@ impl EventStore for PostgresStore {
         in_tx!(self, |db| costs::record_model_call(db, call))
     }
 
-    /// Each call in its own transaction, on as many pooled connections as are free, as
-    /// before there was a batch: they link into one chain, so they commit one by one.
-    async fn record_model_calls(&self, calls: Vec<ModelCallRecord>) -> Vec<Result<(), StoreError>> {
-        futures_util::future::join_all(calls.into_iter().map(|call| self.record_model_call(call)))
-            .await
-    }
-
     async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {
         in_tx!(self, |db| mcp_calls::record(db, call))
     }

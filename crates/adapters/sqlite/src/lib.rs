@@ -1,7 +1,5 @@
 //! The SQLite event store: `SqliteStore` implements the engine's `EventStore` port on
-//! one local database file (WAL, one write connection whose lone writes commit on
-//! their caller's thread and concurrent ones, and checkpoints, on the writer thread;
-//! read-only readers).
+//! one local database file (WAL, one batched writer thread, read-only readers).
 //!
 //! `SqliteStore` also implements `ExecutionStore` (the execution queue, `executions.rs`),
 //! `VersionStore`, `ReplicaStore` (`replicas.rs`; the file is locked to one process) and
@@ -27,7 +25,6 @@ mod replicas;
 mod rows;
 mod store;
 mod versions;
-mod write_queue;
 mod writer;
 
 pub use migrations::SCHEMA_VERSION;

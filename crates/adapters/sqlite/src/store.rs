@@ -1,9 +1,9 @@
-//! `SqliteStore`: the handle the rest of the program holds. It hands writes to the
-//! write queue (`write_queue.rs`, which runs them itself or on the writer thread) and
-//! runs reads on the blocking pool (`reader.rs`); it holds no SQL of its own.
+//! `SqliteStore`: the handle the rest of the program holds. It sends writes to the
+//! writer thread (`writer.rs`) and runs reads on the blocking pool (`reader.rs`); it
+//! holds no SQL of its own.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 use agentplane_core::policy::Timestamp;
@@ -22,8 +22,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::reader::{self, Readers};
-use crate::write_queue::WriteQueue;
-use crate::writer::{Command, Reply};
+use crate::writer::{self, Command, Reply};
 use crate::{approvals, connection};
 
 /// Read-only connections kept open. Reads are short and the machine is small; WAL lets
@@ -32,17 +31,17 @@ const READERS: usize = 2;
 
 /// The event store on one SQLite file.
 ///
-/// Writes go through one write connection: a lone write commits on its caller's thread,
-/// concurrent ones queue and the writer thread commits them in one transaction. A
-/// write's future resolves only after its commit, so an event is durable (against a
-/// process crash) before `append` returns. Dropping a write's future after it was sent
-/// does not undo it. Dropping the store lets the writer finish what is queued and waits
-/// for it, so the file is closed when `drop` returns.
+/// Writes go through a single writer thread that commits whatever is queued in one
+/// transaction; a write's future resolves only after its commit, so an event is durable
+/// (against a process crash) before `append` returns. Dropping a write's future after
+/// it was sent does not undo it. Dropping the store stops the writer after its current
+/// batch and waits for it, so the file is closed when `drop` returns.
 pub struct SqliteStore {
     path: PathBuf,
     /// This process, recorded on the turns it begins and the executions it claims.
     pub(crate) replica: ReplicaId,
-    writes: Arc<WriteQueue>,
+    /// `None` only during `drop`.
+    commands: Option<mpsc::Sender<Command>>,
     writer: Option<JoinHandle<()>>,
     readers: Arc<Readers>,
     /// The exclusive lock on the database file (ADR 0019): released last, on drop,
@@ -87,13 +86,13 @@ impl SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Backend(format!("opening the event store: {e}")))??;
-        let writes = Arc::new(WriteQueue::new(conn)?);
-        let writer = spawn_writer(Arc::clone(&writes))?;
+        let (commands, receiver) = mpsc::channel();
+        let writer = spawn_writer(conn, receiver)?;
         tracing::debug!(path = %path.display(), "event store open");
         Ok(SqliteStore {
             path,
             replica,
-            writes,
+            commands: Some(commands),
             writer: Some(writer),
             readers: Arc::new(readers),
             lock,
@@ -105,14 +104,18 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Runs a command (here, or on the writer thread if others wait) and waits for
-    /// its committed answer.
+    /// Sends a command to the writer and waits for its committed answer.
     pub(crate) async fn write<T>(
         &self,
         command: impl FnOnce(Reply<T>) -> Command,
     ) -> Result<T, StoreError> {
+        let stopped = || StoreError::Backend("the event store's writer has stopped".into());
         let (reply, answer) = oneshot::channel();
-        self.writes.submit(vec![command(reply)]);
+        self.commands
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(command(reply))
+            .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 
@@ -142,22 +145,21 @@ impl SqliteStore {
     }
 }
 
-fn stopped() -> StoreError {
-    StoreError::Backend("the event store's writer has stopped".into())
-}
-
-fn spawn_writer(writes: Arc<WriteQueue>) -> Result<JoinHandle<()>, StoreError> {
+fn spawn_writer(
+    conn: Connection,
+    receiver: mpsc::Receiver<Command>,
+) -> Result<JoinHandle<()>, StoreError> {
     std::thread::Builder::new()
         .name("agentplane-store-writer".into())
-        .spawn(move || writes.run_writer())
+        .spawn(move || writer::run(conn, receiver))
         .map_err(|e| StoreError::Backend(format!("cannot start the event store's writer: {e}")))
 }
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        // The writer commits what is queued, closes the write connection and ends. No
-        // caller can be running a write itself: each one borrows the store meanwhile.
-        self.writes.close();
+        // Closing the channel ends the writer's loop once its current batch is
+        // committed. No write can be waiting: each one borrows the store until answered.
+        self.commands = None;
         if let Some(writer) = self.writer.take()
             && writer.join().is_err()
         {
@@ -451,24 +453,6 @@ impl EventStore for SqliteStore {
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError> {
         self.write(|reply| crate::writer::job(move |c| crate::model_calls::record(c, call), reply))
             .await
-    }
-
-    async fn record_model_calls(&self, calls: Vec<ModelCallRecord>) -> Vec<Result<(), StoreError>> {
-        let (commands, answers): (Vec<Command>, Vec<_>) = calls
-            .into_iter()
-            .map(|call| {
-                let (reply, answer) = oneshot::channel();
-                let command =
-                    crate::writer::job(move |c| crate::model_calls::record(c, call), reply);
-                (command, answer)
-            })
-            .unzip();
-        self.writes.submit(commands);
-        let mut results = Vec::with_capacity(answers.len());
-        for answer in answers {
-            results.push(answer.await.unwrap_or_else(|_| Err(stopped())));
-        }
-        results
     }
 
     async fn record_mcp_call(&self, call: McpCallRecord) -> Result<(), StoreError> {

@@ -1,11 +1,13 @@
-//! The single writer's work: a batch of commands committed in ONE transaction (group
-//! commit), so many concurrent appends cost one WAL commit. Who runs a batch, a caller
-//! or the writer thread, is `write_queue.rs`'s business. Each command runs inside its own savepoint,
+//! The single writer: one OS thread owns the write connection, takes commands from a
+//! channel and commits everything queued in ONE transaction (group commit), so many
+//! concurrent appends cost one WAL commit. Each command runs inside its own savepoint,
 //! so a refused command (a conflict, an unknown turn) undoes only its own writes while
 //! the rest of the batch commits. Replies are sent only after COMMIT succeeds: an event
 //! is durable before `append` returns.
 //!
 //! Every write SQL statement of the store lives here; reads live in `reader.rs`.
+
+use std::sync::mpsc::Receiver;
 
 use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
@@ -28,6 +30,10 @@ use crate::{approvals, reader};
 /// Where a command's answer goes. Nobody may be listening any more (the caller was
 /// cancelled); the write still stands, as it would if the answer had been lost.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// The most commands one transaction takes, so one huge burst cannot hold the write
+/// lock (and delay every reply in it) for long.
+const MAX_BATCH: usize = 256;
 
 /// Why `interrupt_running_turns` declines the permissions it finds pending.
 const STOPPED_WHILE_PENDING: &str = "agentplane stopped while this permission was pending";
@@ -142,8 +148,22 @@ impl<T: Send + 'static> AnyJob for TypedJob<T> {
     }
 }
 
+/// The writer thread's body: returns when every sender is gone (the store was dropped).
+pub(crate) fn run(mut conn: Connection, commands: Receiver<Command>) {
+    while let Ok(first) = commands.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match commands.try_recv() {
+                Ok(command) => batch.push(command),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, batch);
+    }
+}
+
 /// Runs `batch` in one transaction and answers every command once its fate is known.
-pub(crate) fn commit_batch(conn: &mut Connection, batch: Vec<Command>) {
+fn commit_batch(conn: &mut Connection, batch: Vec<Command>) {
     let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
         Ok(tx) => tx,
         Err(e) => {
@@ -293,7 +313,7 @@ impl Batch<'_> {
 }
 
 impl Command {
-    pub(crate) fn refuse(self, error: StoreError) {
+    fn refuse(self, error: StoreError) {
         // A dropped receiver means the caller stopped waiting; nothing to tell it.
         match self {
             Self::CreateThread { reply, .. } => drop(reply.send(Err(error))),

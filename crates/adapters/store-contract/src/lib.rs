@@ -73,7 +73,6 @@ macro_rules! store_contract {
             model_calls::calls_are_summed_with_turn_costs_under_the_same_filters,
             model_calls::an_id_is_recorded_once_and_extremes_are_clamped,
             model_calls::recorded_calls_cannot_be_changed_or_deleted,
-            model_calls::a_batch_records_each_call_and_refuses_only_the_bad_ones,
             permissions::a_permission_is_created_then_resolved_exactly_once,
             permissions::a_permission_needs_a_running_turn_of_its_thread,
             permissions::a_permission_cannot_be_answered_after_its_turn_ended,

@@ -184,39 +184,3 @@ pub async fn recorded_calls_cannot_be_changed_or_deleted<S: Store>(
         "negative counts are refused"
     );
 }
-
-/// A batch answers for each call in order: one refused (its id recorded already, or
-/// twice in the batch) leaves the others recorded, and the chain links them all.
-pub async fn a_batch_records_each_call_and_refuses_only_the_bad_ones<S: Store>(
-    store: Arc<S>,
-    _raw: &dyn RawSql,
-) {
-    let known = call("alice", "gateway", 1, 1);
-    store
-        .record_model_call(known.clone())
-        .await
-        .expect("record");
-    let twice = call("bob", "gateway", 2, 2);
-    let batch = vec![
-        call("alice", "gateway", 10, 3),
-        known,
-        twice.clone(),
-        twice,
-        call("carol", "gateway", 20, 5),
-    ];
-    let results = store.record_model_calls(batch).await;
-    let refused: Vec<bool> = results
-        .iter()
-        .map(|r| matches!(r, Err(StoreError::Conflict(_))))
-        .collect();
-    assert_eq!(refused, [false, true, false, true, false], "{results:?}");
-    for (result, refused) in results.iter().zip(&refused) {
-        assert!(*refused || result.is_ok(), "{results:?}");
-    }
-    let rows = store.costs(&CostQuery::default()).await.expect("costs");
-    let calls: u64 = rows.iter().map(|r| r.calls).sum();
-    let usd: u64 = rows.iter().map(|r| r.usd_micros).sum();
-    assert_eq!(calls, 4, "the first call and three of the batch: {rows:?}");
-    assert_eq!(usd, 1 + 3 + 2 + 5);
-    assert!(store.record_model_calls(Vec::new()).await.is_empty());
-}

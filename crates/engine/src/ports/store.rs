@@ -490,12 +490,6 @@ pub trait EventStore: Send + Sync {
     /// store. `Conflict` if its id was recorded already.
     async fn record_model_call(&self, call: ModelCallRecord) -> Result<(), StoreError>;
 
-    /// Records several model calls as [`Self::record_model_call`] records each, and
-    /// answers for each, in order. A store that can commits them together (SQLite: one
-    /// transaction, each call in its own savepoint, so a refused call leaves the others
-    /// recorded). There is no default: a wrapper that forgot it would write one at a time.
-    async fn record_model_calls(&self, calls: Vec<ModelCallRecord>) -> Vec<Result<(), StoreError>>;
-
     /// Records a finished MCP gateway call, timestamped by the store. `Conflict` if
     /// its id was recorded already. A call with a charge counts in [`Self::costs`]
     /// (provider `mcp`, the tool as the model) and so in the budgets.
