@@ -67,6 +67,7 @@ async fn spend(
 ) -> (ThreadId, TurnId) {
     let thread = store
         .create_thread(NewThread {
+            agent_version: None,
             id: ThreadId::new(),
             client_id: client.into(),
             agent: agent.into(),

@@ -56,6 +56,7 @@ async fn round(store: Arc<dyn EventStore>, turns: usize, events: usize, step: us
     for i in 0..turns {
         let thread = store
             .create_thread(NewThread {
+                agent_version: None,
                 id: ThreadId::new(),
                 client_id: "bench".into(),
                 agent: "chat".into(),

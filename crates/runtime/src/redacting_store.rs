@@ -461,6 +461,7 @@ mod tests {
         let thread = ThreadId::new();
         store
             .create_thread(NewThread {
+                agent_version: None,
                 id: thread.clone(),
                 client_id: "c".into(),
                 agent: "a".into(),
@@ -484,6 +485,7 @@ mod tests {
         let thread = ThreadId::new();
         store
             .create_thread(NewThread {
+                agent_version: None,
                 id: thread.clone(),
                 client_id: "c".into(),
                 agent: "a".into(),

@@ -650,6 +650,7 @@ async fn turns_left_running_are_interrupted_at_the_next_start() {
     let store = h.runtime.store().clone();
     let thread = store
         .create_thread(NewThread {
+            agent_version: None,
             id: agentplane_core::ThreadId::new(),
             client_id: "local".into(),
             agent: "engineering".into(),

@@ -196,6 +196,7 @@ async fn a_thread_from_before_versions_is_pinned_at_its_next_turn_by_the_weights
     let thread = runtime
         .store()
         .create_thread(agentplane_engine::ports::NewThread {
+            agent_version: None,
             id: agentplane_core::ThreadId::new(),
             client_id: "c1".into(),
             agent: "chat".into(),

@@ -569,6 +569,7 @@ async fn the_metered_store_forwards_and_counts_every_outcome() {
     let thread = ThreadId::new();
     let created = store
         .create_thread(NewThread {
+            agent_version: None,
             id: thread.clone(),
             client_id: "c".into(),
             agent: "coder".into(),

@@ -51,8 +51,8 @@ pub(crate) async fn create_thread(
     let created_at = stored_now();
     let inserted = db
         .execute(
-            "INSERT INTO threads (id, client_id, agent, cwd, title, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO threads (id, client_id, agent, cwd, title, created_at, agent_version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
             &[
                 &thread.id.as_str(),
                 &enc(&thread.client_id),
@@ -60,6 +60,7 @@ pub(crate) async fn create_thread(
                 &enc(&thread.cwd),
                 &enc_opt(thread.title.as_deref()),
                 &created_at,
+                &enc_opt(thread.agent_version.as_deref()),
             ],
         )
         .await;

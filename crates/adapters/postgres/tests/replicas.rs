@@ -24,6 +24,7 @@ const DEADLINE: Duration = Duration::from_secs(30);
 
 fn new_thread() -> NewThread {
     NewThread {
+        agent_version: None,
         id: ThreadId::new(),
         client_id: "local".into(),
         agent: "coder".into(),
@@ -599,6 +600,7 @@ async fn hostile_input_is_stored_exactly() {
     let nul_client = "tenant \0 with nul";
     let created = store
         .create_thread(NewThread {
+            agent_version: None,
             client_id: nul_client.into(),
             title: Some("\0".into()),
             ..new_thread()

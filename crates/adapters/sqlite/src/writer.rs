@@ -390,8 +390,8 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
     let created_at = stored_now();
     let inserted = c
         .prepare_cached(
-            "INSERT INTO threads (id, client_id, agent, cwd, title, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO threads (id, client_id, agent, cwd, title, created_at, agent_version)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -401,6 +401,7 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
                 thread.cwd,
                 thread.title,
                 created_at,
+                thread.agent_version,
             ])
         });
     match inserted {

@@ -24,6 +24,7 @@ fn cost(model: &str, input_tokens: u64, output_tokens: u64, usd_micros: u64) -> 
 async fn turn_of<S: Store>(store: &S, client: &str, agent: &str) -> (ThreadId, TurnId) {
     let thread = store
         .create_thread(NewThread {
+            agent_version: None,
             id: ThreadId::new(),
             client_id: client.into(),
             agent: agent.into(),

@@ -71,6 +71,7 @@ pub async fn unsabotage(raw: &dyn RawSql, table: &str) {
 
 pub fn new_thread() -> NewThread {
     NewThread {
+        agent_version: None,
         id: ThreadId::new(),
         client_id: "local".into(),
         agent: "coder".into(),

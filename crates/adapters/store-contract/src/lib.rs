@@ -103,6 +103,7 @@ macro_rules! store_contract {
             versions::traffic_is_append_only_and_a_stale_change_loses,
             versions::one_agents_versions_are_read_alone_and_in_order,
             versions::a_thread_is_pinned_once_and_its_turns_record_the_version,
+            versions::a_thread_created_pinned_keeps_its_version,
         );
     };
     (@each $fresh:path; $($module:ident :: $name:ident,)*) => {

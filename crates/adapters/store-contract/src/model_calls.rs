@@ -41,6 +41,7 @@ pub async fn calls_are_summed_with_turn_costs_under_the_same_filters<S: Store>(
     // A turn of alice's with one cost event, same provider and model.
     let thread = store
         .create_thread(NewThread {
+            agent_version: None,
             id: ThreadId::new(),
             client_id: "alice".into(),
             agent: "chat".into(),

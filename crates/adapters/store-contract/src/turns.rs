@@ -13,6 +13,7 @@ pub async fn a_thread_is_created_and_read_back_with_hostile_fields<S: Store>(
     raw: &dyn RawSql,
 ) {
     let wanted = NewThread {
+        agent_version: None,
         id: ThreadId::new(),
         client_id: "client'); DROP TABLE threads; --".into(),
         agent: "agent \"quoted\" \\ back\\slash".into(),

@@ -230,3 +230,37 @@ pub async fn a_thread_is_pinned_once_and_its_turns_record_the_version<S: Store>(
         Err(StoreError::NotFound(_))
     ));
 }
+
+/// A thread created pinned (one write) reads back pinned, its pin never moves, and its
+/// turns record the version, as for a thread pinned after it was created.
+pub async fn a_thread_created_pinned_keeps_its_version<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
+    let thread = store
+        .create_thread(agentplane_engine::ports::NewThread {
+            agent_version: Some("1.4.0".into()),
+            ..new_thread()
+        })
+        .await
+        .expect("thread");
+    assert_eq!(thread.agent_version.as_deref(), Some("1.4.0"));
+    let read = store
+        .thread(&thread.id)
+        .await
+        .expect("read")
+        .expect("thread");
+    assert_eq!(read, thread);
+    assert_eq!(
+        store.pin_thread(&thread.id, "2.0.0").await.expect("pin"),
+        "1.4.0",
+        "the pin it was created with wins"
+    );
+    assert!(
+        raw.execute("UPDATE threads SET agent_version = '3.0.0'")
+            .await
+            .is_err()
+    );
+    let turn = store
+        .begin_turn(&thread.id, &TurnId::new(), "hi", false)
+        .await
+        .expect("turn");
+    assert_eq!(turn.agent_version.as_deref(), Some("1.4.0"));
+}

@@ -303,6 +303,7 @@ impl Hub {
             .deps
             .store
             .create_thread(NewThread {
+                agent_version: None,
                 id: ThreadId::new(),
                 client_id: caller.client().to_owned(),
                 agent: self.config.mcp_gateway.agent.clone(),

@@ -71,6 +71,7 @@ impl Hub {
                 store
                     .create_shadow_thread(
                         NewThread {
+                            agent_version: None,
                             id: ThreadId::new(),
                             client_id: original.client_id.clone(),
                             agent: original.agent.clone(),

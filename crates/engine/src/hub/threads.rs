@@ -108,7 +108,9 @@ impl Hub {
         let version = self
             .version_for_new_thread(&request.agent, &id, version)
             .await?;
-        let mut thread = self
+        // Pinned in the same write that creates it, where versions are kept; without a
+        // version store the same draw is made again at each turn.
+        let thread = self
             .deps
             .store
             .create_thread(NewThread {
@@ -117,13 +119,9 @@ impl Hub {
                 agent: request.agent,
                 cwd,
                 title: request.title,
+                agent_version: self.versions.store.is_some().then_some(version),
             })
             .await?;
-        // Not in the same transaction as the thread: a thread left unpinned by a crash
-        // here is pinned at its first turn, by the same draw.
-        if let Some(store) = &self.versions.store {
-            thread.agent_version = Some(store.pin_thread(&thread.id, &version).await?);
-        }
         Ok(thread)
     }
 

@@ -134,8 +134,8 @@ pub fn cost_bound(name: &str, value: &str) -> Result<String, StoreError> {
 }
 
 impl NewThread {
-    /// The record of this thread, created at `created_at`: no summary, version or
-    /// shadow yet.
+    /// The record of this thread, created at `created_at`: no summary or shadow yet,
+    /// and the version it was created pinned to, if any.
     pub fn created(self, created_at: String) -> ThreadRecord {
         ThreadRecord {
             id: self.id,
@@ -145,7 +145,7 @@ impl NewThread {
             title: self.title,
             created_at,
             summary: None,
-            agent_version: None,
+            agent_version: self.agent_version,
             shadow_of: None,
         }
     }

@@ -28,6 +28,9 @@ pub struct NewThread {
     /// The working directory, absolute.
     pub cwd: String,
     pub title: Option<String>,
+    /// The version of its agent the thread is pinned to from the start (ADR 0036), so
+    /// creating a pinned thread is one write; `None` leaves it to the first turn.
+    pub agent_version: Option<String>,
 }
 
 /// A stored thread.

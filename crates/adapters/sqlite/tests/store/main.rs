@@ -38,6 +38,7 @@ fn raw(path: &Path) -> rusqlite::Connection {
 
 fn new_thread() -> NewThread {
     NewThread {
+        agent_version: None,
         id: ThreadId::new(),
         client_id: "local".into(),
         agent: "coder".into(),
