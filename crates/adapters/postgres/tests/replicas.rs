@@ -600,7 +600,6 @@ async fn hostile_input_is_stored_exactly() {
     let nul_client = "tenant \0 with nul";
     let created = store
         .create_thread(NewThread {
-            agent_version: None,
             client_id: nul_client.into(),
             title: Some("\0".into()),
             ..new_thread()

@@ -11,7 +11,6 @@ use crate::fixtures::{RawSql, Store, delta, new_thread, running_turn};
 
 fn thread_of(client_id: &str, title: &str) -> NewThread {
     NewThread {
-        agent_version: None,
         client_id: client_id.into(),
         title: Some(title.into()),
         ..new_thread()
@@ -173,7 +172,6 @@ pub async fn a_deleted_thread_is_hidden_but_its_log_stays<S: Store>(
     // Its id stays taken: a new thread cannot take over the old log.
     let reused = store
         .create_thread(NewThread {
-            agent_version: None,
             id: thread.clone(),
             ..new_thread()
         })
