@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use agentplane_core::version::TrafficAction;
 use agentplane_core::{Stage, TrafficSplit, TurnId, VersionSpec};
-use agentplane_engine::ports::{NewTraffic, NewVersion, StoreError};
+use agentplane_engine::ports::{NewTraffic, NewVersion, StoreError, TurnRecord};
 
 use crate::fixtures::{RawSql, Store, new_thread};
 
@@ -182,24 +182,7 @@ pub async fn a_thread_is_pinned_once_and_its_turns_record_the_version<S: Store>(
         store.pin_thread(&thread.id, "1.1.0").await.expect("pin"),
         "1.1.0"
     );
-    // The earlier pin wins.
-    assert_eq!(
-        store
-            .pin_thread(&thread.id, "2.0.0")
-            .await
-            .expect("pin again"),
-        "1.1.0"
-    );
-    assert!(
-        raw.execute("UPDATE threads SET agent_version = '3.0.0'")
-            .await
-            .is_err()
-    );
-    let turn = store
-        .begin_turn(&thread.id, &TurnId::new(), "hi", false)
-        .await
-        .expect("turn");
-    assert_eq!(turn.agent_version.as_deref(), Some("1.1.0"));
+    let turn = pin_holds(&*store, raw, &thread.id, "1.1.0").await;
     let read = store.turn(&turn.id).await.expect("read").expect("turn");
     assert_eq!(read.agent_version.as_deref(), Some("1.1.0"));
     assert!(matches!(
@@ -248,10 +231,22 @@ pub async fn a_thread_created_pinned_keeps_its_version<S: Store>(store: Arc<S>, 
         .expect("read")
         .expect("thread");
     assert_eq!(read, thread);
+    pin_holds(&*store, raw, &thread.id, "1.4.0").await;
+}
+
+/// `thread`, pinned to `pinned`, stays so: a later pin returns the first, the column
+/// cannot be changed behind the store's back, and a turn records the version. Returns
+/// that turn.
+async fn pin_holds<S: Store>(
+    store: &S,
+    raw: &dyn RawSql,
+    thread: &agentplane_core::ThreadId,
+    pinned: &str,
+) -> TurnRecord {
     assert_eq!(
-        store.pin_thread(&thread.id, "2.0.0").await.expect("pin"),
-        "1.4.0",
-        "the pin it was created with wins"
+        store.pin_thread(thread, "2.0.0").await.expect("pin again"),
+        pinned,
+        "the first pin wins"
     );
     assert!(
         raw.execute("UPDATE threads SET agent_version = '3.0.0'")
@@ -259,8 +254,9 @@ pub async fn a_thread_created_pinned_keeps_its_version<S: Store>(store: Arc<S>, 
             .is_err()
     );
     let turn = store
-        .begin_turn(&thread.id, &TurnId::new(), "hi", false)
+        .begin_turn(thread, &TurnId::new(), "hi", false)
         .await
         .expect("turn");
-    assert_eq!(turn.agent_version.as_deref(), Some("1.4.0"));
+    assert_eq!(turn.agent_version.as_deref(), Some(pinned));
+    turn
 }

@@ -303,12 +303,12 @@ impl Hub {
             .deps
             .store
             .create_thread(NewThread {
-                agent_version: None,
                 id: ThreadId::new(),
                 client_id: caller.client().to_owned(),
                 agent: self.config.mcp_gateway.agent.clone(),
                 cwd: "/".to_owned(),
                 title: Some(format!("MCP gateway: {}", tool.name)),
+                agent_version: None,
             })
             .await?;
         let started = EventPayload::TurnStarted {

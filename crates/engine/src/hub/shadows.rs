@@ -71,12 +71,12 @@ impl Hub {
                 store
                     .create_shadow_thread(
                         NewThread {
-                            agent_version: None,
                             id: ThreadId::new(),
                             client_id: original.client_id.clone(),
                             agent: original.agent.clone(),
                             cwd: original.cwd.clone(),
                             title: Some(format!("shadow {} of {}", shadow.version, original.id)),
+                            agent_version: None,
                         },
                         &original.id,
                         &shadow.version,

@@ -110,7 +110,7 @@ impl Hub {
             .await?;
         // Pinned in the same write that creates it, where versions are kept; without a
         // version store the same draw is made again at each turn.
-        let thread = self
+        Ok(self
             .deps
             .store
             .create_thread(NewThread {
@@ -121,8 +121,7 @@ impl Hub {
                 title: request.title,
                 agent_version: self.versions.store.is_some().then_some(version),
             })
-            .await?;
-        Ok(thread)
+            .await?)
     }
 
     /// A client's threads, newest first.
