@@ -16,6 +16,7 @@ pub mod policy;
 pub mod secret;
 pub mod tool;
 pub mod version;
+pub mod visible;
 
 pub use agent::{AgentLimits, AgentSpec, NetworkAccess, SandboxSpec, ToolCallMode};
 pub use chat::{ChatMessage, ChatRequest, ChatResponse, Role, ToolCall, ToolChoice, Usage};
