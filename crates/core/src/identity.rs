@@ -206,6 +206,60 @@ impl fmt::Debug for KeySecret {
     }
 }
 
+/// The prefix of a setup token, told apart from a key (`ap_`) at a glance.
+pub const SETUP_TOKEN_PREFIX: &str = "apsetup_";
+
+/// The HTTP header a setup token travels in (`POST /v1/keys`).
+pub const SETUP_TOKEN_HEADER: &str = "x-setup-token";
+
+/// The one-time setup token of a server without keys or token (docs/identity.md):
+/// whoever can read the 0600 file `serve` writes it to may create the first key over
+/// HTTP, and nobody else on the strength of being on loopback. The same type holds a
+/// generated token and one a caller presents; its `Debug` never shows either.
+#[derive(Clone)]
+pub struct SetupToken(String);
+
+impl SetupToken {
+    /// A new token: [`SETUP_TOKEN_PREFIX`] and 64 hex digits of the OS's randomness.
+    /// `Err` only if the operating system has no random source.
+    pub fn generate() -> Result<Self, String> {
+        let mut bytes = [0u8; SECRET_BYTES];
+        getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a token: {e}"))?;
+        Ok(Self(format!("{SETUP_TOKEN_PREFIX}{}", hex(&bytes))))
+    }
+
+    /// A token as a caller presented it, unchecked: any text, hostile included.
+    pub fn presented(text: impl Into<String>) -> Self {
+        Self(text.into())
+    }
+
+    /// The token itself, to write to its file or send.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `other` is this token. Both are hashed and the digests compared without
+    /// early exit, so the time taken says nothing about where they differ, nor (the
+    /// digests having one length) about how long the presented one is.
+    pub fn matches(&self, other: &SetupToken) -> bool {
+        let (a, b) = (
+            Sha256::digest(self.0.as_bytes()),
+            Sha256::digest(other.0.as_bytes()),
+        );
+        let difference = a
+            .iter()
+            .zip(b.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y));
+        std::hint::black_box(difference) == 0
+    }
+}
+
+impl fmt::Debug for SetupToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SetupToken(<redacted>)")
+    }
+}
+
 /// Whether `text` has the shape of a key secret (the prefix, then 64 hex digits).
 pub fn looks_like_key(text: &str) -> bool {
     text.strip_prefix(KEY_PREFIX).is_some_and(|rest| {
@@ -231,6 +285,27 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn setup_tokens_match_only_themselves_and_stay_hidden() {
+        let token = SetupToken::generate().expect("random");
+        assert!(token.expose().starts_with(SETUP_TOKEN_PREFIX));
+        assert_eq!(token.expose().len(), SETUP_TOKEN_PREFIX.len() + 64);
+        assert!(!looks_like_key(token.expose()));
+        assert!(token.matches(&SetupToken::presented(token.expose())));
+        let mut one_off = token.expose().to_owned();
+        one_off.pop();
+        for wrong in [
+            String::new(),
+            one_off.clone(),
+            format!("{one_off}0{}", "0".repeat(10_000)),
+            "é".repeat(40),
+            SetupToken::generate().expect("random").expose().to_owned(),
+        ] {
+            assert!(!token.matches(&SetupToken::presented(wrong)));
+        }
+        assert_eq!(format!("{token:?}"), "SetupToken(<redacted>)");
+    }
 
     #[test]
     fn secrets_are_prefixed_random_and_hidden() {
