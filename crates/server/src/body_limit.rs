@@ -5,32 +5,25 @@
 //! Without it a route learns the size only while reading, so a client declaring
 //! 99,999,999,999 bytes and sending a few held its request open until the body
 //! timeout. A body without a declared length (chunked) is still cut at the limit by
-//! the reader (`extract.rs`, rmcp's own limit on `/mcp`). What must not live here:
-//! any other check of the request.
+//! the reader (`extract.rs`, rmcp's own limit on `/mcp`). The ingress guard
+//! (`ingress.rs`) applies it; what must not live here: any other check of the request.
 
-use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 
-/// The middleware: `limit` is the largest body accepted, in bytes.
-pub(crate) async fn refuse_declared_oversize(
-    State(limit): State<usize>,
-    request: Request,
-    next: Next,
-) -> Response {
-    match declared_length(request.headers()) {
-        Some(declared) if declared > limit as u64 => ApiError::invalid(format!(
+/// The refusal of a request whose declared length is over `limit` bytes, if it is
+/// (the ingress guard, `ingress.rs`, asks before any route reads the body).
+pub(crate) fn refusal(headers: &HeaderMap, limit: usize) -> Option<ApiError> {
+    let declared = declared_length(headers)?;
+    (declared > limit as u64).then(|| {
+        ApiError::invalid(format!(
             "the request body is larger than the server accepts ({declared} bytes declared, \
              at most {limit})"
         ))
         .with_status(StatusCode::PAYLOAD_TOO_LARGE)
         .with_detail("max_bytes", limit)
-        .into_response(),
-        _ => next.run(request).await,
-    }
+    })
 }
 
 /// The length a request declares, if it declares one that is a number (hyper has

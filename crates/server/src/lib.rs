@@ -59,6 +59,7 @@ mod error;
 mod extract;
 mod followers;
 mod guarded;
+mod ingress;
 mod mcp;
 mod metrics_layer;
 mod model_probe;
@@ -128,7 +129,7 @@ pub struct RouterOptions {
     pub executions: Option<Arc<Executions>>,
     /// How many event streams may follow threads at once.
     pub followers: FollowerLimits,
-    /// Browser origins `/mcp` accepts besides loopback ones.
+    /// Browser origins every route accepts besides loopback ones.
     pub allowed_origins: AllowedOrigins,
     /// The agents published over A2A (`[a2a]`); none by default.
     pub a2a: A2aOptions,
@@ -196,7 +197,8 @@ pub struct ServeOptions {
     pub connections: ConnectionLimits,
     /// How many event streams may follow threads at once.
     pub followers: FollowerLimits,
-    /// Browser origins `/mcp` accepts besides loopback ones (`[server] allowed_origins`).
+    /// Browser origins every route accepts besides loopback ones (`[server]
+    /// allowed_origins`).
     pub allowed_origins: AllowedOrigins,
     /// The agents published over A2A (`[a2a]`); none by default.
     pub a2a: A2aOptions,
@@ -385,7 +387,6 @@ fn build(
     // request naming no client is `auth::MCP_DEFAULT_CLIENT`'s (MCP clients cannot all
     // add headers).
     let mcp_options = || mcp::HttpOptions {
-        token_required: gate.required(),
         body_limit: options.body_limit,
         keep_alive: state.heartbeat,
         stop: mcp_stop.clone(),
@@ -396,12 +397,7 @@ fn build(
             "/mcp/gateway",
             mcp::gateway_service(state.hub.clone(), mcp_options()),
         )
-        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate_mcp))
-        // Outside the credential check: a foreign page is refused whatever it sends.
-        .route_layer(from_fn_with_state(
-            Arc::new(options.allowed_origins.clone()),
-            origin::check,
-        ));
+        .route_layer(from_fn_with_state(gate.clone(), auth::authenticate_mcp));
     let router = router.merge(mcp);
     // Unauthenticated, as RFC 9728 wants: where a client learns how to get a token.
     let router = router.merge(
@@ -460,12 +456,16 @@ fn build(
         Some(metrics) => metrics_layer::around(router, metrics.clone()),
         None => router,
     };
+    // Around every route, the fallbacks included: what a web page can make a browser
+    // send is refused before any route, credential check or body read (`ingress.rs`).
+    let ingress = ingress::Ingress {
+        allowed_origins: options.allowed_origins.clone(),
+        token_required: gate.required(),
+        body_limit: options.body_limit,
+    };
     router
         .layer(DefaultBodyLimit::max(options.body_limit))
-        .layer(from_fn_with_state(
-            options.body_limit,
-            body_limit::refuse_declared_oversize,
-        ))
+        .layer(from_fn_with_state(Arc::new(ingress), ingress::guard))
         .layer(from_fn(trace::trace_requests))
         .layer(from_fn(access_log::log_requests))
         .with_state(state)

@@ -1,33 +1,24 @@
-//! `Origin` on `/mcp`: the MCP transport requires a server to validate it and answer
-//! `403` when it is present and not allowed, so that a web page cannot drive the
+//! Browser origins and the names this server answers to, as data: the parsing and the
+//! allowlist the ingress guard (`ingress.rs`) applies to every route. The MCP
+//! transport requires a server to validate `Origin` and answer `403` when it is present
+//! and not allowed; we hold every route to it, so that a web page cannot drive the
 //! agents through a visitor's browser (a cross-site request, or DNS rebinding, where a
 //! foreign name resolves to 127.0.0.1 and the `Host` header alone looks local).
 //!
-//! The rule is an allowlist. A request without `Origin` (any non-browser client) is
-//! allowed. A browser origin on a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`,
-//! `http` or `https`, any port) is allowed; any other only when `[server]
-//! allowed_origins` lists it exactly (scheme, host, port; a missing port is the
-//! scheme's own). `null` (sandboxed frames, `file:` pages) and everything else is `403
-//! FORBIDDEN` in the standard envelope, and a `security_event` log line. The same
-//! server's own name is not trusted by default: under DNS rebinding it is the
-//! attacker's. What must not live here: anything about the credential (`auth.rs`).
+//! The rule is an allowlist. A browser origin on a loopback host (`localhost`,
+//! `127.0.0.0/8`, `[::1]`, `http` or `https`, any port) is allowed; any other only when
+//! `[server] allowed_origins` lists it exactly (scheme, host, port; a missing port is
+//! the scheme's own). `null` (sandboxed frames, `file:` pages) and everything else is
+//! refused. The same server's own name is not trusted for that reason alone: under DNS
+//! rebinding it is the attacker's (the guard trusts it only where a credential guards
+//! the server, see `ingress.rs`). What must not live here: the middleware, and anything
+//! about the credential (`auth.rs`).
 
 use std::net::IpAddr;
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
-use axum::http::header;
-use axum::middleware::Next;
-use axum::response::Response;
-
-use crate::error::ApiError;
-
-/// Longest `Origin` value quoted in the log.
-const MAX_LOGGED_CHARS: usize = 200;
 
 /// One browser origin: scheme, host (lower case; IPv6 without brackets) and port.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Origin {
+pub(crate) struct Origin {
     scheme: String,
     host: String,
     port: u16,
@@ -36,7 +27,7 @@ struct Origin {
 impl Origin {
     /// Parses a serialized origin (`https://app.example.com`, `http://127.0.0.1:6274`,
     /// `http://[::1]:3000`): `http` or `https`, a host, an optional port, nothing more.
-    fn parse(text: &str) -> Result<Origin, String> {
+    pub(crate) fn parse(text: &str) -> Result<Origin, String> {
         let (scheme, rest) = text
             .split_once("://")
             .ok_or_else(|| format!("`{text}` is not an origin (scheme://host[:port])"))?;
@@ -81,11 +72,59 @@ impl Origin {
 
     /// Whether the host is this machine: `localhost`, `127.0.0.0/8` or `::1`.
     fn is_loopback(&self) -> bool {
-        self.host == "localhost" || self.host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        is_loopback_name(&self.host)
+    }
+
+    /// Whether a request's `Host` names this origin's host and port (a `Host` without
+    /// a port is on the origin scheme's own port): a page of this server's own origin.
+    pub(crate) fn is_host(&self, host: &Host) -> bool {
+        let default_port = if self.scheme == "https" { 443 } else { 80 };
+        self.host == host.name && host.port.unwrap_or(default_port) == self.port
     }
 }
 
-/// The origins `/mcp` accepts besides loopback ones (`[server] allowed_origins`).
+/// Whether a host name (lower case, IPv6 without brackets) is this machine.
+fn is_loopback_name(name: &str) -> bool {
+    name == "localhost" || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A request's `Host`: a name (lower case; IPv6 without brackets) and maybe a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Host {
+    name: String,
+    port: Option<u16>,
+}
+
+impl Host {
+    /// Parses a `Host` header's value: a name or address and an optional port, with no
+    /// user, path or anything else.
+    pub(crate) fn parse(text: &str) -> Result<Host, String> {
+        let authority = axum::http::uri::Authority::try_from(text.trim())
+            .map_err(|_| format!("`{text}` is not a host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!("`{text}` is not a host"));
+        }
+        let name = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        if name.is_empty() {
+            return Err("an empty host".to_owned());
+        }
+        Ok(Host {
+            name,
+            port: authority.port_u16(),
+        })
+    }
+
+    /// Whether the name is this machine's: what a page on a rebound name cannot send.
+    pub(crate) fn is_loopback(&self) -> bool {
+        is_loopback_name(&self.name)
+    }
+}
+
+/// The origins every route accepts besides loopback ones (`[server] allowed_origins`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowedOrigins {
     listed: Vec<Origin>,
@@ -106,44 +145,15 @@ impl AllowedOrigins {
         Ok(AllowedOrigins { listed })
     }
 
-    /// Whether a request with this `Origin` value may reach `/mcp`.
-    fn allows(&self, value: &str) -> bool {
+    /// Whether a request with this `Origin` value may reach the routes, whatever its
+    /// `Host` (a loopback origin, or a listed one).
+    pub(crate) fn allows(&self, value: &str) -> bool {
         match Origin::parse(value.trim()) {
             Ok(origin) => origin.is_loopback() || self.listed.contains(&origin),
             // `null`, and anything that is not an origin.
             Err(_) => false,
         }
     }
-}
-
-/// The middleware in front of `/mcp`.
-pub(crate) async fn check(
-    State(allowed): State<Arc<AllowedOrigins>>,
-    request: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let Some(value) = request.headers().get(header::ORIGIN) else {
-        return Ok(next.run(request).await);
-    };
-    let text = value.to_str().unwrap_or("");
-    if !text.is_empty() && allowed.allows(text) {
-        return Ok(next.run(request).await);
-    }
-    let quoted: String = String::from_utf8_lossy(value.as_bytes())
-        .chars()
-        .take(MAX_LOGGED_CHARS)
-        .collect();
-    tracing::warn!(
-        target: "agentplane::security",
-        event_type = "origin_refused",
-        origin = %quoted.escape_debug(),
-        "security_event"
-    );
-    Err(ApiError::new(
-        agentplane_core::ErrorCode::Forbidden,
-        "this Origin may not use /mcp: only loopback origins and [server] \
-         allowed_origins are accepted",
-    ))
 }
 
 #[cfg(test)]
@@ -202,6 +212,40 @@ mod tests {
         assert!(!list.allows("https://app.example.com:8443"), "another port");
         assert!(!list.allows("https://evil.app.example.com"), "a subdomain");
         assert!(!list.allows("http://tools.example"), "port 80 is not 8080");
+    }
+
+    #[test]
+    fn hosts_are_parsed_and_only_this_machine_is_loopback() {
+        for local in [
+            "127.0.0.1:8686",
+            "localhost",
+            "LOCALHOST:1",
+            "[::1]:3000",
+            "127.9.9.9",
+        ] {
+            assert!(Host::parse(local).expect(local).is_loopback(), "{local}");
+        }
+        for foreign in [
+            "evil.example",
+            "evil.example:8686",
+            "localhost.evil",
+            "[::2]:1",
+        ] {
+            assert!(
+                !Host::parse(foreign).expect(foreign).is_loopback(),
+                "{foreign}"
+            );
+        }
+        for bad in ["", "user@localhost", "localhost/path", "a b"] {
+            assert!(Host::parse(bad).is_err(), "{bad}");
+        }
+        let page = |o: &str| Origin::parse(o).expect(o);
+        let host = |h: &str| Host::parse(h).expect(h);
+        assert!(page("https://agents.example").is_host(&host("agents.example")));
+        assert!(page("https://agents.example").is_host(&host("agents.example:443")));
+        assert!(page("http://agents.example:8686").is_host(&host("Agents.Example:8686")));
+        assert!(!page("https://agents.example").is_host(&host("agents.example:8686")));
+        assert!(!page("https://evil.example").is_host(&host("agents.example")));
     }
 
     #[test]

@@ -23,9 +23,6 @@ use super::{AgentTools, Caller};
 
 /// How `/mcp` behaves.
 pub(crate) struct HttpOptions {
-    /// Whether a bearer token guards the route. Without one, only loopback `Host`
-    /// headers are accepted (against DNS rebinding); with one, the token is the guard.
-    pub(crate) token_required: bool,
     /// The largest request body, in bytes.
     pub(crate) body_limit: usize,
     /// How often idle MCP event streams send a keep-alive.
@@ -55,13 +52,13 @@ fn serve<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
     handler: S,
     options: HttpOptions,
 ) -> StreamableHttpService<S, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default()
+    // `Host` and `Origin` are the ingress guard's, for every route alike
+    // (`ingress.rs`): rmcp's own check would answer outside the error envelope.
+    let config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(options.keep_alive))
         .with_max_request_body_bytes(options.body_limit)
-        .with_cancellation_token(options.stop);
-    if options.token_required {
-        config = config.disable_allowed_hosts();
-    }
+        .with_cancellation_token(options.stop)
+        .disable_allowed_hosts();
     StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),

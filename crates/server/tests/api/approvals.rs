@@ -405,7 +405,8 @@ async fn hostile_bodies_and_ids_decide_nothing() {
             "{what}"
         );
     }
-    // Not JSON at all.
+    // Not JSON at all: what a web page can send without a preflight never reaches the
+    // route (the ingress guard, 403); the approval stays pending.
     let answer = api
         .send(
             api.request(reqwest::Method::POST, &path, Some(OWNER))
@@ -413,7 +414,8 @@ async fn hostile_bodies_and_ids_decide_nothing() {
                 .body("{\"decision\":\"approve\"}"),
         )
         .await;
-    answer.assert_error(415, "INVALID_ARGUMENT");
+    answer.assert_error(403, "FORBIDDEN");
+    assert_eq!(status_of(&api, OWNER, &held.approval).await, "pending");
     // Malformed ids are 404 like every id in a path: a thread id, no prefix, a
     // traversal, an approval that does not exist.
     for id in [

@@ -84,14 +84,25 @@ async fn broken_bodies_are_400_413_or_415_in_the_envelope() {
         assert_eq!(code, "INVALID_ARGUMENT", "{what}");
     }
 
-    // Not JSON at all.
+    // Not JSON at all: a type any web page may send without a preflight is refused
+    // by the ingress guard before the route (`ingress.rs`); another is 415.
     let code = expect(
         &api,
         api.request(Method::POST, "/v1/threads", Some("alice"))
             .header("content-type", "text/plain")
             .body(json!({"agent": "chat", "cwd": cwd}).to_string()),
-        415,
+        403,
         "text/plain",
+    )
+    .await;
+    assert_eq!(code, "FORBIDDEN");
+    let code = expect(
+        &api,
+        api.request(Method::POST, "/v1/threads", Some("alice"))
+            .header("content-type", "application/xml")
+            .body(json!({"agent": "chat", "cwd": cwd}).to_string()),
+        415,
+        "application/xml",
     )
     .await;
     assert_eq!(code, "INVALID_ARGUMENT");

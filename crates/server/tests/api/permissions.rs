@@ -131,9 +131,11 @@ async fn a_malformed_decision_is_400_and_declines() {
         ),
         (Some(r#"{"decision":"#), "application/json", 400),
         (Some(r#"{}"#), "application/json", 400),
+        // Not JSON. (A form type never reaches the route: the ingress guard refuses
+        // what a web page can send without a preflight, and nothing is decided.)
         (
-            Some(r#"decision=approved"#),
-            "application/x-www-form-urlencoded",
+            Some(r#"<decision>approved</decision>"#),
+            "application/xml",
             415,
         ),
         (None, "application/json", 400),

@@ -259,11 +259,13 @@ async fn authorization_comes_before_validation() {
             r#"{"agent": 5, "cwd": []}"#,
         ),
         (
+            // Not `text/plain`: the ingress guard refuses that before any route
+            // (`suites/tests/ingress.rs`), so it would not test the role check.
             "viewer, thread, not JSON",
             &viewer,
             "/v1/threads".into(),
-            "text/plain",
-            "agent=chat",
+            "application/xml",
+            "<agent>chat</agent>",
         ),
         (
             "viewer, turn, broken JSON",
