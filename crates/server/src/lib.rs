@@ -423,8 +423,11 @@ fn build(
         state.hub.clone(),
         options.a2a.clone(),
         gate.clone(),
-        state.heartbeat,
-        state.streams_end.clone(),
+        a2a::Streams {
+            heartbeat: state.heartbeat,
+            end: state.streams_end.clone(),
+            followers: state.followers.clone(),
+        },
         options.executions.as_ref().and_then(|e| e.webhook_sender()),
     ));
     // Not OpenAPI routes either: their contract is OpenAI's (ADR 0014). Same auth.

@@ -20,6 +20,7 @@ mod rpc;
 mod stream;
 mod task;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,10 +29,11 @@ use agentplane_a2a::wire::{self, JsonRpcError, JsonRpcResponse, codes};
 use agentplane_engine::executions::WebhookSender;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::identity::Caller;
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Request, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
@@ -41,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Gate, Identity};
 use crate::error::ApiError;
+use crate::followers::Followers;
 
 /// The client an A2A request acts as when a token or claimed caller names none (a key
 /// or an OIDC token names its own).
@@ -68,6 +71,19 @@ pub(crate) struct A2aState {
     pub(crate) webhooks: Option<Arc<dyn WebhookSender>>,
     /// The push notification configurations of the tasks started here.
     pub(crate) pushes: Arc<push::Registry>,
+    /// The streams following threads, `/v1`'s and ours: a `SubscribeToTask` takes a
+    /// place under the same caps as `GET /v1/threads/{id}/events`.
+    pub(crate) followers: Arc<Followers>,
+}
+
+/// Where the routes' streams are kept alive, counted and ended.
+pub(crate) struct Streams {
+    /// How often an idle stream sends a keep-alive.
+    pub(crate) heartbeat: Duration,
+    /// Cancelled at shutdown: every stream ends.
+    pub(crate) end: CancellationToken,
+    /// The follower registry every stream following a thread counts against.
+    pub(crate) followers: Arc<Followers>,
 }
 
 /// The routes, or an empty router when no agent is published.
@@ -75,8 +91,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
     hub: Arc<Hub>,
     options: A2aOptions,
     gate: Gate,
-    heartbeat: Duration,
-    end: CancellationToken,
+    streams: Streams,
     webhooks: Option<Arc<dyn WebhookSender>>,
 ) -> Router<S> {
     if options.agents.is_empty() {
@@ -85,10 +100,11 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
     let state = A2aState {
         hub,
         options: Arc::new(options),
-        heartbeat,
-        end,
+        heartbeat: streams.heartbeat,
+        end: streams.end,
         webhooks,
         pushes: Arc::new(push::Registry::default()),
+        followers: streams.followers,
     };
     let rpc = Router::new()
         .route("/a2a/{agent}", post(rpc_entry))
@@ -182,6 +198,9 @@ pub(crate) struct Call {
     /// The 1.0 name of the method.
     pub(crate) method: &'static str,
     pub(crate) id: Value,
+    /// The remote address, for the per-address stream cap (unknown only for a router
+    /// served without the accept loop).
+    pub(crate) peer: Option<SocketAddr>,
 }
 
 impl Call {
@@ -297,6 +316,7 @@ async fn rpc_entry(
     Path(agent): Path<String>,
     identity: Identity,
     headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     if !state.options.agents.iter().any(|a| a == &agent) {
@@ -395,6 +415,7 @@ async fn rpc_entry(
         generation,
         method,
         id,
+        peer: peer.map(|Extension(ConnectInfo(addr))| addr),
     };
     rpc::dispatch(call, params).await
 }

@@ -36,7 +36,7 @@ pub(crate) async fn follow_started(
         rx.recv().await.map(|event| (event, rx))
     })
     .boxed();
-    respond(call, first, found.turn.thread_id.to_string(), events)
+    respond(call, first, found.turn.thread_id.to_string(), events, ())
 }
 
 /// `SubscribeToTask` / `tasks/resubscribe`: the task as stored, then its updates. A
@@ -72,6 +72,15 @@ pub(crate) async fn subscribe(call: Call, params: Value) -> Response {
             ),
         ));
     }
+    // Counted before subscribing, as `GET /v1/threads/{id}/events` is, so a refused
+    // stream costs the hub nothing.
+    let follower = match call.state.followers.admit(call.caller.client(), call.peer) {
+        Ok(follower) => follower,
+        Err(refused) => {
+            call.log(refused.code().as_str());
+            return call.fail(Failure::Http(refused));
+        }
+    };
     let context = found.turn.thread_id.to_string();
     call.record(&first.id, Some(&context), "ok").await;
     let after = events.last().map_or(0, |e| e.seq);
@@ -91,26 +100,31 @@ pub(crate) async fn subscribe(call: Call, params: Value) -> Response {
         }
     })
     .boxed();
-    respond(call, first, context, events)
+    respond(call, first, context, events, follower)
 }
 
-struct Streaming {
+struct Streaming<G> {
     first: Option<StreamResponse>,
+    /// Whatever must live as long as the client listens: its follower place.
+    _keep: G,
     events: BoxStream<'static, Event>,
     mapper: StreamMapper,
     ready: std::collections::VecDeque<StreamResponse>,
 }
 
-/// The SSE response: `first` (the task), then what the events map to.
-fn respond(
+/// The SSE response: `first` (the task), then what the events map to; `keep` is
+/// dropped with the stream.
+fn respond<G: Send + 'static>(
     call: Call,
     first: agentplane_a2a::wire::Task,
     context: String,
     events: BoxStream<'static, Event>,
+    keep: G,
 ) -> Response {
     let mapper = StreamMapper::new(&first.id, &context);
     let state = Streaming {
         first: Some(StreamResponse::Task(first)),
+        _keep: keep,
         events,
         mapper,
         ready: Default::default(),
