@@ -533,6 +533,48 @@ async fn the_cli_lists_edits_and_rejects_on_a_running_server() {
     );
 }
 
+/// What an approver sees is what runs: a model put a right-to-left override (U+202E)
+/// and terminal escape sequences in a `write_file` call. `agentplane approvals` prints
+/// them as `\u{…}` (the one rule, `agentplane_core::visible`), so the row cannot show
+/// `src/main.rs` for a call that writes `src/<U+202E>sr.niam`, nor retitle the window.
+/// Before: the raw override, drawn reversed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_holding_an_override_and_control_characters_prints_them_escaped() {
+    let path = "src/\u{202e}sr.niam\u{200b}";
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call(
+            "write_file",
+            json!({"path": path, "content": "\u{1b}]0;pwned\u{7}\u{9b}2J"}),
+        ),
+        Step::text("done"),
+    ]))
+    .await
+    .expect("model");
+    let sb = sandbox();
+    let served = start(&sb, &model.base_url()).await;
+    let thread = create_thread(&served, &sb).await;
+    let _turn = start_turn(&served, &thread).await;
+    let held = pending(&served, 1).await;
+    // The server holds the arguments exactly as the model wrote them.
+    assert_eq!(held[0]["arguments"]["path"], path);
+
+    let out = approvals_cli(&served, &sb, CLIENT, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert_eq!(table.lines().count(), 1, "{table}");
+    for hidden in ['\u{202e}', '\u{200b}', '\u{1b}', '\u{7}', '\u{9b}'] {
+        assert!(!table.contains(hidden), "{hidden:?} printed raw: {table:?}");
+    }
+    assert!(
+        table.contains("src/\\u{202e}sr.niam\\u{200b}"),
+        "the override is shown where it is: {table}"
+    );
+    assert!(
+        table.lines().all(|l| !l.chars().any(char::is_control)),
+        "{table:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_names_a_server_that_is_not_there() {
     let sb = sandbox();

@@ -244,6 +244,16 @@ mod tests {
         assert!(!line.contains('\n') && !line.contains('\u{1b}'), "{line:?}");
         assert!(line.starts_with("apr_1"), "{line}");
         assert!(line.ends_with('…'), "{line}");
+        let reversed = row(&json!({
+            "id": "apr_1", "tool": "write_file\u{202e}",
+            "arguments": {"path": "src/\u{202e}sr.niam\u{2066}\u{feff}"},
+        }));
+        assert!(!reversed.contains('\u{202e}') && !reversed.contains('\u{feff}'));
+        assert!(reversed.contains("write_file\\u{202e}"), "{reversed}");
+        assert!(
+            reversed.ends_with(r#"{"path":"src/\u{202e}sr.niam\u{2066}\u{feff}"}"#),
+            "{reversed}"
+        );
         let edited = row(&json!({
             "id": "apr_1", "arguments": {"path": "a"}, "edited_arguments": {"path": "b"}
         }));

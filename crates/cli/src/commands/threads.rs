@@ -86,12 +86,13 @@ fn row(thread: &Value) -> String {
     )
 }
 
-/// Text with line breaks and other control characters shown as spaces, so a hostile
-/// title cannot forge table lines or move the terminal's cursor.
+/// Outside text (a title, a tool's arguments, a model's answer) on one line of a
+/// terminal, by the one rule of what a person sees (`agentplane_core::visible`): line
+/// breaks, control, bidirectional-override and invisible characters written as
+/// `\u{…}`, so a hostile text can neither forge table lines, move the cursor, retitle
+/// the window, nor draw itself reversed.
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    agentplane_core::visible::visible_line(text).into_owned()
 }
 
 #[cfg(test)]

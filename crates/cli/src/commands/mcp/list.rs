@@ -1,9 +1,13 @@
 //! `agentplane mcp list`: connects to every configured MCP server (all at once, each
 //! bounded by its startup timeout), prints its state and tools, and ends it again.
 //! Exit 0 when every server answered, 1 when one did not, 2 on a bad configuration.
+//! Tool names, descriptions and errors are the upstream's text: each is printed by the
+//! one rule of what a person sees (`agentplane_core::visible`), so an escape sequence
+//! in a description is shown, not run by the terminal.
 
 use std::path::Path;
 
+use agentplane_core::visible::visible_line;
 use agentplane_runtime::{Config, RuntimeError, probe_mcp_servers};
 use clap::Args;
 use serde_json::json;
@@ -82,13 +86,14 @@ pub async fn run(config: Option<&Path>, args: ListArgs) -> Exit {
                         report.transport
                     );
                     for tool in tools {
-                        let summary = tool.description.lines().next().unwrap_or_default();
-                        println!("    {:<48} {summary}", tool.name);
+                        println!("{}", tool_line(&tool.name, &tool.description));
                     }
                 }
                 Err(reason) => println!(
-                    "{:<16} failed  [{}]  used by {agents}\n    {reason}",
-                    report.name, report.transport
+                    "{:<16} failed  [{}]  used by {agents}\n    {}",
+                    report.name,
+                    report.transport,
+                    visible_line(reason)
                 ),
             }
         }
@@ -97,5 +102,29 @@ pub async fn run(config: Option<&Path>, args: ListArgs) -> Exit {
         exit::SUCCESS
     } else {
         exit::AGENT_FAILED
+    }
+}
+
+/// One tool's line: its name and the first line of its description, each escaped.
+fn tool_line(name: &str, description: &str) -> String {
+    let summary = description.lines().next().unwrap_or_default();
+    format!("    {:<48} {}", visible_line(name), visible_line(summary))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstreams_escape_sequences_are_shown_not_run() {
+        let line = tool_line(
+            "read\u{1b}]0;pwned\u{7}",
+            "Reads \u{1b}[31ma file\u{1b}[0m \u{202e}txt.exe\nsecond line",
+        );
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(!line.contains('\u{202e}'), "{line:?}");
+        assert!(line.contains("read\\u{1b}]0;pwned\\u{7}"), "{line}");
+        assert!(line.contains("\\u{202e}txt.exe"), "{line}");
+        assert!(!line.contains("second line"), "{line}");
     }
 }
