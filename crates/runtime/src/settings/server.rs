@@ -8,7 +8,7 @@
 //! allow_public = false             # listen beyond loopback
 //! permission_timeout_secs = 300    # a turn's wait for a permission decision
 //! shutdown_grace_secs = 30         # running turns' time to finish on shutdown
-//! allowed_origins = ["https://app.example"] # browser origins /mcp accepts besides loopback
+//! allowed_origins = ["https://app.example"] # browser origins every route accepts besides loopback
 //! workspace_roots = ["/srv/work"]  # where outside callers' workspaces must lie
 //! ```
 
@@ -57,7 +57,7 @@ pub struct ServerConfig {
     pub permission_timeout: Duration,
     /// How long shutdown lets running turns finish before cancelling them.
     pub shutdown_grace: Duration,
-    /// Browser origins `/mcp` accepts besides loopback ones, as written (the server
+    /// Browser origins every route accepts besides loopback ones, as written (the server
     /// parses them when it starts).
     pub allowed_origins: Vec<String>,
     /// Connection timeouts and caps, event stream caps.
