@@ -1,7 +1,11 @@
 // Building DOM nodes without HTML strings. Every piece of text goes in through
 // `textContent` (strings become text nodes), never `innerHTML`, so nothing a model, a
-// tool or another client wrote can become markup or script. No framework lives here:
-// views build nodes and replace them when their data changes.
+// tool or another client wrote can become markup or script; and every text node and
+// label passes the one rule of what a person sees (`visible.ts`), so no bidirectional
+// override, control or invisible character is drawn as something it is not. No
+// framework lives here: views build nodes and replace them when their data changes.
+
+import { visible, visibleLine } from "./visible";
 
 /** What `h` accepts as a child: nodes, text, or nothing (skipped). */
 export type Child = Node | string | number | null | undefined | false | Child[];
@@ -38,7 +42,9 @@ function setAttrs(el: Element, attrs?: Attrs | null): void {
     if (typeof value === "function") {
       el.addEventListener(key.slice(2).toLowerCase(), value);
     } else {
-      el.setAttribute(key, value === true ? "" : String(value));
+      // Labels a person reads (tooltips, screen readers) pass the rule too.
+      const text = value === true ? "" : String(value);
+      el.setAttribute(key, key === "title" || key.startsWith("aria-") ? visibleLine(text) : text);
     }
   }
 }
@@ -48,7 +54,7 @@ export function append(el: Node, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
-    else el.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+    else el.appendChild(child instanceof Node ? child : document.createTextNode(visible(String(child))));
   }
 }
 

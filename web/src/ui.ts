@@ -4,6 +4,7 @@
 import { ApiError, call, seg } from "./api";
 import { h, pretty, replace, when } from "./dom";
 import type { Approval } from "./types";
+import { editableJson } from "./visible";
 
 /** A mounted view; `dispose` ends its streams and timers. */
 export interface View {
@@ -121,7 +122,8 @@ export class ApprovalCard {
       "aria-label": "Edited arguments (JSON)",
       spellcheck: "false",
     });
-    editor.value = pretty(this.info.arguments);
+    // Hidden characters as JSON escapes: shown, and still the same value once parsed.
+    editor.value = editableJson(pretty(this.info.arguments));
     const feedback = h("input", { type: "text", "aria-label": "Feedback for the model", placeholder: "Why not (sent to the model)" });
     const editArea = h(
       "div",
