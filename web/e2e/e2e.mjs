@@ -378,8 +378,16 @@ async function main() {
   await queued.waitFor();
   check((await queued.count()) === 1, "one approval pending in the queue");
   await page.screenshot({ path: join(shots, "approvals.png") });
+  // The model planned `src/<U+202E>sr.niam<U+200B>`: the card shows the override and the
+  // zero-width space as codes (the one rule of what a person sees, web/src/visible.ts),
+  // never drawn as `src/main.rs`; the editor shows them as JSON escapes.
+  const planned = await queued.locator("pre.args").textContent();
+  check(planned.includes("src/\\u{202e}sr.niam\\u{200b}"), `the planned path is shown escaped: ${JSON.stringify(planned)}`);
+  check(!/[\u202a-\u202e\u2066-\u2069\u200b-\u200f]/.test(await queued.textContent()), "no bidi or invisible character is drawn on the card");
   await queued.locator("button", { hasText: "Edit…" }).click();
   const editor = queued.locator("textarea");
+  const editing = await editor.inputValue();
+  check(editing.includes("src/\\u202esr.niam\\u200b") && JSON.parse(editing).path === "src/\u202esr.niam\u200b", `the editor shows JSON escapes of the same path: ${editing}`);
   await editor.fill(JSON.stringify({ path: "second.txt", content: "final" }));
   await queued.locator("button", { hasText: "Approve edited call" }).click();
   await page.locator(".approvals-list .empty", { hasText: "Nothing waits" }).waitFor();
