@@ -1,9 +1,12 @@
 //! Live progress of a turn on stderr: a spinner while the model works, one line per
 //! tool call as it starts and ends. Silent with `--json`; plain lines when stderr is
-//! not a terminal. Shows what the stored events say, nothing else.
+//! not a terminal. Shows what the stored events say, nothing else, and each line by the
+//! one rule of what a person sees (`agentplane_core::visible`): a tool's arguments or
+//! output holding an escape sequence or a bidirectional override is shown, not run.
 
 use std::time::Duration;
 
+use agentplane_core::visible::visible_line;
 use agentplane_core::{Event, EventPayload, ToolStatus};
 use agentplane_engine::TurnObserver;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -41,6 +44,7 @@ impl Progress {
         if !self.lines {
             return;
         }
+        let text = visible_line(&text);
         match &self.bar {
             Some(bar) => bar.println(text),
             None => eprintln!("{text}"),
@@ -49,7 +53,7 @@ impl Progress {
 
     fn status(&self, text: &str) {
         if let Some(bar) = &self.bar {
-            bar.set_message(text.to_owned());
+            bar.set_message(visible_line(text).into_owned());
         }
     }
 }
@@ -127,4 +131,20 @@ fn preview(arguments: &serde_json::Value) -> String {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_preview_keeps_what_the_line_then_escapes() {
+        let planned = serde_json::json!({"path": "src/\u{202e}sr.niam", "x": "\u{1b}]0;t\u{7}"});
+        let line = visible_line(&format!("→ write_file {}", preview(&planned))).into_owned();
+        assert!(
+            !line.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{line:?}"
+        );
+        assert!(line.contains("src/\\u{202e}sr.niam"), "{line}");
+    }
 }

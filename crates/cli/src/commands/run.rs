@@ -136,17 +136,24 @@ fn report(outcome: &TurnOutcome, as_json: bool, owes_result: bool, base_url: &st
     }
     match outcome.stop_reason {
         StopReason::TextAnswer => {
-            println!("{}", outcome.result["text"].as_str().unwrap_or_default());
+            println!(
+                "{}",
+                shown(outcome.result["text"].as_str().unwrap_or_default())
+            );
         }
         StopReason::Finished => match serde_json::to_string_pretty(&outcome.result) {
-            Ok(text) => println!("{text}"),
-            Err(_) => println!("{}", outcome.result),
+            Ok(text) => println!("{}", shown(&text)),
+            Err(_) => println!("{}", shown(&outcome.result.to_string())),
         },
         StopReason::Cancelled => eprintln!("cancelled"),
         StopReason::StepLimit => eprintln!("error: the agent used all its steps without finishing"),
         StopReason::Error | StopReason::Interrupted => {
             if let Some(error) = &outcome.error {
-                eprintln!("error [{}]: {}", error.code, error.message);
+                eprintln!(
+                    "error [{}]: {}",
+                    error.code,
+                    agentplane_core::visible::visible_line(&error.message)
+                );
                 hint(base_url, &error.message);
             }
         }
@@ -170,4 +177,17 @@ fn fail(as_json: bool, message: &str, code: &str, exit_code: Exit) -> Exit {
         eprintln!("error [{code}]: {message}");
     }
     exit_code
+}
+
+/// The answer as printed: on a terminal, by the one rule of what a person sees (line
+/// breaks and tabs kept; escape sequences, bidirectional overrides and invisible
+/// characters shown as `\u{…}`); into a pipe or a file, exactly as the model wrote it
+/// (`--json` is the machine's form either way).
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        agentplane_core::visible::visible(text, agentplane_core::visible::Lines::Keep)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
