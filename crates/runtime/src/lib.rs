@@ -607,10 +607,10 @@ pub fn ensembles_for(agent: &AgentSpec) -> Vec<Arc<dyn Ensemble>> {
 fn builtin_ensemble(agent: &AgentSpec, name: &str) -> Option<Arc<dyn Ensemble>> {
     match name {
         "fs" => Some(Arc::new(FsEnsemble)),
-        "shell" => Some(Arc::new(ShellEnsemble::with_sandbox(
-            agent.shell_allow.clone(),
-            agents::sandbox_of(agent),
-        ))),
+        "shell" => Some(Arc::new(
+            ShellEnsemble::with_sandbox(agent.shell_allow.clone(), agents::sandbox_of(agent))
+                .allowing_private(agent.network.allow_private),
+        )),
         "web" => Some(Arc::new(WebEnsemble::new(
             agent.network.clone(),
             WebLimits::default(),

@@ -47,6 +47,7 @@ async fn confined(program: &std::path::Path, workspace: &std::path::Path, sandbo
         output_cap: 64 * 1024,
         env: &[],
         sandbox,
+        egress: None,
     })
     .await
     .expect("true runs");

@@ -337,6 +337,9 @@ fn breach(requested: &str, reason: &str) -> ToolError {
 /// on the way is new and the open fails (`ELOOP`/`EXDEV`, a violation). Where the call
 /// does not exist (other systems, kernels before 5.6, a seccomp filter) the caller
 /// falls back to the plain open, with the window the module docs describe.
+#[cfg(target_os = "linux")]
+pub(crate) use beneath::open_workspace;
+
 mod beneath {
     use std::fs::File;
     use std::io;
@@ -418,7 +421,7 @@ mod beneath {
     /// swapped for a symlink. Without `openat2`, the path must still canonicalise to
     /// itself (`EXDEV` otherwise), with the window the module docs describe.
     #[cfg(target_os = "linux")]
-    fn open_workspace(workspace: &Path) -> io::Result<File> {
+    pub(crate) fn open_workspace(workspace: &Path) -> io::Result<File> {
         use std::ffi::CString;
         use std::os::fd::FromRawFd;
         use std::os::unix::ffi::OsStrExt;

@@ -14,6 +14,8 @@
 //! policies, or any protocol; this crate runs what it is given, where it is allowed.
 
 pub mod confine;
+#[cfg(target_os = "linux")]
+pub mod egress;
 pub mod process;
 #[cfg(target_os = "linux")]
 pub mod reaper;

@@ -71,6 +71,9 @@ pub struct Invocation<'a> {
     pub env: &'a [(String, String)],
     /// The kernel confinement.
     pub sandbox: &'a Sandbox,
+    /// Decides each connection the program makes through the egress proxy (an agent
+    /// with network, in namespaces); `None` refuses them all.
+    pub egress: Option<std::sync::Arc<dyn crate::egress::EgressPolicy>>,
 }
 
 /// One output stream: the first `output_cap` bytes and how many there were.
@@ -112,6 +115,22 @@ pub struct Finished {
     /// The program exited but something outside its group held the output pipes open
     /// past [`PIPE_GRACE`]; the output may be incomplete.
     pub pipes_left_open: bool,
+    /// Every connection the egress proxy decided for it, allowed or refused.
+    pub egress: Vec<crate::egress::Egress>,
+}
+
+/// A policy that refuses every destination (an [`Invocation`] without one).
+#[derive(Debug)]
+struct RefuseAll;
+
+impl crate::egress::EgressPolicy for RefuseAll {
+    fn admit(
+        &self,
+        _host: String,
+        _port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::egress::Decision> + Send>> {
+        Box::pin(async { Err("no destination is allowed for this program".to_owned()) })
+    }
 }
 
 /// The `PATH` used both to find programs and inside the child: the host's `PATH`
@@ -148,17 +167,39 @@ fn is_executable(path: &Path) -> bool {
 /// the program could not be started; every way it can end once started is an
 /// [`Outcome`].
 pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
-    let confinement = sandbox::prepare(invocation.sandbox, invocation.workspace)?;
-    let (ending, reaper_end) = Ending::pair()?;
+    let confinement = sandbox::prepare_isolated(invocation.sandbox, invocation.workspace)?;
+    let proxied = confinement.namespaces().is_some_and(|n| n.network());
+    let (mut ending, reaper_end) = Ending::pair(proxied)?;
     let mut command = Command::new(invocation.program);
     command
         .args(invocation.args)
-        .current_dir(invocation.workspace)
         .env_clear()
         .env("PATH", search_path())
         .env("HOME", invocation.workspace)
         .env("LANG", "C.UTF-8")
-        .env("TERM", "dumb")
+        .env("TERM", "dumb");
+    if !confinement.enters_workspace() {
+        command.current_dir(invocation.workspace);
+    }
+    if confinement.namespaces().is_some() {
+        command.env("TMPDIR", "/tmp");
+    }
+    #[cfg(target_os = "linux")]
+    if proxied {
+        let proxy = sandbox::namespaces::proxy_url();
+        for name in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            command.env(name, &proxy);
+        }
+        command.env("NO_PROXY", "").env("no_proxy", "");
+    }
+    command
         .envs(invocation.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -173,6 +214,16 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
     // The closure holds the reaper's end of the control pipe: let it go here.
     drop(command);
     let mut child = spawned?;
+    let proxy = match ending.take_handoff() {
+        Some(handoff) => Some(crate::egress::serve(
+            handoff,
+            invocation
+                .egress
+                .clone()
+                .unwrap_or_else(|| std::sync::Arc::new(RefuseAll)),
+        )?),
+        None => None,
+    };
     let mut group = ending.of(child.id());
     let stdout_pipe = child.stdout.take();
     let stderr_pipe = child.stderr.take();
@@ -247,6 +298,7 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
         stdout,
         stderr,
         pipes_left_open,
+        egress: proxy.map(crate::egress::Proxy::finish).unwrap_or_default(),
     })
 }
 
@@ -287,14 +339,26 @@ type ReaperEnd = crate::reaper::ReaperEnd;
 type ReaperEnd = ();
 
 impl Ending {
-    fn pair() -> std::io::Result<(Self, ReaperEnd)> {
+    /// With `handoff`, the reaper also passes its tree's proxy connections.
+    fn pair(handoff: bool) -> std::io::Result<(Self, ReaperEnd)> {
         #[cfg(target_os = "linux")]
         {
-            let (reaper, end) = crate::reaper::pair()?;
+            let (reaper, end) = crate::reaper::pair(handoff)?;
             Ok((Self { reaper, pgid: None }, end))
         }
         #[cfg(not(target_os = "linux"))]
-        Ok((Self { pgid: None }, ()))
+        {
+            let _ = handoff;
+            Ok((Self { pgid: None }, ()))
+        }
+    }
+
+    /// The server's end of the proxy's handoff socket, once.
+    fn take_handoff(&mut self) -> Option<std::os::fd::OwnedFd> {
+        #[cfg(target_os = "linux")]
+        return self.reaper.take_handoff();
+        #[cfg(not(target_os = "linux"))]
+        None
     }
 
     /// The tree of the child `pid`, started with `process_group(0)`.
@@ -345,7 +409,10 @@ fn pre_exec(
         // SAFETY: the reaper and `apply` make system calls only (no allocation, no
         // lock), which is what a forked child of a multithreaded process may do.
         unsafe {
-            command.pre_exec(move || reaper_end.become_reaper(|| confinement.apply()));
+            let namespaces = confinement.take_namespaces();
+            command.pre_exec(move || {
+                reaper_end.become_reaper(namespaces.as_ref(), || confinement.apply())
+            });
         }
         #[cfg(not(target_os = "linux"))]
         // SAFETY: as above.
@@ -451,7 +518,7 @@ fn spawn_server(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false);
-    let (ending, reaper_end) = Ending::pair()?;
+    let (ending, reaper_end) = Ending::pair(false)?;
     pre_exec(cmd.as_std_mut(), confinement, reaper_end);
 
     let spawned = cmd.spawn();

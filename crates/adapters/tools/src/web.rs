@@ -374,7 +374,11 @@ async fn read_body(
             body.len()
         ));
     }
-    Ok(ToolOutput { content, truncated })
+    Ok(ToolOutput {
+        content,
+        truncated,
+        security: Vec::new(),
+    })
 }
 
 /// Whether a `Content-Type` is text worth showing to a model.

@@ -31,6 +31,9 @@ pub struct ToolOutput {
     pub content: String,
     /// Whether the ensemble already cut the output at the cap.
     pub truncated: bool,
+    /// Breaches seen by a call that still succeeded (a connection the egress proxy
+    /// refused while the program ran on): each becomes a `security_event`.
+    pub security: Vec<SecurityViolation>,
 }
 
 impl ToolOutput {
@@ -39,6 +42,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             truncated: false,
+            security: Vec::new(),
         }
     }
 }

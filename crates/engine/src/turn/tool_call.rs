@@ -212,7 +212,19 @@ impl ActiveTurn<'_> {
                 false,
                 Some(result),
             ),
-            Ok(Executed::Output { content, truncated }) => {
+            Ok(Executed::Output {
+                content,
+                truncated,
+                security,
+            }) => {
+                for violation in security {
+                    self.record(EventPayload::SecurityEvent {
+                        event_type: violation.event_type,
+                        tool: Some(call.name.clone()),
+                        detail: secret::redact(&violation.detail).into_owned(),
+                    })
+                    .await?;
+                }
                 // A secret a tool printed reaches neither the model nor the log.
                 let content = match secret::redact(&content) {
                     std::borrow::Cow::Borrowed(_) => content,
@@ -306,7 +318,13 @@ impl PlannedCall {
 
 pub(super) enum Executed {
     Finished(Value),
-    Output { content: String, truncated: bool },
+    Output {
+        content: String,
+        truncated: bool,
+        /// Breaches the tool saw though it succeeded (a connection the egress proxy
+        /// refused): each a `security_event`.
+        security: Vec<crate::ports::SecurityViolation>,
+    },
 }
 
 pub(super) enum CallEnd {

@@ -291,6 +291,7 @@ impl ActiveTurn<'_> {
             Ok(Ok(output)) => Ok(Executed::Output {
                 content: output.content,
                 truncated: output.truncated,
+                security: output.security,
             }),
         })
     }

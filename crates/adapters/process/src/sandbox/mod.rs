@@ -41,9 +41,18 @@ use std::path::{Path, PathBuf};
 use agentplane_core::SandboxSpec;
 
 #[cfg(target_os = "linux")]
+pub mod namespaces;
+#[cfg(target_os = "linux")]
 mod rules;
 #[cfg(target_os = "linux")]
 mod seccomp;
+
+#[cfg(target_os = "linux")]
+pub use namespaces::Namespaces;
+/// Namespaces exist on Linux only; elsewhere nothing is entered.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub struct Namespaces;
 
 /// System paths every confined process may read and execute: what dynamic linking,
 /// locales, time zones, TLS roots and the compilers under `/usr` need. Of `/proc` only
@@ -119,7 +128,13 @@ impl Sandbox {
     /// The read-write roots: the workspace, writable devices, `sandbox.read_write`.
     pub fn read_write(&self, workspace: &Path) -> Vec<PathBuf> {
         let mut paths = vec![workspace.to_path_buf()];
-        paths.extend(SYSTEM_READ_WRITE.iter().map(PathBuf::from));
+        paths.extend(self.read_write_extra());
+        paths
+    }
+
+    /// The read-write roots besides the workspace.
+    pub fn read_write_extra(&self) -> Vec<PathBuf> {
+        let mut paths: Vec<PathBuf> = SYSTEM_READ_WRITE.iter().map(PathBuf::from).collect();
         paths.extend(self.spec.read_write.iter().map(PathBuf::from));
         paths
     }
@@ -297,11 +312,109 @@ pub struct Prepared {
     /// between fork and exec ([`Sandbox::own_proc`]).
     #[cfg(target_os = "linux")]
     own_proc: Option<std::os::fd::OwnedFd>,
+    /// The workspace, opened once with no symlink followed and checked: the program's
+    /// working directory (`fchdir`), its Landlock rule and its mount in the
+    /// namespace all come from this descriptor, so no later rename or symlink changes
+    /// which directory the program gets.
+    #[cfg(target_os = "linux")]
+    workspace: Option<std::os::fd::OwnedFd>,
+    /// Namespaces of its own ([`Namespaces`]); `None` where they are not available
+    /// or not asked for ([`prepare`] leaves them out, [`prepare_isolated`] adds them).
+    #[cfg(target_os = "linux")]
+    namespaces: Option<Namespaces>,
+    /// With namespaces: a descriptor of the ruleset to grant the private `/tmp`, and
+    /// the rights it gets.
+    #[cfg(target_os = "linux")]
+    private_tmp: Option<(std::os::fd::OwnedFd, u64)>,
+    /// The program moves into `workspace` itself (not when the reaper entered
+    /// namespaces and moved there already).
+    #[cfg(target_os = "linux")]
+    chdir_in_child: bool,
 }
 
-/// Builds `sandbox`'s confinement for a process working in `workspace`. Refuses when
-/// the sandbox is required and the kernel lacks a feature.
+/// Builds `sandbox`'s confinement for a process working in `workspace`, without
+/// namespaces (external agents, which reach their model over the host's network).
+/// Refuses when the sandbox is required and the kernel lacks a feature.
 pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxError> {
+    prepare_with(sandbox, workspace, false)
+}
+
+/// As [`prepare`], and in namespaces of its own where the machine has them (every
+/// tool's program). Without them, an agent with network is refused unless the
+/// operator chose the Landlock fallback ([`set_fallback`]); one without network runs
+/// with Landlock and seccomp alone, SysV IPC refused.
+pub fn prepare_isolated(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxError> {
+    prepare_with(sandbox, workspace, true)
+}
+
+/// What runs where the machine gives no namespaces (`[sandbox] fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Programs of an agent with network are refused (the default: fail closed).
+    #[default]
+    Refuse,
+    /// They run with Landlock and seccomp alone, loopback services reachable as
+    /// `docs/security.md` says.
+    Landlock,
+}
+
+static FALLBACK: std::sync::RwLock<Fallback> = std::sync::RwLock::new(Fallback::Refuse);
+
+/// Sets what runs without namespaces (the runtime, from `[sandbox] fallback`).
+pub fn set_fallback(fallback: Fallback) {
+    match FALLBACK.write() {
+        Ok(mut current) => *current = fallback,
+        Err(poisoned) => *poisoned.into_inner() = fallback,
+    }
+}
+
+/// The fallback in force.
+pub fn fallback() -> Fallback {
+    match FALLBACK.read() {
+        Ok(current) => *current,
+        Err(poisoned) => *poisoned.into_inner(),
+    }
+}
+
+/// Whether tools' programs get namespaces of their own here, or why not.
+pub fn namespaces_available() -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    return namespaces::availability();
+    #[cfg(not(target_os = "linux"))]
+    Err("namespaces exist on Linux only".to_owned())
+}
+
+/// Directories no confined process sees, however its rules read: the configuration
+/// and data directories (`serve` names them). Hidden under an empty read-only mount
+/// in the program's mount namespace.
+static MASKED: std::sync::RwLock<Vec<PathBuf>> = std::sync::RwLock::new(Vec::new());
+
+/// Adds directories hidden from every confined process from now on.
+pub fn mask_paths(paths: impl IntoIterator<Item = PathBuf>) {
+    let mut masked = match MASKED.write() {
+        Ok(masked) => masked,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    for path in paths {
+        let path = path.canonicalize().unwrap_or(path);
+        if !masked.contains(&path) {
+            masked.push(path);
+        }
+    }
+}
+
+fn masked() -> Vec<PathBuf> {
+    match MASKED.read() {
+        Ok(masked) => masked.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    }
+}
+
+fn prepare_with(
+    sandbox: &Sandbox,
+    workspace: &Path,
+    isolated: bool,
+) -> Result<Prepared, SandboxError> {
     let kernel = Kernel::get();
     if sandbox.spec.required
         && let Some(missing) = kernel.missing()
@@ -310,10 +423,66 @@ pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxE
     }
     #[cfg(target_os = "linux")]
     {
+        let namespaced = isolated && namespaces::availability().is_ok();
+        if isolated
+            && !namespaced
+            && sandbox.network
+            && sandbox.spec.required
+            && fallback() == Fallback::Refuse
+            && let Err(why) = namespaces::availability()
+        {
+            return Err(SandboxError::Unsupported(format!(
+                "namespaces, which an agent with network needs for its egress to go                  through agentplane's proxy ({why})"
+            )));
+        }
+        let workspace_fd = crate::confine::open_workspace(workspace)
+            .map(std::os::fd::OwnedFd::from)
+            .map_err(|e| {
+                SandboxError::Setup(format!(
+                    "the workspace {} could not be opened without following a symlink: {e}",
+                    workspace.display()
+                ))
+            })?;
         let ruleset = if kernel.landlock_abi >= 1 {
-            Some(rules::confined(sandbox, workspace, kernel.landlock_abi)?)
+            Some(rules::confined(
+                sandbox,
+                &workspace_fd,
+                kernel.landlock_abi,
+            )?)
         } else {
             None
+        };
+        let namespaces = if namespaced {
+            let mut roots = sandbox.read_only();
+            roots.extend(sandbox.read_write_extra());
+            let masks = masked();
+            if masks.iter().any(|mask| workspace.starts_with(mask)) {
+                return Err(SandboxError::Setup(format!(
+                    "the workspace {} lies in a directory no confined process may see",
+                    workspace.display()
+                )));
+            }
+            Some(
+                Namespaces::new(sandbox.network, &masks, (workspace, &workspace_fd), &roots)
+                    .ok_or_else(|| {
+                        SandboxError::Setup("the workspace could not be described".to_owned())
+                    })?,
+            )
+        } else {
+            None
+        };
+        let private_tmp = match (&ruleset, &namespaces) {
+            (Some(ruleset), Some(_)) => Some((
+                ruleset
+                    .try_clone()
+                    .ok()
+                    .and_then(Option::<std::os::fd::OwnedFd>::from)
+                    .ok_or_else(|| {
+                        SandboxError::Setup("the ruleset could not be shared".to_owned())
+                    })?,
+                rules::workspace_rights(kernel.landlock_abi),
+            )),
+            _ => None,
         };
         let own_proc = match &ruleset {
             Some(ruleset) if sandbox.own_proc => {
@@ -324,9 +493,10 @@ pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxE
             }
             _ => None,
         };
+        // Without a private IPC namespace, SysV IPC would cross the sandbox: refused.
         let filters = kernel
             .seccomp
-            .then(|| seccomp::filters(sandbox.network))
+            .then(|| seccomp::filters(sandbox.network, namespaces.is_none()))
             .transpose()?;
         let own_ports = if sandbox.network && kernel.landlock_abi >= 4 {
             rules::own_ports(&own_ports(), kernel.landlock_abi)?
@@ -348,11 +518,15 @@ pub fn prepare(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared, SandboxE
             ],
             required: sandbox.spec.required,
             own_proc,
+            workspace: Some(workspace_fd),
+            namespaces,
+            private_tmp,
+            chdir_in_child: true,
         })
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = workspace;
+        let _ = (workspace, isolated);
         Ok(Prepared {
             required: sandbox.spec.required,
         })
@@ -375,18 +549,69 @@ impl Prepared {
                 limits: Vec::new(),
                 required: false,
                 own_proc: None,
+                workspace: None,
+                namespaces: None,
+                private_tmp: None,
+                chdir_in_child: false,
             }
         }
         #[cfg(not(target_os = "linux"))]
         Prepared { required: false }
     }
 
+    /// The namespaces the reaper enters before it forks the program, if any.
+    pub fn namespaces(&self) -> Option<&Namespaces> {
+        #[cfg(target_os = "linux")]
+        return self.namespaces.as_ref();
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Takes the namespaces out, for the reaper to enter (the rest is applied in the
+    /// program).
+    pub fn take_namespaces(&mut self) -> Option<Namespaces> {
+        #[cfg(target_os = "linux")]
+        {
+            let taken = self.namespaces.take();
+            if taken.is_some() {
+                // The reaper moves into the workspace as the new mount namespace shows
+                // it (checked to be the same directory); a descriptor from outside that
+                // namespace would leave the program's `getcwd` unreachable.
+                self.chdir_in_child = false;
+            }
+            taken
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Whether the program works in the workspace's descriptor (`fchdir` in
+    /// [`Prepared::apply`]) rather than a directory named to `chdir`.
+    pub fn enters_workspace(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.workspace.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
     /// Applies the confinement to the calling process. Meant for the child between
     /// fork and exec: it makes system calls only (no allocation, no lock), and runs at
-    /// most once (the ruleset is taken).
+    /// most once (the ruleset is taken). Last, every descriptor but 0, 1 and 2 is
+    /// marked close-on-exec, whatever its flags: nothing the server holds or inherited
+    /// reaches the program.
     pub fn apply(&mut self) -> std::io::Result<()> {
         #[cfg(target_os = "linux")]
         {
+            use std::os::fd::AsRawFd;
+            if let Some(workspace) = self.workspace.as_ref().filter(|_| self.chdir_in_child) {
+                // SAFETY: fchdir on a descriptor we own.
+                if unsafe { libc::fchdir(workspace.as_raw_fd()) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some((ruleset, rights)) = &self.private_tmp {
+                grant(ruleset, c"/tmp", *rights);
+            }
             for &(resource, value) in &self.limits {
                 let limit = libc::rlimit {
                     rlim_cur: value,
@@ -430,6 +655,16 @@ impl Prepared {
                 if seccompiler::apply_filter(filter).is_err() {
                     return Err(std::io::Error::from_raw_os_error(libc::EPERM));
                 }
+            }
+            // SAFETY: close_range with integer arguments; CLOEXEC keeps std's own
+            // exec-error pipe working until the exec.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3 as libc::c_uint,
+                    libc::c_uint::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                );
             }
         }
         #[cfg(not(target_os = "linux"))]
@@ -542,6 +777,15 @@ fn drop_capabilities() -> std::io::Result<()> {
 /// only, on a static path; a failure leaves `/proc/self` closed, as for tools.
 #[cfg(target_os = "linux")]
 fn grant_own_proc(ruleset: &std::os::fd::OwnedFd) {
+    const READ_FILE: u64 = 1 << 2;
+    const READ_DIR: u64 = 1 << 3;
+    grant(ruleset, c"/proc/self", READ_FILE | READ_DIR);
+}
+
+/// Adds `path` with `rights` to the ruleset behind `ruleset` (between fork and exec:
+/// system calls only; a failure leaves the path closed).
+#[cfg(target_os = "linux")]
+fn grant(ruleset: &std::os::fd::OwnedFd, path: &std::ffi::CStr, rights: u64) {
     use std::os::fd::AsRawFd;
     /// `struct landlock_path_beneath_attr` (packed in the kernel's UAPI).
     #[repr(C, packed)]
@@ -550,17 +794,15 @@ fn grant_own_proc(ruleset: &std::os::fd::OwnedFd) {
         parent_fd: i32,
     }
     const LANDLOCK_RULE_PATH_BENEATH: libc::c_long = 1;
-    const READ_FILE: u64 = 1 << 2;
-    const READ_DIR: u64 = 1 << 3;
-    // SAFETY: open on a static NUL-terminated path, landlock_add_rule with a pointer to
-    // a struct on our stack, close of the descriptor we opened: no allocation, no lock.
+    // SAFETY: open on a NUL-terminated path, landlock_add_rule with a pointer to a
+    // struct on our stack, close of the descriptor we opened: no allocation, no lock.
     unsafe {
-        let dir = libc::open(c"/proc/self".as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+        let dir = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
         if dir < 0 {
             return;
         }
         let attr = PathBeneath {
-            allowed_access: READ_FILE | READ_DIR,
+            allowed_access: rights,
             parent_fd: dir,
         };
         libc::syscall(

@@ -4,7 +4,7 @@
 //! What must not live here: deciding which paths (that is [`super::Sandbox`]).
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, RulesetAttr,
     RulesetCreated, RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
@@ -15,7 +15,7 @@ use super::{Sandbox, SandboxError};
 /// kernel has them. Roots that do not exist are skipped.
 pub(super) fn confined(
     sandbox: &Sandbox,
-    workspace: &std::path::Path,
+    workspace: &std::os::fd::OwnedFd,
     kernel_abi: i32,
 ) -> Result<RulesetCreated, SandboxError> {
     let abi = ABI::from(kernel_abi);
@@ -40,11 +40,24 @@ pub(super) fn confined(
             AccessFs::from_read(abi),
         ))
         .map_err(setup)?
+        .add_rule(PathBeneath::new(workspace, writable(abi)))
+        .map_err(setup)?
         .add_rules(path_beneath_rules(
-            sandbox.read_write(workspace),
-            AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock),
+            sandbox.read_write_extra(),
+            writable(abi),
         ))
         .map_err(setup)
+}
+
+/// What a writable root is granted: everything but creating device nodes.
+fn writable(abi: ABI) -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_all(abi) & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// The rights of a writable root as the kernel's bits (granted to the private
+/// `/tmp` between fork and exec).
+pub(super) fn workspace_rights(kernel_abi: i32) -> u64 {
+    writable(ABI::from(kernel_abi)).bits()
 }
 
 /// A second layer for an agent with network: TCP `connect` and `bind` handled, and

@@ -76,30 +76,65 @@ const REFUSED: &[libc::c_long] = &[
     libc::SYS_io_uring_register,
 ];
 
+/// SysV IPC: refused where the process has no private IPC namespace (there it would
+/// reach the host's segments, queues and semaphores).
+const SYSV_IPC: &[libc::c_long] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+];
+
+/// The `clone` flags that make a namespace: a nested one is refused (`unshare` and
+/// `setns` are in [`REFUSED`]; `clone3`, whose flags sit in memory seccomp cannot
+/// read, answers `ENOSYS`, so libc falls back to `clone`).
+const NAMESPACE_FLAGS: &[libc::c_int] = &[
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+    libc::CLONE_NEWCGROUP,
+];
+
 /// A confined process's filters, in the order they are installed.
 pub(super) type Filters = Vec<BpfProgram>;
 
-/// The compiled filters for an agent with or without network.
-pub(super) fn filters(network: bool) -> Result<&'static Filters, SandboxError> {
-    static WITH_NETWORK: OnceLock<Result<Filters, String>> = OnceLock::new();
-    static WITHOUT_NETWORK: OnceLock<Result<Filters, String>> = OnceLock::new();
-    let cell = if network {
-        &WITH_NETWORK
-    } else {
-        &WITHOUT_NETWORK
-    };
-    cell.get_or_init(|| compile(network))
+/// The compiled filters for an agent with or without network, and with SysV IPC
+/// refused (`refuse_ipc`: no private IPC namespace) or not.
+pub(super) fn filters(network: bool, refuse_ipc: bool) -> Result<&'static Filters, SandboxError> {
+    static CELLS: [OnceLock<Result<Filters, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
+    let cell = &CELLS[usize::from(network) * 2 + usize::from(refuse_ipc)];
+    cell.get_or_init(|| compile(network, refuse_ipc))
         .as_ref()
         .map_err(|e| SandboxError::Setup(format!("seccomp: {e}")))
 }
 
-fn compile(network: bool) -> Result<Filters, String> {
+fn compile(network: bool, refuse_ipc: bool) -> Result<Filters, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
     let failed = |e: seccompiler::BackendError| e.to_string();
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         REFUSED.iter().map(|&call| (call, Vec::new())).collect();
+    if refuse_ipc {
+        rules.extend(SYSV_IPC.iter().map(|&call| (call, Vec::new())));
+    }
     rules.insert(libc::SYS_socket, socket_rules(network).map_err(failed)?);
     rules.insert(libc::SYS_socketpair, socketpair_rules().map_err(failed)?);
+    rules.insert(libc::SYS_clone, clone_rules().map_err(failed)?);
     let (mknod, mknodat) = device_node_rules().map_err(failed)?;
     #[cfg(target_arch = "x86_64")]
     rules.insert(libc::SYS_mknod, mknod);
@@ -114,10 +149,26 @@ fn compile(network: bool) -> Result<Filters, String> {
     )
     .map_err(|e| e.to_string())?;
     let mut filters = vec![BpfProgram::try_from(filter).map_err(|e| e.to_string())?];
-    if let Some(x32) = x32_guard() {
-        filters.push(x32);
+    if let Some(guard) = enosys_guard() {
+        filters.push(guard);
     }
     Ok(filters)
+}
+
+/// `clone` with any namespace flag (the flags are its first argument on every
+/// architecture we build for).
+fn clone_rules() -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+    NAMESPACE_FLAGS
+        .iter()
+        .map(|&flag| {
+            SeccompRule::new(vec![SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(flag as u64),
+                flag as u64,
+            )?])
+        })
+        .collect()
 }
 
 fn arg(
@@ -209,10 +260,11 @@ fn device_node_rules() -> Result<(Vec<SeccompRule>, Vec<SeccompRule>), seccompil
     Ok((of(1)?, of(2)?))
 }
 
-/// On x86_64: a filter that refuses (`ENOSYS`, as a kernel without x32 answers)
-/// every system call number with the x32 bit set, checked after the architecture.
+/// On x86_64: a filter that answers `ENOSYS` (as a kernel without them would) to
+/// `clone3` and to every system call number with the x32 bit set, checked after the
+/// architecture.
 #[cfg(target_arch = "x86_64")]
-fn x32_guard() -> Option<BpfProgram> {
+fn enosys_guard() -> Option<BpfProgram> {
     use seccompiler::sock_filter;
     const LD_W_ABS: u16 = 0x20;
     const JEQ_K: u16 = 0x15;
@@ -226,15 +278,16 @@ fn x32_guard() -> Option<BpfProgram> {
     Some(vec![
         op(LD_W_ABS, 0, 0, ARCH_OFFSET),
         // Another architecture is the first filter's to refuse.
-        op(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+        op(JEQ_K, 0, 4, AUDIT_ARCH_X86_64),
         op(LD_W_ABS, 0, 0, NR_OFFSET),
-        op(JGE_K, 0, 1, X32_SYSCALL_BIT),
+        op(JGE_K, 1, 0, X32_SYSCALL_BIT),
+        op(JEQ_K, 0, 1, libc::SYS_clone3 as u32),
         op(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
         op(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
     ])
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn x32_guard() -> Option<BpfProgram> {
+fn enosys_guard() -> Option<BpfProgram> {
     None
 }

@@ -316,6 +316,7 @@ fn read_file(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError
     Ok(ToolOutput {
         content,
         truncated: excerpt.end == ExcerptEnd::Cap,
+        security: Vec::new(),
     })
 }
 
@@ -511,6 +512,7 @@ fn list_files(
     Ok(ToolOutput {
         content,
         truncated: cut || walk.budget_exhausted,
+        security: Vec::new(),
     })
 }
 
@@ -640,6 +642,7 @@ impl Search<'_> {
         ToolOutput {
             content,
             truncated: self.cut || budget_exhausted,
+            security: Vec::new(),
         }
     }
 }

@@ -74,6 +74,7 @@ pub(crate) fn cap_text(mut text: String, cap: usize) -> ToolOutput {
     ToolOutput {
         content: text,
         truncated: true,
+        security: Vec::new(),
     }
 }
 

@@ -21,7 +21,7 @@
 //! interpretation of the arguments.
 
 use agentplane_core::{ToolErrorKind, ToolSpec};
-use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
+use agentplane_engine::ports::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
@@ -32,6 +32,7 @@ use crate::sandbox::Sandbox;
 use crate::text;
 use crate::web::NETWORK_DENIED;
 
+mod egress;
 mod git;
 mod paths;
 
@@ -43,6 +44,8 @@ pub const COMMAND_NOT_ALLOWED: &str = "command_not_allowed";
 pub struct ShellEnsemble {
     allow: Vec<String>,
     sandbox: Sandbox,
+    /// The agent's `network.allow_private`, for the egress proxy's rule.
+    allow_private: bool,
 }
 
 impl ShellEnsemble {
@@ -55,7 +58,18 @@ impl ShellEnsemble {
 
     /// As [`ShellEnsemble::new`], confined by `sandbox`.
     pub fn with_sandbox(allow: Vec<String>, sandbox: Sandbox) -> Self {
-        Self { allow, sandbox }
+        Self {
+            allow,
+            sandbox,
+            allow_private: false,
+        }
+    }
+
+    /// Lets the programs' connections through the egress proxy reach private networks
+    /// (`network.allow_private`; loopback stays closed, see `egress`).
+    pub fn allowing_private(mut self, allow_private: bool) -> Self {
+        self.allow_private = allow_private;
+        self
     }
 
     /// The allowlist, as given.
@@ -140,6 +154,10 @@ impl Ensemble for ShellEnsemble {
             output_cap: ctx.output_cap,
             env: &env,
             sandbox: &self.sandbox,
+            egress: Some(std::sync::Arc::new(egress::ShellEgress {
+                allow_private: self.allow_private,
+                scope: ctx.scope.clone(),
+            })),
         })
         .await
         .map_err(|e| {
@@ -149,6 +167,7 @@ impl Ensemble for ShellEnsemble {
             )
         })?;
 
+        let security = refused_connections(&finished);
         let (report, truncated) = render(&finished, ctx.output_cap);
         if finished.outcome == Outcome::TimedOut {
             return Err(ToolError::new(
@@ -163,8 +182,25 @@ impl Ensemble for ShellEnsemble {
         Ok(ToolOutput {
             content: report,
             truncated,
+            security,
         })
     }
+}
+
+/// A `network_denied` for every connection the egress proxy refused.
+fn refused_connections(finished: &Finished) -> Vec<SecurityViolation> {
+    finished
+        .egress
+        .iter()
+        .filter(|egress| !egress.allowed)
+        .map(|egress| SecurityViolation {
+            event_type: NETWORK_DENIED.to_owned(),
+            detail: format!(
+                "egress proxy refused {}: {}",
+                egress.destination, egress.detail
+            ),
+        })
+        .collect()
 }
 
 impl ShellEnsemble {
