@@ -397,7 +397,11 @@ async fn threads_and_history_read_a_running_server_as_one_client() {
     let table = text(&out.stdout);
     assert_eq!(table.lines().count(), 1, "{table}");
     assert!(table.starts_with(&thread), "{table}");
-    assert!(table.contains("greeting thr_forged"), "{table}");
+    // The line break and the escape sequence are shown as codes (`agentplane_core::visible`).
+    assert!(
+        table.contains("greeting\\u{a}thr_forged\\u{1b}[2J"),
+        "{table}"
+    );
     assert!(!table.contains('\u{1b}'), "{table:?}");
 
     let out = run_cli(client(&["threads", "--json"], "alice", "s3cret")).await;
