@@ -42,6 +42,8 @@ const ENGINEERING_SANDBOXED_ALLOW: &[&str] = &[
 
 /// All agents by name.
 pub fn catalogue(config: &Config) -> BTreeMap<String, AgentSpec> {
+    // Before any `in_force` is said: what runs without namespaces is the operator's.
+    agentplane_process::sandbox::set_fallback(config.sandbox_fallback);
     let mut agents: BTreeMap<String, AgentSpec> = [engineering(), research()]
         .into_iter()
         .map(|a| (a.name.clone(), a))

@@ -132,6 +132,8 @@ pub struct Config {
     pub rate_limits: RateLimitsConfig,
     /// `[a2a]`: the agents published over A2A, and their tasks' workspace.
     pub a2a: crate::settings::a2a::A2aSettings,
+    /// `[sandbox] fallback`: what runs where the machine gives no namespaces.
+    pub sandbox_fallback: agentplane_process::sandbox::Fallback,
 }
 
 impl fmt::Debug for Config {
@@ -159,6 +161,7 @@ impl fmt::Debug for Config {
             .field("oidc", &self.oidc)
             .field("rate_limits", &self.rate_limits)
             .field("a2a", &self.a2a)
+            .field("sandbox_fallback", &self.sandbox_fallback)
             .finish()
     }
 }
@@ -211,6 +214,8 @@ struct FileConfig {
     telemetry: crate::settings::telemetry::FileTelemetry,
     #[serde(default)]
     a2a: crate::settings::a2a::FileA2a,
+    #[serde(default)]
+    sandbox: crate::settings::sandbox::FileSandbox,
 }
 
 /// Where to look, and the environment to read. Passed in so tests need no global state.
@@ -355,6 +360,10 @@ impl Config {
             .telemetry
             .resolve()
             .map_err(|e| in_file.under("telemetry", e))?;
+        let sandbox_fallback = parsed
+            .sandbox
+            .resolve()
+            .map_err(|e| in_file.under("sandbox", e))?;
         let rate_limits = settings::rate_limits::resolve(parsed.rate_limits, overrides)
             .map_err(|e| in_file.under("rate_limits", e))?;
         let agent_names = parsed
@@ -377,6 +386,7 @@ impl Config {
             mcp_servers,
             mcp_gateway,
             telemetry,
+            sandbox_fallback,
             policies,
             prices,
             secrets,

@@ -31,6 +31,7 @@ pub mod secrets;
 pub mod server;
 pub mod server_limits;
 pub mod store;
+pub mod sandbox;
 pub mod telemetry;
 pub mod versions;
 

@@ -8,7 +8,7 @@
  *                   workspace is connected to; a UNIX socket pair is made.
  *   probe devices   mknod of a character and a block device; the capability sets.
  *   probe survive   a setsid child, a double-forked orphan and a setsid grandchild,
- *                   each sleeping 300 s, their pids written to files; then exits.
+ *                   each sleeping 300 s, each holding a lock on a file; then exits.
  *
  * params.h (written by the model) defines OWN_PORT, TARGET_PORT and UNIX_PATH.
  * Every line it prints is `key: value`, read by the test.
@@ -16,6 +16,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,11 +151,14 @@ static int devices(void) {
     return 0;
 }
 
+/* Writes the pid and holds an exclusive lock on the file for as long as the process
+ * lives: the test, outside the PID namespace where the pid means nothing, sees the
+ * process gone when it can take the lock. */
 static void write_pid(const char *file, pid_t pid) {
-    FILE *f = fopen(file, "w");
-    if (f) {
-        fprintf(f, "%d\n", pid);
-        fclose(f);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        dprintf(fd, "%d\n", pid);
+        flock(fd, LOCK_EX);
     }
 }
 

@@ -7,6 +7,7 @@
 //! (`cargo nextest run -p agentplane-suites --test attacks --no-capture`).
 
 mod auth;
+mod egress;
 mod escapes;
 mod fs;
 mod gaps;

@@ -173,6 +173,28 @@ impl Sandbox {
             }
             parts.push(landlock);
         }
+        match namespaces_available() {
+            Ok(()) if self.network => parts.push(
+                "namespaces (user, pid, net, ipc, mount, uts): egress only through \
+                 agentplane's proxy"
+                    .to_owned(),
+            ),
+            Ok(()) => parts.push("namespaces (user, pid, net, ipc, mount, uts)".to_owned()),
+            Err(why) if self.network && self.spec.required && fallback() == Fallback::Refuse => {
+                return format!(
+                    "REFUSING to run processes with network: no namespaces ({why}); \
+                     [sandbox] fallback = \"landlock\" runs them with Landlock alone"
+                );
+            }
+            Err(why) => parts.push(format!(
+                "NO namespaces ({why}); Landlock fallback{}",
+                if self.network {
+                    ": loopback services other than agentplane's own ports are reachable"
+                } else {
+                    ", SysV IPC refused"
+                }
+            )),
+        }
         if kernel.seccomp {
             parts.push(if self.network {
                 "seccomp (sockets: TCP and UDP only)".to_owned()

@@ -135,6 +135,9 @@ fn compile(network: bool, refuse_ipc: bool) -> Result<Filters, String> {
     rules.insert(libc::SYS_socket, socket_rules(network).map_err(failed)?);
     rules.insert(libc::SYS_socketpair, socketpair_rules().map_err(failed)?);
     rules.insert(libc::SYS_clone, clone_rules().map_err(failed)?);
+    for (call, rules_of) in fast_open_rules().map_err(failed)? {
+        rules.insert(call, rules_of);
+    }
     let (mknod, mknodat) = device_node_rules().map_err(failed)?;
     #[cfg(target_arch = "x86_64")]
     rules.insert(libc::SYS_mknod, mknod);
@@ -153,6 +156,39 @@ fn compile(network: bool, refuse_ipc: bool) -> Result<Filters, String> {
         filters.push(guard);
     }
     Ok(filters)
+}
+
+/// TCP Fast Open, which opens a connection without `connect()` (so without Landlock's
+/// connect hook): `MSG_FASTOPEN` on `sendto`, `sendmsg` and `sendmmsg`, and the
+/// `TCP_FASTOPEN*` socket options. Inside a network namespace it reaches nothing
+/// anyway; this closes it on the Landlock fallback too.
+fn fast_open_rules() -> Result<Vec<(i64, Vec<SeccompRule>)>, seccompiler::BackendError> {
+    let flag = |index: u8| {
+        SeccompRule::new(vec![SeccompCondition::new(
+            index,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(libc::MSG_FASTOPEN as u64),
+            libc::MSG_FASTOPEN as u64,
+        )?])
+    };
+    let option = |name: i32| {
+        SeccompRule::new(vec![
+            arg(1, SeccompCmpOp::Eq, libc::IPPROTO_TCP.into())?,
+            arg(2, SeccompCmpOp::Eq, name.into())?,
+        ])
+    };
+    Ok(vec![
+        (libc::SYS_sendto, vec![flag(3)?]),
+        (libc::SYS_sendmsg, vec![flag(2)?]),
+        (libc::SYS_sendmmsg, vec![flag(3)?]),
+        (
+            libc::SYS_setsockopt,
+            vec![
+                option(libc::TCP_FASTOPEN)?,
+                option(libc::TCP_FASTOPEN_CONNECT)?,
+            ],
+        ),
+    ])
 }
 
 /// `clone` with any namespace flag (the flags are its first argument on every
