@@ -183,6 +183,11 @@ impl Runtime {
             .map(|default_root| workspaces::roots(&config, default_root))
             .transpose()
             .map_err(RuntimeError::Config)?;
+        if let Some(roots) = &roots {
+            // The configuration, policies and secrets folders are not even visible to
+            // a confined program (an empty mount over each in its namespace).
+            agentplane_process::sandbox::mask_paths(roots.sealed.iter().cloned());
+        }
         let store = replicas::open_store(&config.store).await?;
         if !store.shared() {
             replicas::forget_others(store.as_ref()).await?;

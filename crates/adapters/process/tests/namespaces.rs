@@ -216,3 +216,130 @@ fn sysv_ipc_outside_is_invisible_and_inside_is_gone_after_the_call() {
         );
     }
 }
+
+/// Thread B's workspace lies inside thread A's; A's program swaps B's folder with a
+/// symlink to the configuration directory in a tight loop (an atomic
+/// rename-exchange) while B's programs run. Whatever the timing, a program of B runs
+/// in B's workspace or does not start: it never reads the configuration, never writes
+/// into its folder, never deletes a policy.
+#[test]
+fn a_workspace_swapped_for_a_symlink_in_a_tight_loop_is_never_left() {
+    let base = tempfile::tempdir().expect("base");
+    let base = base.path().canonicalize().expect("canonical");
+    let config = base.join("config");
+    std::fs::create_dir_all(config.join("policies")).expect("config");
+    std::fs::write(config.join("agentplane.toml"), "SECRET-CONFIG\n").expect("toml");
+    std::fs::write(config.join("policies/deny.yaml"), "deny\n").expect("policy");
+    let ws_a = base.join("a");
+    let ws_b = ws_a.join("b");
+    std::fs::create_dir_all(&ws_b).expect("workspaces");
+    std::fs::write(ws_b.join("agentplane.toml"), "inside-b\n").expect("marker");
+    std::fs::create_dir(ws_b.join("policies")).expect("b's own policies");
+    std::fs::write(ws_b.join("policies/deny.yaml"), "b's\n").expect("b's file");
+    let link = ws_a.join("link");
+    std::os::unix::fs::symlink(&config, &link).expect("symlink");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapping = stop.clone();
+    let (from, to) = (
+        std::ffi::CString::new(ws_b.display().to_string()).expect("path"),
+        std::ffi::CString::new(link.display().to_string()).expect("path"),
+    );
+    let swapper = std::thread::spawn(move || {
+        let mut swaps = 0u64;
+        while !swapping.load(std::sync::atomic::Ordering::Relaxed) {
+            // SAFETY: renameat2 on two NUL-terminated paths we own.
+            let done = unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    from.as_ptr(),
+                    libc::AT_FDCWD,
+                    to.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            if done == 0 {
+                swaps += 1;
+                // Every other swap puts B's folder back: linger there a moment, so
+                // calls pass the first check and meet the swap later, at setup.
+                if swaps.is_multiple_of(2) {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+        swaps
+    });
+
+    let program = process::find_program("sh").expect("sh");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let calls = if std::env::var("AGENTPLANE_FULL_SIZE").is_ok() {
+        10_000
+    } else {
+        2_000
+    };
+    let (mut ran, mut refused) = (0, 0);
+    for call in 0..calls {
+        let script = format!(
+            "cat agentplane.toml; echo {call} > written-{call}; rm -f policies/deny.yaml; \
+             echo b > policies/deny.yaml"
+        );
+        let args = vec!["-c".to_owned(), script];
+        let started = runtime.block_on(process::run(&Invocation {
+            program: &program,
+            name: "sh",
+            args: &args,
+            workspace: &ws_b,
+            timeout: Duration::from_secs(10),
+            output_cap: 4096,
+            env: &[],
+            sandbox: &Sandbox::default(),
+            egress: None,
+        }));
+        match started {
+            Ok(finished) => {
+                ran += 1;
+                let text = out(&finished);
+                assert!(
+                    !text.contains("SECRET-CONFIG"),
+                    "call {call} read the configuration: {text}"
+                );
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().expect("swapper");
+    // Put B's folder back where it belongs, whichever way the last swap left it.
+    if std::fs::symlink_metadata(&ws_b).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::rename(&ws_b, base.join("tmp-link")).expect("unswap");
+        std::fs::rename(&link, &ws_b).expect("unswap");
+    }
+    assert!(swaps > 100, "the swapper hardly ran ({swaps} swaps)");
+    assert!(
+        ran >= calls / 10,
+        "too few calls ran ({ran} ran, {refused} refused) to show anything"
+    );
+    let written: Vec<_> = std::fs::read_dir(&config)
+        .expect("config dir")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("written-"))
+        .collect();
+    assert!(
+        written.is_empty(),
+        "calls wrote into the configuration: {written:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(config.join("policies/deny.yaml"))
+            .expect("the policy is still there"),
+        "deny\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(config.join("agentplane.toml")).expect("config"),
+        "SECRET-CONFIG\n"
+    );
+    eprintln!("{calls} calls under {swaps} swaps: {ran} ran in the workspace, {refused} refused");
+}
