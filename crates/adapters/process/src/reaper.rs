@@ -25,6 +25,14 @@
 //! reaches the program and leaves the reaper alone (it blocks it). Nobody else ever
 //! sends it `SIGKILL`: ending a tree is closing the control pipe.
 //!
+//! In namespaces (ADR 0056), the reaper first enters them ([`Namespaces::enter`]);
+//! its child is then PID 1 of a new PID namespace, a small init that forks the program
+//! and passes the program's wait status back through a pipe. When the program ends the
+//! init exits and the kernel kills everything left in the namespace; killing the init
+//! (the sweep) does the same. With network, the reaper also holds the egress proxy's
+//! listener inside the namespace and hands each connection to the server over a UNIX
+//! socket pair (`SCM_RIGHTS`); it keeps no copy.
+//!
 //! Everything the reaper does is a system call on memory of its own stack: a forked
 //! child of a multithreaded process may not allocate or take a lock.
 //!
