@@ -15,6 +15,7 @@ pub mod redacting_store;
 pub mod replicas;
 pub mod secrets;
 pub mod settings;
+pub mod setup_token;
 pub mod shutdown;
 pub mod traces;
 mod workspaces;
@@ -108,6 +109,8 @@ pub struct Runtime {
     shutdown: Arc<Shutdown>,
     /// How many workspace roots confine outside callers.
     workspace_roots: usize,
+    /// Where the setup token of a server without keys or token was written, if one was.
+    setup_token: Option<PathBuf>,
     /// The ports the hub was built on.
     deps: TurnDeps,
     /// Every agent, by name.
@@ -345,6 +348,16 @@ impl Runtime {
         if let Some(roots) = roots {
             hub = hub.workspace_roots(roots);
         }
+        // A server without keys or token: the first key needs a one-time setup token.
+        let mut setup_token = None;
+        if serving.is_some()
+            && let Some((path, bootstrap)) =
+                setup_token::prepare(&config, &*store as &dyn agentplane_engine::ports::KeyStore)
+                    .await?
+        {
+            hub = hub.setup_token(bootstrap);
+            setup_token = Some(path);
+        }
         let feed = store.announcements();
         if feed.is_some() {
             hub = hub.replicas(store.clone() as Arc<dyn agentplane_engine::ports::ReplicaStore>);
@@ -381,6 +394,7 @@ impl Runtime {
             model_server,
             shutdown,
             workspace_roots,
+            setup_token,
             deps,
             agents,
         })
@@ -443,6 +457,14 @@ impl Runtime {
     /// a build step once reached the server's own API).
     pub fn listening_on(&self, addr: std::net::SocketAddr) {
         agentplane_process::sandbox::forbid_ports([addr.port()]);
+    }
+
+    /// The file holding the one-time setup token for the first key (a server without
+    /// keys or token), while it is needed; `None` otherwise. For the startup summary.
+    pub fn setup_token_file(&self) -> Option<&Path> {
+        self.setup_token
+            .as_deref()
+            .filter(|_| self.hub.awaits_setup_token())
     }
 
     /// How many workspace roots confine outside callers (0: none, or not serving).

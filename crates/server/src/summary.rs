@@ -2,10 +2,12 @@
 //! events are stored, which agents can run on which model, and how to begin.
 //!
 //! Plain text for people, one fact per line; logs stay structured elsewhere. It
-//! names whether a token is required but never prints the token.
+//! names whether a token is required, and where a server without keys keeps its
+//! setup token, but never prints either token.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::path::Path;
 
 use agentplane_engine::models::ModelStatus;
 
@@ -25,6 +27,9 @@ pub struct StartupSummary<'a> {
     /// Per agent that runs programs: what confines them (ADR 0023), as
     /// `(agent, in force)`.
     pub sandbox: &'a [(String, String)],
+    /// The file holding the one-time setup token for the first key, on a server
+    /// without keys or token.
+    pub setup_token: Option<&'a Path>,
 }
 
 /// The summary as lines of text, ending with a newline.
@@ -39,6 +44,14 @@ pub fn startup_summary(summary: &StartupSummary<'_>) -> String {
     let _ = writeln!(out, "agentplane is serving");
     let _ = writeln!(out, "  HTTP    {url}  ({auth})");
     let _ = writeln!(out, "  DB      {}", summary.db);
+    if let Some(file) = summary.setup_token {
+        let _ = writeln!(
+            out,
+            "  Setup   no keys yet: the first key needs the one-time setup token in {} \
+             (`agentplane keys create` reads it)",
+            file.display()
+        );
+    }
     let width = summary
         .agents
         .iter()
@@ -126,6 +139,7 @@ mod tests {
             auth_required: true,
             agents: &agents,
             sandbox: &[("engineering".into(), "landlock ABI 7: files".into())],
+            setup_token: Some(Path::new("/data/setup-token")),
         });
         for needle in [
             "http://127.0.0.1:8686",
@@ -137,6 +151,8 @@ mod tests {
             "Web     http://127.0.0.1:8686/\n",
             "/openapi.json",
             "Authorization: Bearer $AGENTPLANE_AUTH_TOKEN",
+            "Setup   no keys yet: the first key needs the one-time setup token in \
+             /data/setup-token (`agentplane keys create` reads it)\n",
         ] {
             assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
         }

@@ -169,6 +169,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
                 .filter(|a| a.ensembles.iter().any(|e| e == "shell"))
                 .map(|a| (a.name.clone(), a.sandbox.in_force.clone()))
                 .collect::<Vec<_>>(),
+            setup_token: runtime.setup_token_file(),
         })
     );
     // No model server answers: the quick start's command that starts one where we look.

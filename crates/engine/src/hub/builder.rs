@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use super::identity::Credentials;
 use super::live::Live;
+use super::setup::Bootstrap;
 use super::versions::VersionSettings;
 use super::workspaces::WorkspaceRoots;
 use super::{Hub, HubConfig, Toolbox};
@@ -33,6 +34,7 @@ pub struct HubBuilder {
     external: BTreeMap<String, Arc<dyn ExternalAgent>>,
     keys: Option<Arc<dyn KeyStore>>,
     tokens: Option<Arc<dyn TokenVerifier>>,
+    setup: Option<Bootstrap>,
     replicas: Option<Arc<dyn ReplicaStore>>,
     workspace_roots: Option<WorkspaceRoots>,
     mcp_gateway: Option<Arc<dyn McpUpstreams>>,
@@ -56,6 +58,7 @@ impl HubBuilder {
             external: BTreeMap::new(),
             keys: None,
             tokens: None,
+            setup: None,
             replicas: None,
             workspace_roots: None,
             mcp_gateway: None,
@@ -85,6 +88,14 @@ impl HubBuilder {
     /// Verifies OIDC bearer tokens; credentials are then required, as with keys.
     pub fn token_verifier(mut self, verifier: Arc<dyn TokenVerifier>) -> Self {
         self.tokens = Some(verifier);
+        self
+    }
+
+    /// The one-time setup token of a server without keys or token: a caller who is
+    /// only claimed needs it to create the first key. Without, such a caller creates
+    /// none (a server with a token, OIDC or keys needs no setup token).
+    pub fn setup_token(mut self, bootstrap: Bootstrap) -> Self {
+        self.setup = Some(bootstrap);
         self
     }
 
@@ -134,7 +145,7 @@ impl HubBuilder {
             versions: self.versions,
             external: self.external,
             replicas: self.replicas,
-            credentials: Credentials::new(self.keys, self.tokens),
+            credentials: Credentials::new(self.keys, self.tokens, self.setup),
             workspace_roots: self.workspace_roots,
             mcp_gateway: self.mcp_gateway,
             mcp_schemas: Default::default(),

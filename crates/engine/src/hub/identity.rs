@@ -11,10 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentplane_core::identity::{KeySecret, check_client_id, key_digest, looks_like_key};
+use agentplane_core::identity::{
+    KeySecret, SetupToken, check_client_id, key_digest, looks_like_key,
+};
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{KeyId, RoleSet};
 
+use super::setup::Bootstrap;
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller, Principal};
 use crate::ports::{KeyRecord, KeyStore, NewKey, TokenVerifier};
@@ -36,6 +39,9 @@ pub struct CreateKey {
     /// Seconds until it expires; `None`: never.
     pub expires_in_secs: Option<u64>,
     pub description: Option<String>,
+    /// The setup token the caller presented (`X-Setup-Token`): what a caller who is
+    /// only claimed needs to create the first key (`setup.rs`); others need none.
+    pub setup_token: Option<SetupToken>,
 }
 
 /// How callers prove who they are: the key store, whether keys are required (cached:
@@ -49,19 +55,30 @@ pub(super) struct Credentials {
     no_keys_at: Mutex<Option<Instant>>,
     /// Verifies OIDC bearer tokens, when `[auth.oidc]` is configured.
     tokens: Option<Arc<dyn TokenVerifier>>,
+    /// The setup token of a server without keys, until a key exists (`setup.rs`).
+    setup: Mutex<Option<Bootstrap>>,
 }
 
 impl Credentials {
     pub(super) fn new(
         keys: Option<Arc<dyn KeyStore>>,
         tokens: Option<Arc<dyn TokenVerifier>>,
+        setup: Option<Bootstrap>,
     ) -> Self {
         Self {
             keys,
             keys_seen: AtomicBool::new(false),
             no_keys_at: Mutex::new(None),
             tokens,
+            setup: Mutex::new(setup),
         }
+    }
+
+    /// The setup token's slot; a poisoned lock still holds a plain `Option`.
+    pub(super) fn held_setup(&self) -> std::sync::MutexGuard<'_, Option<Bootstrap>> {
+        self.setup
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -163,6 +180,9 @@ impl Hub {
         let any = store.any_keys().await?;
         if any {
             self.credentials.keys_seen.store(true, Ordering::Relaxed);
+            // Made elsewhere (another replica, the command line on PostgreSQL): the
+            // setup token can no longer serve anyone.
+            self.discard_setup_token(None);
         } else if let Ok(mut at) = self.credentials.no_keys_at.lock() {
             *at = Some(Instant::now());
         }
@@ -237,6 +257,36 @@ impl Hub {
     ) -> Result<(KeyRecord, KeySecret), HubError> {
         let caller = self.require(caller, Access::Administer, "creating a key")?;
         let store = self.key_store()?;
+        // A caller who is only claimed holds the setup token or makes nothing; the
+        // token is taken while the key is made, so a second caller with it finds none.
+        let bootstrap = match caller.principal() {
+            Principal::Claimed => {
+                Some(self.take_setup_token(&caller, request.setup_token.as_ref())?)
+            }
+            _ => None,
+        };
+        let made = self.make_key(&caller, store, request).await;
+        match made {
+            Ok(made) => {
+                self.discard_setup_token(bootstrap);
+                Ok(made)
+            }
+            Err(e) => {
+                if let Some(bootstrap) = bootstrap {
+                    self.restore_setup_token(bootstrap);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Checks a key's request and stores it, for [`Hub::create_key`].
+    async fn make_key(
+        &self,
+        caller: &Caller,
+        store: &Arc<dyn KeyStore>,
+        request: CreateKey,
+    ) -> Result<(KeyRecord, KeySecret), HubError> {
         check_client_id(&request.client).map_err(HubError::InvalidArgument)?;
         if request.roles.is_empty() {
             return Err(HubError::InvalidArgument(

@@ -1,15 +1,18 @@
 //! `/v1/keys`: API keys for admins (ADR 0030) — create (the secret is in this answer
 //! and nowhere else, ever), list (never a secret) and revoke (at once, on every
 //! replica). The hub checks the admin role and every rule; this file only maps the
-//! wire shape.
+//! wire shape. On a server without keys or token, creating the first key needs the
+//! one-time setup token in `X-Setup-Token` (the hub's `setup.rs`), checked before the
+//! body is read.
 
 use agentplane_core::KeyId;
-use agentplane_core::identity::parse_lifetime;
+use agentplane_core::identity::{SETUP_TOKEN_HEADER, SetupToken, parse_lifetime};
 use agentplane_engine::hub::CreateKey;
 use agentplane_engine::ports::KeyRecord;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -18,6 +21,26 @@ use crate::AppState;
 use crate::auth::Identity;
 use crate::error::{ApiError, ErrorEnvelope};
 use crate::extract::{ApiJson, IdPath};
+
+/// The setup token a request presents in `X-Setup-Token`, if any. Extracting it asks
+/// the hub whether the caller may go on (a caller who is only claimed must present
+/// the right one), so a refused caller is `401` before its body is read.
+pub(crate) struct PresentedSetupToken(Option<SetupToken>);
+
+impl FromRequestParts<AppState> for PresentedSetupToken {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Identity(caller) = Identity::from_request_parts(parts, state).await?;
+        // Any bytes: a value that is not UTF-8 becomes text that matches no token.
+        let presented = parts
+            .headers
+            .get(SETUP_TOKEN_HEADER)
+            .map(|value| SetupToken::presented(String::from_utf8_lossy(value.as_bytes())));
+        state.hub.check_setup_token(&caller, presented.as_ref())?;
+        Ok(Self(presented))
+    }
+}
 
 /// `POST /v1/keys`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -87,14 +110,22 @@ pub(crate) struct KeyList {
     operation_id = "createKey",
     tag = tags::KEYS,
     request_body = CreateKeyBody,
+    params(
+        ("X-Setup-Token" = Option<String>, Header, description = "On a server without keys \
+         or token, the one-time setup token `serve` wrote to `setup-token` in its data \
+         directory (0600): needed to create the first key, consumed by it.")
+    ),
     responses(
         (status = 201, description = "The new key and its secret.", body = CreatedKey),
+        (status = 401, description = "No valid credential; on a server without keys \
+         or token, no or a wrong setup token.", body = ErrorEnvelope),
         (status = 403, description = "The caller is not an admin.", body = ErrorEnvelope),
     )
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
     caller: Identity,
+    PresentedSetupToken(setup_token): PresentedSetupToken,
     ApiJson(body): ApiJson<CreateKeyBody>,
 ) -> Result<(StatusCode, Json<CreatedKey>), ApiError> {
     let expires_in_secs = body
@@ -112,6 +143,7 @@ pub(crate) async fn create(
                 roles: body.roles,
                 expires_in_secs,
                 description: body.description,
+                setup_token,
             },
         )
         .await?;
