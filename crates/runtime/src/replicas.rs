@@ -64,6 +64,13 @@ pub async fn open_for_reports(config: &StoreConfig) -> Result<Arc<dyn Store>, St
     }
 }
 
+/// Whether the configured store is a SQLite file a running server holds, so that a
+/// command changing it must ask that server instead (`agentplane keys`). PostgreSQL
+/// is never held: commands run beside replicas.
+pub fn held_by_a_server(config: &StoreConfig) -> bool {
+    config.postgres.is_none() && SqliteStore::held_elsewhere(&config.path)
+}
+
 /// `e` with every copy of the URL replaced by its redacted form.
 fn scrub(e: StoreError, url: &str, redacted: &str) -> StoreError {
     let clean = |m: String| m.replace(url, redacted);

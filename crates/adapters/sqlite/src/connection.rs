@@ -102,6 +102,13 @@ pub(crate) fn lock(path: &Path) -> Result<std::fs::File, StoreError> {
     }
 }
 
+/// Whether another open file holds [`lock`]'s lock on `path` now. Taking it to see
+/// releases it at once (the file is closed on return).
+pub(crate) fn held(path: &Path) -> bool {
+    std::fs::File::open(path)
+        .is_ok_and(|file| matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)))
+}
+
 /// Opens a read-only connection to a database `open_writer` has already prepared. WAL
 /// lets it read a consistent snapshot while the writer commits.
 pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {

@@ -72,6 +72,13 @@ impl SqliteStore {
         Self::open_with(path, ReplicaId::new(), false).await
     }
 
+    /// Whether another store (a running `serve`) holds the file's lock right now, so
+    /// a command must go through that server's API instead (`agentplane keys`). A
+    /// missing or unreadable file is not held.
+    pub fn held_elsewhere(path: &Path) -> bool {
+        connection::held(path)
+    }
+
     async fn open_with(
         path: &Path,
         replica: ReplicaId,

@@ -1,6 +1,6 @@
 //! The command line as a client of a running `agentplane serve`: where the server is,
 //! who is asking, a GET or a POST, and how its failures read. Used by `threads`,
-//! `history` and `approvals`.
+//! `history`, `approvals`, and `keys` beside a server that holds the store.
 //!
 //! Only the HTTP exchange and the error envelope live here; what a command prints
 //! lives in the command. Nothing here opens the event store: a client sees exactly
@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use agentplane_core::ErrorCode;
+use agentplane_core::identity::{SETUP_TOKEN_HEADER, SetupToken};
 use agentplane_runtime::LOCAL_CLIENT;
 use clap::Args;
 use serde_json::Value;
@@ -44,6 +45,13 @@ pub struct ServerArgs {
         hide_env_values = true
     )]
     key: Option<String>,
+}
+
+impl ServerArgs {
+    /// Whether an API key was given (`--key`, `AGENTPLANE_KEY`).
+    pub fn has_key(&self) -> bool {
+        self.key.as_deref().is_some_and(|k| !k.is_empty())
+    }
 }
 
 /// Why a request to the server did not give an answer to print. Each variant says
@@ -117,6 +125,8 @@ pub struct Remote {
     client_id: Option<String>,
     /// The bearer credential: the key, else the token.
     token: Option<String>,
+    /// The setup token of a server without keys, for `keys create`.
+    setup_token: Option<SetupToken>,
 }
 
 impl Remote {
@@ -172,6 +182,23 @@ impl Remote {
             base,
             client_id,
             token,
+            setup_token: None,
+        })
+    }
+
+    /// This connection, also sending `token` as `X-Setup-Token` (creating the first
+    /// key on a server without keys). A token that is no header value is a usage error.
+    pub fn with_setup_token(self, token: SetupToken) -> Result<Self, RemoteError> {
+        if reqwest::header::HeaderValue::from_str(token.expose()).is_err() {
+            return Err(RemoteError::Usage(
+                "the setup token file holds no valid header value; restart `agentplane \
+                 serve` to write a new one"
+                    .to_owned(),
+            ));
+        }
+        Ok(Self {
+            setup_token: Some(token),
+            ..self
         })
     }
 
@@ -192,6 +219,9 @@ impl Remote {
         }
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
+        }
+        if let Some(setup) = &self.setup_token {
+            request = request.header(SETUP_TOKEN_HEADER, setup.expose());
         }
         request
     }
