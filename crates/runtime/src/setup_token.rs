@@ -72,7 +72,15 @@ pub(crate) async fn prepare(
 
 /// Writes `token` to `path`: a 0600 file made anew, then renamed into place.
 fn write(path: &Path, token: &SetupToken) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
     use std::os::unix::fs::OpenOptionsExt as _;
+    // With PostgreSQL nothing else makes the data directory (SQLite's file would).
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+    }
     let fresh = path.with_file_name(format!("{FILE_NAME}.{}.new", std::process::id()));
     // A leftover of a process that died between the two steps (same pid, reused).
     let _ = std::fs::remove_file(&fresh);

@@ -181,9 +181,6 @@ pub async fn run(invocation: &Invocation<'_>) -> std::io::Result<Finished> {
     if !confinement.enters_workspace() {
         command.current_dir(invocation.workspace);
     }
-    if confinement.namespaces().is_some() {
-        command.env("TMPDIR", "/tmp");
-    }
     #[cfg(target_os = "linux")]
     if proxied {
         let proxy = sandbox::namespaces::proxy_url();

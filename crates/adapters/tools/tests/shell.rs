@@ -64,34 +64,36 @@ fn assert_not_allowed(result: Result<ToolOutput, ToolError>, what: &str) {
     );
 }
 
-/// Whether a pid is gone or a zombie (killed, waiting for a reaper we do not own).
-fn is_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
+/// Whether every process that held the lock on `name` (in the workspace) is gone: the
+/// lock can be taken. Programs run in a PID namespace of their own, so their pids mean
+/// nothing out here; a lock held by a descriptor does.
+fn is_released(f: &Fixture, name: &str) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(file) = std::fs::File::open(f.ws.join(name)) else {
+        panic!("{name} was never made: the process it stands for did not start");
+    };
+    // SAFETY: flock on a descriptor we own, released when it is dropped.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
-async fn wait_gone(pid: i32) -> bool {
+async fn wait_released(f: &Fixture, name: &str) -> bool {
     let until = Instant::now() + Duration::from_secs(3);
     while Instant::now() < until {
-        if is_gone(pid) {
+        if is_released(f, name) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    is_gone(pid)
+    is_released(f, name)
 }
 
-fn read_pid(f: &Fixture, name: &str) -> i32 {
-    std::fs::read_to_string(f.ws.join(name))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+/// A shell fragment that starts `sleep SECS` in the background holding a lock on
+/// `NAME.lock` for as long as it lives, and waits until it holds it.
+fn locked_sleep(name: &str, secs: u32) -> String {
+    format!(
+        "(flock 8; : > {name}.ready; exec sleep {secs}) 8>{name}.lock & \
+         while [ ! -e {name}.ready ]; do sleep 0.01; done"
+    )
 }
 
 #[test]
@@ -240,7 +242,11 @@ async fn endless_output_kills_the_group_instead_of_running_to_the_timeout() {
 #[tokio::test]
 async fn a_timeout_kills_the_whole_process_group() {
     let f = fixture(Duration::from_millis(700), 4096);
-    let script = "sleep 30 & echo $! > child.pid; echo $$ > sh.pid; echo started; wait";
+    let script = format!(
+        "exec 9>sh.lock; flock 9; {}; echo started; wait",
+        locked_sleep("child", 30)
+    );
+    let script = script.as_str();
     let started = Instant::now();
     let err = run(&["sh"], &f, "sh", &["-c", script]).await.unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::Timeout);
@@ -248,10 +254,11 @@ async fn a_timeout_kills_the_whole_process_group() {
     assert!(err.message.contains("started"), "{}", err.message);
     assert!(started.elapsed() < Duration::from_secs(5));
 
-    let child = read_pid(&f, "child.pid");
-    let sh = read_pid(&f, "sh.pid");
-    assert!(wait_gone(child).await, "background sleep {child} survived");
-    assert!(wait_gone(sh).await, "sh {sh} survived");
+    assert!(
+        wait_released(&f, "child.lock").await,
+        "background sleep survived"
+    );
+    assert!(wait_released(&f, "sh.lock").await, "sh survived");
 }
 
 #[tokio::test]
@@ -264,7 +271,7 @@ async fn background_children_do_not_outlive_a_normal_exit() {
         &["sh"],
         &f,
         "sh",
-        &["-c", "sleep 30 & echo $! > bg.pid; echo done"],
+        &["-c", &format!("{}; echo done", locked_sleep("bg", 30))],
     )
     .await
     .unwrap();
@@ -273,8 +280,10 @@ async fn background_children_do_not_outlive_a_normal_exit() {
             .starts_with("exit code: 0\n--- stdout ---\ndone\n")
     );
     assert!(started.elapsed() < Duration::from_secs(5));
-    let bg = read_pid(&f, "bg.pid");
-    assert!(wait_gone(bg).await, "background sleep {bg} survived");
+    assert!(
+        wait_released(&f, "bg.lock").await,
+        "background sleep survived"
+    );
 }
 
 /// Processes that leave the group (`setsid`), are orphaned by a double fork, or both,
@@ -282,10 +291,14 @@ async fn background_children_do_not_outlive_a_normal_exit() {
 /// however it ends.
 #[tokio::test]
 async fn no_descendant_survives_the_call_setsid_and_double_forks_included() {
-    let script = "setsid sleep 31 </dev/null >/dev/null 2>&1 & echo $! > setsid.pid; \
-                  (sleep 32 </dev/null >/dev/null 2>&1 & echo $! > orphan.pid) ; \
-                  (setsid sh -c 'sleep 33 & echo $! > deep.pid; wait' </dev/null >/dev/null 2>&1 &) ; \
-                  while [ ! -s deep.pid ]; do sleep 0.05; done; echo spawned";
+    let script = "setsid sh -c '(flock 8; : > setsid.ready; exec sleep 31) 8>setsid.lock' \
+                  </dev/null >/dev/null 2>&1 & \
+                  (sh -c '(flock 8; : > orphan.ready; exec sleep 32) 8>orphan.lock &' \
+                  </dev/null >/dev/null 2>&1) ; \
+                  (setsid sh -c '(flock 8; : > deep.ready; exec sleep 33) 8>deep.lock & wait' \
+                  </dev/null >/dev/null 2>&1 &) ; \
+                  while [ ! -e setsid.ready ] || [ ! -e orphan.ready ] || [ ! -e deep.ready ]; \
+                  do sleep 0.05; done; echo spawned";
     // A normal exit, a timeout and a dropped call.
     for ending in ["exit", "timeout", "drop"] {
         let timeout = if ending == "timeout" { 3 } else { 60 };
@@ -324,11 +337,10 @@ async fn no_descendant_survives_the_call_setsid_and_double_forks_included() {
 }
 
 async fn check_gone(f: &Fixture, ending: &str) {
-    for file in ["setsid.pid", "orphan.pid", "deep.pid"] {
-        let pid = read_pid(f, file);
+    for file in ["setsid.lock", "orphan.lock", "deep.lock"] {
         assert!(
-            wait_gone(pid).await,
-            "{ending}: the process of {file} ({pid}) survived the call"
+            wait_released(f, file).await,
+            "{ending}: the process holding {file} survived the call"
         );
     }
 }
@@ -337,7 +349,11 @@ async fn check_gone(f: &Fixture, ending: &str) {
 async fn dropping_the_call_kills_the_group() {
     // The engine enforces the timeout from outside too, by dropping the future.
     let f = fixture(Duration::from_secs(60), 4096);
-    let script = "sleep 30 & echo $! > child.pid; echo $$ > sh.pid; wait";
+    let script = format!(
+        "exec 9>sh.lock; flock 9; {}; wait",
+        locked_sleep("child", 30)
+    );
+    let script = script.as_str();
     let ensemble = shell(&["sh"]);
     let call = ensemble.call(
         "run_command",
@@ -350,10 +366,11 @@ async fn dropping_the_call_kills_the_group() {
             .is_err()
     );
 
-    let child = read_pid(&f, "child.pid");
-    let sh = read_pid(&f, "sh.pid");
-    assert!(wait_gone(child).await, "background sleep {child} survived");
-    assert!(wait_gone(sh).await, "sh {sh} survived");
+    assert!(
+        wait_released(&f, "child.lock").await,
+        "background sleep survived"
+    );
+    assert!(wait_released(&f, "sh.lock").await, "sh survived");
 }
 
 #[tokio::test]

@@ -27,11 +27,11 @@ pub mod prices;
 pub mod providers;
 pub mod rate_limits;
 pub mod run;
+pub mod sandbox;
 pub mod secrets;
 pub mod server;
 pub mod server_limits;
 pub mod store;
-pub mod sandbox;
 pub mod telemetry;
 pub mod versions;
 

@@ -7,7 +7,7 @@
 //!
 //! Each case is refused before it runs (with a `security_event`), or — when the agent
 //! may run the program because the kernel sandbox is in force — runs and is refused by
-//! the kernel (`EACCES`/`EPERM` in its output). Afterwards nothing exists outside the
+//! the kernel (`EACCES`/`EPERM` in its output, or `ENOENT` where the path is hidden). Afterwards nothing exists outside the
 //! workspace, no planted code ran, no connection arrived and no secret is anywhere.
 //! The agent is the built-in one, unchanged: the suite fails loudly if this kernel
 //! cannot enforce its sandbox.
@@ -189,11 +189,15 @@ async fn the_shipped_engineering_agent_cannot_leave_its_workspace() {
             Expect::KernelRefused => {
                 let output = probe.result.to_string();
                 assert!(
+                    // `ENOENT`: a path below /tmp is not even there, in the program's
+                    // private /tmp (ADR 0056).
                     [
                         "EACCES",
                         "EPERM",
+                        "ENOENT",
                         "Permission denied",
-                        "Operation not permitted"
+                        "Operation not permitted",
+                        "No such file or directory"
                     ]
                     .iter()
                     .any(|denial| output.contains(denial)),

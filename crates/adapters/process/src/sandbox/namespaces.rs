@@ -272,6 +272,11 @@ impl Namespaces {
                 self.private_tmp()?;
             }
             for mask in &self.masks {
+                // A mask below the private `/tmp` (and no granted root) names nothing
+                // in this namespace: there is nothing to hide.
+                if !is_dir(mask) {
+                    continue;
+                }
                 check(libc::mount(
                     c"tmpfs".as_ptr(),
                     mask.as_ptr(),
