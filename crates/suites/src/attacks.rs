@@ -152,6 +152,31 @@ pub async fn probe(served: &Served, thread: &str, case: &str) -> Probe {
     }
 }
 
+/// A `write_file` call for the scripted model: `content` at `path`.
+pub fn write_call(path: &str, content: &str) -> (String, Value) {
+    (
+        "write_file".into(),
+        json!({"path": path, "content": content}),
+    )
+}
+
+/// A `run_command` call of `make -s TARGET` (a probe built and run in the workspace).
+pub fn make_call(target: &str) -> (String, Value) {
+    (
+        "run_command".into(),
+        json!({"program": "make", "args": ["-s", target]}),
+    )
+}
+
+/// The first `key: value` line of a probe's output, its value.
+pub fn probe_value<'a>(output: &'a str, key: &str) -> &'a str {
+    let prefix = format!("{key}: ");
+    output
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no `{key}` in the probe's output:\n{output}"))
+}
+
 /// Where an attack's outcome is counted: every case adds one line, and the suite's
 /// figures (cases, refusals) come from here.
 #[derive(Debug, Default)]

@@ -156,6 +156,15 @@ impl Served {
         self.child.id()
     }
 
+    /// The TCP port it listens on.
+    pub fn port(&self) -> u16 {
+        self.base
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the server's port")
+    }
+
     /// SIGKILL, then reap: the process gets no chance to write anything.
     pub fn kill_9(&mut self) {
         self.child.kill().expect("SIGKILL");

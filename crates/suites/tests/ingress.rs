@@ -176,15 +176,6 @@ async fn send_as(served: &Served, family: &Family, case: &Hostile) -> (u16, Valu
     (status, body)
 }
 
-fn port_of(served: &Served) -> u16 {
-    served
-        .base
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("a port")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_family_refuses_what_a_page_can_send_and_runs_no_turn() {
     let model = ScriptedServer::start(Scenario::new(vec![Step::text("hi")]).repeating(true))
@@ -196,7 +187,7 @@ async fn every_route_family_refuses_what_a_page_can_send_and_runs_no_turn() {
     let families = families(&workspace);
 
     let mut refusals = 0;
-    for case in hostile(port_of(&served)) {
+    for case in hostile(served.port()) {
         // One answer per case, whatever the route family.
         let mut answers = Vec::new();
         for family in &families {

@@ -8,47 +8,16 @@
 //! refused, and each refusal is a `network_denied` security event.
 
 use agentplane_suites::attacks::{
-    Probe, Tally, Target, probe, sandbox_in_force, script_with_nudges,
+    Probe, Tally, Target, make_call, probe, probe_value, sandbox_in_force, script_with_nudges,
+    write_call,
 };
-use agentplane_suites::{Served, create_thread_in, sandbox, start_with_env};
+use agentplane_suites::{create_thread_in, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer};
-use serde_json::{Value, json};
 
 const PROBE_C: &str = include_str!("egress_probe.c");
 
 const MAKEFILE: &str = "probe: probe.c params.h\n\tTMPDIR=$(CURDIR) cc -O0 -o probe probe.c\n\
                         connect proxy: probe\n\t./probe $@\n.PHONY: connect proxy\n";
-
-fn write(path: &str, content: &str) -> (String, Value) {
-    (
-        "write_file".into(),
-        json!({"path": path, "content": content}),
-    )
-}
-
-fn make(target: &str) -> (String, Value) {
-    (
-        "run_command".into(),
-        json!({"program": "make", "args": ["-s", target]}),
-    )
-}
-
-fn one<'a>(output: &'a str, key: &str) -> &'a str {
-    let prefix = format!("{key}: ");
-    output
-        .lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .unwrap_or_else(|| panic!("no `{key}` in the probe's output:\n{output}"))
-}
-
-fn port_of(served: &Served) -> u16 {
-    served
-        .base
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the server's port")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_names() {
@@ -85,22 +54,22 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
     let params = format!(
         "#define OWN_PORT {}\n#define SECOND_PORT {}\n#define TARGET_PORT {}\n\
          #define UDP_PORT {}\n#define PROXY_PORT 3128\n",
-        port_of(&served),
-        port_of(&second),
+        served.port(),
+        second.port(),
         target.port(),
         udp.local_addr().expect("udp addr").port()
     );
     let setup = [
-        write("probe.c", PROBE_C),
-        write("params.h", &params),
-        write("Makefile", MAKEFILE),
+        write_call("probe.c", PROBE_C),
+        write_call("params.h", &params),
+        write_call("Makefile", MAKEFILE),
     ];
     // The built-in agent takes two corrective messages after a text answer.
     let mut calls = setup.to_vec();
-    calls.push(make("connect"));
+    calls.push(make_call("connect"));
     let mut script = script_with_nudges(&calls, 2);
     let mut net_calls = setup.to_vec();
-    net_calls.extend([make("connect"), make("proxy")]);
+    net_calls.extend([make_call("connect"), make_call("proxy")]);
     script.extend(script_with_nudges(&net_calls, 0));
     let _model = ScriptedServer::listen(Scenario::new(script), model_listener)
         .await
@@ -122,16 +91,16 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
         }
         let connect = probe(&served, &thread, &format!("make connect ({agent})")).await;
         let out = connect.output().to_owned();
-        assert_eq!(one(&out, "tried-connect"), "72", "{out}");
-        assert_eq!(one(&out, "reached-count"), "0", "{out}");
+        assert_eq!(probe_value(&out, "tried-connect"), "72", "{out}");
+        assert_eq!(probe_value(&out, "reached-count"), "0", "{out}");
         for key in ["unshare-user", "unshare-net", "clone-newuser"] {
-            assert_eq!(one(&out, key), "EPERM", "{key}: {out}");
+            assert_eq!(probe_value(&out, key), "EPERM", "{key}: {out}");
         }
-        assert_eq!(one(&out, "clone3"), "ENOSYS", "{out}");
-        assert_eq!(one(&out, "io_uring"), "EPERM", "{out}");
+        assert_eq!(probe_value(&out, "clone3"), "ENOSYS", "{out}");
+        assert_eq!(probe_value(&out, "io_uring"), "EPERM", "{out}");
         if !network {
             assert_eq!(
-                one(&out, "udp-sent"),
+                probe_value(&out, "udp-sent"),
                 "0",
                 "no socket without network: {out}"
             );
@@ -143,7 +112,7 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
         if network {
             let proxy = probe(&served, &thread, "make proxy").await;
             let out = proxy.output().to_owned();
-            assert_eq!(one(&out, "proxy-target"), "200 reached", "{out}");
+            assert_eq!(probe_value(&out, "proxy-target"), "200 reached", "{out}");
             for key in [
                 "proxy-own",
                 "proxy-own-v6",
@@ -151,7 +120,7 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
                 "proxy-target-by-name",
                 "proxy-get-own",
             ] {
-                assert!(one(&out, key).starts_with("403 "), "{key}: {out}");
+                assert!(probe_value(&out, key).starts_with("403 "), "{key}: {out}");
                 tally.case(true);
             }
             let refused: Vec<String> = proxy
@@ -166,9 +135,9 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
                 "one security event per refusal: {refused:?}"
             );
             for destination in [
-                format!("127.0.0.1:{}", port_of(&served)),
-                format!("[::1]:{}", port_of(&served)),
-                format!("127.0.0.1:{}", port_of(&second)),
+                format!("127.0.0.1:{}", served.port()),
+                format!("[::1]:{}", served.port()),
+                format!("127.0.0.1:{}", second.port()),
                 format!("localhost:{}", target.port()),
             ] {
                 assert!(
@@ -218,19 +187,19 @@ async fn fallback_run(extra: &str, env: &[(&str, &str)]) -> (String, String, Pro
     let model_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
     let model_port = model_listener.local_addr().expect("addr").port();
     let served = start_with_env(&sb, &format!("http://127.0.0.1:{model_port}/v1"), &[], env).await;
-    let own = port_of(&served);
+    let own = served.port();
     let params = format!(
         "#define OWN_PORT {own}\n#define SECOND_PORT {own}\n#define TARGET_PORT {}\n\
          #define UDP_PORT 9\n#define PROXY_PORT 3128\n",
         target.port()
     );
     let setup = [
-        write("probe.c", PROBE_C),
-        write("params.h", &params),
-        write("Makefile", MAKEFILE),
+        write_call("probe.c", PROBE_C),
+        write_call("params.h", &params),
+        write_call("Makefile", MAKEFILE),
     ];
     let mut calls = setup.to_vec();
-    calls.push(make("connect"));
+    calls.push(make_call("connect"));
     let mut script = script_with_nudges(&calls, 2);
     script.extend(script_with_nudges(&calls, 0));
     let _model = ScriptedServer::listen(Scenario::new(script), model_listener)
@@ -266,8 +235,12 @@ async fn without_namespaces_an_agent_with_network_is_refused_unless_the_fallback
     );
     assert!(summary.contains("NO namespaces"), "{summary}");
     // Without network the fallback is Landlock and seccomp: still no socket at all.
-    assert_eq!(one(&engineering, "reached-count"), "0", "{engineering}");
-    assert_eq!(one(&engineering, "udp-sent"), "0", "{engineering}");
+    assert_eq!(
+        probe_value(&engineering, "reached-count"),
+        "0",
+        "{engineering}"
+    );
+    assert_eq!(probe_value(&engineering, "udp-sent"), "0", "{engineering}");
     assert_eq!(
         netbuilder.result["status"], "error",
         "{}",

@@ -13,30 +13,18 @@
 
 use std::time::Duration;
 
-use agentplane_suites::attacks::{Tally, Target, probe, sandbox_in_force, script_with_nudges};
-use agentplane_suites::{Served, create_thread_in, sandbox, start_with_env};
+use agentplane_suites::attacks::{
+    Tally, Target, make_call, probe, probe_value, sandbox_in_force, script_with_nudges, write_call,
+};
+use agentplane_suites::{create_thread_in, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const PROBE_C: &str = include_str!("kernel_probe.c");
 
 const MAKEFILE: &str = "probe: probe.c params.h\n\tTMPDIR=$(CURDIR) cc -O0 -o probe probe.c\n\
                         sockets devices survive: probe\n\t./probe $@\n\
                         .PHONY: sockets devices survive\n";
-
-fn write(path: &str, content: &str) -> (String, Value) {
-    (
-        "write_file".into(),
-        json!({"path": path, "content": content}),
-    )
-}
-
-fn make(target: &str) -> (String, Value) {
-    (
-        "run_command".into(),
-        json!({"program": "make", "args": ["-s", target]}),
-    )
-}
 
 /// The probe's `key: value` lines for `key`.
 fn values<'a>(output: &'a str, key: &str) -> Vec<&'a str> {
@@ -47,24 +35,8 @@ fn values<'a>(output: &'a str, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
-fn one<'a>(output: &'a str, key: &str) -> &'a str {
-    values(output, key)
-        .first()
-        .copied()
-        .unwrap_or_else(|| panic!("no `{key}` in the probe's output:\n{output}"))
-}
-
 fn stdout(result: &Value) -> String {
     result["output"].as_str().unwrap_or_default().to_owned()
-}
-
-fn port_of(served: &Served) -> u16 {
-    served
-        .base
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the server's port")
 }
 
 /// Whether the process that locked `file` (the probe's survivors hold an exclusive
@@ -103,24 +75,28 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
     let model_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
     let model_port = model_listener.local_addr().expect("addr").port();
     let served = start_with_env(&sb, &format!("http://127.0.0.1:{model_port}/v1"), &[], &[]).await;
-    let own_port = port_of(&served);
+    let own_port = served.port();
     let params = format!(
         "#define OWN_PORT {own_port}\n#define TARGET_PORT {}\n#define UNIX_PATH {:?}\n",
         target.port(),
         socket_path.display().to_string()
     );
     let setup = [
-        write("probe.c", PROBE_C),
-        write("params.h", &params),
-        write("Makefile", MAKEFILE),
+        write_call("probe.c", PROBE_C),
+        write_call("params.h", &params),
+        write_call("Makefile", MAKEFILE),
     ];
     let mut calls: Vec<(String, Value)> = setup.to_vec();
-    calls.extend([make("sockets"), make("devices"), make("survive")]);
+    calls.extend([
+        make_call("sockets"),
+        make_call("devices"),
+        make_call("survive"),
+    ]);
     // The built-in agent takes up to two corrective messages after a text answer; the
     // configured one none (the suites' configurations say `max_nudges = 0`).
     let mut script = script_with_nudges(&calls, 2);
     let mut net_calls = setup.to_vec();
-    net_calls.push(make("sockets"));
+    net_calls.push(make_call("sockets"));
     script.extend(script_with_nudges(&net_calls, 0));
     let _model = ScriptedServer::listen(Scenario::new(script), model_listener)
         .await
@@ -141,14 +117,17 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
     // Without network: not one socket of any family, type or protocol.
     let sockets = probe(&served, &thread, "make sockets").await;
     let out = stdout(&sockets.result);
-    assert_eq!(one(&out, "tried"), "134848", "{out}");
+    assert_eq!(probe_value(&out, "tried"), "134848", "{out}");
     assert_eq!(values(&out, "opened"), Vec::<&str>::new(), "{out}");
-    assert_eq!(one(&out, "opened-count"), "0", "{out}");
-    assert_eq!(one(&out, "own-port-count"), "0", "{out}");
-    assert_eq!(one(&out, "target-count"), "0", "{out}");
-    assert!(one(&out, "unix-socket").starts_with("refused"), "{out}");
+    assert_eq!(probe_value(&out, "opened-count"), "0", "{out}");
+    assert_eq!(probe_value(&out, "own-port-count"), "0", "{out}");
+    assert_eq!(probe_value(&out, "target-count"), "0", "{out}");
+    assert!(
+        probe_value(&out, "unix-socket").starts_with("refused"),
+        "{out}"
+    );
     assert_eq!(
-        one(&out, "unix-pair"),
+        probe_value(&out, "unix-pair"),
         "ok",
         "a socket pair is a pipe: {out}"
     );
@@ -160,23 +139,32 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
     // Device nodes and capabilities.
     let devices = probe(&served, &thread, "make devices").await;
     let out = stdout(&devices.result);
-    assert!(one(&out, "char-device").starts_with("refused"), "{out}");
-    assert!(one(&out, "block-device").starts_with("refused"), "{out}");
+    assert!(
+        probe_value(&out, "char-device").starts_with("refused"),
+        "{out}"
+    );
+    assert!(
+        probe_value(&out, "block-device").starts_with("refused"),
+        "{out}"
+    );
     assert!(!sb.workspace.join("char-device").exists());
     assert!(!sb.workspace.join("block-device").exists());
     assert_eq!(
-        one(&out, "capabilities"),
+        probe_value(&out, "capabilities"),
         "effective 000000000 permitted 000000000 inheritable 000000000",
         "{out}"
     );
-    assert_eq!(one(&out, "bounding"), "0", "{out}");
+    assert_eq!(probe_value(&out, "bounding"), "0", "{out}");
     for _ in 0..3 {
         tally.case(true);
     }
 
     // Processes that leave their group and their parent do not outlive the call.
     let survive = probe(&served, &thread, "make survive").await;
-    assert_eq!(one(&stdout(&survive.result), "survivors"), "started");
+    assert_eq!(
+        probe_value(&stdout(&survive.result), "survivors"),
+        "started"
+    );
     for file in ["setsid.pid", "orphan.pid", "daemon.pid"] {
         let path = sb.workspace.join(file);
         assert!(path.exists(), "{file} was not written");
@@ -201,12 +189,15 @@ async fn a_native_program_reaches_nothing_the_sandbox_does_not_allow() {
     ];
     let opened = values(&out, "opened");
     assert_eq!(opened, allowed, "{out}");
-    assert_eq!(one(&out, "own-port-count"), "0", "{out}");
+    assert_eq!(probe_value(&out, "own-port-count"), "0", "{out}");
     // The network namespace holds only its own loopback: 127.0.0.1 and ::1 are not
     // the host's, so the target there is not reached by any socket (the way out is
     // the egress proxy, attacked in `egress.rs`).
-    assert_eq!(one(&out, "target-count"), "0", "{out}");
-    assert!(one(&out, "unix-socket").starts_with("refused"), "{out}");
+    assert_eq!(probe_value(&out, "target-count"), "0", "{out}");
+    assert!(
+        probe_value(&out, "unix-socket").starts_with("refused"),
+        "{out}"
+    );
     tally.case(true);
 
     assert_eq!(
