@@ -42,6 +42,22 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
     std::fs::create_dir(&net_ws).expect("second workspace");
     let net_ws = net_ws.canonicalize().expect("canonical");
 
+    // `serve` starts with a file, a pipe and a socket open without close-on-exec, as a
+    // server started from a shell or a supervisor may be; no program may see them.
+    let leaked = tempfile::NamedTempFile::new().expect("leaked file");
+    let leaked_path = std::ffi::CString::new(leaked.path().display().to_string()).expect("path");
+    // SAFETY: open/pipe/socket write descriptors into locals, closed at the end.
+    let inherited = unsafe {
+        let mut pipe = [0; 2];
+        assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+        [
+            libc::open(leaked_path.as_ptr(), libc::O_RDONLY),
+            pipe[0],
+            pipe[1],
+            libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0),
+        ]
+    };
+    assert!(inherited.iter().all(|&fd| fd > 2));
     // A second agentplane on the same host (replicas of docs/deploy.md), keyless.
     let second_sb = sandbox("");
     let second = start_with_env(&second_sb, "http://127.0.0.1:9/v1", &[], &[]).await;
@@ -92,6 +108,12 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
         let connect = probe(&served, &thread, &format!("make connect ({agent})")).await;
         let out = connect.output().to_owned();
         assert_eq!(probe_value(&out, "tried-connect"), "72", "{out}");
+        assert_eq!(
+            probe_value(&out, "open-fds"),
+            "0",
+            "descriptors reached the program: {out}"
+        );
+        tally.case(true);
         assert_eq!(probe_value(&out, "reached-count"), "0", "{out}");
         for key in ["unshare-user", "unshare-net", "clone-newuser"] {
             assert_eq!(probe_value(&out, key), "EPERM", "{key}: {out}");
@@ -113,6 +135,15 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
             let proxy = probe(&served, &thread, "make proxy").await;
             let out = proxy.output().to_owned();
             assert_eq!(probe_value(&out, "proxy-target"), "200 reached", "{out}");
+            // Every decision is in the call's recorded result, the allowed one too.
+            assert!(
+                out.contains(&format!(
+                    "allowed 127.0.0.1:{}: connected to",
+                    target.port()
+                )),
+                "{out}"
+            );
+            assert_eq!(out.matches("\nrefused ").count(), 5, "{out}");
             for key in [
                 "proxy-own",
                 "proxy-own-v6",
@@ -168,6 +199,12 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
             .expect("keys");
         let body = keys.text().await.unwrap_or_default();
         assert!(!body.contains("key_"), "a key was minted: {body}");
+    }
+    // SAFETY: closing the descriptors opened above.
+    unsafe {
+        for fd in inherited {
+            libc::close(fd);
+        }
     }
     tally.report("egress");
 }

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
@@ -112,7 +113,20 @@ static const char *errname(int e) {
     }
 }
 
+/* Descriptors open above the standard streams: what the program inherited. */
+static int open_descriptors(void) {
+    int open = 0;
+    for (int fd = 3; fd < 1024; fd++) {
+        if (fcntl(fd, F_GETFD) != -1) {
+            open++;
+            printf("open-fd: %d\n", fd);
+        }
+    }
+    return open;
+}
+
 static int connects(void) {
+    printf("open-fds: %d\n", open_descriptors());
     const char *methods[] = {"connect", "sendto-fastopen", "sendmsg-fastopen",
                              "fastopen-connect"};
     int ports[] = {OWN_PORT, SECOND_PORT, TARGET_PORT};

@@ -323,6 +323,17 @@ fn render(finished: &Finished, cap: usize) -> (String, bool) {
             notes.push(truncation_note(label, stream));
         }
     }
+    if !finished.egress.is_empty() {
+        // Every connection the egress proxy decided, in the call's recorded result.
+        out.push_str("\n--- network (egress proxy) ---\n");
+        for egress in &finished.egress {
+            let verdict = if egress.allowed { "allowed" } else { "refused" };
+            out.push_str(&format!(
+                "{verdict} {}: {}\n",
+                egress.destination, egress.detail
+            ));
+        }
+    }
     if finished.pipes_left_open {
         notes.push(
             "[a detached process kept the output open; output may be incomplete]".to_string(),
