@@ -38,6 +38,11 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections kept per call; beyond this the proxy stops recording (still deciding).
 const MAX_RECORDS: usize = 256;
 
+/// Connections one call may have open through the proxy at once: every one is a
+/// descriptor of the server's, so a program that opens thousands gets the rest closed
+/// at once (recorded), not the server's file table.
+const MAX_OPEN: usize = 64;
+
 /// What an [`EgressPolicy`] answers: the addresses to connect to, or why not.
 pub type Decision = Result<Vec<SocketAddr>, String>;
 
@@ -90,6 +95,12 @@ pub fn serve(handoff: OwnedFd, policy: Arc<dyn EgressPolicy>) -> io::Result<Prox
         loop {
             tokio::select! {
                 received = receive(&socket) => match received {
+                    Ok(Some(fd)) if connections.len() >= MAX_OPEN => {
+                        drop(fd);
+                        record(&kept, "(any)", false, &format!(
+                            "more than {MAX_OPEN} connections open at once; closed"
+                        ));
+                    }
                     Ok(Some(fd)) => {
                         connections.spawn(connection(fd, policy.clone(), kept.clone()));
                     }

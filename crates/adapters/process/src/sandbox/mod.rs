@@ -46,9 +46,12 @@ pub mod namespaces;
 mod rules;
 #[cfg(target_os = "linux")]
 mod seccomp;
+mod settings;
 
 #[cfg(target_os = "linux")]
 pub use namespaces::Namespaces;
+use settings::masked;
+pub use settings::{Fallback, fallback, forbid_ports, mask_paths, own_ports, set_fallback};
 /// Namespaces exist on Linux only; elsewhere nothing is entered.
 #[cfg(not(target_os = "linux"))]
 #[derive(Debug)]
@@ -369,67 +372,12 @@ pub fn prepare_isolated(sandbox: &Sandbox, workspace: &Path) -> Result<Prepared,
     prepare_with(sandbox, workspace, true)
 }
 
-/// What runs where the machine gives no namespaces (`[sandbox] fallback`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Fallback {
-    /// Programs of an agent with network are refused (the default: fail closed).
-    #[default]
-    Refuse,
-    /// They run with Landlock and seccomp alone, loopback services reachable as
-    /// `docs/security.md` says.
-    Landlock,
-}
-
-static FALLBACK: std::sync::RwLock<Fallback> = std::sync::RwLock::new(Fallback::Refuse);
-
-/// Sets what runs without namespaces (the runtime, from `[sandbox] fallback`).
-pub fn set_fallback(fallback: Fallback) {
-    match FALLBACK.write() {
-        Ok(mut current) => *current = fallback,
-        Err(poisoned) => *poisoned.into_inner() = fallback,
-    }
-}
-
-/// The fallback in force.
-pub fn fallback() -> Fallback {
-    match FALLBACK.read() {
-        Ok(current) => *current,
-        Err(poisoned) => *poisoned.into_inner(),
-    }
-}
-
 /// Whether tools' programs get namespaces of their own here, or why not.
 pub fn namespaces_available() -> Result<(), String> {
     #[cfg(target_os = "linux")]
     return namespaces::availability();
     #[cfg(not(target_os = "linux"))]
     Err("namespaces exist on Linux only".to_owned())
-}
-
-/// Directories no confined process sees, however its rules read: the configuration
-/// and data directories (`serve` names them). Hidden under an empty read-only mount
-/// in the program's mount namespace.
-static MASKED: std::sync::RwLock<Vec<PathBuf>> = std::sync::RwLock::new(Vec::new());
-
-/// Adds directories hidden from every confined process from now on.
-pub fn mask_paths(paths: impl IntoIterator<Item = PathBuf>) {
-    let mut masked = match MASKED.write() {
-        Ok(masked) => masked,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    for path in paths {
-        let path = path.canonicalize().unwrap_or(path);
-        if !masked.contains(&path) {
-            masked.push(path);
-        }
-    }
-}
-
-fn masked() -> Vec<PathBuf> {
-    match MASKED.read() {
-        Ok(masked) => masked.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    }
 }
 
 fn prepare_with(
@@ -445,18 +393,21 @@ fn prepare_with(
     }
     #[cfg(target_os = "linux")]
     {
-        let namespaced = isolated && namespaces::availability().is_ok();
-        if isolated
-            && !namespaced
-            && sandbox.network
-            && sandbox.spec.required
-            && fallback() == Fallback::Refuse
-            && let Err(why) = namespaces::availability()
-        {
-            return Err(SandboxError::Unsupported(format!(
-                "namespaces, which an agent with network needs for its egress to go                  through agentplane's proxy ({why})"
-            )));
-        }
+        let namespaced = match namespaces::availability() {
+            Ok(()) => isolated,
+            Err(why)
+                if isolated
+                    && sandbox.network
+                    && sandbox.spec.required
+                    && fallback() == Fallback::Refuse =>
+            {
+                return Err(SandboxError::Unsupported(format!(
+                    "namespaces, which an agent with network needs for its egress to go \
+                     through agentplane's proxy ({why})"
+                )));
+            }
+            Err(_) => false,
+        };
         let workspace_fd = crate::confine::open_workspace(workspace)
             .map(std::os::fd::OwnedFd::from)
             .map_err(|e| {
@@ -465,9 +416,14 @@ fn prepare_with(
                     workspace.display()
                 ))
             })?;
+        // The granted roots, listed once: Landlock's rules, and the roots a private
+        // /tmp must mount back.
+        let read_only = sandbox.read_only();
+        let read_write = sandbox.read_write_extra();
         let ruleset = if kernel.landlock_abi >= 1 {
             Some(rules::confined(
                 sandbox,
+                (&read_only, &read_write),
                 &workspace_fd,
                 kernel.landlock_abi,
             )?)
@@ -475,8 +431,7 @@ fn prepare_with(
             None
         };
         let namespaces = if namespaced {
-            let mut roots = sandbox.read_only();
-            roots.extend(sandbox.read_write_extra());
+            let roots: Vec<PathBuf> = read_only.into_iter().chain(read_write).collect();
             let masks = masked();
             if masks.iter().any(|mask| workspace.starts_with(mask)) {
                 return Err(SandboxError::Setup(format!(
@@ -692,34 +647,6 @@ impl Prepared {
         #[cfg(not(target_os = "linux"))]
         let _ = self.required;
         Ok(())
-    }
-}
-
-/// The TCP ports agentplane itself listens on, which no confined process may connect
-/// to or bind, whatever its network settings ([`forbid_ports`]).
-static OWN_PORTS: std::sync::RwLock<Vec<u16>> = std::sync::RwLock::new(Vec::new());
-
-/// Closes `ports` (our own listeners) to every process confined from now on: an agent
-/// without network reaches no TCP port at all; one with network reaches every port
-/// but these. Called by `serve` once it listens.
-pub fn forbid_ports(ports: impl IntoIterator<Item = u16>) {
-    let mut own = match OWN_PORTS.write() {
-        Ok(own) => own,
-        Err(poisoned) => poisoned.into_inner(),
-    };
-    for port in ports {
-        if !own.contains(&port) {
-            own.push(port);
-        }
-    }
-    own.sort_unstable();
-}
-
-/// The ports named by [`forbid_ports`]: agentplane's own listeners.
-pub fn own_ports() -> Vec<u16> {
-    match OWN_PORTS.read() {
-        Ok(own) => own.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
     }
 }
 

@@ -172,11 +172,13 @@ impl Namespaces {
         // SAFETY: getuid and getgid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let identity = {
-            let meta = std::fs::File::from(workspace.1.try_clone().ok()?)
-                .metadata()
-                .ok()?;
-            use std::os::unix::fs::MetadataExt;
-            (meta.dev(), meta.ino())
+            use std::os::fd::AsRawFd;
+            // SAFETY: fstat of a descriptor we borrow, into a struct on our stack.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstat(workspace.1.as_raw_fd(), &mut st) } != 0 {
+                return None;
+            }
+            (st.st_dev, st.st_ino)
         };
         let tmp = Path::new("/tmp");
         let mut rebinds = Vec::new();

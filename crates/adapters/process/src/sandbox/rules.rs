@@ -15,6 +15,7 @@ use super::{Sandbox, SandboxError};
 /// kernel has them. Roots that do not exist are skipped.
 pub(super) fn confined(
     sandbox: &Sandbox,
+    (read_only, read_write): (&[std::path::PathBuf], &[std::path::PathBuf]),
     workspace: &std::os::fd::OwnedFd,
     kernel_abi: i32,
 ) -> Result<RulesetCreated, SandboxError> {
@@ -35,17 +36,11 @@ pub(super) fn confined(
     ruleset
         .create()
         .map_err(setup)?
-        .add_rules(path_beneath_rules(
-            sandbox.read_only(),
-            AccessFs::from_read(abi),
-        ))
+        .add_rules(path_beneath_rules(read_only, AccessFs::from_read(abi)))
         .map_err(setup)?
         .add_rule(PathBeneath::new(workspace, writable(abi)))
         .map_err(setup)?
-        .add_rules(path_beneath_rules(
-            sandbox.read_write_extra(),
-            writable(abi),
-        ))
+        .add_rules(path_beneath_rules(read_write, writable(abi)))
         .map_err(setup)
 }
 
