@@ -17,7 +17,7 @@ use agentplane_testkit::{Scenario, ScriptedServer};
 const PROBE_C: &str = include_str!("egress_probe.c");
 
 const MAKEFILE: &str = "probe: probe.c params.h\n\tTMPDIR=$(CURDIR) cc -O0 -o probe probe.c\n\
-                        connect proxy: probe\n\t./probe $@\n.PHONY: connect proxy\n";
+                        connect proxy flood: probe\n\t./probe $@\n.PHONY: connect proxy flood\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_names() {
@@ -85,7 +85,7 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
     calls.push(make_call("connect"));
     let mut script = script_with_nudges(&calls, 2);
     let mut net_calls = setup.to_vec();
-    net_calls.extend([make_call("connect"), make_call("proxy")]);
+    net_calls.extend([make_call("connect"), make_call("proxy"), make_call("flood")]);
     script.extend(script_with_nudges(&net_calls, 0));
     let _model = ScriptedServer::listen(Scenario::new(script), model_listener)
         .await
@@ -176,12 +176,28 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
                     "{destination} not recorded: {refused:?}"
                 );
             }
+            // A program that opens 200 proxy connections at once: beyond 64 the
+            // server closes them (recorded), and the proxy still works after.
+            let flood = probe(&served, &thread, "make flood").await;
+            let out = flood.output().to_owned();
+            let closed: usize = probe_value(&out, "flood-closed").parse().expect("a count");
+            assert!(closed >= 200 - 64, "the proxy took every connection: {out}");
+            assert_eq!(probe_value(&out, "flood-after"), "200 reached", "{out}");
+            assert!(
+                flood.security.iter().any(|e| e["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("more than 64")),
+                "the closed connections are not recorded"
+            );
+            tally.case(true);
         }
     }
-    // Only the proxy's one allowed connection reached the target; no datagram arrived.
+    // Only the proxy's allowed connections (one per probe) reached the target; no
+    // datagram arrived.
     assert_eq!(
         target.hits(),
-        1,
+        2,
         "the target was reached other than through the proxy"
     );
     let mut buf = [0u8; 16];

@@ -242,6 +242,40 @@ static int proxy(void) {
     return 0;
 }
 
+/* 200 connections to the proxy at once, saying nothing: how many the server closed
+ * at once; then, with them gone, whether the proxy still lets the target through. */
+static int flood(void) {
+    enum { N = 200 };
+    int fds[N];
+    struct sockaddr_storage ss;
+    socklen_t len;
+    address("127.0.0.1", PROXY_PORT, &ss, &len);
+    for (int i = 0; i < N; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fds[i] >= 0 && connect(fds[i], (struct sockaddr *)&ss, len) != 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+    }
+    usleep(1000000);
+    int closed = 0;
+    for (int i = 0; i < N; i++) {
+        char b;
+        if (fds[i] >= 0 && recv(fds[i], &b, 1, MSG_DONTWAIT) == 0) {
+            closed++;
+        }
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    printf("flood-closed: %d\n", closed);
+    usleep(200000);
+    char request[256];
+    snprintf(request, sizeof request, "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", TARGET_PORT);
+    through_proxy("flood-after", request);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
@@ -252,6 +286,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "proxy") == 0) {
         return proxy();
+    }
+    if (strcmp(argv[1], "flood") == 0) {
+        return flood();
     }
     return 2;
 }
