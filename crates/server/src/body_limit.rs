@@ -7,14 +7,66 @@
 //! timeout. A body without a declared length (chunked) is still cut at the limit by
 //! the reader (`extract.rs`, rmcp's own limit on `/mcp`). The ingress guard
 //! (`ingress.rs`) applies it; what must not live here: any other check of the request.
+//!
+//! A refusal sent while the client is still writing its body, with the connection then
+//! closed on unread bytes, is lost: the kernel answers the unread bytes with a reset,
+//! and the client sees a broken pipe, not the `413`. So a body that declares at most
+//! [`DRAIN_MAX`] bytes is read and dropped first (for at most [`DRAIN_TIME`]); a larger
+//! declaration is answered at once and the connection closed.
 
-use axum::http::{HeaderMap, StatusCode, header};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 
 use crate::error::ApiError;
 
+/// The largest declared body read (and dropped) so that its client sees the refusal.
+const DRAIN_MAX: u64 = 16 * 1024 * 1024;
+
+/// The longest a refused body is read for before the refusal is sent anyway.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// The `413` for a request whose declared length is over `limit`, once its body has
+/// been read and dropped where that is cheap enough; the body back, unread, when the
+/// declared length is within the limit (or none is declared).
+pub(crate) async fn refuse_oversized(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Response, Body> {
+    let Some(refused) = refusal(headers, limit) else {
+        return Err(body);
+    };
+    let declared = declared_length(headers).unwrap_or(u64::MAX);
+    let mut response = refused.into_response();
+    if declared <= DRAIN_MAX {
+        let mut frames = body.into_data_stream();
+        let drained = tokio::time::timeout(DRAIN_TIME, async {
+            let mut read = 0u64;
+            while let Some(Ok(chunk)) = frames.next().await {
+                read += chunk.len() as u64;
+                if read > declared {
+                    break;
+                }
+            }
+        })
+        .await;
+        if drained.is_ok() {
+            return Ok(response);
+        }
+    }
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    Ok(response)
+}
+
 /// The refusal of a request whose declared length is over `limit` bytes, if it is
 /// (the ingress guard, `ingress.rs`, asks before any route reads the body).
-pub(crate) fn refusal(headers: &HeaderMap, limit: usize) -> Option<ApiError> {
+fn refusal(headers: &HeaderMap, limit: usize) -> Option<ApiError> {
     let declared = declared_length(headers)?;
     (declared > limit as u64).then(|| {
         ApiError::invalid(format!(

@@ -126,10 +126,11 @@ pub(crate) async fn guard(
             .with_detail("refused", refused.detail())
             .into_response();
     }
-    if let Some(oversize) = body_limit::refusal(request.headers(), ingress.body_limit) {
-        return oversize.into_response();
+    let (parts, body) = request.into_parts();
+    match body_limit::refuse_oversized(&parts.headers, body, ingress.body_limit).await {
+        Ok(refused) => refused,
+        Err(body) => next.run(Request::from_parts(parts, body)).await,
     }
-    next.run(request).await
 }
 
 impl Ingress {
