@@ -555,6 +555,7 @@ async fn hostile_calls_get_clear_errors_and_reach_no_server() {
         .expect("model");
     let sb = gateway_sandbox(POLICIES, "");
     let ide = key(&sb, "ide", &["operator"]);
+    let contractor = key(&sb, "temp", &["operator", "contractor"]);
     let served = start(&sb, &model.base_url(), &[]).await;
     let long = "x".repeat(10_000);
     for name in [
@@ -583,6 +584,17 @@ async fn hostile_calls_get_clear_errors_and_reach_no_server() {
             "{answer}"
         );
     }
+    // A contractor is not offered get-env (denied outright for that role): the
+    // unknown-tool answer names what its `tools/list` shows, and not get-env.
+    let answer = tasks_client(
+        &served,
+        &contractor,
+        &["call", "--tool", "everything__nope", "--arguments", "{}"],
+    )
+    .await;
+    let message = answer["response"]["error"]["message"].to_string();
+    assert!(message.contains("everything__echo"), "{answer}");
+    assert!(!message.contains("get-env"), "a hidden tool was named: {answer}");
     // Arguments that are not an object, or do not fit the schema.
     for arguments in [
         "[1, 2]",

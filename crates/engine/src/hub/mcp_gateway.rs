@@ -140,23 +140,31 @@ impl Hub {
     ) -> Result<GatewayCall, HubError> {
         let caller = self.require(caller, Access::Operate, "calling MCP gateway tools")?;
         let upstreams = self.upstreams()?;
-        let Some(tool) = find_tool(upstreams.as_ref(), caller.client(), name).await else {
-            let tools = upstreams.tools(caller.client()).await;
-            return Err(HubError::InvalidArgument(format!(
-                "unknown tool `{name}`; the tools are: {}",
-                tools
-                    .into_iter()
-                    .map(|t| GatewayTool::of(t).name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        };
-        let tool = &tool;
         let roles = caller.roles().names();
         let who = Who {
             client: caller.client(),
             roles: &roles,
         };
+        let Some(tool) = find_tool(upstreams.as_ref(), caller.client(), name).await else {
+            // The names `tools/list` shows, no more: a tool denied outright is not
+            // named here either.
+            let tools = upstreams
+                .tools(caller.client())
+                .await
+                .into_iter()
+                .map(GatewayTool::of)
+                .collect();
+            let callable = self.mcp_gateway_of(upstreams).callable(&who, tools);
+            return Err(HubError::InvalidArgument(format!(
+                "unknown tool `{name}`; the tools are: {}",
+                callable
+                    .into_iter()
+                    .map(|t| t.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let tool = &tool;
         let id = McpCallId::new();
         match self
             .mcp_gateway_of(upstreams)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use agentplane_core::policy::{Rule, Timestamp};
+use agentplane_core::policy::{PolicySet, Rule, Timestamp};
 use agentplane_core::secret;
 use agentplane_core::{
     AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
@@ -532,10 +532,7 @@ impl ActiveTurn<'_> {
         // List-time is call-time: a tool policy denies outright (whatever its
         // arguments) is not offered; one denied only for some arguments stays listed
         // and is refused per call. The same `gate` decides both.
-        specs.retain(|spec| {
-            spec.name == FINISH_TASK
-                || !rules::denied_outright(&policies, &self.policy_ctx(request, Some(&spec.name)))
-        });
+        specs.retain(|spec| self.offers(&policies, request, &spec.name));
         let in_force = rules::data_scopes(&policies, &self.policy_ctx(request, None));
         self.scope_policies = in_force
             .iter()
@@ -722,6 +719,14 @@ impl ActiveTurn<'_> {
     }
 
     /// The facts policies select on, for this turn and `tool`, now.
+    /// Whether the tool `name` is offered to the model: listed, and named in the
+    /// "unknown tool" answer. A tool a policy denies outright is neither, so that
+    /// answer never names what the list hides.
+    fn offers(&self, policies: &PolicySet, request: &TurnRequest, name: &str) -> bool {
+        name == FINISH_TASK
+            || !rules::denied_outright(policies, &self.policy_ctx(request, Some(name)))
+    }
+
     fn policy_ctx<'r>(
         &self,
         request: &'r TurnRequest,

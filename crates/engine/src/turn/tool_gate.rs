@@ -139,7 +139,12 @@ impl ActiveTurn<'_> {
     ) -> Result<Gated, Stop> {
         let done = |outcome| Ok(Gated::Done(outcome));
         let Some(entry) = tools.get(&call.name) else {
-            let mut known: Vec<&str> = tools.keys().map(String::as_str).collect();
+            let policies = self.deps.governance.policies.current();
+            let mut known: Vec<&str> = tools
+                .keys()
+                .map(String::as_str)
+                .filter(|name| self.offers(&policies, request, name))
+                .collect();
             known.sort_unstable();
             // A tool that was not offered: a probe past the agent's tool list, so also
             // a `security_event` (recorded with the result, in `finish_call`).

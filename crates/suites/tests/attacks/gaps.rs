@@ -75,6 +75,11 @@ async fn refused_tool_calls_are_security_events() {
             );
         } else {
             probe.assert_refused_as("unknown_tool", "unknown_tool");
+            // The answer names the tools the model is offered, never one a policy
+            // hides by denying it outright. Before: "the tools are: …, write_file".
+            let answer = probe.result.to_string();
+            assert!(answer.contains("read_file"), "{name}: {answer}");
+            assert!(!answer.contains("write_file"), "{name}: {answer}");
         }
         assert_eq!(probe.security.len(), 1, "{name}: {:?}", probe.security);
         assert_eq!(probe.security[0]["tool"], *tool, "{name}");
