@@ -53,6 +53,11 @@ impl<'p> ContentGuard<'p> {
         Self { surface, rules }
     }
 
+    /// The surface the policies watch.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
     /// Whether no policy watches: nothing to do.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()

@@ -9,6 +9,9 @@
 //! - `prices`: the price table that turns tokens into micro-dollars.
 //! - `admission`: the one check before a turn or a gateway call starts.
 //! - `audit`: the post-turn comparison of what happened with what policy allows.
+//! - `content`: `content` policies on one text or stream of one surface.
+//! - `outgoing`: everything a call returned (results, errors, tool calls, model),
+//!   screened for secrets and by `content` policies before anything records it.
 
 pub mod active;
 pub mod admission;
@@ -17,6 +20,7 @@ pub mod budget;
 pub mod content;
 pub mod explain;
 pub mod meter;
+pub mod outgoing;
 pub mod prices;
 pub mod rate;
 pub mod rules;
