@@ -343,3 +343,51 @@ fn a_workspace_swapped_for_a_symlink_in_a_tight_loop_is_never_left() {
     );
     eprintln!("{calls} calls under {swaps} swaps: {ran} ran in the workspace, {refused} refused");
 }
+
+/// The data directory (the database, the setup token) is masked like the
+/// configuration directory; an execution's folder inside it is still the program's
+/// workspace, and nothing beside it shows. Landlock is told to let the program read the
+/// whole tree, so what hides it here is the mount namespace alone.
+#[test]
+fn a_masked_directory_hides_everything_but_a_workspace_below_it() {
+    if !namespaces_here() {
+        return;
+    }
+    let root = tempfile::tempdir().expect("root");
+    let root = root.path().canonicalize().expect("canonical");
+    let config = root.join("config");
+    let data = config.join("data");
+    let ws = data.join("executions").join("run-1");
+    std::fs::create_dir_all(&ws).expect("dirs");
+    std::fs::write(config.join("agentplane.toml"), "secret config").expect("config");
+    std::fs::write(data.join("setup-token"), "setup-secret").expect("token");
+    std::fs::write(data.join("agentplane.db"), "database").expect("db");
+    std::fs::create_dir(data.join("executions").join("run-2")).expect("other run");
+    std::fs::write(ws.join("here.txt"), "inside").expect("file");
+    agentplane_process::sandbox::mask_paths([config.clone(), data.clone()]);
+    let mut sandbox = Sandbox::default();
+    sandbox.spec.read_only = vec![root.display().to_string()];
+    let script = format!(
+        "cat here.txt; echo; echo ok > made.txt && cat made.txt; \
+         echo parent: $(ls -A ..); echo data: $(ls -A ../..); echo config: $(ls -A {config}); \
+         cat {data}/setup-token {data}/agentplane.db {config}/agentplane.toml 2>&1 | \
+           grep -c secret; touch ../../planted 2>/dev/null || echo refused",
+        config = config.display(),
+        data = data.display(),
+    );
+    let finished = sh(&ws, &script, &sandbox);
+    let text = out(&finished);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"inside"), "{text}");
+    assert_eq!(lines.get(1), Some(&"ok"), "{text}");
+    assert_eq!(lines.get(2), Some(&"parent: run-1"), "{text}");
+    assert_eq!(lines.get(3), Some(&"data: executions"), "{text}");
+    assert_eq!(lines.get(4), Some(&"config: data"), "{text}");
+    assert_eq!(lines.get(5), Some(&"0"), "a secret was read: {text}");
+    assert_eq!(lines.get(6), Some(&"refused"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("made.txt")).expect("made"),
+        "ok\n"
+    );
+    assert!(!data.join("planted").exists());
+}

@@ -433,9 +433,15 @@ fn prepare_with(
         let namespaces = if namespaced {
             let roots: Vec<PathBuf> = read_only.into_iter().chain(read_write).collect();
             let masks = masked();
-            if masks.iter().any(|mask| workspace.starts_with(mask)) {
+            // A workspace below a masked directory is mounted back into its mask (an
+            // execution's folder in the data directory); one that is a masked
+            // directory, or holds one, is never a workspace.
+            if masks
+                .iter()
+                .any(|mask| mask == workspace || mask.starts_with(workspace))
+            {
                 return Err(SandboxError::Setup(format!(
-                    "the workspace {} lies in a directory no confined process may see",
+                    "the workspace {} is or holds a directory no confined process may see",
                     workspace.display()
                 )));
             }

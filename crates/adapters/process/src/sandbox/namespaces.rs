@@ -122,6 +122,21 @@ impl MapLine {
 /// mount inside it, so the root is opened again inside (no symlink followed) before
 /// the fresh `tmpfs` hides it; the workspace's new descriptor must be the very
 /// directory that was checked (same device and inode), or nothing runs.
+/// A directory hidden under an empty read-only `tmpfs`. The workspace may lie below
+/// one (an execution's folder in the data directory): then the folders down to it are
+/// made in the `tmpfs` and the workspace is mounted back there before the `tmpfs` is
+/// made read-only, so the program sees its workspace and nothing beside it.
+#[derive(Debug)]
+struct Mask {
+    path: CString,
+    /// The folders from below `path` down to the workspace, parents first; empty when
+    /// the workspace is not below `path`.
+    to_workspace: Vec<CString>,
+}
+
+/// The `tmpfs` of a mask: tiny, and room for the folders down to a workspace.
+const MASK_OPTIONS: &std::ffi::CStr = c"mode=0555,size=4k,nr_inodes=64";
+
 struct Rebind {
     /// The root's path (the mount point inside).
     path: CString,
@@ -136,7 +151,7 @@ pub struct Namespaces {
     uid_map: MapLine,
     gid_map: MapLine,
     /// Directories hidden under an empty read-only tmpfs.
-    masks: Vec<CString>,
+    masks: Vec<Mask>,
     /// Directories to create in the private `/tmp`, parents first.
     tmp_dirs: Vec<CString>,
     rebinds: Vec<Rebind>,
@@ -217,11 +232,7 @@ impl Namespaces {
         Some(Namespaces {
             uid_map: MapLine::identity(uid),
             gid_map: MapLine::identity(gid),
-            masks: masks
-                .iter()
-                .filter(|path| path.is_dir())
-                .filter_map(|path| CString::new(path.as_os_str().as_bytes()).ok())
-                .collect(),
+            masks: masks_for(masks, workspace.0),
             tmp_dirs: tmp_dirs
                 .iter()
                 .filter_map(|dir| CString::new(dir.as_os_str().as_bytes()).ok())
@@ -276,16 +287,10 @@ impl Namespaces {
             for mask in &self.masks {
                 // A mask below the private `/tmp` (and no granted root) names nothing
                 // in this namespace: there is nothing to hide.
-                if !is_dir(mask) {
+                if !is_dir(&mask.path) {
                     continue;
                 }
-                check(libc::mount(
-                    c"tmpfs".as_ptr(),
-                    mask.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"mode=0555,size=4k,nr_inodes=4".as_ptr().cast(),
-                ))?;
+                self.hide(mask)?;
             }
             let workspace = open_checked(&self.workspace, true, Some(self.identity))?;
             let moved = libc::fchdir(workspace);
@@ -296,6 +301,53 @@ impl Namespaces {
             }
             loopback_up()?;
             proxy_listener()
+        }
+    }
+
+    /// An empty read-only `tmpfs` over `mask`, with the workspace mounted back in it
+    /// when it lies below (from a descriptor checked before the mount).
+    unsafe fn hide(&self, mask: &Mask) -> io::Result<()> {
+        const FLAGS: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        // SAFETY: system calls on prepared paths and our stack.
+        unsafe {
+            if mask.to_workspace.is_empty() {
+                return check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    mask.path.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_RDONLY | FLAGS,
+                    MASK_OPTIONS.as_ptr().cast(),
+                ));
+            }
+            let workspace = open_checked(&self.workspace, true, Some(self.identity))?;
+            let result = (|| {
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    mask.path.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    FLAGS,
+                    MASK_OPTIONS.as_ptr().cast(),
+                ))?;
+                for dir in &mask.to_workspace {
+                    check(libc::mkdir(dir.as_ptr(), 0o755))?;
+                }
+                check(libc::mount(
+                    FdPath::of(workspace).as_ptr(),
+                    self.workspace.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ))?;
+                check(libc::mount(
+                    std::ptr::null(),
+                    mask.path.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REMOUNT | libc::MS_RDONLY | FLAGS,
+                    MASK_OPTIONS.as_ptr().cast(),
+                ))
+            })();
+            libc::close(workspace);
+            result
         }
     }
 
@@ -364,6 +416,36 @@ impl Namespaces {
             Ok(())
         }
     }
+}
+
+/// The masks that name a directory, each with the folders down to `workspace` when it
+/// lies below; a mask below another is hidden with it (the caller refuses a workspace
+/// that is or holds a mask).
+fn masks_for(masks: &[std::path::PathBuf], workspace: &Path) -> Vec<Mask> {
+    masks
+        .iter()
+        .filter(|path| path.is_dir())
+        .filter(|path| {
+            !masks
+                .iter()
+                .any(|outer| outer != *path && path.starts_with(outer))
+        })
+        .filter_map(|path| {
+            let below = workspace.strip_prefix(path).ok();
+            let mut to_workspace = Vec::new();
+            if let Some(below) = below {
+                let mut dir = path.clone();
+                for part in below.components() {
+                    dir.push(part);
+                    to_workspace.push(CString::new(dir.as_os_str().as_bytes()).ok()?);
+                }
+            }
+            Some(Mask {
+                path: CString::new(path.as_os_str().as_bytes()).ok()?,
+                to_workspace,
+            })
+        })
+        .collect()
 }
 
 /// `/proc/self/fd/<n>`, formatted on the stack.
