@@ -235,6 +235,18 @@ pub enum EventPayload {
         decision: PermissionDecision,
         reason: String,
     },
+    /// A connection a tool's program asked of the egress proxy, and what the proxy
+    /// decided (`docs/security.md`): `destination` as asked (`host:port`); `detail`
+    /// is where it went (the addresses) or why not. A refused one is also a
+    /// `security_event` of type `network_denied`.
+    Egress {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        tool: String,
+        destination: String,
+        allowed: bool,
+        detail: String,
+    },
     /// A refused attempt to leave the agent's confinement.
     SecurityEvent {
         event_type: String,
@@ -411,6 +423,7 @@ impl EventPayload {
             Self::ToolCallResult { .. } => "tool_call_result",
             Self::PermissionRequired { .. } => "permission_required",
             Self::PermissionResolved { .. } => "permission_resolved",
+            Self::Egress { .. } => "egress",
             Self::SecurityEvent { .. } => "security_event",
             Self::Usage { .. } => "usage",
             Self::Cost { .. } => "cost",

@@ -14,8 +14,9 @@ use agentplane_engine::ports::{CallOutcome, ExecutionStatus, ModelCallRecord, Te
 
 use crate::labels::OTHER;
 use crate::{
-    AgentLabel, AgentProviderLabels, AgentStatusLabels, ContentLabels, MAX_TIMED_TURNS, Metrics,
-    PolicyAgentKindLabels, PolicyAgentLabels, PolicyWouldLabels, ToolLabel, ToolStatusLabels,
+    AgentDecisionLabels, AgentLabel, AgentProviderLabels, AgentStatusLabels, ContentLabels,
+    MAX_TIMED_TURNS, Metrics, PolicyAgentKindLabels, PolicyAgentLabels, PolicyWouldLabels,
+    ToolLabel, ToolStatusLabels,
 };
 
 impl TelemetrySink for Metrics {
@@ -83,6 +84,14 @@ impl TelemetrySink for Metrics {
                 action,
                 ..
             } => self.count_content(policy, surface, detector, action),
+            EventPayload::Egress { allowed, .. } => {
+                self.egress
+                    .get_or_create(&AgentDecisionLabels {
+                        agent: self.agents.admit(agent),
+                        decision: if *allowed { "allowed" } else { "refused" },
+                    })
+                    .inc();
+            }
             EventPayload::ApprovalRequested { .. } => {
                 self.approval_queue.inc();
             }

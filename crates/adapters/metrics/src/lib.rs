@@ -103,6 +103,12 @@ struct PolicyWouldLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AgentDecisionLabels {
+    agent: String,
+    decision: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ContentLabels {
     policy: String,
     surface: String,
@@ -166,6 +172,7 @@ pub struct Metrics {
     violations: Family<PolicyAgentLabels, Counter>,
     audited: Family<PolicyWouldLabels, Counter>,
     content_findings: Family<ContentLabels, Counter>,
+    egress: Family<AgentDecisionLabels, Counter>,
     denials: Family<PolicyAgentKindLabels, Counter>,
     approval_queue: Gauge,
     /// Spans the trace exporter dropped, read from its count at each scrape.
@@ -250,6 +257,13 @@ impl Metrics {
             "What content policies found (content_finding events), by policy, surface, \
              detector and action",
             Listed(content_findings.clone()),
+        );
+        let egress = Family::default();
+        registry.register(
+            "egress_connections",
+            "Connections tool programs asked of the egress proxy (egress events), by agent \
+             and decision (allowed, refused)",
+            Listed(egress.clone()),
         );
         let denials = Family::default();
         registry.register(
@@ -336,6 +350,7 @@ impl Metrics {
             violations,
             audited,
             content_findings,
+            egress,
             denials,
             approval_queue,
             spans_dropped,

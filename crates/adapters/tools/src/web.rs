@@ -378,6 +378,7 @@ async fn read_body(
         content,
         truncated,
         security: Vec::new(),
+        egress: Vec::new(),
     })
 }
 

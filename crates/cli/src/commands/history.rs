@@ -161,6 +161,17 @@ fn event_line(event: &Value) -> String {
             field("reason")
         ),
         "security_event" => format!("{} {}", field("event_type"), field("detail")),
+        "egress" => format!(
+            "{} {} {} ({})",
+            field("tool"),
+            if event["allowed"] == true {
+                "reached"
+            } else {
+                "refused"
+            },
+            field("destination"),
+            field("detail")
+        ),
         "usage" => format!(
             "{} tokens in, {} out ({})",
             field("input_tokens"),

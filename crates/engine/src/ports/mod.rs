@@ -35,6 +35,6 @@ pub use store::{
     TurnStatus,
 };
 pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
-pub use tools::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
+pub use tools::{EgressDecision, Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
 pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};
 pub use workspace::{FileState, WorkspaceScanner, WorkspaceSnapshot};

@@ -34,6 +34,19 @@ pub struct ToolOutput {
     /// Breaches seen by a call that still succeeded (a connection the egress proxy
     /// refused while the program ran on): each becomes a `security_event`.
     pub security: Vec<SecurityViolation>,
+    /// Every connection the egress proxy decided for the call's program: each becomes
+    /// an `egress` event.
+    pub egress: Vec<EgressDecision>,
+}
+
+/// One connection the egress proxy decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressDecision {
+    /// As asked: `host:port`.
+    pub destination: String,
+    pub allowed: bool,
+    /// Where it went (the addresses), or why not.
+    pub detail: String,
 }
 
 impl ToolOutput {
@@ -43,6 +56,7 @@ impl ToolOutput {
             content: content.into(),
             truncated: false,
             security: Vec::new(),
+            egress: Vec::new(),
         }
     }
 }

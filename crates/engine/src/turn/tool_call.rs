@@ -216,7 +216,18 @@ impl ActiveTurn<'_> {
                 content,
                 truncated,
                 security,
+                egress,
             }) => {
+                for decided in egress {
+                    self.record(EventPayload::Egress {
+                        call_id: Some(call.id.clone()),
+                        tool: call.name.clone(),
+                        destination: secret::redact(&decided.destination).into_owned(),
+                        allowed: decided.allowed,
+                        detail: secret::redact(&decided.detail).into_owned(),
+                    })
+                    .await?;
+                }
                 for violation in security {
                     self.record(EventPayload::SecurityEvent {
                         event_type: violation.event_type,
@@ -324,6 +335,8 @@ pub(super) enum Executed {
         /// Breaches the tool saw though it succeeded (a connection the egress proxy
         /// refused): each a `security_event`.
         security: Vec<crate::ports::SecurityViolation>,
+        /// The connections the egress proxy decided: each an `egress` event.
+        egress: Vec<crate::ports::EgressDecision>,
     },
 }
 

@@ -297,6 +297,7 @@ impl ActiveTurn<'_> {
                 content: output.content,
                 truncated: output.truncated,
                 security: output.security,
+                egress: output.egress,
             }),
         })
     }

@@ -92,6 +92,15 @@ fn line_of(payload: &EventPayload) -> Option<String> {
             decision,
             ..
         } => format!("permission {permission_id} {}", decision.as_str()),
+        EventPayload::Egress {
+            destination,
+            allowed,
+            ..
+        } => format!(
+            "network: {} {}",
+            if *allowed { "reached" } else { "refused" },
+            short(destination)
+        ),
         EventPayload::SecurityEvent { event_type, .. } => {
             format!("refused: {}", short(event_type))
         }

@@ -11,7 +11,7 @@ use agentplane_suites::attacks::{
     Probe, Tally, Target, make_call, probe, probe_value, sandbox_in_force, script_with_nudges,
     write_call,
 };
-use agentplane_suites::{create_thread_in, sandbox, start_with_env};
+use agentplane_suites::{Served, create_thread_in, sandbox, start_with_env};
 use agentplane_testkit::{Scenario, ScriptedServer};
 
 const PROBE_C: &str = include_str!("egress_probe.c");
@@ -176,6 +176,28 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
                     "{destination} not recorded: {refused:?}"
                 );
             }
+            // Each decision is an `egress` event of the turn too, and counted.
+            let decided: Vec<(bool, String)> = proxy
+                .events
+                .iter()
+                .filter(|e| e["kind"] == "egress")
+                .map(|e| {
+                    let destination = e["destination"].as_str().unwrap_or_default();
+                    (e["allowed"] == true, destination.to_owned())
+                })
+                .collect();
+            assert_eq!(
+                decided.iter().filter(|(allowed, _)| !allowed).count(),
+                5,
+                "{decided:?}"
+            );
+            assert_eq!(decided.len(), 6, "one allowed, five refused: {decided:?}");
+            assert!(
+                decided.contains(&(true, format!("127.0.0.1:{}", target.port()))),
+                "{decided:?}"
+            );
+            assert_eq!(egress_counted(&served).await, (1, 5));
+            tally.case(true);
             // A program that opens 200 proxy connections at once: beyond 64 the
             // server closes them (recorded), and the proxy still works after.
             let flood = probe(&served, &thread, "make flood").await;
@@ -223,6 +245,28 @@ async fn no_socket_reaches_the_host_and_the_proxy_lets_out_only_what_a_policy_na
         }
     }
     tally.report("egress");
+}
+
+/// `egress_connections_total` on `/metrics`, summed over agents: (allowed, refused).
+async fn egress_counted(served: &Served) -> (u64, u64) {
+    let text = reqwest::Client::new()
+        .get(format!("{}/metrics", served.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let sum = |decision: &str| {
+        text.lines()
+            .filter(|line| {
+                line.starts_with("egress_connections_total{")
+                    && line.contains(&format!("decision=\"{decision}\""))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    (sum("allowed"), sum("refused"))
 }
 
 /// A netbuilder agent (network allowed), the probe's files and `make connect` for it

@@ -317,6 +317,7 @@ fn read_file(args: &ReadArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError
         content,
         truncated: excerpt.end == ExcerptEnd::Cap,
         security: Vec::new(),
+        egress: Vec::new(),
     })
 }
 
@@ -513,6 +514,7 @@ fn list_files(
         content,
         truncated: cut || walk.budget_exhausted,
         security: Vec::new(),
+        egress: Vec::new(),
     })
 }
 
@@ -643,6 +645,7 @@ impl Search<'_> {
             content,
             truncated: self.cut || budget_exhausted,
             security: Vec::new(),
+            egress: Vec::new(),
         }
     }
 }

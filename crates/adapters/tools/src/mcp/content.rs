@@ -75,6 +75,7 @@ pub(crate) fn cap_text(mut text: String, cap: usize) -> ToolOutput {
         content: text,
         truncated: true,
         security: Vec::new(),
+        egress: Vec::new(),
     }
 }
 

@@ -21,7 +21,9 @@
 //! interpretation of the arguments.
 
 use agentplane_core::{ToolErrorKind, ToolSpec};
-use agentplane_engine::ports::{Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
+use agentplane_engine::ports::{
+    EgressDecision, Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput,
+};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
@@ -183,6 +185,15 @@ impl Ensemble for ShellEnsemble {
             content: report,
             truncated,
             security,
+            egress: finished
+                .egress
+                .iter()
+                .map(|decided| EgressDecision {
+                    destination: decided.destination.clone(),
+                    allowed: decided.allowed,
+                    detail: decided.detail.clone(),
+                })
+                .collect(),
         })
     }
 }
