@@ -11,6 +11,14 @@
 //! prices it, settles the budget and records it for cost reports in the background (the
 //! client does not wait for the store). The tap (metrics) sees it too.
 //!
+//! The answer is screened whole before it is recorded or answered (`metered::Screen`,
+//! `governance::outgoing`): its text, the tool calls' ids, names and arguments (every
+//! string, keys included), the model that answered and the finish reason, by the
+//! secrets and the `gateway_answer` policies. Streamed text passes the stream scanner
+//! as it arrives; tool calls reach a streaming client only in the last chunk, after the
+//! provider assembled their arguments, so their arguments are screened assembled,
+//! never piece by piece.
+//!
 //! What lives here: admission, validation of what a request means, pricing and
 //! recording. What must not: the OpenAI wire format (the server's) or any I/O but the
 //! ports. Tools offered by a gateway client are never executed here; their calls go
@@ -368,6 +376,12 @@ impl AdmittedCall {
             agent: self.agent.clone(),
             model: self.request.model.clone(),
         };
+        // Content policies on the answer: the stream passes what cannot become a
+        // finding at once, the rest when it is known; the whole answer — text, tool
+        // calls, model — is screened by the metered call before anything records it.
+        let policies = self.deps.governance.policies.current();
+        let ctx = RequestContext::new(&self.agent, &self.tags, &self.client).roles(&self.roles);
+        let guard = ContentGuard::new(&policies, &ctx, Surface::GatewayAnswer);
         // Routed like a small task of the gateway agent (its name and tags select
         // `[routing]` rules); failovers are logged, a gateway call has no turn.
         let call = metered::Call {
@@ -378,6 +392,10 @@ impl AdmittedCall {
                 size: crate::models::TaskSize::estimate(&self.request.messages),
             },
             request: &self.request,
+            screen: metered::Screen {
+                guard: &guard,
+                tool_calls: true,
+            },
         };
         let mut on_failover = |failover: crate::models::Failover<'_>| {
             tracing::warn!(?failover, "a gateway call failed over to the next provider");
@@ -401,11 +419,6 @@ impl AdmittedCall {
             &self.request.model,
             self.id.as_str(),
         );
-        // Content policies on the answer: the stream passes what cannot become a
-        // finding at once, the rest when it is known.
-        let policies = self.deps.governance.policies.current();
-        let ctx = RequestContext::new(&self.agent, &self.tags, &self.client).roles(&self.roles);
-        let guard = ContentGuard::new(&policies, &ctx, Surface::GatewayAnswer);
         let mut stream = guard.stream();
         let ended = {
             let mut guarded = |text: &str| match stream.as_mut() {
@@ -434,28 +447,20 @@ impl AdmittedCall {
                 on_text(&rest);
             }
         }
+        let governance = &self.deps.governance;
+        note_findings(governance, &guard.events(&ended.found, None));
         match ended.outcome {
             Ok(routed) => {
-                let mut response = routed.response;
-                if !guard.is_empty() {
-                    let checked = guard.check(&response.content);
-                    let governance = &self.deps.governance;
-                    note_findings(governance, &guard.events(&checked.found, None));
-                    if let Some(policy) = &checked.denied_by {
-                        governance
-                            .telemetry
-                            .policy_denied(&self.agent, policy, "content");
-                        let refusal =
-                            Refusal::content(&policies, policy, &checked.found, "the answer");
-                        return Err(crate::error::refused(&refusal, "the model's answer"));
-                    }
-                    if let std::borrow::Cow::Owned(redacted) = checked.text {
-                        response.content = redacted;
-                    }
+                if let Some(policy) = &ended.denied_by {
+                    governance
+                        .telemetry
+                        .policy_denied(&self.agent, policy, "content");
+                    let refusal = Refusal::content(&policies, policy, &ended.found, "the answer");
+                    return Err(crate::error::refused(&refusal, "the model's answer"));
                 }
                 Ok(GatewayReply {
                     id: self.id,
-                    response,
+                    response: routed.response,
                 })
             }
             Err(metered::Unanswered::Failed(e)) => Err(e.into()),

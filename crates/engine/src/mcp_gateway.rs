@@ -6,7 +6,8 @@
 //! (deny wins, also over an approval); `content` policies on the arguments; an
 //! approval when a policy asks for one (the hub makes it durable, `hub/mcp_gateway.rs`);
 //! the rate limits; the budgets (a reservation of the tool's `[prices.tools]` price);
-//! the call within its timeout; `content` policies and secret redaction on the result.
+//! the call within its timeout; `content` policies and secret redaction on what the
+//! server answered, a result or an error alike (`governance::outgoing`).
 //! [`Gateway::govern`] decides and runs; what it cost and how it ended comes back as a
 //! [`Finished`] for the hub to record in the gateway's log. Listing shares the call's
 //! evaluation ([`Gateway::callable`], `rules::denied_outright`), so a tool is listed
@@ -21,6 +22,7 @@ use agentplane_core::{EventPayload, ToolSpec, ToolStatus};
 use serde_json::{Value, json};
 
 use crate::governance::content::ContentGuard;
+use crate::governance::outgoing::{self, Returned};
 use crate::governance::rules::{self, Decision, PolicyExplanation, RequestContext};
 use crate::governance::{Governance, RateFacts, Refusal};
 use crate::ports::{EventStore, McpUpstreams, RateError, UpstreamTool};
@@ -359,28 +361,33 @@ impl Gateway<'_> {
         );
         // The call reached the server: it is charged, whatever it answered.
         self.governance.budgets.settle(reservation, price).await;
-        let (status, answer) = match called {
-            Ok(output) => (
+        // A result and an error alike: what the server answered is screened before the
+        // span, the log or the caller sees it.
+        let (status, answer) = match self.screen_result(
+            &policies,
+            who,
+            tool,
+            called.map(|o| o.content).map_err(|e| e.message),
+        ) {
+            Outcome::Passed(Ok(text)) => (
                 "ok",
-                self.guard_result(&policies, who, tool, output.content),
+                Answer {
+                    text,
+                    is_error: false,
+                },
             ),
-            Err(error) => (
-                "error",
-                Answer::error(agentplane_core::secret::redact(&error.message).into_owned()),
-            ),
-        };
-        let answer = if status == "ok" && answer.is_error {
-            // A deny policy on the result refused it.
-            return Gated::Done(Finished {
-                detail: Some(answer.text.clone()),
-                answer,
-                status: "denied",
-                policy: None,
-                usd_micros: price,
-                duration_ms: elapsed_ms(started),
-            });
-        } else {
-            answer
+            Outcome::Passed(Err(text)) => ("error", Answer::error(text)),
+            Outcome::Denied { policy, message } => {
+                crate::ports::telemetry::record_tool_result(&span, &message);
+                return Gated::Done(Finished {
+                    detail: Some(message.clone()),
+                    answer: Answer::error(message),
+                    status: "denied",
+                    policy: Some(policy),
+                    usd_micros: price,
+                    duration_ms: elapsed_ms(started),
+                });
+            }
         };
         crate::ports::telemetry::record_tool_result(&span, &answer.text);
         self.governance.telemetry.mcp_gateway_call(
@@ -444,32 +451,37 @@ impl Gateway<'_> {
         denied_by.map(|policy| Refusal::content(policies, &policy, &found, "the arguments"))
     }
 
-    /// `content` policies and the secrets' redaction on a result.
-    fn guard_result(
+    /// `content` policies and the secrets' redaction on what the server answered, a
+    /// result or an error (`governance::outgoing`): passed on redacted, or refused by a
+    /// `deny` policy that found something.
+    fn screen_result(
         &self,
         policies: &PolicySet,
         who: &Who<'_>,
         tool: &GatewayTool,
-        text: String,
-    ) -> Answer {
-        let text = agentplane_core::secret::redact(&text).into_owned();
+        outcome: Result<String, String>,
+    ) -> Outcome {
         let ctx = self.context(who, tool.governed());
         let guard = ContentGuard::new(policies, &ctx, Surface::ToolResults);
-        if guard.is_empty() {
-            return Answer {
-                text,
-                is_error: false,
-            };
-        }
-        let checked = guard.check(&text);
-        self.note_findings(&guard.events(&checked.found, None));
-        if let Some(policy) = &checked.denied_by {
-            let refusal = Refusal::content(policies, policy, &checked.found, "the result");
-            return Answer::error(refusal.message(&format!("`{}`", tool.name)));
-        }
-        Answer {
-            text: checked.text.into_owned(),
-            is_error: false,
+        let screened = outgoing::screen(&guard, Returned::tool(outcome));
+        self.note_findings(&guard.events(&screened.found, None));
+        match &screened.denied_by {
+            Some(policy) => {
+                let what = if screened.returned.text.is_ok() {
+                    "the result"
+                } else {
+                    "the error"
+                };
+                let refusal = Refusal::content(policies, policy, &screened.found, what);
+                self.governance
+                    .telemetry
+                    .policy_denied(&self.config.agent, policy, "content");
+                Outcome::Denied {
+                    policy: policy.clone(),
+                    message: refusal.message(&format!("`{}`", tool.name)),
+                }
+            }
+            None => Outcome::Passed(screened.returned.text),
         }
     }
 
@@ -492,6 +504,14 @@ impl Gateway<'_> {
             }
         }
     }
+}
+
+/// What became of a call's answer after the screen.
+enum Outcome {
+    /// The result (`Ok`) or the error (`Err`), redacted.
+    Passed(Result<String, String>),
+    /// A `deny` policy found something: the policy, and the refusal's message.
+    Denied { policy: String, message: String },
 }
 
 fn elapsed_ms(started: Instant) -> u64 {

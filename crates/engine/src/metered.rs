@@ -10,6 +10,11 @@
 //! execution's turn) and the gateway both go through here, so a third caller cannot get
 //! the guarantee subtly wrong.
 //!
+//! An answer is screened (`governance::outgoing`: secrets and the content policies of
+//! the caller's surface, [`Screen`]) before its span, its charge or its caller sees it:
+//! the model name an upstream gives is exported as `gen_ai.response.model` only
+//! redacted.
+//!
 //! What must not live here: how a caller records the charge (events in a turn, a
 //! `ModelCallRecord` for the gateway), or what it does with the streamed text.
 
@@ -20,6 +25,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::governance::budget::worst_case_tokens;
+use crate::governance::content::{ContentGuard, Found};
+use crate::governance::outgoing::{self, Returned};
 use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Charge, Governance, Meter, admission};
 use crate::models::{Failover, Providers, RouteKey, Routed};
@@ -67,6 +74,21 @@ pub struct Call<'a> {
     /// How the providers route it.
     pub route: RouteKey<'a>,
     pub request: &'a ChatRequest,
+    /// How its answer is screened before anything records or exports it.
+    pub screen: Screen<'a>,
+}
+
+/// How a call's answer is screened (`governance::outgoing`: secrets, then the content
+/// policies of its surface) before its span, its charge or its caller sees it: the
+/// text, the model that answered and the finish reason, always.
+pub struct Screen<'a> {
+    /// The content policies of the answer's surface (`model_output` in a turn,
+    /// `gateway_answer` at the gateway).
+    pub guard: &'a ContentGuard<'a>,
+    /// Whether the tool calls (ids, names, arguments) are screened too: the gateway
+    /// hands them to its client as they came; a turn screens each call's arguments on
+    /// `tool_arguments` before it records or runs it (`turn/tool_call.rs`).
+    pub tool_calls: bool,
 }
 
 /// Why a call gave no answer.
@@ -98,6 +120,11 @@ pub struct Metered {
     pub outcome: Result<Routed, Unanswered>,
     /// What was charged; `None` when nothing was (a failure before any text).
     pub charged: Option<Charged>,
+    /// What the screen found in the answer (`outcome` holds it redacted).
+    pub found: Vec<Found>,
+    /// The first `deny` policy that found something in the answer: the caller must
+    /// refuse it.
+    pub denied_by: Option<String>,
 }
 
 /// Makes the call, streaming text to `on_text` and failovers to `on_failover`, and
@@ -160,6 +187,39 @@ pub async fn call(
     ended
 }
 
+/// Screens an answer in place (`governance::outgoing`); the findings and the verdict.
+fn screen(screen: &Screen<'_>, response: &mut ChatResponse) -> outgoing::Screened {
+    let tool_calls = if screen.tool_calls {
+        std::mem::take(&mut response.tool_calls)
+    } else {
+        Vec::new()
+    };
+    let mut screened = outgoing::screen(
+        screen.guard,
+        Returned {
+            text: Ok(std::mem::take(&mut response.content)),
+            tool_calls,
+            model: Some(std::mem::take(&mut response.model)),
+            metadata: response
+                .finish_reason
+                .take()
+                .map(|reason| ("finish_reason".to_owned(), reason))
+                .into_iter()
+                .collect(),
+        },
+    );
+    let returned = &mut screened.returned;
+    response.content = match std::mem::replace(&mut returned.text, Ok(String::new())) {
+        Ok(text) | Err(text) => text,
+    };
+    if screen.tool_calls {
+        response.tool_calls = std::mem::take(&mut returned.tool_calls);
+    }
+    response.model = returned.model.take().unwrap_or_default();
+    response.finish_reason = returned.metadata.pop().map(|(_, reason)| reason);
+    screened
+}
+
 /// Settles `meter` by how the call ended (`None`: cancelled), telling `on_charged`
 /// first.
 async fn settle(
@@ -176,9 +236,13 @@ async fn settle(
             if routed.response.model.is_empty() {
                 routed.response.model = asked();
             }
+            // Priced by the name the server gave (a key of our price table, never
+            // shown); recorded, exported and answered only screened.
+            let charge = meter.price(&routed.response.model, routed.response.usage);
+            let screened = screen(&call.screen, &mut routed.response);
             let ChatResponse { model, usage, .. } = &routed.response;
             let charged = Charged {
-                charge: meter.price(model, *usage),
+                charge,
                 model: model.clone(),
                 provider: routed.provider.clone(),
                 usage: *usage,
@@ -190,6 +254,8 @@ async fn settle(
             Metered {
                 outcome: Ok(routed),
                 charged: Some(charged),
+                found: screened.found,
+                denied_by: screened.denied_by,
             }
         }
         // Failed before any text: the model did no work we saw; nothing is charged.
@@ -198,6 +264,8 @@ async fn settle(
             Metered {
                 outcome: Err(Unanswered::Failed(e)),
                 charged: None,
+                found: Vec::new(),
+                denied_by: None,
             }
         }
         // Cancelled, or failed after text arrived: the model was asked and worked.
@@ -216,6 +284,8 @@ async fn settle(
                     _ => Unanswered::Cancelled,
                 }),
                 charged: Some(charged),
+                found: Vec::new(),
+                denied_by: None,
             }
         }
     }

@@ -206,15 +206,18 @@ async fn a_turn_is_exported_in_the_genai_conventions_under_the_callers_trace() {
         refused[0]["events"][0]["attributes"]["policy"],
         "no-reading"
     );
-    // The content policy ran on the one result there was.
+    // The content policy ran on both answers there were: the result, and the refused
+    // call's error (an error is screened like a result, `governance::outgoing`).
     let guardrails = named("apply_guardrail tool_results");
-    assert_eq!(guardrails.len(), 1, "{received:#?}");
-    assert_eq!(
-        guardrails[0]["attributes"]["gen_ai.operation.name"],
-        "apply_guardrail"
-    );
-    assert_eq!(guardrails[0]["attributes"]["agentplane.findings"], 0);
-    assert_eq!(guardrails[0]["trace_id"], TRACE);
+    assert_eq!(guardrails.len(), 2, "{received:#?}");
+    for guardrail in guardrails {
+        assert_eq!(
+            guardrail["attributes"]["gen_ai.operation.name"],
+            "apply_guardrail"
+        );
+        assert_eq!(guardrail["attributes"]["agentplane.findings"], 0);
+        assert_eq!(guardrail["trace_id"], TRACE);
+    }
     // Nothing of the conversation is in a span by default.
     let all = serde_json::to_string(&received).expect("json");
     assert!(

@@ -58,7 +58,17 @@ impl ActiveTurn<'_> {
                 return Err(failed(ErrorCode::UpstreamUnavailable, e.to_string()));
             }
         };
-        let ended = self.stream_model(meter, chat, request, cancel).await?;
+        // Content policies on the answer: its stream as it passes, then the whole
+        // answer (text, model, finish reason) screened before anything records it.
+        let policies = self.deps.governance.policies.current();
+        let guard = ContentGuard::new(
+            &policies,
+            &self.policy_ctx(request, None),
+            Surface::ModelOutput,
+        );
+        let ended = self
+            .stream_model(meter, chat, request, &guard, cancel)
+            .await?;
         if let Some(charged) = &ended.charged {
             if ended.outcome.is_ok() {
                 let usage = charged.usage.unwrap_or_default();
@@ -67,44 +77,22 @@ impl ActiveTurn<'_> {
             }
             self.record_charge(charged);
         }
+        for event in guard.events(&ended.found, None) {
+            self.record(event).await?;
+        }
         match ended.outcome {
-            Ok(routed) => self.check_answer(routed.response, request).await,
+            Ok(routed) => match &ended.denied_by {
+                Some(policy) => {
+                    let refusal = Refusal::content(&policies, policy, &ended.found, "the answer");
+                    let what = "the model's answer";
+                    self.record(refusal.event(what, None, None)).await?;
+                    Err(failed(ErrorCode::Forbidden, refusal.message(what)))
+                }
+                None => Ok(routed.response),
+            },
             Err(Unanswered::Cancelled) => Err(Stop::Cancelled),
             Err(Unanswered::Failed(e)) => Err(failed(e.code(), e.to_string())),
         }
-    }
-
-    /// The content policies watching model output, on the whole answer (its stream
-    /// was redacted as it passed): findings recorded, the text redacted, or the turn
-    /// ended when a `deny` policy found something.
-    async fn check_answer(
-        &self,
-        mut response: agentplane_core::ChatResponse,
-        request: &TurnRequest,
-    ) -> Result<agentplane_core::ChatResponse, Stop> {
-        let policies = self.deps.governance.policies.current();
-        let guard = ContentGuard::new(
-            &policies,
-            &self.policy_ctx(request, None),
-            Surface::ModelOutput,
-        );
-        if guard.is_empty() {
-            return Ok(response);
-        }
-        let checked = guard.check(&response.content);
-        for event in guard.events(&checked.found, None) {
-            self.record(event).await?;
-        }
-        if let Some(policy) = &checked.denied_by {
-            let refusal = Refusal::content(&policies, policy, &checked.found, "the answer");
-            let what = "the model's answer";
-            self.record(refusal.event(what, None, None)).await?;
-            return Err(failed(ErrorCode::Forbidden, refusal.message(what)));
-        }
-        if let std::borrow::Cow::Owned(text) = checked.text {
-            response.content = text;
-        }
-        Ok(response)
     }
 
     /// Records one call's `usage` and `cost` events (and, when the server claimed more
@@ -159,6 +147,7 @@ impl ActiveTurn<'_> {
         meter: Meter,
         chat: &ChatRequest,
         request: &TurnRequest,
+        guard: &ContentGuard<'_>,
         cancel: &CancellationToken,
     ) -> Result<metered::Metered, Stop> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Streamed>();
@@ -172,13 +161,7 @@ impl ActiveTurn<'_> {
         let providers = &self.deps.providers;
         // Content policies on model output: what they would change is held back only
         // while it could still become a finding.
-        let policies = self.deps.governance.policies.current();
-        let mut content = ContentGuard::new(
-            &policies,
-            &self.policy_ctx(request, None),
-            Surface::ModelOutput,
-        )
-        .stream();
+        let mut content = guard.stream();
         let call = async move {
             let failovers = tx.clone();
             let mut on_text = move |text: &str| {
@@ -199,6 +182,11 @@ impl ActiveTurn<'_> {
                 providers,
                 route,
                 request: chat,
+                // A call's arguments are screened on `tool_arguments` before it runs.
+                screen: metered::Screen {
+                    guard,
+                    tool_calls: false,
+                },
             };
             // The turn records the charge as events once the call has settled.
             let mut on_charged = |_: &metered::Charged| {};

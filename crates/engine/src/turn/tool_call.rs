@@ -1,10 +1,11 @@
 //! One tool call of a turn: planned and recorded, run through the gate
-//! (`tool_gate.rs`), its result capped, redacted and recorded, and its answer given
-//! back to the model.
+//! (`tool_gate.rs`), its result or its error screened (`governance::outgoing`),
+//! capped and recorded, and its answer given back to the model.
 
 use super::*;
 use crate::governance::Refusal;
 use crate::governance::content::ContentGuard;
+use crate::governance::outgoing::{self, Returned};
 use crate::schema::Schema;
 use agentplane_core::policy::Surface;
 
@@ -149,42 +150,38 @@ impl ActiveTurn<'_> {
         (guard.events(&found, Some(&call.id)), refusal)
     }
 
-    /// The content policies watching tool results: the output to pass on (redacted
-    /// where a `redact` policy found something), or, when a `deny` policy found
-    /// something, why it is withheld. Findings are recorded.
-    async fn check_result(
+    /// What a tool answered, its result or its error, screened
+    /// (`governance::outgoing`: the secrets, the content policies watching tool
+    /// results) before the stream, the log, the span or the model sees it: passed on
+    /// redacted, or withheld when a `deny` policy found something (its refusal
+    /// recorded). Findings are recorded.
+    async fn screen_result(
         &self,
         call: &ToolCall,
-        content: String,
+        outcome: Result<String, String>,
         request: &TurnRequest,
-    ) -> Result<Result<String, String>, Stop> {
+    ) -> Result<Screened, Stop> {
         let policies = self.deps.governance.policies.current();
         let guard = ContentGuard::new(
             &policies,
             &self.policy_ctx(request, Some(&call.name)),
             Surface::ToolResults,
         );
-        if guard.is_empty() {
-            return Ok(Ok(content));
-        }
-        let span = crate::ports::telemetry::guardrail_span(Surface::ToolResults.as_str());
-        let checked = span.in_scope(|| guard.check(&content));
-        crate::ports::telemetry::record_guardrail(
-            &span,
-            checked.found.len(),
-            checked.denied_by.as_deref(),
-        );
-        for event in guard.events(&checked.found, Some(&call.id)) {
+        let screened = outgoing::screen(&guard, Returned::tool(outcome));
+        for event in guard.events(&screened.found, Some(&call.id)) {
             self.record(event).await?;
         }
-        if let Some(policy) = &checked.denied_by {
-            let refusal = Refusal::content(&policies, policy, &checked.found, "the output");
-            let what = format!("the output of `{}`", call.name);
+        if let Some(policy) = &screened.denied_by {
+            let (held, what) = match screened.returned.text {
+                Ok(_) => ("the output", format!("the output of `{}`", call.name)),
+                Err(_) => ("the error", format!("the error of `{}`", call.name)),
+            };
+            let refusal = Refusal::content(&policies, policy, &screened.found, held);
             self.record(refusal.event(&what, Some(&call.name), Some(&call.id)))
                 .await?;
-            return Ok(Err(refusal.message(&what)));
+            return Ok(Screened::Withheld(refusal.message(&what)));
         }
-        Ok(Ok(checked.text.into_owned()))
+        Ok(Screened::Passed(screened.returned.text))
     }
 
     /// Records a call's result and turns it into what the model is told.
@@ -236,23 +233,15 @@ impl ActiveTurn<'_> {
                     })
                     .await?;
                 }
-                // A secret a tool printed reaches neither the model nor the log.
-                let content = match secret::redact(&content) {
-                    std::borrow::Cow::Borrowed(_) => content,
-                    std::borrow::Cow::Owned(redacted) => redacted,
-                };
-                match self.check_result(&call, content, request).await? {
-                    Ok(content) => {
+                // A secret or a finding a tool printed reaches neither the model nor
+                // the log.
+                match self.screen_result(&call, Ok(content), request).await? {
+                    // A result stays a result (`Ok`).
+                    Screened::Passed(Ok(content) | Err(content)) => {
                         let (content, cut) = cap_output(content, ctx.output_cap);
                         (ToolStatus::Ok, None, content, truncated || cut, None)
                     }
-                    Err(withheld) => (
-                        ToolStatus::Error,
-                        Some(ToolErrorKind::PolicyDenied),
-                        format!("error (policy_denied): {withheld}"),
-                        false,
-                        None,
-                    ),
+                    Screened::Withheld(withheld) => withheld_output(withheld),
                 }
             }
             Err(error) => {
@@ -276,13 +265,19 @@ impl ActiveTurn<'_> {
                         .await?;
                     }
                 }
-                let text = format!(
-                    "error ({}): {}",
-                    error.kind.as_str(),
-                    secret::redact(&error.message)
-                );
-                let (text, _) = cap_output(text, ctx.output_cap);
-                (ToolStatus::Error, Some(error.kind), text, false, None)
+                // An error is the tool's words as much as a result is: screened the
+                // same, before the log, the span and the next model request.
+                match self
+                    .screen_result(&call, Err(error.message), request)
+                    .await?
+                {
+                    Screened::Passed(Err(message) | Ok(message)) => {
+                        let text = format!("error ({}): {message}", error.kind.as_str());
+                        let (text, _) = cap_output(text, ctx.output_cap);
+                        (ToolStatus::Error, Some(error.kind), text, false, None)
+                    }
+                    Screened::Withheld(withheld) => withheld_output(withheld),
+                }
             }
         };
         match &finished {
@@ -308,6 +303,34 @@ impl ActiveTurn<'_> {
             },
         })
     }
+}
+
+/// What became of a tool's answer after the screen.
+enum Screened {
+    /// The result (`Ok`) or the error (`Err`), redacted.
+    Passed(Result<String, String>),
+    /// A `deny` policy found something: why it is withheld.
+    Withheld(String),
+}
+
+/// What the model is told of an answer a `deny` policy withheld:
+/// (status, error type, output, truncated, finished).
+fn withheld_output(
+    withheld: String,
+) -> (
+    ToolStatus,
+    Option<ToolErrorKind>,
+    String,
+    bool,
+    Option<Value>,
+) {
+    (
+        ToolStatus::Error,
+        Some(ToolErrorKind::PolicyDenied),
+        format!("error (policy_denied): {withheld}"),
+        false,
+        None,
+    )
 }
 
 /// A call as the model made it: well-formed, recovered from its text (ADR 0032), or
