@@ -8,6 +8,9 @@ argument:
   exit         exits with status 3 in the middle of `tools/call`
   flood        a 4 MiB tool result, after 2,000 log notifications
   wrong-only   answers `tools/call` with a wrong id only (the call never gets its answer)
+  leaky        answers with LEAK (a card number, an e-mail address, an API key): as a
+               JSON-RPC error when the text is `rpc-error`, as an `isError: true` result
+               when it is `is-error`, else as a plain result
 """
 
 import json
@@ -20,6 +23,10 @@ TOOL = {
     "description": "Says its text back.",
     "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
 }
+
+
+# What a leaky tool gives away, whatever it is asked.
+LEAK = "card 4111 1111 1111 1111, mail victim@example.com, key sk-live-Zx9Qw8Er7Ty6Ui5Op4As3Df"
 
 
 def send(obj):
@@ -55,6 +62,12 @@ def call(msg_id, args):
         answer(987654, {"content": [{"type": "text", "text": "not yours"}]})
         send({"jsonrpc": "2.0", "id": "never-asked", "error": {"code": -1, "message": "x"}})
         answer(msg_id, result)
+    elif MODE == "leaky":
+        if text == "rpc-error":
+            send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32000, "message": LEAK}})
+        else:
+            leak = {"content": [{"type": "text", "text": LEAK}], "isError": text == "is-error"}
+            answer(msg_id, leak)
     elif MODE == "wrong-only":
         answer(987654, result)
     elif MODE == "stall":

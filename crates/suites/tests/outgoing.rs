@@ -1,0 +1,318 @@
+//! Everything that comes out of a call is screened, on every surface, through the real
+//! binary: a hostile MCP server (`peers/mcp_hostile.py leaky`) answering a JSON-RPC
+//! error, an `isError: true` result and a plain result, each holding a card number, an
+//! e-mail address and an `sk-` key, called by a native turn and through the MCP gateway
+//! (PyPI's official `mcp` client); and a scripted model answering the OpenAI-compatible
+//! gateway with tool calls whose arguments and names hold those values and whose
+//! `model` field holds a `[secrets]` value, whole and streamed. The clients' answers,
+//! the thread's stream and history, `GET /v1/mcp/calls`, the SQLite files, the next
+//! model request and the OTLP export (`peers/otlp_receiver.py`, contents captured)
+//! carry only the redacted form.
+//!
+//! Needs the peers of `scripts/test-peers.sh`.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentplane_suites::attacks::{file_contains, store_files};
+use agentplane_suites::{
+    CLIENT, SseReader, api, create_thread, events_of, history, sandbox, start_with_env,
+};
+use agentplane_testkit::{Scenario, ScriptedServer, ScriptedToolCall, Step, peers};
+use serde_json::{Value, json};
+
+/// What `mcp_hostile.py leaky` gives away (its `LEAK`).
+const CARD: &str = "4111 1111 1111 1111";
+const MAIL: &str = "victim@example.com";
+const KEY: &str = "sk-live-Zx9Qw8Er7Ty6Ui5Op4As3Df";
+/// A `[secrets]` value the scripted model puts in its `model` field.
+const KNOWN: &str = "modelsecret-Hq4Vn7Kd2Lp";
+
+/// Every raw value, and pieces of them that no redacted form contains.
+const NEEDLES: [&str; 6] = [CARD, MAIL, KEY, KNOWN, "4111", "Zx9Qw8"];
+
+const POLICIES: &str = "\
+- name: redact-everything
+  type: content
+  rules: {detectors: [card, email, secret], action: redact}
+";
+
+struct Receiver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The OTLP receiver of the trace suite, writing each span it gets to `out`.
+fn receiver(out: &Path) -> Receiver {
+    let mut child = Command::new(peers::python())
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/otlp_receiver.py"))
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the OTLP receiver starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("its port");
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port: {line:?}"));
+    Receiver { child, port }
+}
+
+fn spans(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn assert_clean(place: &str, text: &str) {
+    for needle in NEEDLES {
+        assert!(!text.contains(needle), "{place} holds {needle:?}: {text}");
+    }
+}
+
+/// The official `mcp` client calls `mcp__leaky__echo` through `/mcp/gateway` as
+/// [`CLIENT`]; its printed document.
+async fn gateway_call(base: &str, text: &str) -> Value {
+    let mut cmd = Command::new(peers::python());
+    cmd.arg(peers::mcp_client_script())
+        .args(["--timeout", "60", "--http"])
+        .arg(format!("{base}/mcp/gateway"))
+        .arg("--header")
+        .arg(format!("X-Client-ID: {CLIENT}"))
+        .args(["--tool", "leaky__echo", "--arguments"])
+        .arg(json!({ "text": text }).to_string())
+        .stdin(Stdio::null());
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("the client runs");
+    peers::client_json(&output)
+}
+
+/// One hostile answer of the model to the gateway: a `send` whose arguments hold the
+/// card and the address, a second call named after the address, and the secret as the
+/// model's name.
+fn hostile_answer() -> Step {
+    Step {
+        model: Some(format!("scripted-{KNOWN}")),
+        ..Step::tool_calls(vec![
+            ScriptedToolCall {
+                id: None,
+                name: "send".into(),
+                arguments: json!({"to": MAIL, "card": CARD, "note": format!("key {KEY}")}),
+            },
+            ScriptedToolCall {
+                id: None,
+                name: format!("forward {MAIL}"),
+                arguments: json!({}),
+            },
+        ])
+    }
+}
+
+async fn completion(base: &str, stream: bool) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{base}/openai/v1/chat/completions"))
+        .header("X-Client-ID", CLIENT)
+        .json(&json!({
+            "model": "scripted-model",
+            "stream": stream,
+            "messages": [{"role": "user", "content": "mail the customer"}],
+            "tools": [{"type": "function", "function": {
+                "name": "send", "parameters": {"type": "object"}}}],
+        }))
+        .send()
+        .await
+        .expect("completion")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    let echo = |text: &str| Step::tool_call("mcp__leaky__echo", json!({ "text": text }));
+    let model = ScriptedServer::start(Scenario::new(vec![
+        // The native turn: an error, an `isError` result, a result, then an answer.
+        echo("rpc-error"),
+        echo("is-error"),
+        echo("ok"),
+        Step::text("done"),
+        // The OpenAI-compatible gateway, whole and streamed in pieces.
+        hostile_answer(),
+        hostile_answer().with_split(4),
+    ]))
+    .await
+    .expect("model");
+    let (python, args) = peers::mcp_hostile_server("leaky");
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    let sb = sandbox(&format!(
+        "[secrets.MODEL_SECRET]\nenv = \"AGENTPLANE_SECRET_MODEL\"\n\
+         [mcp.servers.leaky]\ncommand = {python:?}\nargs = [{}]\nstartup_timeout_secs = 10\n\
+         [mcp.gateway]\nservers = [\"leaky\"]\n\
+         [agents.echoer]\nsystem_prompt = \"You echo.\"\nensembles = [\"leaky\"]\n\
+         [policies]\ndir = \"policies\"\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\ncapture_content = true\n",
+        args.join(", "),
+        collector.port
+    ));
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies/content.yaml"), POLICIES).expect("policy");
+    let served = start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[("AGENTPLANE_SECRET_MODEL", KNOWN)],
+    )
+    .await;
+
+    // 1. A native turn: each answer, error or not, is redacted in the stream, the
+    // history, and what the model is told next.
+    let thread = create_thread(&served, &sb, "echoer", "leaks").await;
+    let streamed = SseReader::open(&served, &thread, "echo three times")
+        .await
+        .until("turn_completed")
+        .await;
+    let streamed_text = format!("{:?}", streamed.iter().map(|r| &r.data).collect::<Vec<_>>());
+    assert_clean("the turn's stream", &streamed_text);
+    let all = history(&served, &thread).await;
+    assert_clean("the history", &all.to_string());
+    let events = events_of(&all);
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "tool_call_result")
+        .collect();
+    assert_eq!(results.len(), 3, "{events:#?}");
+    let statuses: Vec<&str> = results
+        .iter()
+        .map(|r| r["status"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(statuses, ["error", "error", "ok"], "{results:#?}");
+    for result in &results {
+        let output = result["output"].as_str().unwrap_or_default();
+        for redacted in ["[REDACTED:card]", "[REDACTED:email]", "[REDACTED:secret]"] {
+            assert!(output.contains(redacted), "{redacted} in {output}");
+        }
+    }
+    let findings: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "content_finding" && e["surface"] == "tool_results")
+        .collect();
+    let on_errors = findings.iter().filter(|f| f["pointer"] == "/error").count();
+    assert_eq!(findings.len(), 9, "3 detectors, 3 answers: {findings:#?}");
+    assert_eq!(
+        on_errors, 6,
+        "the two errors are found as errors: {findings:#?}"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 4, "the turn's model calls");
+    let told = serde_json::to_string(&requests).expect("json");
+    assert_clean("the next model requests", &told);
+    assert!(told.contains("[REDACTED:card]"), "{told}");
+
+    // 2. The MCP gateway: the error, the `isError` result and the result reach its
+    // client and its log redacted, still errors where they were.
+    for (text, is_error) in [("rpc-error", true), ("is-error", true), ("ok", false)] {
+        let called = gateway_call(&served.base, text).await;
+        assert_clean(&format!("the gateway's {text} answer"), &called.to_string());
+        assert_eq!(called["isError"], is_error, "{text}: {called}");
+        let answer = called["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{text}: a text answer: {called}"));
+        assert!(answer.contains("[REDACTED:card]"), "{text}: {answer}");
+        assert!(answer.contains("[REDACTED:secret]"), "{text}: {answer}");
+    }
+    let log: Value = api(&served, reqwest::Method::GET, "/v1/mcp/calls")
+        .send()
+        .await
+        .expect("calls")
+        .json()
+        .await
+        .expect("calls JSON");
+    assert_clean("GET /v1/mcp/calls", &log.to_string());
+    assert!(log.to_string().contains("[REDACTED:email]"), "{log}");
+
+    // 3. The OpenAI-compatible gateway: tool-call arguments, names and the model name,
+    // whole and streamed.
+    let whole: Value = completion(&served.base, false)
+        .await
+        .json()
+        .await
+        .expect("completion JSON");
+    assert_clean("the whole completion", &whole.to_string());
+    let calls = &whole["choices"][0]["message"]["tool_calls"];
+    let args: Value = serde_json::from_str(
+        calls[0]["function"]["arguments"]
+            .as_str()
+            .unwrap_or_else(|| panic!("arguments: {whole}")),
+    )
+    .expect("arguments stay JSON");
+    assert_eq!(
+        args,
+        json!({"to": "[REDACTED:email]", "card": "[REDACTED:card]", "note": "key [REDACTED:secret]"})
+    );
+    assert_eq!(calls[1]["function"]["name"], "forward [REDACTED:email]");
+    assert_eq!(whole["model"], "scripted-[REDACTED:MODEL_SECRET]");
+    let streamed = completion(&served.base, true)
+        .await
+        .text()
+        .await
+        .expect("stream");
+    assert_clean("the streamed completion", &streamed);
+    assert!(streamed.contains("[REDACTED:card]"), "{streamed}");
+    assert!(streamed.contains("forward [REDACTED:email]"), "{streamed}");
+
+    // 4. The OTLP export: every span, the model names and the tool results among them.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let received = loop {
+        let received = spans(&out);
+        let gateway_chats = received
+            .iter()
+            .filter(|s| {
+                s["attributes"]["gen_ai.response.model"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("[REDACTED:MODEL_SECRET]"))
+            })
+            .count();
+        let tools = received
+            .iter()
+            .filter(|s| s["attributes"]["gen_ai.tool.call.result"].is_string())
+            .count();
+        if gateway_chats == 2 && tools == 6 {
+            break received;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{gateway_chats} model spans, {tools} tool spans so far: {received:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_clean("the OTLP export", &Value::Array(received).to_string());
+
+    // 5. The store: nothing raw in the database files.
+    for file in store_files(&sb) {
+        for needle in NEEDLES {
+            assert!(
+                !file_contains(&file, needle.as_bytes()),
+                "{} holds {needle:?}",
+                file.display()
+            );
+        }
+    }
+}
