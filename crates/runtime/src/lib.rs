@@ -187,9 +187,12 @@ impl Runtime {
             .transpose()
             .map_err(RuntimeError::Config)?;
         if let Some(roots) = &roots {
-            // The configuration, policies and secrets folders are not even visible to
-            // a confined program (an empty mount over each in its namespace).
-            agentplane_process::sandbox::mask_paths(roots.sealed.iter().cloned());
+            // The configuration, policies, secrets and data folders are not even
+            // visible to a confined program (an empty mount over each in its
+            // namespace; an execution's folder in the data directory is mounted back).
+            agentplane_process::sandbox::mask_paths(
+                roots.sealed.iter().chain(&roots.data).cloned(),
+            );
         }
         let store = replicas::open_store(&config.store).await?;
         if !store.shared() {

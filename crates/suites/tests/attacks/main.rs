@@ -14,6 +14,7 @@ mod gaps;
 mod identity;
 mod kernel;
 mod limits;
+mod masks;
 mod moved;
 mod oidc;
 mod roots;
