@@ -20,6 +20,13 @@ pub struct AgentLimits {
     /// has an output schema, before the turn ends as `text_answer`.
     #[serde(default = "default_max_nudges")]
     pub max_nudges: u32,
+    /// The most one turn of an external agent (ACP or A2A) may cost, in USD micros
+    /// (`[agents.NAME] max_cost_usd`): its cost is known only once it reports it, so a
+    /// budget reserves this worst case before the turn starts and settles at most this
+    /// much. `None` for our own agents, whose model calls reserve their own worst case,
+    /// and for an external agent that sets none (refused where a budget applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_micros: Option<u64>,
 }
 
 /// Corrective messages per turn when the agent sets none.
@@ -84,6 +91,7 @@ impl Default for AgentLimits {
             tool_output_cap_bytes: 64 * 1024,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS,
             max_nudges: DEFAULT_MAX_NUDGES,
+            max_cost_micros: None,
         }
     }
 }

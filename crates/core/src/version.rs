@@ -131,9 +131,10 @@ impl VersionSpec {
                 max_steps: self.max_steps,
                 tool_timeout_ms: self.tool_timeout_ms,
                 tool_output_cap_bytes: self.tool_output_cap_bytes,
-                // The output cap is the operator's, like the budgets it bounds.
+                // The output and cost caps are the operator's, like the budgets they bound.
                 max_output_tokens: baseline.limits.max_output_tokens,
                 max_nudges: baseline.limits.max_nudges,
+                max_cost_micros: baseline.limits.max_cost_micros,
             },
             ..baseline.clone()
         }

@@ -57,6 +57,35 @@ pub fn catalogue(config: &Config) -> BTreeMap<String, AgentSpec> {
     agents
 }
 
+/// The external agents without `max_cost_usd` that a budget in `policies` selects (for
+/// some client), each with the first such budget: their turns are refused
+/// (`governance::ceiling` in the engine), which `serve` warns about at start.
+pub fn unbounded_under_budget(
+    config: &Config,
+    policies: &agentplane_core::policy::PolicySet,
+) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for (name, agent) in &config.agents {
+        if !agent.is_external() || agent.max_cost_usd.is_some() {
+            continue;
+        }
+        let budget = policies.policies().iter().find(|policy| {
+            let targets = policy.targets();
+            policy.kind() == agentplane_core::policy::PolicyKind::Budget
+                && targets.tools.is_none()
+                && agentplane_core::policy::Targets {
+                    clients: None,
+                    ..targets.clone()
+                }
+                .matches(name, &agent.tags, None, "")
+        });
+        if let Some(budget) = budget {
+            found.push((name.clone(), budget.name().to_owned()));
+        }
+    }
+    found
+}
+
 /// The kernel confinement of the processes `agent`'s tools start.
 pub fn sandbox_of(agent: &AgentSpec) -> agentplane_process::Sandbox {
     agentplane_process::Sandbox {
@@ -106,6 +135,10 @@ fn from_config(name: &str, agent: &AgentConfig) -> AgentSpec {
                 .max_output_tokens
                 .unwrap_or(defaults.max_output_tokens),
             max_nudges: agent.max_nudges.unwrap_or(defaults.max_nudges),
+            // Checked when the configuration was loaded.
+            max_cost_micros: agent
+                .max_cost_usd
+                .and_then(|usd| crate::settings::agents::max_cost_micros(usd).ok()),
         },
         // Checked when the configuration was loaded.
         tool_calls: agent
@@ -356,5 +389,29 @@ mod tests {
                 assert!(!agent.shell_allow.iter().any(|p| p == shell), "{shell}");
             }
         }
+    }
+
+    #[test]
+    fn external_agents_without_a_max_cost_under_a_budget_are_named() {
+        let config = Config::parse(
+            "[agents.remote]\nkind = \"a2a\"\nurl = \"http://h/card\"\ntags = [\"paid\"]\n\
+             [agents.capped]\nkind = \"a2a\"\nurl = \"http://h/card\"\ntags = [\"paid\"]\n\
+             max_cost_usd = 0.1\n[agents.free]\nkind = \"a2a\"\nurl = \"http://h/card\"\n",
+            None,
+            &crate::settings::overrides::Overrides::default(),
+        )
+        .expect("config");
+        let text = "name: paid\ntype: budget\ntargets: {tags: [paid], clients: [ci]}\n\
+                    rules: {usd: 1, period: month}\n";
+        let policies =
+            agentplane_core::policy::PolicySet::parse(&[agentplane_core::policy::PolicySource {
+                name: "paid.yaml",
+                text,
+            }])
+            .expect("policies");
+        assert_eq!(
+            unbounded_under_budget(&config, &policies),
+            vec![("remote".to_owned(), "paid".to_owned())]
+        );
     }
 }

@@ -21,6 +21,19 @@ fn a_remote_agent_and_a_native_agent_calling_it_load() {
 }
 
 #[test]
+fn max_cost_usd_is_each_external_agents_ceiling_in_micro_dollars() {
+    let text = "[agents.peer]\nkind = \"a2a\"\nurl = \"http://h/card\"\nmax_cost_usd = 0.009\n\
+        [agents.coder]\nkind = \"acp\"\nprofile = \"codex\"\nmax_cost_usd = 2\n\
+        [agents.free]\nkind = \"acp\"\nprofile = \"codex\"\nmax_cost_usd = 0\n";
+    let config = load(text).expect("loads");
+    let agents = agentplane_runtime::agents::catalogue(&config);
+    assert_eq!(agents["peer"].limits.max_cost_micros, Some(9_000));
+    assert_eq!(agents["coder"].limits.max_cost_micros, Some(2_000_000));
+    assert_eq!(agents["free"].limits.max_cost_micros, Some(0));
+    assert_eq!(agents["engineering"].limits.max_cost_micros, None);
+}
+
+#[test]
 fn bad_remote_agents_are_refused_naming_the_key() {
     let cases = [
         ("[agents.x]\nkind = \"a2a\"\n", "agents.x.url"),
@@ -61,6 +74,22 @@ fn bad_remote_agents_are_refused_naming_the_key() {
             "names no agent of kind `a2a`",
         ),
         ("[agents.x]\nkind = \"mcp\"\n", "use `llm`, `acp` or `a2a`"),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\nmax_cost_usd = -0.5\n",
+            "agents.x.max_cost_usd",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\nmax_cost_usd = nan\n",
+            "finite, non-negative",
+        ),
+        (
+            "[agents.x]\nkind = \"a2a\"\nurl = \"http://h/c\"\nmax_cost_usd = 2e6\n",
+            "at most 1000000 dollars",
+        ),
+        (
+            "[agents.x]\nsystem_prompt = \"s\"\nmax_cost_usd = 0.5\n",
+            "is for external agents",
+        ),
     ];
     for (text, expected) in cases {
         let error = load(text).expect_err(text);

@@ -52,6 +52,11 @@ pub struct AgentConfig {
     /// Tokens one model call may answer with (sent as `max_tokens`; budgets reserve it).
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
+    /// The most one turn of an external agent (`kind = "acp"` or `"a2a"`) may cost, in
+    /// dollars: what a budget reserves before the turn and the most it settles
+    /// (the engine's `governance/ceiling.rs`). Required where a budget applies to it.
+    #[serde(default)]
+    pub max_cost_usd: Option<f64>,
     /// How tool calls are read from the model: `auto` (default), `native`, `recover`
     /// or `constrained` (ADR 0032).
     #[serde(default)]
@@ -117,6 +122,20 @@ pub fn is_plain_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The most a turn may cost (`max_cost_usd`, at most $1,000,000) in whole micro-dollars.
+pub fn max_cost_micros(usd: f64) -> Result<u64, String> {
+    if !usd.is_finite() || usd < 0.0 {
+        return Err(format!(
+            "must be a finite, non-negative number of dollars, got {usd}"
+        ));
+    }
+    if usd > 1_000_000.0 {
+        return Err(format!("must be at most 1000000 dollars, got {usd}"));
+    }
+    // In range [0, 1e12]: exact in f64 and in u64.
+    Ok((usd * 1_000_000.0).round() as u64)
 }
 
 /// Checks an agent's values; on error, the key within the agent and the message.
@@ -246,6 +265,17 @@ pub fn check_agent(
     }
     if agent.temperature.is_some_and(|t| !(0.0..=2.0).contains(&t)) {
         return Err(("temperature", "must be between 0 and 2".into()));
+    }
+    if let Some(usd) = agent.max_cost_usd {
+        if !agent.is_external() {
+            return Err((
+                "max_cost_usd",
+                "is for external agents (`kind = \"acp\"` or `\"a2a\"`); our own agents' \
+                 model calls reserve their worst case from `max_output_tokens`"
+                    .into(),
+            ));
+        }
+        max_cost_micros(usd).map_err(|m| ("max_cost_usd", m))?;
     }
     if agent.max_output_tokens == Some(0) {
         return Err(("max_output_tokens", "must be at least 1".into()));
