@@ -19,6 +19,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::governance::ceiling::{
+    self, CeilingCharge, CeilingError, CeilingMeter, USAGE_OVER_REPORTED,
+};
 use crate::governance::rules::{self, Decision, RequestContext};
 use crate::governance::{BudgetError, RateFacts, Refusal};
 use crate::permissions;
@@ -86,6 +89,7 @@ async fn run_external(
         text: String::new(),
         pending: String::new(),
         usage: Usage::default(),
+        heard: false,
     };
     // The plan stored it with the turn (its model is this agent's label).
     match started {
@@ -99,32 +103,41 @@ async fn run_external(
         ensemble.close().await;
     }
 
-    // Budgets hold nothing up front (an external agent's cost is known only after it
-    // reports usage), but a spent budget stops the turn before the agent starts.
-    let reservation = {
-        let governance = &deps.governance;
-        let policies = governance.policies.current();
+    // The agent's cost is known only once it reports it: its ceiling is reserved up
+    // front on every budget that applies, and the turn settles within it
+    // (`governance::ceiling`).
+    let meter = {
         let ctx = RequestContext::new(&request.agent.name, &request.agent.tags, &request.client);
-        match governance
-            .budgets
-            .reserve(
-                deps.store.as_ref(),
-                &policies,
-                &ctx,
-                &governance.agent_tags,
-                0,
-            )
-            .await
+        match ceiling::reserve(
+            &deps.governance,
+            deps.store.as_ref(),
+            &ctx,
+            request.agent.limits.max_cost_micros,
+        )
+        .await
         {
-            Ok(reservation) => reservation,
-            Err(BudgetError::Exceeded(exceeded)) => {
+            Ok(meter) => meter,
+            Err(CeilingError::Budget(BudgetError::Exceeded(exceeded))) => {
                 let refusal = Refusal::BudgetExceeded(exceeded);
                 turn.record(refusal.event("a turn", None, None)).await?;
                 return turn
                     .end_early(ErrorCode::BudgetExceeded, refusal.message("a turn"))
                     .await;
             }
-            Err(BudgetError::Store(e)) => return Err(e.into()),
+            Err(CeilingError::Unbounded { policy }) => {
+                let message = CeilingError::unbounded_message(&policy, &request.agent.name);
+                turn.record(EventPayload::PolicyDenied {
+                    policy,
+                    policy_type: "budget".to_owned(),
+                    tool: None,
+                    call_id: None,
+                    detail: message.clone(),
+                    explanation: None,
+                })
+                .await?;
+                return turn.end_early(ErrorCode::BudgetExceeded, message).await;
+            }
+            Err(CeilingError::Budget(BudgetError::Store(e))) => return Err(e.into()),
         }
     };
 
@@ -181,29 +194,28 @@ async fn run_external(
     turn.flush_text().await?;
     turn.settle_open_calls(cancel.is_cancelled()).await?;
 
+    // Cancelled, the agent was asked and may have spent; failed, it spent only if it
+    // had started (see `governance::ceiling`).
+    let (usage, worked) = match &ended {
+        Ok(end) => (end.usage, true),
+        Err(_) => (None, cancel.is_cancelled() || turn.heard),
+    };
+    let charge = turn.record_usage(&meter, usage, worked).await?;
+    meter
+        .settle(&charge, &request.agent.name, &provider_of(&label))
+        .await;
     let (stop_reason, result, error) = match ended {
-        Ok(end) => {
-            let cost = turn.record_usage(end.usage).await?;
-            deps.governance.budgets.settle(reservation, cost).await;
-            match end.stop {
-                _ if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
-                ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
-                ExternalStop::EndTurn => {
-                    (StopReason::TextAnswer, json!({ "text": turn.text }), None)
-                }
-                ExternalStop::Limit(why) => (
-                    StopReason::StepLimit,
-                    json!({ "text": turn.text, "agent_stop_reason": why }),
-                    None,
-                ),
-            }
-        }
-        Err(_) if cancel.is_cancelled() => {
-            deps.governance.budgets.settle(reservation, 0).await;
-            (StopReason::Cancelled, Value::Null, None)
-        }
+        Ok(_) | Err(_) if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
+        Ok(end) => match end.stop {
+            ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
+            ExternalStop::EndTurn => (StopReason::TextAnswer, json!({ "text": turn.text }), None),
+            ExternalStop::Limit(why) => (
+                StopReason::StepLimit,
+                json!({ "text": turn.text, "agent_stop_reason": why }),
+                None,
+            ),
+        },
         Err(e) => {
-            deps.governance.budgets.settle(reservation, 0).await;
             let error = TurnError {
                 code: e.code(),
                 message: e.to_string(),
@@ -305,6 +317,9 @@ struct ExternalTurn<'a> {
     pending: String,
     /// Tokens the agent reported (zero when it reported none).
     usage: Usage,
+    /// Whether the agent sent anything of its own work (text, a tool call, a plan, a
+    /// question): a prompt that fails after that was charged (`governance::ceiling`).
+    heard: bool,
 }
 
 impl ExternalTurn<'_> {
@@ -332,6 +347,10 @@ impl ExternalTurn<'_> {
         message: ToTurn,
         cancel: &CancellationToken,
     ) -> Result<(), StoreError> {
+        self.heard |= matches!(
+            message,
+            ToTurn::Update(_) | ToTurn::Permission { .. } | ToTurn::Capability { .. }
+        );
         // Anything else is recorded after the text that came before it.
         if !matches!(message, ToTurn::Update(ExternalUpdate::Text(_))) {
             self.flush_text().await?;
@@ -495,38 +514,59 @@ impl ExternalTurn<'_> {
     /// `usage_update` notifications: the adapter picks; an A2A agent's `usage`
     /// metadata) become `usage` and `cost` events, priced under the label
     /// (`acp:PROFILE`, `a2a:NAME`); when the agent also reports what the prompt
-    /// cost in dollars, the larger of the two is the cost, so a budget never sees less
-    /// than the agent says it spent. None reported is recorded as `usage` with
-    /// `reported: false`, so the gap is visible.
+    /// cost in dollars, the larger of the two is its report, so a budget never sees
+    /// less than the agent says it spent. The cost is what `meter` charges for that
+    /// report (at most the agent's ceiling; above it, a `security_event` says so).
+    /// None reported is recorded as `usage` with `reported: false`, so the gap is
+    /// visible; a prompt that failed records usage only when it was charged.
     async fn record_usage(
         &mut self,
+        meter: &CeilingMeter,
         usage: Option<crate::ports::external::ExternalUsage>,
-    ) -> Result<u64, StoreError> {
-        let reported = usage.is_some();
+        worked: bool,
+    ) -> Result<CeilingCharge, StoreError> {
+        let reported = usage.map(|usage| {
+            self.deps
+                .governance
+                .prices
+                .cost_micros(&self.label, usage.input_tokens, usage.output_tokens)
+                .max(usage.cost_usd_micros.unwrap_or(0))
+        });
+        let charge = meter.price(reported, worked);
         let usage = usage.unwrap_or_default();
+        // A failed prompt without a charge records nothing (it never ran).
+        if !worked && charge.usd_micros == 0 {
+            return Ok(charge);
+        }
+        if charge.over_reported() {
+            self.record(EventPayload::SecurityEvent {
+                event_type: USAGE_OVER_REPORTED.to_owned(),
+                tool: None,
+                detail: format!(
+                    "the agent reported ${} for this turn, more than its max_cost_usd \
+                     (${}); charged the ceiling",
+                    usd_of_micros(charge.reported_micros.unwrap_or_default()),
+                    usd_of_micros(charge.ceiling_micros.unwrap_or_default()),
+                ),
+            })
+            .await?;
+        }
         self.record(EventPayload::Usage {
             provider: provider_of(&self.label),
             model: self.label.clone(),
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
-            reported,
+            reported: reported.is_some(),
         })
         .await?;
-        let mut micros = 0;
-        if reported {
-            micros = self
-                .deps
-                .governance
-                .prices
-                .cost_micros(&self.label, usage.input_tokens, usage.output_tokens)
-                .max(usage.cost_usd_micros.unwrap_or(0));
+        if reported.is_some() || charge.usd_micros > 0 {
             self.record(EventPayload::Cost {
                 provider: provider_of(&self.label),
                 model: self.label.clone(),
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
-                usd_micros: micros,
-                usd: usd_of_micros(micros),
+                usd_micros: charge.usd_micros,
+                usd: usd_of_micros(charge.usd_micros),
             })
             .await?;
         }
@@ -534,7 +574,7 @@ impl ExternalTurn<'_> {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
         };
-        Ok(micros)
+        Ok(charge)
     }
 
     /// Ends the turn before the agent started: an `error` event, then `turn_completed`.

@@ -60,6 +60,15 @@ fn remote_agent(name: &str, base: &str) -> String {
     )
 }
 
+/// The same, with `max_cost_usd` (a budget reserves it before each turn).
+fn remote_agent_costing(name: &str, base: &str, max_cost_usd: &str) -> String {
+    remote_agent(name, base).replacen(
+        &format!("[agents.{name}.a2a]"),
+        &format!("max_cost_usd = {max_cost_usd}\n[agents.{name}.a2a]"),
+        1,
+    )
+}
+
 /// A sandbox whose config has the secret, `extra` and the policies folder.
 fn configured(extra: &str) -> Sandbox {
     let sb = sandbox(&format!(
@@ -246,13 +255,13 @@ async fn remote_usage_is_costed_and_budgets_and_rate_limits_govern_remote_turns(
     let model = idle_model().await;
     let sb = configured(&format!(
         "{}{}",
-        remote_agent("metered", &base),
+        remote_agent_costing("metered", &base, "0.25"),
         remote_agent("limited", &base)
     ));
     std::fs::write(
         sb.root.join("policies/budget.yaml"),
         "name: remote-budget\ntype: budget\ntargets: {agents: [metered]}\n\
-         rules: {usd: 0.2, period: month}\n",
+         rules: {usd: 0.25, period: month}\n",
     )
     .expect("budget");
     std::fs::write(
@@ -275,7 +284,8 @@ async fn remote_usage_is_costed_and_budgets_and_rate_limits_govern_remote_turns(
     assert_eq!(cost[0]["usd_micros"], 250_000, "{events:#?}");
     assert_eq!(cost[0]["model"], "a2a:metered");
 
-    // The $0.20 budget is spent: the next turn is refused before the remote is asked.
+    // The $0.25 budget is spent (the turn reserved its max_cost_usd of $0.25 and
+    // settled what it reported): the next turn is refused before the remote is asked.
     let before = record(&base).await["methods"]
         .as_array()
         .map_or(0, Vec::len);

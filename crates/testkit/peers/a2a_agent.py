@@ -20,6 +20,8 @@ What it does is chosen by words in the message text:
   on the same task completes it with "deployed after: <the follow-up's text>".
 - `usage`: answers "measured" and reports token usage in the completed status's
   metadata (`usage: {input_tokens: 1200, output_tokens: 300, cost_usd: 0.25}`).
+- `priced=X`: works for half a second (so concurrent tasks overlap), answers "priced"
+  and reports `usage: {input_tokens: 10, output_tokens: 10, cost_usd: X}`.
 - `fail`: the task fails with the message "the remote failed on purpose".
 - `context`: answers the context id and how many messages that context has seen.
 - anything else: answers "echo: <the text>" as one artifact, then completed.
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import socket
 import sys
 
@@ -83,7 +86,21 @@ class PeerExecutor(AgentExecutor):
             await updater.complete()
             return
         await updater.start_work()
-        if "stream" in text:
+        priced = re.search(r"priced=([0-9.]+)", text)
+        if priced:
+            await asyncio.sleep(0.5)
+            await updater.add_artifact([new_text_part("priced")])
+            await updater.update_status(
+                TaskState.TASK_STATE_COMPLETED,
+                metadata={
+                    "usage": {
+                        "input_tokens": 10,
+                        "output_tokens": 10,
+                        "cost_usd": float(priced.group(1)),
+                    }
+                },
+            )
+        elif "stream" in text:
             for i, chunk in enumerate(["alpha ", "beta ", "gamma"]):
                 await updater.add_artifact(
                     [new_text_part(chunk)],

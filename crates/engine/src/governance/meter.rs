@@ -25,6 +25,10 @@ use agentplane_core::Usage;
 
 use super::{Governance, Reservation};
 
+/// The `security_event` type of usage reported above what a call could have cost (a
+/// model call's worst case, an external agent's ceiling: `ceiling.rs`).
+pub const USAGE_OVER_REPORTED: &str = "usage_over_reported";
+
 /// What a call is charged, and what its server claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Charge {

@@ -6,6 +6,8 @@
 //! - `rate`: exact sliding-window counters in memory (the default `RateLimits`).
 //! - `budget`: reserve-then-settle spending accounts.
 //! - `meter`: one model call's money, reserved to settled (the turn's and the gateway's).
+//! - `ceiling`: the money of a call whose cost is known only afterwards (an external
+//!   agent's turn), reserved at its configured ceiling and settled within it.
 //! - `prices`: the price table that turns tokens into micro-dollars.
 //! - `admission`: the one check before a turn or a gateway call starts.
 //! - `audit`: the post-turn comparison of what happened with what policy allows.
@@ -17,6 +19,7 @@ pub mod active;
 pub mod admission;
 pub mod audit;
 pub mod budget;
+pub mod ceiling;
 pub mod content;
 pub mod explain;
 pub mod meter;

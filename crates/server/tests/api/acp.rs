@@ -313,16 +313,35 @@ async fn reported_usage_is_priced_and_counted_like_a_model_call() {
 
 #[tokio::test]
 async fn a_spent_budget_stops_acp_turns_before_the_agent_starts() {
+    // The agent reports $0.018 a turn; its max_cost_usd is $0.01, what the budget
+    // reserves up front and the most a turn is charged.
+    let capped = rough_agent().replacen(
+        "[agents.rough.acp]",
+        "max_cost_usd = 0.01\n[agents.rough.acp]",
+        1,
+    );
     let api = Setup::new(Vec::new())
         .extra_config(&peer_agent())
-        .extra_config(&rough_agent())
+        .extra_config(&capped)
         .policy(
             "budget.yaml",
             "- name: tiny\n  type: budget\n  rules: {usd: 0.01, period: day, per: [client]}\n",
         )
         .start()
         .await;
-    // The first turn costs $0.018: over the $0.01 cap, but only known afterwards.
+    // The peer has no max_cost_usd: under the budget, its turns are refused, naming it.
+    let thread = api.create_thread("alice", "peer").await;
+    let mut stream = api.start_turn("alice", &thread, "hi").await;
+    let frames = stream.until_completed().await;
+    let error = frames.iter().find(|f| f.is("error")).expect("error").json();
+    assert_eq!(error["code"], "BUDGET_EXCEEDED", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("[agents.peer] max_cost_usd"),
+        "{error}"
+    );
     let thread = api.create_thread("alice", "rough").await;
     let mut stream = api.start_turn("alice", &thread, "hi").await;
     let frames = stream.until_completed().await;
@@ -330,7 +349,16 @@ async fn a_spent_budget_stops_acp_turns_before_the_agent_starts() {
         frames.last().expect("last").json()["stop_reason"],
         "text_answer"
     );
-    // The next one is refused before anything starts.
+    // Charged its max, never the $0.018 it claimed; the claim is kept.
+    let cost = frames.iter().find(|f| f.is("cost")).expect("cost").json();
+    assert_eq!(cost["usd_micros"], 10_000);
+    let flagged = frames
+        .iter()
+        .find(|f| f.is("security_event"))
+        .expect("security_event")
+        .json();
+    assert_eq!(flagged["event_type"], "usage_over_reported", "{flagged}");
+    // The budget is spent: the next one is refused before anything starts.
     let response = api
         .request(
             reqwest::Method::POST,
