@@ -80,9 +80,32 @@ fn spans(out: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn assert_clean(place: &str, text: &str) {
-    for needle in NEEDLES {
-        assert!(!text.contains(needle), "{place} holds {needle:?}: {text}");
+/// What failed so far: every place is checked before the test fails, so one run
+/// names every leak.
+#[derive(Default)]
+struct Checks(Vec<String>);
+
+impl Checks {
+    /// `text`, seen at `place`, holds none of the raw values.
+    fn clean(&mut self, place: &str, text: &str) {
+        for needle in NEEDLES {
+            self.expect(!text.contains(needle), format!("{place} holds {needle:?}"));
+        }
+    }
+
+    fn expect(&mut self, ok: bool, failure: String) {
+        if !ok {
+            self.0.push(failure);
+        }
+    }
+
+    fn assert_none(&self) {
+        assert!(
+            self.0.is_empty(),
+            "{} failed:\n{}",
+            self.0.len(),
+            self.0.join("\n")
+        );
     }
 }
 
@@ -182,6 +205,7 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
     )
     .await;
 
+    let mut check = Checks::default();
     // 1. A native turn: each answer, error or not, is redacted in the stream, the
     // history, and what the model is told next.
     let thread = create_thread(&served, &sb, "echoer", "leaks").await;
@@ -190,15 +214,14 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
         .until("turn_completed")
         .await;
     let streamed_text = format!("{:?}", streamed.iter().map(|r| &r.data).collect::<Vec<_>>());
-    assert_clean("the turn's stream", &streamed_text);
+    check.clean("the turn's stream", &streamed_text);
     let all = history(&served, &thread).await;
-    assert_clean("the history", &all.to_string());
+    check.clean("the history", &all.to_string());
     let events = events_of(&all);
     let results: Vec<&Value> = events
         .iter()
         .filter(|e| e["kind"] == "tool_call_result")
         .collect();
-    assert_eq!(results.len(), 3, "{events:#?}");
     let statuses: Vec<&str> = results
         .iter()
         .map(|r| r["status"].as_str().unwrap_or_default())
@@ -207,7 +230,7 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
     for result in &results {
         let output = result["output"].as_str().unwrap_or_default();
         for redacted in ["[REDACTED:card]", "[REDACTED:email]", "[REDACTED:secret]"] {
-            assert!(output.contains(redacted), "{redacted} in {output}");
+            check.expect(output.contains(redacted), format!("{redacted} in {output}"));
         }
     }
     let findings: Vec<&Value> = events
@@ -215,28 +238,35 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
         .filter(|e| e["kind"] == "content_finding" && e["surface"] == "tool_results")
         .collect();
     let on_errors = findings.iter().filter(|f| f["pointer"] == "/error").count();
-    assert_eq!(findings.len(), 9, "3 detectors, 3 answers: {findings:#?}");
-    assert_eq!(
-        on_errors, 6,
-        "the two errors are found as errors: {findings:#?}"
+    check.expect(
+        findings.len() == 9 && on_errors == 6,
+        format!("3 findings in each answer, 6 of them in errors: {findings:?}"),
     );
     let requests = model.requests();
     assert_eq!(requests.len(), 4, "the turn's model calls");
     let told = serde_json::to_string(&requests).expect("json");
-    assert_clean("the next model requests", &told);
-    assert!(told.contains("[REDACTED:card]"), "{told}");
+    check.clean("the next model requests", &told);
+    check.expect(
+        told.contains("[REDACTED:card]"),
+        format!("redacted: {told}"),
+    );
 
     // 2. The MCP gateway: the error, the `isError` result and the result reach its
     // client and its log redacted, still errors where they were.
     for (text, is_error) in [("rpc-error", true), ("is-error", true), ("ok", false)] {
         let called = gateway_call(&served.base, text).await;
-        assert_clean(&format!("the gateway's {text} answer"), &called.to_string());
+        check.clean(
+            &format!("the MCP gateway's {text} answer"),
+            &called.to_string(),
+        );
         assert_eq!(called["isError"], is_error, "{text}: {called}");
         let answer = called["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{text}: a text answer: {called}"));
-        assert!(answer.contains("[REDACTED:card]"), "{text}: {answer}");
-        assert!(answer.contains("[REDACTED:secret]"), "{text}: {answer}");
+        check.expect(
+            answer.contains("[REDACTED:card]") && answer.contains("[REDACTED:secret]"),
+            format!("{text}: redacted: {answer}"),
+        );
     }
     let log: Value = api(&served, reqwest::Method::GET, "/v1/mcp/calls")
         .send()
@@ -245,8 +275,8 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
         .json()
         .await
         .expect("calls JSON");
-    assert_clean("GET /v1/mcp/calls", &log.to_string());
-    assert!(log.to_string().contains("[REDACTED:email]"), "{log}");
+    assert_eq!(log["calls"].as_array().map(Vec::len), Some(3), "{log}");
+    check.clean("GET /v1/mcp/calls", &log.to_string());
 
     // 3. The OpenAI-compatible gateway: tool-call arguments, names and the model name,
     // whole and streamed.
@@ -255,7 +285,7 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
         .json()
         .await
         .expect("completion JSON");
-    assert_clean("the whole completion", &whole.to_string());
+    check.clean("the whole completion", &whole.to_string());
     let calls = &whole["choices"][0]["message"]["tool_calls"];
     let args: Value = serde_json::from_str(
         calls[0]["function"]["arguments"]
@@ -263,56 +293,64 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
             .unwrap_or_else(|| panic!("arguments: {whole}")),
     )
     .expect("arguments stay JSON");
-    assert_eq!(
-        args,
-        json!({"to": "[REDACTED:email]", "card": "[REDACTED:card]", "note": "key [REDACTED:secret]"})
+    let redacted = json!({"to": "[REDACTED:email]", "card": "[REDACTED:card]", "note": "key [REDACTED:secret]"});
+    check.expect(args == redacted, format!("the arguments: {args}"));
+    let name = &calls[1]["function"]["name"];
+    check.expect(
+        name == "forward [REDACTED:email]",
+        format!("the name: {name}"),
     );
-    assert_eq!(calls[1]["function"]["name"], "forward [REDACTED:email]");
-    assert_eq!(whole["model"], "scripted-[REDACTED:MODEL_SECRET]");
+    check.expect(
+        whole["model"] == "scripted-[REDACTED:MODEL_SECRET]",
+        format!("the model: {}", whole["model"]),
+    );
     let streamed = completion(&served.base, true)
         .await
         .text()
         .await
         .expect("stream");
-    assert_clean("the streamed completion", &streamed);
-    assert!(streamed.contains("[REDACTED:card]"), "{streamed}");
-    assert!(streamed.contains("forward [REDACTED:email]"), "{streamed}");
+    assert!(streamed.contains("[DONE]"), "{streamed}");
+    check.clean("the streamed completion", &streamed);
+    check.expect(
+        streamed.contains("[REDACTED:card]") && streamed.contains("forward [REDACTED:email]"),
+        format!("streamed redacted: {streamed}"),
+    );
 
     // 4. The OTLP export: every span, the model names and the tool results among them.
     let deadline = Instant::now() + Duration::from_secs(20);
     let received = loop {
         let received = spans(&out);
-        let gateway_chats = received
-            .iter()
-            .filter(|s| {
-                s["attributes"]["gen_ai.response.model"]
-                    .as_str()
-                    .is_some_and(|m| m.contains("[REDACTED:MODEL_SECRET]"))
-            })
-            .count();
-        let tools = received
-            .iter()
-            .filter(|s| s["attributes"]["gen_ai.tool.call.result"].is_string())
-            .count();
-        if gateway_chats == 2 && tools == 6 {
+        let attribute = |name: &str| -> Vec<String> {
+            received
+                .iter()
+                .filter_map(|s| s["attributes"][name].as_str().map(str::to_owned))
+                .collect()
+        };
+        let models = attribute("gen_ai.response.model");
+        let gateway_models: Vec<&String> =
+            models.iter().filter(|m| *m != "scripted-model").collect();
+        if gateway_models.len() == 2 && attribute("gen_ai.tool.call.result").len() == 6 {
+            check.expect(
+                gateway_models
+                    .iter()
+                    .all(|m| *m == "scripted-[REDACTED:MODEL_SECRET]"),
+                format!("gen_ai.response.model: {gateway_models:?}"),
+            );
             break received;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{gateway_chats} model spans, {tools} tool spans so far: {received:#?}"
-        );
+        assert!(Instant::now() < deadline, "spans so far: {received:#?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert_clean("the OTLP export", &Value::Array(received).to_string());
+    check.clean("the OTLP export", &Value::Array(received).to_string());
 
     // 5. The store: nothing raw in the database files.
     for file in store_files(&sb) {
         for needle in NEEDLES {
-            assert!(
+            check.expect(
                 !file_contains(&file, needle.as_bytes()),
-                "{} holds {needle:?}",
-                file.display()
+                format!("{} holds {needle:?}", file.display()),
             );
         }
     }
+    check.assert_none();
 }
