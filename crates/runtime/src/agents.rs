@@ -86,6 +86,19 @@ pub fn unbounded_under_budget(
     found
 }
 
+/// Warns, once at start, of each external agent a budget selects that has no
+/// `max_cost_usd`: every turn of it will be refused until it has one.
+pub fn warn_unbounded(config: &Config, policies: &agentplane_core::policy::PolicySet) {
+    for (agent, budget) in unbounded_under_budget(config, policies) {
+        tracing::warn!(
+            %agent,
+            %budget,
+            "budget `{budget}` applies to external agent `{agent}`, which has no \
+             max_cost_usd: its turns are refused until `[agents.{agent}] max_cost_usd` is set"
+        );
+    }
+}
+
 /// The kernel confinement of the processes `agent`'s tools start.
 pub fn sandbox_of(agent: &AgentSpec) -> agentplane_process::Sandbox {
     agentplane_process::Sandbox {

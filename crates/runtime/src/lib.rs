@@ -250,6 +250,7 @@ impl Runtime {
                 );
             }
         }
+        agents::warn_unbounded(&config, &active_policies.current());
         let governance = Governance {
             policies: active_policies,
             prices: config.prices.clone(),

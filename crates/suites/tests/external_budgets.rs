@@ -9,8 +9,8 @@
 //!   $0.01 (before the fix: $0.09);
 //! - a remote that reports more than its `max_cost_usd` is charged its max, and the
 //!   report is kept as a `usage_over_reported` security event;
-//! - an agent without `max_cost_usd` under a budget is refused, naming the key, and the
-//!   remote is never asked;
+//! - an agent without `max_cost_usd` under a budget is named in a warning at start, and
+//!   its turns are refused, naming the key, the remote never asked;
 //! - the same for an ACP agent ($0.35 a turn against a $0.50 budget, 10 at once).
 
 use agentplane_suites::{
@@ -182,6 +182,13 @@ async fn concurrent_remote_turns_reserve_their_max_cost_and_never_pass_the_budge
         ],
     );
     let (served, _model) = serve(&sb).await;
+    // Said at start: the agent a budget selects without max_cost_usd, and the budget.
+    let stderr = served.stderr();
+    assert!(
+        stderr.contains("budget `unbounded-budget` applies to external agent `unbounded`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("external agent `priced`"), "{stderr}");
 
     // 10 at once, $0.009 each, $0.01 to spend: one runs; before this was fixed all
     // ten ran and $0.09 was settled.
