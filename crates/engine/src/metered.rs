@@ -290,3 +290,70 @@ async fn settle(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::policy::{PolicySet, PolicySource, Surface};
+    use agentplane_core::{ChatResponse, ToolCall};
+
+    use super::*;
+
+    const MAIL: &str = "victim@example.com";
+
+    fn answer() -> ChatResponse {
+        ChatResponse {
+            content: format!("write to {MAIL}"),
+            tool_calls: vec![ToolCall {
+                id: "c1".into(),
+                name: format!("send {MAIL}"),
+                arguments: format!("{{\"to\":\"{MAIL}\"}}"),
+            }],
+            finish_reason: Some(format!("stop {MAIL}")),
+            usage: None,
+            model: format!("m {MAIL}"),
+        }
+    }
+
+    /// Screens `answer()` under a redacting e-mail policy.
+    fn screened(tool_calls: bool) -> (ChatResponse, outgoing::Screened) {
+        let set = PolicySet::parse(&[PolicySource {
+            name: "t.yaml",
+            text: "- name: mail\n  type: content\n  rules: {detectors: [email], action: redact}\n",
+        }])
+        .expect("valid");
+        let ctx = RequestContext::new("a", &[], "c");
+        let guard = ContentGuard::new(&set, &ctx, Surface::GatewayAnswer);
+        let mut response = answer();
+        let found = screen(
+            &Screen {
+                guard: &guard,
+                tool_calls,
+            },
+            &mut response,
+        );
+        (response, found)
+    }
+
+    #[test]
+    fn an_answer_is_screened_in_place_and_its_tool_calls_only_when_asked() {
+        let (gateway, found) = screened(true);
+        assert_eq!(gateway.content, "write to [REDACTED:email]");
+        assert_eq!(gateway.model, "m [REDACTED:email]");
+        assert_eq!(
+            gateway.finish_reason.as_deref(),
+            Some("stop [REDACTED:email]")
+        );
+        assert_eq!(gateway.tool_calls[0].name, "send [REDACTED:email]");
+        assert_eq!(
+            gateway.tool_calls[0].arguments,
+            "{\"to\":\"[REDACTED:email]\"}"
+        );
+        assert_eq!(found.found.len(), 5);
+
+        // A turn screens its calls' arguments on `tool_arguments` before they run.
+        let (turn, found) = screened(false);
+        assert_eq!(turn.model, "m [REDACTED:email]");
+        assert_eq!(turn.tool_calls, answer().tool_calls);
+        assert_eq!(found.found.len(), 3);
+    }
+}
