@@ -449,6 +449,9 @@ pub enum EventKind {
     ToolCallResult,
     PermissionRequired,
     PermissionResolved,
+    /// A connection a tool's program asked of the egress proxy: `destination`,
+    /// `allowed`, `detail` (where it went, or why not).
+    Egress,
     SecurityEvent,
     Usage,
     Cost,
@@ -603,6 +606,7 @@ mod event_kind_tests {
             EventPayload::ToolCallResult { .. } => EventKind::ToolCallResult,
             EventPayload::PermissionRequired { .. } => EventKind::PermissionRequired,
             EventPayload::PermissionResolved { .. } => EventKind::PermissionResolved,
+            EventPayload::Egress { .. } => EventKind::Egress,
             EventPayload::SecurityEvent { .. } => EventKind::SecurityEvent,
             EventPayload::Usage { .. } => EventKind::Usage,
             EventPayload::Cost { .. } => EventKind::Cost,

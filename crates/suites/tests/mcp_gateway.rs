@@ -594,7 +594,10 @@ async fn hostile_calls_get_clear_errors_and_reach_no_server() {
     .await;
     let message = answer["response"]["error"]["message"].to_string();
     assert!(message.contains("everything__echo"), "{answer}");
-    assert!(!message.contains("get-env"), "a hidden tool was named: {answer}");
+    assert!(
+        !message.contains("get-env"),
+        "a hidden tool was named: {answer}"
+    );
     // Arguments that are not an object, or do not fit the schema.
     for arguments in [
         "[1, 2]",

@@ -191,6 +191,35 @@ pub fn create_regular_file(
     Ok(file)
 }
 
+/// A directory of the workspace opened for listing, with no symlink followed on the
+/// workspace's path or below it, so what it names cannot be swapped after the open
+/// (a walk by name listed whatever a rename put there). `Ok(None)` where `openat2` is
+/// missing: the caller lists by path.
+pub fn open_directory(workspace: &Path, dir: &Path) -> io::Result<Option<File>> {
+    beneath::open(workspace, dir, beneath::Mode::Directory)
+}
+
+/// The subdirectory `name` of a directory [`open_directory`] opened, the same way.
+#[cfg(target_os = "linux")]
+pub fn open_subdirectory(parent: &File, name: &std::ffi::OsStr) -> io::Result<Option<File>> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(name) = std::ffi::CString::new(name.as_bytes()) else {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    };
+    beneath::open_at(parent, &name, beneath::Mode::Directory)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn open_subdirectory(_parent: &File, _name: &std::ffi::OsStr) -> io::Result<Option<File>> {
+    Ok(None)
+}
+
+/// The entries of a directory opened by [`open_directory`] (through its descriptor).
+pub fn read_directory(dir: &File) -> io::Result<fs::ReadDir> {
+    use std::os::fd::AsRawFd;
+    fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+}
+
 /// The normalized relative path, or a refusal. Pure string work: no file system.
 fn lexical_relative(requested: &str) -> Result<PathBuf, ToolError> {
     if requested.is_empty() {
@@ -348,6 +377,8 @@ mod beneath {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub(super) enum Mode {
         Read,
+        /// A directory, to list (`read_dir` through `/proc/self/fd/N`).
+        Directory,
         /// Write, creating the file if missing; never truncating (the caller does,
         /// once the descriptor has been checked).
         Write,
@@ -357,7 +388,6 @@ mod beneath {
     #[cfg(target_os = "linux")]
     pub(super) fn open(workspace: &Path, path: &Path, mode: Mode) -> io::Result<Option<File>> {
         use std::ffi::CString;
-        use std::os::fd::{AsRawFd, FromRawFd};
         use std::os::unix::ffi::OsStrExt;
 
         // The workspace is canonical (ADR 0040): opened with no symlink followed on
@@ -376,8 +406,21 @@ mod beneath {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         };
         let dir = open_workspace(root)?;
+        open_at(&dir, &name, mode)
+    }
+
+    /// `name` (relative, no symlink on it) opened below the directory `dir`.
+    #[cfg(target_os = "linux")]
+    pub(super) fn open_at(
+        dir: &File,
+        name: &std::ffi::CStr,
+        mode: Mode,
+    ) -> io::Result<Option<File>> {
+        use std::os::fd::{AsRawFd, FromRawFd};
+
         let flags = match mode {
             Mode::Read => libc::O_RDONLY,
+            Mode::Directory => libc::O_RDONLY | libc::O_DIRECTORY,
             Mode::Write => libc::O_WRONLY | libc::O_CREAT,
         } | libc::O_NOFOLLOW
             | libc::O_NONBLOCK

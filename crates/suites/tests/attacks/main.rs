@@ -17,6 +17,7 @@ mod limits;
 mod masks;
 mod moved;
 mod oidc;
+mod race;
 mod roots;
 mod secrets;
 mod shell;

@@ -34,6 +34,9 @@ use crate::confine::{self, Access, resolve_in_workspace};
 use crate::text;
 
 mod edit;
+mod walk;
+
+use walk::{EntryKind, walk};
 
 pub use edit::MAX_EDIT_FILE_BYTES;
 
@@ -480,7 +483,7 @@ fn list_files(
     let mut lines = Vec::new();
     let mut bytes = 0usize;
     let mut cut = false;
-    let walk = walk(&dir, args.recursive, deadline, &mut |path, kind| {
+    let walk = walk(&root, &dir, args.recursive, deadline, &mut |path, kind| {
         if !entry_in_scope(ctx, path) {
             return ControlFlow::Continue(());
         }
@@ -545,7 +548,7 @@ fn search_text(
 
     let mut budget_exhausted = false;
     if start.is_dir() {
-        let walk = walk(&start, true, deadline, &mut |path, kind| {
+        let walk = walk(&root, &start, true, deadline, &mut |path, kind| {
             if kind == EntryKind::File && entry_in_scope(ctx, path) {
                 search.file(path, &relative(&root, path))
             } else {
@@ -648,92 +651,6 @@ impl Search<'_> {
             egress: Vec::new(),
         }
     }
-}
-
-/// The type of a directory entry as the walk saw it, without following symlinks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EntryKind {
-    File,
-    Dir,
-    Symlink,
-    Other,
-}
-
-struct WalkEnd {
-    budget_exhausted: bool,
-}
-
-/// Visits the entries under `start` (itself not visited): each directory's entries in
-/// name order, then its subdirectories depth first when `recursive`. Symlinks are
-/// visited as such and never followed; `.git` is not descended into. Stops when
-/// `visit` breaks, after [`MAX_SCANNED_ENTRIES`], or with a `Timeout` at `deadline`.
-fn walk(
-    start: &Path,
-    recursive: bool,
-    deadline: Instant,
-    visit: &mut dyn FnMut(&Path, EntryKind) -> ControlFlow<()>,
-) -> Result<WalkEnd, ToolError> {
-    let mut pending = vec![start.to_path_buf()];
-    let mut scanned = 0usize;
-    while let Some(dir) = pending.pop() {
-        let reader = match std::fs::read_dir(&dir) {
-            Ok(reader) => reader,
-            // An unreadable subdirectory is skipped; an unreadable start is an error.
-            Err(_) if dir != start => continue,
-            Err(e) => {
-                return Err(ToolError::new(
-                    ToolErrorKind::ExecutionFailed,
-                    format!("cannot list the directory: {e}"),
-                ));
-            }
-        };
-        let mut entries = Vec::new();
-        let mut budget_exhausted = false;
-        for entry in reader {
-            if Instant::now() >= deadline {
-                return Err(ToolError::new(
-                    ToolErrorKind::Timeout,
-                    "the walk did not finish within the time limit; narrow the path",
-                ));
-            }
-            let Ok(entry) = entry else { continue };
-            scanned += 1;
-            if scanned > MAX_SCANNED_ENTRIES {
-                budget_exhausted = true;
-                break;
-            }
-            let kind = match entry.file_type() {
-                Ok(t) if t.is_symlink() => EntryKind::Symlink,
-                Ok(t) if t.is_dir() => EntryKind::Dir,
-                Ok(t) if t.is_file() => EntryKind::File,
-                _ => EntryKind::Other,
-            };
-            entries.push((entry.file_name(), kind));
-        }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-
-        let mut subdirs = Vec::new();
-        for (name, kind) in entries {
-            let path = dir.join(&name);
-            if visit(&path, kind).is_break() {
-                return Ok(WalkEnd {
-                    budget_exhausted: false,
-                });
-            }
-            if recursive && kind == EntryKind::Dir && name != ".git" {
-                subdirs.push(path);
-            }
-        }
-        if budget_exhausted {
-            return Ok(WalkEnd {
-                budget_exhausted: true,
-            });
-        }
-        pending.extend(subdirs.into_iter().rev());
-    }
-    Ok(WalkEnd {
-        budget_exhausted: false,
-    })
 }
 
 /// The workspace, canonical as the turn was given it (ADR 0040): one that resolves
