@@ -171,9 +171,8 @@ async fn a_workspace_swapped_by_another_threads_program_is_never_left() {
          ({ran} ran in B's folder, {refused} refused), {swaps} swaps",
         ran + refused
     );
+    // One attack, however many calls it took.
     let mut tally = Tally::default();
-    for _ in 0..ran + refused {
-        tally.case(true);
-    }
+    tally.case(true);
     tally.report("workspace-race");
 }
