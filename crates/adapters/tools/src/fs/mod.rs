@@ -36,14 +36,13 @@ use crate::text;
 mod edit;
 mod walk;
 
+pub use walk::MAX_SCANNED_ENTRIES;
 use walk::{EntryKind, walk};
 
 pub use edit::MAX_EDIT_FILE_BYTES;
 
 /// Entries `list_files` shows before it stops.
 pub const MAX_LIST_ENTRIES: usize = 1000;
-/// Directory entries a walk looks at before it stops, shown or not.
-pub const MAX_SCANNED_ENTRIES: usize = 50_000;
 /// Matching lines `search_text` reports before it stops.
 pub const MAX_SEARCH_MATCHES: usize = 200;
 /// Files larger than this are skipped by `search_text`.

@@ -9,8 +9,10 @@ use std::time::Instant;
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::ToolError;
 
-use super::MAX_SCANNED_ENTRIES;
 use crate::confine;
+
+/// Directory entries a walk looks at before it stops, shown or not.
+pub const MAX_SCANNED_ENTRIES: usize = 50_000;
 
 /// The type of a directory entry as the walk saw it, without following symlinks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
