@@ -14,7 +14,7 @@
 //! component of more than one module); the failure lists them with where each arrow
 //! inside it is written, so the edge to cut is visible.
 //!
-//! Crates checked: the runtime and both stores (their shared row helpers live in
+//! Crates checked: the runtime, the CLI and both stores (their shared row helpers live in
 //! `rows.rs`, which imports nothing that imports it). The engine is held by its own
 //! layer test (`crates/engine/tests/layers.rs`) between its top-level modules; inside
 //! them, the hub's and governance's files are `impl` blocks of their parent's type and
@@ -30,6 +30,7 @@ const CRATES: &[&str] = &[
     "crates/runtime",
     "crates/adapters/sqlite",
     "crates/adapters/postgres",
+    "crates/cli",
 ];
 
 /// A module's path inside its crate: `[]` is the crate root.
