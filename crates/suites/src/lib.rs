@@ -10,6 +10,7 @@ pub mod audit;
 pub mod crash;
 pub mod faults;
 pub mod mcp;
+pub mod otlp;
 pub mod postgres;
 
 use std::path::PathBuf;

@@ -11,12 +11,11 @@
 //!
 //! Needs the peers of `scripts/test-peers.sh`.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentplane_suites::attacks::{file_contains, store_files};
+use agentplane_suites::otlp::{receiver, spans};
 use agentplane_suites::{
     CLIENT, SseReader, api, create_thread, events_of, history, sandbox, start_with_env,
 };
@@ -38,47 +37,6 @@ const POLICIES: &str = "\
   type: content
   rules: {detectors: [card, email, secret], action: redact}
 ";
-
-struct Receiver {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The OTLP receiver of the trace suite, writing each span it gets to `out`.
-fn receiver(out: &Path) -> Receiver {
-    let mut child = Command::new(peers::python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/otlp_receiver.py"))
-        .arg(out)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the OTLP receiver starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("its port");
-    let port = line
-        .trim()
-        .strip_prefix("PORT ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port: {line:?}"));
-    Receiver { child, port }
-}
-
-fn spans(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
 
 /// What failed so far: every place is checked before the test fails, so one run
 /// names every leak.

@@ -8,58 +8,16 @@
 //!
 //! Needs the peers of `scripts/test-peers.sh`.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agentplane_suites::otlp::{receiver, spans};
 use agentplane_suites::{Served, api, create_thread, free_port, sandbox, start};
-use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};
+use agentplane_testkit::{Scenario, ScriptedServer, Step};
 use serde_json::{Value, json};
 
 const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const PARENT: &str = "b7ad6b7169203331";
-
-struct Receiver {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn receiver(out: &Path) -> Receiver {
-    let mut child = Command::new(peers::python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/peers/otlp_receiver.py"))
-        .arg(out)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the OTLP receiver starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("its port");
-    let port = line
-        .trim()
-        .strip_prefix("PORT ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port: {line:?}"));
-    Receiver { child, port }
-}
-
-/// The spans received so far.
-fn spans(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
 
 /// A turn of `lister` (one `list_files` call, then an answer), started with our
 /// `traceparent`, read to its end.
