@@ -41,7 +41,7 @@ fn stdout(result: &Value) -> String {
 
 /// Whether the process that locked `file` (the probe's survivors hold an exclusive
 /// lock for as long as they live) is gone: the lock can be taken.
-fn is_gone(file: &std::path::Path) -> bool {
+pub(crate) fn is_gone(file: &std::path::Path) -> bool {
     use std::os::fd::AsRawFd;
     let Ok(f) = std::fs::File::open(file) else {
         return false;

@@ -18,6 +18,7 @@ mod masks;
 mod moved;
 mod oidc;
 mod race;
+mod restart;
 mod roots;
 mod secrets;
 mod shell;

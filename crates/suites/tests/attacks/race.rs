@@ -15,7 +15,7 @@ use serde_json::json;
 const SWAP_C: &str = include_str!("swap_probe.c");
 
 /// How long A's program swaps.
-const SWAP_SECS: u64 = 14;
+const SWAP_SECS: u64 = 12;
 
 /// In the configuration and its policy: what no call of B may ever show.
 const MARKER: &str = "CONFIG-MARKER-5b2e";
