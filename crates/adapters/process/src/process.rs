@@ -29,7 +29,6 @@
 //! What must not live here: allowlists and how results read for the model (the
 //! `shell` ensemble decides those); this module only runs a program it is given.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -38,6 +37,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::time::Instant;
 
+pub use crate::sandbox::search_path;
 use crate::sandbox::{self, Sandbox};
 
 /// Bytes drained from one stream before the process group is killed: beyond this the
@@ -47,9 +47,6 @@ pub const DRAIN_CEILING: u64 = 16 * 1024 * 1024;
 /// How long to keep reading output pipes after the program exited and its group was
 /// killed; only a process that left the group can hold them open that long.
 pub const PIPE_GRACE: Duration = Duration::from_secs(1);
-
-/// `PATH` when the host process has none.
-const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// What to run. `program` is already resolved (see [`find_program`]); `name` is what
 /// the program sees as `argv[0]`.
@@ -131,17 +128,6 @@ impl crate::egress::EgressPolicy for RefuseAll {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = crate::egress::Decision> + Send>> {
         Box::pin(async { Err("no destination is allowed for this program".to_owned()) })
     }
-}
-
-/// The `PATH` used both to find programs and inside the child: the host's `PATH`
-/// without relative entries (`.`, empty), so a file the model wrote into the workspace
-/// can never be picked up as a program.
-pub fn search_path() -> OsString {
-    let host = std::env::var_os("PATH").unwrap_or_else(|| FALLBACK_PATH.into());
-    let absolute: Vec<PathBuf> = std::env::split_paths(&host)
-        .filter(|dir| dir.is_absolute())
-        .collect();
-    std::env::join_paths(absolute).unwrap_or_else(|_| FALLBACK_PATH.into())
 }
 
 /// Finds an executable file named `name` on [`search_path`]. `name` must be a bare
