@@ -13,6 +13,7 @@
 //! and the runtime's wiring), never import another adapter, and never spawn a process
 //! but through `agentplane-process`.
 
+mod call;
 pub mod changes;
 pub mod fs;
 pub mod mcp;
@@ -20,11 +21,6 @@ pub mod shell;
 mod text;
 pub mod web;
 pub mod webhook;
-
-// Spawning and confinement live in `agentplane-process`, shared with the ACP client and
-// the runtime, which depend on it themselves; named here for this crate's own modules
-// (`crate::process`, …) only, so no other crate reaches it through this one.
-use agentplane_process::{confine, process, sandbox};
 
 pub use changes::WorkspaceFiles;
 pub use fs::{FsEnsemble, MAX_EDIT_FILE_BYTES};
@@ -34,30 +30,3 @@ pub use mcp::{
 pub use shell::ShellEnsemble;
 pub use web::{WebEnsemble, WebLimits};
 pub use webhook::{WebhookClient, WebhookSettings};
-
-use agentplane_core::ToolErrorKind;
-use agentplane_engine::ports::ToolError;
-use serde::de::DeserializeOwned;
-
-/// Turns a tool's JSON arguments into its argument struct. The engine has already
-/// checked them against the schema; this is the second, typed check, so a schema that
-/// drifted from the struct fails as `InvalidArguments` instead of misbehaving.
-pub(crate) fn parse_args<T: DeserializeOwned>(
-    tool: &str,
-    args: serde_json::Value,
-) -> Result<T, ToolError> {
-    serde_json::from_value(args).map_err(|e| {
-        ToolError::new(
-            ToolErrorKind::InvalidArguments,
-            format!("invalid arguments for {tool}: {e}"),
-        )
-    })
-}
-
-/// The error for a tool name this ensemble does not offer.
-pub(crate) fn unknown_tool(ensemble: &str, tool: &str) -> ToolError {
-    ToolError::new(
-        ToolErrorKind::UnknownTool,
-        format!("the {ensemble} ensemble has no tool named {tool:?}"),
-    )
-}

@@ -125,9 +125,9 @@ impl Ensemble for WebEnsemble {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         if tool != "fetch_url" {
-            return Err(crate::unknown_tool(self.name(), tool));
+            return Err(crate::call::unknown_tool(self.name(), tool));
         }
-        let args: FetchArgs = crate::parse_args(tool, args)?;
+        let args: FetchArgs = crate::call::parse_args(tool, args)?;
         if !self.access.allowed {
             return Err(denied("network access is not allowed for this agent"));
         }
@@ -251,7 +251,7 @@ impl WebEnsemble {
         }
         // agentplane's own API is never a target, whatever the agent may reach: a
         // fetch from inside would act with the server's own address (issue 30).
-        let own = crate::sandbox::own_ports();
+        let own = agentplane_process::sandbox::own_ports();
         if let Some(addr) = addrs
             .iter()
             .find(|addr| own.contains(&addr.port()) && (self.screen)(addr.ip()).is_some())

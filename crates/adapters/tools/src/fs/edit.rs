@@ -3,7 +3,7 @@
 //! part, cannot rewrite the whole file from a guess through this tool: it names the text
 //! to change and the text to put there, and an edit whose text is not in the file is
 //! refused with what to do instead. The path checks are `write_file`'s
-//! ([`super::writable_path`]), for a file that must already exist.
+//! ([`super::paths::writable_path`]), for a file that must already exist.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -12,9 +12,9 @@ use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::{ToolContext, ToolError, ToolOutput};
 use serde::Deserialize;
 
-use super::{failed, inside_git_dir, refuse_git_dir, writable_path};
-use crate::confine::{self, Access, resolve_in_workspace};
+use super::paths::{failed, inside_git_dir, refuse_git_dir, writable_path};
 use crate::text;
+use agentplane_process::confine::{self, Access, resolve_in_workspace};
 
 /// Files larger than this are not edited (`write_file` replaces them whole).
 pub const MAX_EDIT_FILE_BYTES: u64 = 4 * 1024 * 1024;

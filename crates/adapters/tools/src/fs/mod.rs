@@ -20,26 +20,29 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use agentplane_core::policy::DataScope;
 use agentplane_core::{ToolErrorKind, ToolSpec};
 use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::confine::{self, Access, resolve_in_workspace};
 use crate::text;
+use agentplane_process::confine::{self, Access, resolve_in_workspace};
 
 mod edit;
+mod paths;
 mod walk;
 
 pub use walk::MAX_SCANNED_ENTRIES;
 use walk::{EntryKind, walk};
 
 pub use edit::MAX_EDIT_FILE_BYTES;
+pub(crate) use paths::canonical_workspace;
+pub use paths::{DATA_SCOPE_DENIED, check_path_scope, path_in_scopes};
+use paths::{entry_in_scope, failed, writable_path};
 
 /// Entries `list_files` shows before it stops.
 pub const MAX_LIST_ENTRIES: usize = 1000;
@@ -49,49 +52,6 @@ pub const MAX_SEARCH_MATCHES: usize = 200;
 pub const MAX_SEARCH_FILE_BYTES: u64 = 1024 * 1024;
 /// Characters of a matching line shown by `search_text`.
 const MAX_MATCH_LINE_CHARS: usize = 240;
-
-/// The event type of a path, host or workspace outside the agent's data scope.
-pub const DATA_SCOPE_DENIED: &str = "data_scope_denied";
-
-/// Whether a canonical, absolute path is granted by one of `scopes`: a `paths`
-/// pattern matches the path, or the path with a trailing `/` (so `/data/*` also grants
-/// listing `/data` itself). A path that is not UTF-8 matches nothing.
-pub fn path_in_scopes(scopes: &[DataScope], path: &Path) -> bool {
-    let Some(text) = path.to_str() else {
-        return false;
-    };
-    let dir = format!("{text}/");
-    scopes.iter().any(|scope| {
-        scope
-            .paths
-            .iter()
-            .any(|glob| glob.matches(text) || glob.matches(&dir))
-    })
-}
-
-/// Refuses `path` (canonical, absolute) when a data scope is in force and grants it
-/// not: a `PolicyDenied` violation (a `security_event`). `requested` is what the model
-/// asked for, for the message.
-pub fn check_path_scope(ctx: &ToolContext, path: &Path, requested: &str) -> Result<(), ToolError> {
-    match &ctx.scope {
-        Some(scopes) if !path_in_scopes(scopes, path) => Err(ToolError::violation(
-            ToolErrorKind::PolicyDenied,
-            DATA_SCOPE_DENIED,
-            format!(
-                "{requested:?} ({}) is outside the agent's data scope",
-                path.display()
-            ),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Whether a walk may show or search `path`: always without a scope.
-fn entry_in_scope(ctx: &ToolContext, path: &Path) -> bool {
-    ctx.scope
-        .as_ref()
-        .is_none_or(|scopes| path_in_scopes(scopes, path))
-}
 
 /// The builtin `fs` ensemble. Stateless: everything a call may touch comes from its
 /// [`ToolContext`], so one value serves every turn.
@@ -194,12 +154,12 @@ impl Ensemble for FsEnsemble {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let request = match tool {
-            "read_file" => Request::Read(crate::parse_args(tool, args)?),
-            "write_file" => Request::Write(crate::parse_args(tool, args)?),
-            "edit_file" => Request::Edit(crate::parse_args(tool, args)?),
-            "list_files" => Request::List(crate::parse_args(tool, args)?),
-            "search_text" => Request::Search(crate::parse_args(tool, args)?),
-            _ => return Err(crate::unknown_tool(self.name(), tool)),
+            "read_file" => Request::Read(crate::call::parse_args(tool, args)?),
+            "write_file" => Request::Write(crate::call::parse_args(tool, args)?),
+            "edit_file" => Request::Edit(crate::call::parse_args(tool, args)?),
+            "list_files" => Request::List(crate::call::parse_args(tool, args)?),
+            "search_text" => Request::Search(crate::call::parse_args(tool, args)?),
+            _ => return Err(crate::call::unknown_tool(self.name(), tool)),
         };
         let ctx = ctx.clone();
         tokio::task::spawn_blocking(move || request.run(&ctx))
@@ -394,61 +354,6 @@ fn take_lines(
             taken += 1;
         }
     }
-}
-
-/// Whether a path has a `.git` component (any case): git's own files, where a
-/// configuration the model wrote would make git run programs (`core.fsmonitor`,
-/// aliases, hooks). Writing there is refused; git itself still writes them.
-fn inside_git_dir(path: &Path) -> bool {
-    path.components().any(|part| {
-        matches!(part, std::path::Component::Normal(name)
-            if name.to_string_lossy().eq_ignore_ascii_case(".git"))
-    })
-}
-
-fn refuse_git_dir(shown: &str) -> ToolError {
-    ToolError::violation(
-        ToolErrorKind::SandboxViolation,
-        confine::SANDBOX_VIOLATION,
-        format!("{shown:?} is inside .git/: git's files are not writable by tools"),
-    )
-}
-
-/// The path a write to `requested` may change, or a refusal: never inside `.git/`
-/// (also through a symlink), always in the workspace and in the data scope, never
-/// through a symlink at its final component. Missing parent directories are created.
-fn writable_path(ctx: &ToolContext, requested: &str) -> Result<PathBuf, ToolError> {
-    if inside_git_dir(Path::new(requested)) {
-        return Err(refuse_git_dir(requested));
-    }
-    if ctx.scope.is_some() {
-        // `resolve_in_workspace` creates missing parent directories for a write, so the
-        // path as written is checked first; the canonical one after.
-        let lexical =
-            Path::new(requested)
-                .components()
-                .fold(canonical_workspace(ctx)?, |mut path, part| {
-                    match part {
-                        std::path::Component::Normal(name) => path.push(name),
-                        std::path::Component::ParentDir => {
-                            path.pop();
-                        }
-                        _ => {}
-                    }
-                    path
-                });
-        check_path_scope(ctx, &lexical, requested)?;
-    }
-    let path = resolve_in_workspace(&ctx.workspace, requested, Access::Write)?;
-    // Also through a symbolic link that lands in `.git/`.
-    if inside_git_dir(
-        path.strip_prefix(canonical_workspace(ctx)?)
-            .unwrap_or(&path),
-    ) {
-        return Err(refuse_git_dir(requested));
-    }
-    check_path_scope(ctx, &path, requested)?;
-    Ok(path)
 }
 
 fn write_file(args: &WriteArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -652,25 +557,6 @@ impl Search<'_> {
     }
 }
 
-/// The workspace, canonical as the turn was given it (ADR 0040): one that resolves
-/// elsewhere now (a folder on its path swapped for a symlink) is refused, never followed.
-pub(crate) fn canonical_workspace(ctx: &ToolContext) -> Result<PathBuf, ToolError> {
-    let canonical = std::fs::canonicalize(&ctx.workspace).map_err(|e| {
-        ToolError::new(
-            ToolErrorKind::ExecutionFailed,
-            format!("the workspace is not accessible: {e}"),
-        )
-    })?;
-    if canonical != ctx.workspace {
-        return Err(ToolError::violation(
-            ToolErrorKind::SandboxViolation,
-            agentplane_process::confine::SANDBOX_VIOLATION,
-            "the workspace was replaced by a symlink since the turn began; nothing runs there",
-        ));
-    }
-    Ok(canonical)
-}
-
 /// `path` relative to the workspace root with `/` separators, as the model should
 /// pass it back; the root itself is `.`.
 fn relative(root: &Path, path: &Path) -> String {
@@ -682,13 +568,6 @@ fn relative(root: &Path, path: &Path) -> String {
         .map(|c| c.as_os_str().to_string_lossy())
         .collect::<Vec<_>>()
         .join("/")
-}
-
-fn failed(requested: &str, error: &std::io::Error) -> ToolError {
-    ToolError::new(
-        ToolErrorKind::ExecutionFailed,
-        format!("{requested}: {error}"),
-    )
 }
 
 #[cfg(test)]

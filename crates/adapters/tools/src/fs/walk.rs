@@ -9,7 +9,7 @@ use std::time::Instant;
 use agentplane_core::ToolErrorKind;
 use agentplane_engine::ports::ToolError;
 
-use crate::confine;
+use agentplane_process::confine;
 
 /// Directory entries a walk looks at before it stops, shown or not.
 pub const MAX_SCANNED_ENTRIES: usize = 50_000;

@@ -28,7 +28,7 @@ use super::http;
 use super::oauth::TokenSource;
 use super::spec::{McpServerSpec, McpTransport};
 use super::stdio::{self, StderrDrain};
-use crate::process::{ServerCommand, ServerProcess};
+use agentplane_process::process::{ServerCommand, ServerProcess};
 
 /// Bytes of a startup failure's own reason (an HTTP error page, say) kept in the message,
 /// besides the stderr tail.

@@ -13,7 +13,7 @@ use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
 
 use super::connection::Connection;
-use super::servers::{Lease, Pool};
+use super::pool::{Lease, Pool};
 use super::spec::McpServerSpec;
 
 /// One server for one turn of one thread.
@@ -87,7 +87,7 @@ impl Ensemble for McpEnsemble {
             ));
         };
         let Some(server_name) = connection.catalog().server_name(tool) else {
-            return Err(crate::unknown_tool(&self.spec.name, tool));
+            return Err(crate::call::unknown_tool(&self.spec.name, tool));
         };
         let args = match args {
             serde_json::Value::Object(map) => map,

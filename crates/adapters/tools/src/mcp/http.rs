@@ -1,13 +1,12 @@
-//! The streamable HTTP side of a connection: one HTTP client for every MCP server (and
-//! their token endpoints), and the rmcp transport for one server's URL, headers and
-//! access tokens.
+//! The streamable HTTP side of a connection: the rmcp transport for one server's URL,
+//! headers and access tokens, over the one HTTP client (`super::client`).
 //!
 //! Header values are credentials: they are marked sensitive and never appear in an
 //! error message (a bad header is named by its name only). Redirects are not followed,
 //! so headers never reach another host.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest_mcp::header::{HeaderName, HeaderValue};
@@ -16,28 +15,8 @@ use rmcp::transport::common::client_side_sse::FixedInterval;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use super::bearer::BearerClient;
+use super::client::client;
 use super::oauth::TokenSource;
-
-/// How long establishing a TCP (and TLS) connection may take; the startup and call
-/// timeouts bound everything else.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The one client for MCP servers, built on first use.
-pub(crate) fn client() -> Result<reqwest_mcp::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest_mcp::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            // reqwest is built without a TLS provider of its own; ring is the one the
-            // workspace builds. A provider already installed is fine.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            reqwest_mcp::Client::builder()
-                .redirect(reqwest_mcp::redirect::Policy::none())
-                .connect_timeout(CONNECT_TIMEOUT)
-                .build()
-                .map_err(|e| format!("the HTTP client could not be built: {e}"))
-        })
-        .clone()
-}
 
 /// The transport to `url`, sending `headers` and, with `tokens`, the current access
 /// token with every request.

@@ -7,10 +7,11 @@
 //! for a thread's next turn ([`McpServerSpec::idle_timeout`]).
 //!
 //! Files: [`spec`] (what a server is), `stdio` and `http` (the two ways to reach one;
-//! `oauth` and `bearer`: access tokens from a client-credentials grant on each request),
+//! `oauth` and `bearer`: access tokens from a client-credentials grant on each request;
+//! `client`: the one HTTP client under both),
 //! `connection` (one live session), `catalog` (tools for the model), `content`
 //! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
-//! servers and the kept connections), `shared` (one connection per server for the
+//! servers), `pool` (the connections kept between turns), `shared` (one connection per server for the
 //! MCP gateway's callers). What must not live here: which agent may use
 //! which server, and configuration parsing (both belong to the runtime).
 //!
@@ -18,6 +19,7 @@
 
 mod bearer;
 mod catalog;
+mod client;
 mod connection;
 mod content;
 mod ensemble;
@@ -25,6 +27,7 @@ mod ensemble;
 pub mod fuzzing;
 mod http;
 mod oauth;
+mod pool;
 pub mod servers;
 mod shared;
 pub mod spec;

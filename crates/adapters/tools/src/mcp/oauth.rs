@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use reqwest_mcp::header::{ACCEPT, CONTENT_TYPE};
 use serde::Deserialize;
 
-use super::http;
+use super::client;
 use super::spec::{ClientAuth, OAuthClient};
 
 /// How long a token request may take, body included.
@@ -169,7 +169,7 @@ impl TokenSource {
     /// One token request.
     async fn fetch(&self) -> Result<Cached, TokenError> {
         let (form, basic) = self.form();
-        let client = http::client().map_err(|e| self.failed(e))?;
+        let client = client::client().map_err(|e| self.failed(e))?;
         let mut request = client
             .post(&self.grant.token_url)
             .header(CONTENT_TYPE, "application/x-www-form-urlencoded")

@@ -1,5 +1,5 @@
 //! The stdio side of a connection: the server process (started by
-//! [`crate::process::start_server`]) and the tail of what it writes to stderr.
+//! [`agentplane_process::process::start_server`]) and the tail of what it writes to stderr.
 //!
 //! stderr is drained all the time, so a chatty server never blocks on a full pipe, and
 //! only its last [`STDERR_TAIL`] bytes are kept, for error messages. What must not live
@@ -12,7 +12,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::task::JoinHandle;
 
-use crate::process::{ServerCommand, ServerProcess, start_server};
+use agentplane_process::process::{ServerCommand, ServerProcess, start_server};
 
 /// Bytes of a server's stderr kept for error messages.
 pub(crate) const STDERR_TAIL: usize = 2048;

@@ -3,7 +3,7 @@
 //! "shell" names what the model asks for, not how it runs: the program is a bare name
 //! that must be on the agent's allowlist and on `PATH`, and its arguments go to it as
 //! an argv, so `;`, `|`, `$(…)` and backticks are literal text. Whatever runs is
-//! confined by the kernel to the workspace ([`crate::sandbox`]); the allowlist decides
+//! confined by the kernel to the workspace ([`agentplane_process::sandbox`]); the allowlist decides
 //! *which* programs, the kernel *where* they reach. `sh -c` works only when the
 //! allowlist names `sh`, and then runs anything, but only inside the sandbox. A
 //! non-zero exit is a result the model reads, not an error.
@@ -28,11 +28,11 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::confine::SANDBOX_VIOLATION;
-use crate::process::{self, Captured, Finished, Invocation, Outcome};
-use crate::sandbox::Sandbox;
 use crate::text;
 use crate::web::NETWORK_DENIED;
+use agentplane_process::confine::SANDBOX_VIOLATION;
+use agentplane_process::process::{self, Captured, Finished, Invocation, Outcome};
+use agentplane_process::sandbox::Sandbox;
 
 mod egress;
 mod git;
@@ -137,9 +137,9 @@ impl Ensemble for ShellEnsemble {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         if tool != "run_command" {
-            return Err(crate::unknown_tool(self.name(), tool));
+            return Err(crate::call::unknown_tool(self.name(), tool));
         }
-        let args: RunArgs = crate::parse_args(tool, args)?;
+        let args: RunArgs = crate::call::parse_args(tool, args)?;
         let program = self.admit(&args)?;
         let env = self.screen(&args, &ctx.workspace)?;
         // Checked at every call: a workspace swapped for a symlink is never entered.

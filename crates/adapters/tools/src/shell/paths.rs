@@ -1,7 +1,7 @@
 //! The argument screen for paths: an argument naming a place outside the workspace and
 //! the sandbox's roots is refused before anything runs, as a `sandbox_violation`.
 //!
-//! This is not the confinement — the kernel is (`crate::sandbox`): an argument can
+//! This is not the confinement — the kernel is (`agentplane_process::sandbox`): an argument can
 //! hide a path in ways no screen sees (a glued short option, a file that lists paths, a
 //! symbolic link). The screen exists so that the plain attempts (`cat
 //! /proc/1/environ`, `sort -o /elsewhere`, `find -fprint /elsewhere`, `grep -r x
@@ -12,7 +12,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::sandbox::Sandbox;
+use agentplane_process::sandbox::Sandbox;
 
 /// Roots that are readable for the programs' own needs but never a fit argument:
 /// `/proc` and `/sys` describe other processes and the machine.
