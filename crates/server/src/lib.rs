@@ -67,6 +67,7 @@ mod openapi;
 mod origin;
 mod routes;
 mod sse;
+mod state;
 mod summary;
 mod trace;
 
@@ -102,6 +103,7 @@ pub use origin::AllowedOrigins;
 pub use summary::{StartupSummary, startup_summary};
 
 use crate::routes::{agents, events, health, permissions, threads, turns};
+pub(crate) use crate::state::AppState;
 
 /// Largest request body accepted by default: far above any real request (turn input
 /// is capped at 256 KiB by the hub), far below what could hurt the process.
@@ -272,37 +274,6 @@ fn check_address(
         return Err(ServeError::PublicWithoutToken(addr));
     }
     Ok(())
-}
-
-/// What every handler shares.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub(crate) hub: Arc<Hub>,
-    heartbeat: Duration,
-    /// Cancelled after shutdown, to end streams that would follow a thread forever.
-    streams_end: CancellationToken,
-    /// The serialized OpenAPI document, set once the routes are known.
-    pub(crate) openapi: Arc<OnceLock<Bytes>>,
-    pub(crate) model_probe_timeout: Duration,
-    pub(crate) executions: Option<Arc<Executions>>,
-    /// The event streams following threads, counted against their limits.
-    pub(crate) followers: Arc<followers::Followers>,
-}
-
-impl AppState {
-    /// The execution service, or 404 when this server runs none.
-    pub(crate) fn executions(&self) -> Result<&Arc<Executions>, ApiError> {
-        self.executions
-            .as_ref()
-            .ok_or_else(|| ApiError::not_found("executions are not enabled on this server"))
-    }
-
-    pub(crate) fn stream_options(&self) -> sse::StreamOptions {
-        sse::StreamOptions {
-            heartbeat: self.heartbeat,
-            end: self.streams_end.clone(),
-        }
-    }
 }
 
 /// The API as an axum router, ready to serve (its streams end only when their turn

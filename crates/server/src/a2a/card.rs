@@ -16,7 +16,7 @@ use axum::http::HeaderMap;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
-use super::A2aState;
+use super::state::A2aState;
 use crate::error::ApiError;
 
 /// The name of the bearer scheme (API keys and the server's token).

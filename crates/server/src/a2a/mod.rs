@@ -14,10 +14,14 @@
 //! The card is public (it holds no secret); every JSON-RPC call needs a caller proven
 //! as on `/v1` (`auth.rs`), a request naming no client being [`DEFAULT_CLIENT`]'s.
 
+mod call;
 mod card;
+mod protocol;
 mod push;
 mod rpc;
+mod state;
 mod stream;
+mod targets;
 mod task;
 
 use std::net::SocketAddr;
@@ -25,10 +29,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_a2a::v0_3;
-use agentplane_a2a::wire::{self, JsonRpcError, JsonRpcResponse, codes};
+use agentplane_a2a::wire::{self, codes};
 use agentplane_engine::executions::WebhookSender;
 use agentplane_engine::hub::Hub;
-use agentplane_engine::identity::Caller;
 use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
@@ -45,36 +48,15 @@ use crate::auth::{Gate, Identity};
 use crate::error::ApiError;
 use crate::followers::Followers;
 
+use call::Call;
+use protocol::{Generation, rpc_error};
+pub use state::A2aOptions;
+use state::A2aState;
+use targets::Registry;
+
 /// The client an A2A request acts as when a token or claimed caller names none (a key
 /// or an OIDC token names its own).
 pub const DEFAULT_CLIENT: &str = "a2a";
-
-/// What `[a2a]` publishes.
-#[derive(Debug, Clone, Default)]
-pub struct A2aOptions {
-    /// The published agents, in the configured order; empty: A2A is off.
-    pub agents: Vec<String>,
-    /// The absolute, checked workspace of the threads A2A messages create.
-    pub workspace: String,
-    /// The OIDC provider's discovery document, when `[auth.oidc]` is configured.
-    pub oidc_discovery: Option<String>,
-}
-
-/// What the handlers share.
-#[derive(Clone)]
-pub(crate) struct A2aState {
-    pub(crate) hub: Arc<Hub>,
-    pub(crate) options: Arc<A2aOptions>,
-    pub(crate) heartbeat: Duration,
-    pub(crate) end: CancellationToken,
-    /// The executions' signed webhooks; `None`: no push notifications.
-    pub(crate) webhooks: Option<Arc<dyn WebhookSender>>,
-    /// The push notification configurations of the tasks started here.
-    pub(crate) pushes: Arc<push::Registry>,
-    /// The streams following threads, `/v1`'s and ours: a `SubscribeToTask` takes a
-    /// place under the same caps as `GET /v1/threads/{id}/events`.
-    pub(crate) followers: Arc<Followers>,
-}
 
 /// Where the routes' streams are kept alive, counted and ended.
 pub(crate) struct Streams {
@@ -103,7 +85,7 @@ pub(crate) fn routes<S: Clone + Send + Sync + 'static>(
         heartbeat: streams.heartbeat,
         end: streams.end,
         webhooks,
-        pushes: Arc::new(push::Registry::default()),
+        pushes: Arc::new(Registry::default()),
         followers: streams.followers,
     };
     let rpc = Router::new()
@@ -129,163 +111,6 @@ async fn authenticate(State(gate): State<Gate>, request: Request, next: Next) ->
         }
         Err(error) => error.into_response(),
     }
-}
-
-/// The protocol generation a request speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Generation {
-    V1,
-    V0_3,
-}
-
-impl Generation {
-    pub(crate) fn version(self) -> &'static str {
-        match self {
-            Self::V1 => wire::PROTOCOL_VERSION,
-            Self::V0_3 => v0_3::PROTOCOL_VERSION,
-        }
-    }
-
-    /// An error object as this generation writes it.
-    pub(crate) fn error(self, code: i64, message: impl Into<String>) -> JsonRpcError {
-        match self {
-            Self::V1 => JsonRpcError::new(code, message),
-            Self::V0_3 => JsonRpcError::plain(code, message),
-        }
-    }
-}
-
-/// A JSON-RPC failure, or one our HTTP envelope answers (a role the caller lacks, a
-/// rate limit, a budget: as on `/v1`).
-#[derive(Debug)]
-pub(crate) enum Failure {
-    Rpc(i64, String),
-    Http(ApiError),
-}
-
-impl Failure {
-    pub(crate) fn rpc(code: i64, message: impl Into<String>) -> Self {
-        Self::Rpc(code, message.into())
-    }
-
-    /// The outcome recorded for it: the JSON-RPC code, or our error code.
-    pub(crate) fn outcome(&self) -> String {
-        match self {
-            Self::Rpc(code, _) => code.to_string(),
-            Self::Http(e) => e.code().as_str().to_owned(),
-        }
-    }
-}
-
-impl From<agentplane_engine::hub::HubError> for Failure {
-    fn from(e: agentplane_engine::hub::HubError) -> Self {
-        use agentplane_engine::hub::HubError;
-        match e {
-            HubError::NotFound(_) => Self::rpc(codes::TASK_NOT_FOUND, "Task not found"),
-            HubError::InvalidArgument(m) => Self::Rpc(codes::INVALID_PARAMS, m),
-            HubError::Conflict(m) => Self::Rpc(codes::UNSUPPORTED_OPERATION, m),
-            other => Self::Http(ApiError::from(other)),
-        }
-    }
-}
-
-/// One call being served.
-pub(crate) struct Call {
-    pub(crate) state: A2aState,
-    pub(crate) caller: Caller,
-    pub(crate) agent: String,
-    pub(crate) generation: Generation,
-    /// The 1.0 name of the method.
-    pub(crate) method: &'static str,
-    pub(crate) id: Value,
-    /// The remote address, for the per-address stream cap (unknown only for a router
-    /// served without the accept loop).
-    pub(crate) peer: Option<SocketAddr>,
-}
-
-impl Call {
-    /// A successful answer.
-    pub(crate) fn ok(&self, result: Value) -> Response {
-        axum::Json(JsonRpcResponse::ok(self.id.clone(), result)).into_response()
-    }
-
-    /// A failed answer, recorded where it names a task the caller may see.
-    pub(crate) fn fail(&self, failure: Failure) -> Response {
-        match failure {
-            Failure::Rpc(code, message) => rpc_error(&self.id, self.generation, code, message),
-            Failure::Http(e) => e.into_response(),
-        }
-    }
-
-    /// Records the request in the running turn it names (an `a2a_request` event,
-    /// never the message); a turn that has ended cannot take events, so the request is
-    /// then only in the access log and the metrics.
-    pub(crate) async fn record(&self, task: &str, context: Option<&str>, outcome: &str) {
-        tracing::info!(
-            target: "agentplane::a2a",
-            agent = %self.agent,
-            method = self.method,
-            version = self.generation.version(),
-            task,
-            outcome,
-            "a2a request"
-        );
-        let Ok(turn) = agentplane_core::TurnId::parse(task) else {
-            return;
-        };
-        let payload = agentplane_core::EventPayload::A2aRequest {
-            direction: "in".into(),
-            method: self.wire_method().to_owned(),
-            task: Some(task.to_owned()),
-            context: context.map(str::to_owned),
-            protocol_version: self.generation.version().to_owned(),
-            outcome: outcome.to_owned(),
-        };
-        match self
-            .state
-            .hub
-            .record_request(&self.caller, &turn, payload)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => tracing::debug!(%turn, "the task has ended: its request is logged only"),
-            Err(e) => tracing::debug!(%turn, error = %e, "an a2a request could not be recorded"),
-        }
-    }
-
-    /// The method as the client named it.
-    pub(crate) fn wire_method(&self) -> &'static str {
-        match self.generation {
-            Generation::V1 => self.method,
-            Generation::V0_3 => v0_3::method_from_v1(self.method).unwrap_or(self.method),
-        }
-    }
-
-    /// Logs a request that names no task.
-    pub(crate) fn log(&self, outcome: &str) {
-        tracing::info!(
-            target: "agentplane::a2a",
-            agent = %self.agent,
-            method = self.wire_method(),
-            version = self.generation.version(),
-            outcome,
-            "a2a request"
-        );
-    }
-}
-
-/// A JSON-RPC error response (HTTP 200, as JSON-RPC over HTTP answers).
-fn rpc_error(
-    id: &Value,
-    generation: Generation,
-    code: i64,
-    message: impl Into<String>,
-) -> Response {
-    axum::Json(JsonRpcResponse::err(
-        id.clone(),
-        generation.error(code, message),
-    ))
-    .into_response()
 }
 
 /// The generation a request's `A2A-Version` header names (absent: 0.3, as the SDK
@@ -425,6 +250,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     use super::*;
+    use crate::a2a::protocol::Failure;
 
     fn with(version: Option<&str>) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -13,13 +13,14 @@ use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
 use agentplane_engine::hub::{CreateThread, HistoryTurn, StartedTurn};
 use agentplane_engine::ports::TurnStatus;
 use axum::response::Response;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::push::{self, Target};
+use super::call::{Call, find, parse, task_json};
+use super::protocol::{Failure, Generation};
+use super::targets::Target;
 use super::task::task_of;
-use super::{Call, Failure, Generation, stream};
+use super::{push, stream};
 
 /// How long a cancel waits for its turn to end before answering with the task as it
 /// stands.
@@ -51,36 +52,6 @@ pub(crate) async fn dispatch(call: Call, params: Value) -> Response {
             call.fail(failure)
         }
     }
-}
-
-/// The params as `T`, or `InvalidParams`.
-pub(crate) fn parse<T: DeserializeOwned>(params: Value) -> Result<T, Failure> {
-    serde_json::from_value(params)
-        .map_err(|e| Failure::rpc(codes::INVALID_PARAMS, format!("Invalid params: {e}")))
-}
-
-/// A task id as a turn id; anything else names no task.
-pub(crate) fn turn_id(id: &str) -> Result<TurnId, Failure> {
-    TurnId::parse(id).map_err(|_| Failure::rpc(codes::TASK_NOT_FOUND, "Task not found"))
-}
-
-/// A task as the caller's generation writes it.
-pub(crate) fn task_json(generation: Generation, task: &Task) -> Value {
-    let value = match generation {
-        Generation::V1 => serde_json::to_value(task),
-        Generation::V0_3 => serde_json::to_value(v0_3::task_from_v1(task)),
-    };
-    value.unwrap_or(Value::Null)
-}
-
-/// The caller's turn `id` with its stored events; another client's is not found.
-pub(crate) async fn find(call: &Call, id: &str) -> Result<HistoryTurn, Failure> {
-    let turn = turn_id(id)?;
-    call.state
-        .hub
-        .turn_with_events(&call.caller, &turn)
-        .await
-        .map_err(Failure::from)
 }
 
 fn task_from(found: &HistoryTurn, history_length: Option<i64>) -> Task {

@@ -17,9 +17,9 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::rpc::{find, parse, task_json};
+use super::call::{Call, find, parse, task_json};
+use super::protocol::{Failure, Generation};
 use super::task::{StreamMapper, task_of};
-use super::{Call, Failure, Generation};
 
 /// The stream of a turn just started by this request.
 pub(crate) async fn follow_started(

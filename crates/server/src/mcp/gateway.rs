@@ -26,7 +26,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
-use super::{Caller, call};
+use super::call;
+use super::caller::Caller;
 
 /// How often a waiting request looks for the decision, and a task's suggested poll.
 const POLL: Duration = Duration::from_millis(250);

@@ -18,8 +18,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::agents::AgentTools;
+use super::caller::Caller;
 use super::gateway::GatewayTools;
-use super::{AgentTools, Caller};
 
 /// How `/mcp` behaves.
 pub(crate) struct HttpOptions {

@@ -17,8 +17,9 @@ use rmcp::service::ServerInitializeError;
 use rmcp::{ServiceExt, transport};
 use tokio_util::sync::CancellationToken;
 
+use super::agents::AgentTools;
+use super::caller::Caller;
 use super::gateway::GatewayTools;
-use super::{AgentTools, Caller};
 
 /// How [`serve_stdio`] runs.
 #[derive(Debug, Clone)]

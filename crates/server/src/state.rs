@@ -1,0 +1,46 @@
+//! What every handler shares ([`AppState`]): the hub, the execution service, the stream
+//! settings and the followers counted against their limits. Built once by the router.
+//!
+//! What must not live here: routes or anything a handler does.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentplane_engine::executions::Executions;
+use agentplane_engine::hub::Hub;
+use axum::body::Bytes;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApiError;
+use crate::{followers, sse};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) heartbeat: Duration,
+    /// Cancelled after shutdown, to end streams that would follow a thread forever.
+    pub(crate) streams_end: CancellationToken,
+    /// The serialized OpenAPI document, set once the routes are known.
+    pub(crate) openapi: Arc<OnceLock<Bytes>>,
+    pub(crate) model_probe_timeout: Duration,
+    pub(crate) executions: Option<Arc<Executions>>,
+    /// The event streams following threads, counted against their limits.
+    pub(crate) followers: Arc<followers::Followers>,
+}
+
+impl AppState {
+    /// The execution service, or 404 when this server runs none.
+    pub(crate) fn executions(&self) -> Result<&Arc<Executions>, ApiError> {
+        self.executions
+            .as_ref()
+            .ok_or_else(|| ApiError::not_found("executions are not enabled on this server"))
+    }
+
+    pub(crate) fn stream_options(&self) -> sse::StreamOptions {
+        sse::StreamOptions {
+            heartbeat: self.heartbeat,
+            end: self.streams_end.clone(),
+        }
+    }
+}
