@@ -20,7 +20,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde_json::Value;
 
-use crate::OidcConfig;
+use crate::config::OidcConfig;
 
 /// The shortest time between two fetches of the key set.
 pub const MIN_REFETCH: Duration = Duration::from_secs(1);
