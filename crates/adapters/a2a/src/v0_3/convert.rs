@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::*;
+use super::shapes::*;
 use crate::wire;
 
 pub fn state_from_v1(state: wire::TaskState) -> TaskState {
