@@ -23,7 +23,7 @@ use agentplane_engine::ports::external::ExternalError;
 use agentplane_process::Sandbox;
 use agentplane_process::sandbox::{Prepared, prepare};
 
-use crate::AcpAgentConfig;
+use crate::config::AcpAgentConfig;
 
 /// A prompt's confinement, ready for the spawn, and its private temporary directory.
 pub(crate) struct Confinement {
@@ -85,7 +85,7 @@ pub(crate) fn confinement_for(
         }
     }
     let ro = &mut sandbox.spec.read_only;
-    let program = crate::locate_program(&config.command);
+    let program = crate::config::locate_program(&config.command);
     for path in program.iter().chain(
         config
             .args

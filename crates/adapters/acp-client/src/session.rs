@@ -42,8 +42,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::AcpAgentConfig;
 use crate::capabilities::{self, Refused};
+use crate::config::AcpAgentConfig;
 use crate::confinement::{Confinement, confinement_for};
 use crate::lines::{MAX_LINE_BYTES, bounded_lines, line_sink};
 use crate::terminals::{Ended, Terminals};
