@@ -40,7 +40,7 @@ use crate::metered;
 use crate::ports::{ModelCallRecord, ModelInfo, TextSink};
 use crate::turn::TurnDeps;
 use agentplane_core::EventPayload;
-use agentplane_core::policy::Surface;
+use agentplane_core::policy::{ContentAction, Surface};
 
 /// The agent name gateway calls run under unless configured.
 pub const DEFAULT_AGENT: &str = "gateway";
@@ -204,9 +204,12 @@ fn withhold_denied_tools(
     }
 }
 
-/// The content policies watching gateway requests, over every message's text:
-/// redacted in place, or the call refused when a `deny` policy found something.
-/// Findings are logged (a gateway call has no thread), never the text found.
+/// The content policies watching gateway requests, over every message's text and the
+/// arguments of the tool calls it carries (an assistant message of the conversation so
+/// far: every string and key of the JSON, `ContentGuard::check_json`; arguments that
+/// are not JSON as one text): redacted in place, or the call refused when a `deny`
+/// policy found something. Findings are logged (a gateway call has no thread), never
+/// the text found.
 fn guard_request(
     policies: &agentplane_core::policy::PolicySet,
     ctx: &RequestContext<'_>,
@@ -218,13 +221,24 @@ fn guard_request(
         return Ok(());
     }
     for (i, message) in request.messages.iter_mut().enumerate() {
-        let Some(text) = message.content.as_mut() else {
-            continue;
-        };
-        let checked = guard.check(text);
-        note_findings(governance, &guard.events(&checked.found, None));
-        if let Some(policy) = &checked.denied_by {
-            let refusal = Refusal::content(policies, policy, &checked.found, "the messages");
+        let mut found = Vec::new();
+        let mut denied_by = None;
+        if let Some(text) = message.content.as_mut() {
+            let checked = guard.check(text);
+            found.extend(checked.found);
+            denied_by = checked.denied_by;
+            if let std::borrow::Cow::Owned(redacted) = checked.text {
+                *text = redacted;
+            }
+        }
+        for call in &mut message.tool_calls {
+            let (call_found, call_denied) = guard_arguments(&guard, &mut call.arguments);
+            found.extend(call_found);
+            denied_by = denied_by.or(call_denied);
+        }
+        note_findings(governance, &guard.events(&found, None));
+        if let Some(policy) = &denied_by {
+            let refusal = Refusal::content(policies, policy, &found, "the messages");
             governance
                 .telemetry
                 .policy_denied(ctx.agent_name(), policy, "content");
@@ -233,11 +247,34 @@ fn guard_request(
                 &format!("a gateway call (message {i})"),
             ));
         }
-        if let std::borrow::Cow::Owned(redacted) = checked.text {
-            *text = redacted;
-        }
     }
     Ok(())
+}
+
+/// One tool call's arguments in a gateway request, screened in place: as JSON (keys
+/// included) when they parse, else as one text.
+fn guard_arguments(
+    guard: &ContentGuard<'_>,
+    arguments: &mut String,
+) -> (Vec<crate::governance::content::Found>, Option<String>) {
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(mut value) => {
+            let (found, denied_by) = guard.check_json(&mut value);
+            // Rewritten only when something changed: clean arguments keep their text.
+            if found.iter().any(|f| f.action != ContentAction::Flag) {
+                *arguments = value.to_string();
+            }
+            (found, denied_by)
+        }
+        Err(_) => {
+            let checked = guard.check(arguments);
+            let (found, denied_by) = (checked.found, checked.denied_by);
+            if let std::borrow::Cow::Owned(redacted) = checked.text {
+                *arguments = redacted;
+            }
+            (found, denied_by)
+        }
+    }
 }
 
 /// Counts and logs content findings of a gateway call (it has no thread to record
@@ -449,20 +486,26 @@ impl AdmittedCall {
         }
         let governance = &self.deps.governance;
         note_findings(governance, &guard.events(&ended.found, None));
+        // The answer and the error alike: a `deny` policy that found something in
+        // either refuses it (both are screened by the metered call).
+        if let Some(policy) = &ended.denied_by
+            && !matches!(ended.outcome, Err(metered::Unanswered::Cancelled))
+        {
+            governance
+                .telemetry
+                .policy_denied(&self.agent, policy, "content");
+            let (held, what) = match ended.outcome {
+                Ok(_) => ("the answer", "the model's answer"),
+                Err(_) => ("the error", "the model server's error"),
+            };
+            let refusal = Refusal::content(&policies, policy, &ended.found, held);
+            return Err(crate::error::refused(&refusal, what));
+        }
         match ended.outcome {
-            Ok(routed) => {
-                if let Some(policy) = &ended.denied_by {
-                    governance
-                        .telemetry
-                        .policy_denied(&self.agent, policy, "content");
-                    let refusal = Refusal::content(&policies, policy, &ended.found, "the answer");
-                    return Err(crate::error::refused(&refusal, "the model's answer"));
-                }
-                Ok(GatewayReply {
-                    id: self.id,
-                    response: routed.response,
-                })
-            }
+            Ok(routed) => Ok(GatewayReply {
+                id: self.id,
+                response: routed.response,
+            }),
             Err(metered::Unanswered::Failed(e)) => Err(e.into()),
             // Its token never fires: only dropping the call ends it early.
             Err(metered::Unanswered::Cancelled) => Err(HubError::ShuttingDown),

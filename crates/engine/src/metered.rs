@@ -13,7 +13,9 @@
 //! An answer is screened (`governance::outgoing`: secrets and the content policies of
 //! the caller's surface, [`Screen`]) before its span, its charge or its caller sees it:
 //! the model name an upstream gives is exported as `gen_ai.response.model` only
-//! redacted.
+//! redacted. So is an error (`outgoing::screen_error`): the body of an upstream's error
+//! answer, and each failover's reason, reach the caller (and so its events, its
+//! client, its logs) only screened.
 //!
 //! What must not live here: how a caller records the charge (events in a turn, a
 //! `ModelCallRecord` for the gateway), or what it does with the streamed text.
@@ -142,21 +144,36 @@ pub async fn call(
     let span = telemetry::model_call_span(agent, &call.request.model);
     telemetry::record_model_input(&span, &call.request.messages);
     let mut texted = false;
+    // A failover's reason is the failed upstream's words: screened before the caller
+    // records or logs it, its findings kept with the call's.
+    let mut failover_found = Vec::new();
     let answered = {
         let mut seen = |text: &str| {
             texted = true;
             on_text(text);
         };
+        let guard = call.screen.guard;
+        let mut screened_failover = |failover: Failover<'_>| {
+            let mut error = failover.error.clone();
+            let (found, _) = outgoing::screen_error(guard, &mut error);
+            failover_found.extend(found);
+            on_failover(Failover {
+                error: &error,
+                ..failover
+            });
+        };
         let chat = call
             .providers
-            .chat(&call.route, call.request, &mut seen, on_failover)
+            .chat(&call.route, call.request, &mut seen, &mut screened_failover)
             .instrument(span.clone());
         tokio::select! {
             () = cancel.cancelled() => None,
             answered = chat => Some(answered),
         }
     };
-    let ended = settle(meter, &call, answered, texted, on_charged).await;
+    let mut ended = settle(meter, &call, answered, texted, on_charged).await;
+    failover_found.append(&mut ended.found);
+    ended.found = failover_found;
     if !span.is_disabled() {
         let charged = ended.charged.as_ref();
         let usage = charged.and_then(|c| c.usage);
@@ -259,13 +276,14 @@ async fn settle(
             }
         }
         // Failed before any text: the model did no work we saw; nothing is charged.
-        Some(Err(e)) if !texted => {
+        Some(Err(mut e)) if !texted => {
             meter.release().await;
+            let (found, denied_by) = outgoing::screen_error(call.screen.guard, &mut e);
             Metered {
                 outcome: Err(Unanswered::Failed(e)),
                 charged: None,
-                found: Vec::new(),
-                denied_by: None,
+                found,
+                denied_by,
             }
         }
         // Cancelled, or failed after text arrived: the model was asked and worked.
@@ -278,14 +296,18 @@ async fn settle(
             };
             on_charged(&charged);
             meter.settle(&charged.charge, agent, "").await;
+            let (outcome, found, denied_by) = match ended {
+                Some(Err(mut e)) => {
+                    let (found, denied_by) = outgoing::screen_error(call.screen.guard, &mut e);
+                    (Unanswered::Failed(e), found, denied_by)
+                }
+                _ => (Unanswered::Cancelled, Vec::new(), None),
+            };
             Metered {
-                outcome: Err(match ended {
-                    Some(Err(e)) => Unanswered::Failed(e),
-                    _ => Unanswered::Cancelled,
-                }),
+                outcome: Err(outcome),
                 charged: Some(charged),
-                found: Vec::new(),
-                denied_by: None,
+                found,
+                denied_by,
             }
         }
     }

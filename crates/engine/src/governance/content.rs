@@ -96,9 +96,12 @@ impl<'p> ContentGuard<'p> {
         out
     }
 
-    /// Checks every string in a JSON value (a tool call's arguments), redacting in
-    /// place; findings carry the string's pointer. Returns the findings and the first
-    /// denying policy.
+    /// Checks every string and every object key in a JSON value (a tool call's
+    /// arguments), redacting in place; findings carry the string's pointer (a key's:
+    /// its object's). A key is as much the caller's words as a value: a card number or
+    /// a secret used as a key is found, redacted (the key renamed, its value kept) and
+    /// denied like one in a value, and the pointers below it name the redacted key,
+    /// never what it held. Returns the findings and the first denying policy.
     pub fn check_json(&self, value: &mut Value) -> (Vec<Found>, Option<String>) {
         let mut found = Vec::new();
         let mut denied = None;
@@ -136,10 +139,32 @@ impl<'p> ContentGuard<'p> {
                 }
             }
             Value::Object(map) => {
+                // Rebuilt only when a key changes, so an untouched object keeps its
+                // order and costs no copy.
+                let renamed: Vec<(String, String)> = map
+                    .keys()
+                    .filter_map(|key| {
+                        let checked = self.check(key);
+                        if denied.is_none() {
+                            denied.clone_from(&checked.denied_by);
+                        }
+                        found.extend(checked.found.into_iter().map(|f| Found {
+                            pointer: Some(pointer.clone()),
+                            ..f
+                        }));
+                        match checked.text {
+                            Cow::Owned(redacted) => Some((key.clone(), redacted)),
+                            Cow::Borrowed(_) => None,
+                        }
+                    })
+                    .collect();
+                if !renamed.is_empty() {
+                    rename_keys(map, &renamed);
+                }
                 for (key, item) in map.iter_mut() {
                     let len = pointer.len();
                     pointer.push('/');
-                    pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                    pointer.push_str(&pointer_escape(key));
                     self.walk(item, pointer, found, denied);
                     pointer.truncate(len);
                 }
@@ -179,6 +204,30 @@ impl<'p> ContentGuard<'p> {
     }
 }
 
+/// A JSON pointer's escaping of one name (RFC 6901).
+pub(crate) fn pointer_escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// Renames the keys of `map` that a policy redacted (`(old, new)`), keeping the order
+/// of the others: two keys redacted alike stay two keys (`[REDACTED:card] (2)`), so
+/// no value is lost to a collision.
+pub(crate) fn rename_keys(map: &mut serde_json::Map<String, Value>, renamed: &[(String, String)]) {
+    for (key, item) in std::mem::take(map) {
+        let mut name = match renamed.iter().find(|(old, _)| *old == key) {
+            Some((_, new)) => new.clone(),
+            None => key,
+        };
+        let base = name.clone();
+        let mut n = 2;
+        while map.contains_key(&name) {
+            name = format!("{base} ({n})");
+            n += 1;
+        }
+        map.insert(name, item);
+    }
+}
+
 /// Redacting scanners chained over a stream (`deny` policies redact too, so what they
 /// found never passes; the whole text's check then refuses it).
 pub struct ContentStream {
@@ -204,5 +253,55 @@ impl ContentStream {
             text = passed;
         }
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentplane_core::policy::PolicySource;
+    use serde_json::json;
+
+    use super::*;
+
+    const CARD: &str = "4111 1111 1111 1111";
+
+    fn guarded<T>(policies: &str, run: impl FnOnce(&ContentGuard<'_>) -> T) -> T {
+        let set = PolicySet::parse(&[PolicySource {
+            name: "t.yaml",
+            text: policies,
+        }])
+        .expect("valid");
+        let ctx = RequestContext::new("a", &[], "c");
+        run(&ContentGuard::new(&set, &ctx, Surface::ToolArguments))
+    }
+
+    #[test]
+    fn a_key_is_screened_like_a_value() {
+        let redact =
+            "- name: cards\n  type: content\n  rules: {detectors: [card], action: redact}\n";
+        let mut args = json!({
+            "a": 1,
+            CARD: "kept",
+            "nested": {"4242 4242 4242 4242": {"x": CARD}},
+            "[REDACTED:card]": "there first",
+        });
+        let (found, denied) = guarded(redact, |guard| guard.check_json(&mut args));
+        assert_eq!(denied, None);
+        let text = args.to_string();
+        assert!(!text.contains("4111") && !text.contains("4242"), "{text}");
+        assert_eq!(args["a"], 1);
+        assert_eq!(args["[REDACTED:card]"], "kept");
+        assert_eq!(args["[REDACTED:card] (2)"], "there first");
+        assert_eq!(args["nested"]["[REDACTED:card]"]["x"], "[REDACTED:card]");
+        let pointers: Vec<&str> = found.iter().filter_map(|f| f.pointer.as_deref()).collect();
+        assert_eq!(pointers, ["", "/nested", "/nested/[REDACTED:card]/x"]);
+
+        let deny =
+            "- name: no-cards\n  type: content\n  rules: {detectors: [card], action: deny}\n";
+        let mut args = json!({CARD: true});
+        let (found, denied) = guarded(deny, |guard| guard.check_json(&mut args));
+        assert_eq!(denied.as_deref(), Some("no-cards"));
+        assert_eq!(found.len(), 1);
+        assert_eq!(args, json!({"[REDACTED:card]": true}));
     }
 }

@@ -8,10 +8,12 @@
 //! the first `deny` policy that found something.
 //!
 //! Every surface hands what came back to [`screen`]: a native tool call
-//! (`turn/tool_call.rs`), the MCP gateway (`mcp_gateway.rs`), and every model call
-//! (`metered.rs`: a turn's answer and the OpenAI-compatible gateway's). An error is a
-//! [`Returned`] like a result (`text: Err(..)`), so no surface has an error path that
-//! skips the screen.
+//! (`turn/tool_call.rs`), the MCP gateway (`mcp_gateway.rs`), every model call
+//! (`metered.rs`: a turn's answer and the OpenAI-compatible gateway's) and an external
+//! agent's turn (`external_turn/screen.rs`: its text, tool calls, results and errors).
+//! An error is a [`Returned`] like a result (`text: Err(..)`), and a model call's error
+//! goes to [`screen_error`] (the body of an upstream's error answer, a failover's
+//! reason), so no surface has an error path that skips the screen.
 //!
 //! What must not live here: what a surface does with a refusal (a tool error, a
 //! withheld output, a refused answer), recording the findings, any I/O.
@@ -22,7 +24,9 @@ use agentplane_core::ToolCall;
 use agentplane_core::secret;
 use serde_json::{Map, Value};
 
-use super::content::{ContentGuard, Found};
+use crate::ports::ModelError;
+
+use super::content::{ContentGuard, Found, pointer_escape as escape};
 
 /// Everything a call gave back that its upstream controls, as it came.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +82,57 @@ pub fn screen(guard: &ContentGuard<'_>, returned: Returned) -> Screened {
         screened.denied_by.as_deref(),
     );
     screened
+}
+
+/// Screens a model call's error in place, as the call's error is screened on every
+/// surface: each word of the upstream in it (`ModelError::upstream_words_mut`: the body
+/// of an error answer, a detail, a model name), findings under `/error`. Returns the
+/// findings and the first `deny` policy that found something.
+pub fn screen_error(
+    guard: &ContentGuard<'_>,
+    error: &mut ModelError,
+) -> (Vec<Found>, Option<String>) {
+    let mut screen = Screen {
+        guard,
+        found: Vec::new(),
+        denied_by: None,
+    };
+    let mut run = || {
+        for word in error.upstream_words_mut() {
+            *word = screen.text(std::mem::take(word), Some("/error".to_owned()));
+        }
+    };
+    if guard.is_empty() {
+        run();
+    } else {
+        let span = crate::ports::telemetry::guardrail_span(guard.surface().as_str());
+        span.in_scope(run);
+        crate::ports::telemetry::record_guardrail(
+            &span,
+            screen.found.len(),
+            screen.denied_by.as_deref(),
+        );
+    }
+    (screen.found, screen.denied_by)
+}
+
+/// Screens a JSON value a call gave back (an external agent's plan, the arguments it
+/// reports for its own tool call) in place: every string and object key, as a tool
+/// call's arguments are; findings under `pointer` and below. Returns the findings and
+/// the first `deny` policy that found something.
+pub fn screen_value(
+    guard: &ContentGuard<'_>,
+    value: &mut Value,
+    pointer: &str,
+) -> (Vec<Found>, Option<String>) {
+    let mut screen = Screen {
+        guard,
+        found: Vec::new(),
+        denied_by: None,
+    };
+    let mut at = pointer.to_owned();
+    screen.walk(value, &mut at);
+    (screen.found, screen.denied_by)
 }
 
 fn run(guard: &ContentGuard<'_>, returned: Returned) -> Screened {
@@ -219,11 +274,6 @@ impl Screen<'_, '_> {
         }
         changed
     }
-}
-
-/// A JSON pointer's escaping of one name (RFC 6901).
-fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]

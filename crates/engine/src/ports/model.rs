@@ -68,6 +68,23 @@ fn available_list(models: &[String]) -> String {
 }
 
 impl ModelError {
+    /// The words of the upstream this error carries — a body, a detail, a model name it
+    /// gave —, for the screen of what comes out of a call (`governance::outgoing`),
+    /// which rewrites them in place. The variant (and so the code, and whether it fails
+    /// over) never changes.
+    pub fn upstream_words_mut(&mut self) -> Vec<&mut String> {
+        match self {
+            Self::Unreachable { detail, .. } => vec![detail],
+            Self::NoToolSupport { model } => vec![model],
+            Self::NoModel { reason, available } => std::iter::once(reason)
+                .chain(available.iter_mut())
+                .collect(),
+            Self::Upstream { body, .. } | Self::RateLimited { body } => vec![body],
+            Self::Protocol(detail) => vec![detail],
+            Self::Timeout { .. } => Vec::new(),
+        }
+    }
+
     /// The user-facing code of this failure.
     pub fn code(&self) -> ErrorCode {
         match self {

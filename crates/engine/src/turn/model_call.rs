@@ -91,7 +91,17 @@ impl ActiveTurn<'_> {
                 None => Ok(routed.response),
             },
             Err(Unanswered::Cancelled) => Err(Stop::Cancelled),
-            Err(Unanswered::Failed(e)) => Err(failed(e.code(), e.to_string())),
+            // The error is screened like an answer (`metered`): redacted, or refused
+            // when a `deny` policy found something in it.
+            Err(Unanswered::Failed(e)) => match &ended.denied_by {
+                Some(policy) => {
+                    let refusal = Refusal::content(&policies, policy, &ended.found, "the error");
+                    let what = "the model server's error";
+                    self.record(refusal.event(what, None, None)).await?;
+                    Err(failed(ErrorCode::Forbidden, refusal.message(what)))
+                }
+                None => Err(failed(e.code(), e.to_string())),
+            },
         }
     }
 
