@@ -23,6 +23,8 @@ What it does is chosen by words in the message text:
 - `priced=X`: works for half a second (so concurrent tasks overlap), answers "priced"
   and reports `usage: {input_tokens: 10, output_tokens: 10, cost_usd: X}`.
 - `fail`: the task fails with the message "the remote failed on purpose".
+- `leak`: answers a card number, an e-mail address and an `sk-` key (`LEAK`);
+  `leakfail`: the task fails with them in its message.
 - `context`: answers the context id and how many messages that context has seen.
 - anything else: answers "echo: <the text>" as one artifact, then completed.
 
@@ -67,6 +69,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 record: dict = {"cancels": 0, "refused": 0, "versions": [], "methods": []}
+# What `leak` and `leakfail` give away: a card number, an e-mail address and an `sk-` key.
+LEAK = "card 4111 1111 1111 1111, mail victim@example.com, key sk-live-Zx9Qw8Er7Ty6Ui5Op4As3Df"
 contexts: dict[str, int] = {}
 
 
@@ -87,7 +91,12 @@ class PeerExecutor(AgentExecutor):
             return
         await updater.start_work()
         priced = re.search(r"priced=([0-9.]+)", text)
-        if priced:
+        if "leakfail" in text:
+            await updater.failed(updater.new_agent_message([new_text_part(f"failed: {LEAK}")]))
+        elif "leak" in text:
+            await updater.add_artifact([new_text_part(f"the customer: {LEAK}")])
+            await updater.complete()
+        elif priced:
             await asyncio.sleep(0.5)
             await updater.add_artifact([new_text_part("priced")])
             await updater.update_status(

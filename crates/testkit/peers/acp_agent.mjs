@@ -18,6 +18,9 @@
 //   "missing"    reads missing.txt through the client and says the error's code
 //   "rogue"      writes and reads the paths after `outside=` and `secret=` itself,
 //                with node's fs (not through the client): only the kernel stops that
+//   "leak"       gives away a card number, an e-mail address and an `sk-` key (LEAK)
+//                in a message chunk, a plan entry, a tool call's title and arguments
+//                (a value and a key) and its output
 //   (context)    says " [context sent]" when the prompt carries our thread context
 // session/load replays the session like opencode and codex do: a chunk, the earlier
 // turn's tool call and its end, and a usage_update ($0.25 cumulative).
@@ -33,6 +36,8 @@ let authenticated = false;
 let sessions = 0;
 const cancelled = new Map();
 const loaded = new Set();
+
+const LEAK = "card 4111 1111 1111 1111, mail victim@example.com, key sk-live-Zx9Qw8Er7Ty6Ui5Op4As3Df";
 
 const stream = acp.ndJsonStream(Writable.toWeb(process.stdout), Readable.toWeb(process.stdin));
 
@@ -176,6 +181,24 @@ acp
       const picked = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
       await say({ sessionUpdate: "tool_call_update", toolCallId: "call-4", status: picked === "allow" ? "completed" : "failed" });
       await say(chunk(` [askinput: ${picked}]`));
+    }
+    if (text.includes("leak")) {
+      await say(chunk(` [the customer: ${LEAK}]`));
+      await say({ sessionUpdate: "plan", entries: [{ content: `mail ${LEAK}`, priority: "high", status: "pending" }] });
+      await say({
+        sessionUpdate: "tool_call",
+        toolCallId: "call-leak",
+        title: `send to victim@example.com`,
+        kind: "fetch",
+        status: "pending",
+        rawInput: { to: "victim@example.com", "4111 1111 1111 1111": "sk-live-Zx9Qw8Er7Ty6Ui5Op4As3Df" },
+      });
+      await say({
+        sessionUpdate: "tool_call_update",
+        toolCallId: "call-leak",
+        status: "completed",
+        content: [{ type: "content", content: { type: "text", text: `sent: ${LEAK}` } }],
+      });
     }
     if (text.includes("usage")) {
       await say({ sessionUpdate: "usage_update", used: 1500, size: 200000, cost: { amount: 0.35, currency: "USD" } });

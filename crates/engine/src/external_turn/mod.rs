@@ -2,18 +2,19 @@
 //! its own process or on a remote host; this driver records what it reports as our events and answers what it asks.
 //!
 //! The same invariants as `turn.rs`: every event is stored before anyone sees it, and a
-//! begun turn ends with exactly one `turn_completed`. Permissions the agent asks for go
-//! through the permission broker and fail closed; client capabilities it uses (file
-//! reads and writes, commands) pass the policy gate under our own tool names. No
-//! protocol detail lives here: the adapter behind `ExternalAgent` speaks it.
+//! begun turn ends with exactly one `turn_completed`. What the agent reports (text,
+//! tool calls, outputs, plans, errors) passes the outgoing screen first (`screen.rs`);
+//! permissions it asks for go through the permission broker and fail closed, and
+//! client capabilities it uses (file reads and writes, commands) pass the policy gate
+//! under our own tool names (`asks.rs`). No protocol detail lives here: the adapter
+//! behind `ExternalAgent` speaks it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use agentplane_core::{
-    ErrorCode, EventPayload, PermissionDecision, PermissionId, Role, StopReason, ToolStatus, Usage,
-    args_preview_hash, usd_of_micros,
+    ErrorCode, EventPayload, Role, StopReason, ToolStatus, Usage, args_preview_hash, usd_of_micros,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -22,18 +23,22 @@ use tokio_util::sync::CancellationToken;
 use crate::governance::ceiling::{
     self, CeilingCharge, CeilingError, CeilingMeter, USAGE_OVER_REPORTED,
 };
-use crate::governance::rules::{self, Decision, RequestContext};
-use crate::governance::{BudgetError, RateFacts, Refusal};
-use crate::permissions;
+use crate::governance::rules::RequestContext;
+use crate::governance::{BudgetError, Refusal};
+use crate::ports::StoreError;
 use crate::ports::external::{
-    CapabilityUse, ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ExternalStop,
-    ExternalToolStatus, ExternalUpdate, PermissionAsk, ToTurn,
+    ExternalAgent, ExternalEnd, ExternalError, ExternalPrompt, ExternalStop, ExternalToolStatus,
+    ExternalUpdate, ToTurn,
 };
-use crate::ports::{NewPermission, RateError, StoreError};
 use crate::turn::{
     BegunTurn, DELTA_FLUSH_BYTES, EngineError, TurnDeps, TurnError, TurnObserver, TurnOutcome,
     TurnRequest,
 };
+
+mod asks;
+mod screen;
+
+use screen::{ScreenedCall, Screens};
 
 /// How long the adapter gets, after a cancel, to end the agent before the driver stops
 /// waiting for it (the adapter's own deadline is 2 s; dropping it kills the tree).
@@ -79,7 +84,10 @@ async fn run_external(
 ) -> Result<TurnOutcome, EngineError> {
     let label = agent.label();
     let started = begun.take_started();
+    let policies = deps.governance.policies.current();
+    let ctx = RequestContext::new(&request.agent.name, &request.agent.tags, &request.client);
     let mut turn = ExternalTurn {
+        screens: Screens::new(&policies, &ctx),
         deps,
         begun,
         request: &request,
@@ -191,7 +199,7 @@ async fn run_external(
             turn.flush_text().await?;
         }
     }
-    turn.flush_text().await?;
+    turn.end_text().await?;
     turn.settle_open_calls(cancel.is_cancelled()).await?;
 
     // Cancelled, the agent was asked and may have spent; failed, it spent only if it
@@ -206,19 +214,28 @@ async fn run_external(
         .await;
     let (stop_reason, result, error) = match ended {
         Ok(_) | Err(_) if cancel.is_cancelled() => (StopReason::Cancelled, Value::Null, None),
+        // A `deny` policy found something in what the agent reported: refused whole.
+        _ if turn.screens.denied().is_some() => {
+            let error = turn.refuse_denied().await?;
+            (StopReason::Error, Value::Null, Some(error))
+        }
         Ok(end) => match end.stop {
             ExternalStop::Cancelled => (StopReason::Cancelled, Value::Null, None),
             ExternalStop::EndTurn => (StopReason::TextAnswer, json!({ "text": turn.text }), None),
-            ExternalStop::Limit(why) => (
-                StopReason::StepLimit,
-                json!({ "text": turn.text, "agent_stop_reason": why }),
-                None,
-            ),
+            ExternalStop::Limit(why) => {
+                let why = turn.screened_words(why).await?;
+                (
+                    StopReason::StepLimit,
+                    json!({ "text": turn.text, "agent_stop_reason": why }),
+                    None,
+                )
+            }
         },
         Err(e) => {
+            let message = turn.screened_words(e.to_string()).await?;
             let error = TurnError {
                 code: e.code(),
-                message: e.to_string(),
+                message,
             };
             turn.record(EventPayload::Error {
                 code: error.code,
@@ -304,12 +321,15 @@ struct OpenCall {
 
 struct ExternalTurn<'a> {
     deps: &'a TurnDeps,
+    /// The outgoing screen of what the agent reports.
+    screens: Screens<'a>,
     begun: BegunTurn,
     request: &'a TurnRequest,
     observer: &'a dyn TurnObserver,
     label: String,
     calls: HashMap<String, OpenCall>,
-    /// The answer so far: the turn's result.
+    /// The answer so far, as streamed (screened); at the end, the whole answer
+    /// screened: the turn's result.
     text: String,
     /// Text received and not yet recorded: chunks that arrive faster than the store
     /// writes share one `message_delta` (up to `DELTA_FLUSH_BYTES`), as model text does,
@@ -342,6 +362,56 @@ impl ExternalTurn<'_> {
         self.record(EventPayload::MessageDelta { text }).await
     }
 
+    async fn record_all(&self, events: Vec<EventPayload>) -> Result<(), StoreError> {
+        for event in events {
+            self.record(event).await?;
+        }
+        Ok(())
+    }
+
+    /// The end of the answer: what the stream scanner still held is streamed, then the
+    /// whole answer is screened (its findings recorded) and becomes the turn's result.
+    async fn end_text(&mut self) -> Result<(), StoreError> {
+        let rest = self.screens.chunks_end();
+        if !rest.is_empty() {
+            self.observer.on_text(&rest);
+            self.pending.push_str(&rest);
+        }
+        self.flush_text().await?;
+        let (answer, events) = self.screens.answer();
+        self.text = answer;
+        self.record_all(events).await
+    }
+
+    /// Words the agent ended with (an error, a stop reason), screened.
+    async fn screened_words(&mut self, words: String) -> Result<String, StoreError> {
+        let (words, events) = self.screens.words(words);
+        self.record_all(events).await?;
+        Ok(words)
+    }
+
+    /// The refusal of a turn in whose reports a `deny` policy found something: a
+    /// `policy_denied` of type `content` and an `error` (`FORBIDDEN`).
+    async fn refuse_denied(&mut self) -> Result<TurnError, StoreError> {
+        let Some(denied) = self.screens.take_denied() else {
+            unreachable!("refused only when denied");
+        };
+        let policies = self.deps.governance.policies.current();
+        let refusal = Refusal::content(&policies, &denied.policy, &denied.found, denied.held);
+        let what = "what the external agent reported";
+        self.record(refusal.event(what, None, None)).await?;
+        let error = TurnError {
+            code: ErrorCode::Forbidden,
+            message: refusal.message(what),
+        };
+        self.record(EventPayload::Error {
+            code: error.code,
+            message: error.message.clone(),
+        })
+        .await?;
+        Ok(error)
+    }
+
     async fn handle(
         &mut self,
         message: ToTurn,
@@ -357,7 +427,18 @@ impl ExternalTurn<'_> {
         }
         match message {
             ToTurn::Update(update) => self.update(update).await,
-            ToTurn::Permission { ask, answer } => {
+            ToTurn::Permission { mut ask, answer } => {
+                ask.call_id = self.screens.id(ask.call_id);
+                if let Some(title) = ask.title.take() {
+                    let (title, events) = self.screens.title(title, &ask.call_id);
+                    self.record_all(events).await?;
+                    ask.title = Some(title);
+                }
+                let mut events = self.screens.arguments(&mut ask.arguments, &ask.call_id);
+                if let Some(input) = ask.input.as_mut() {
+                    events.extend(self.screens.arguments(input, &ask.call_id));
+                }
+                self.record_all(events).await?;
                 let approved = self.permission(ask, cancel).await?;
                 let _ = answer.send(approved);
                 Ok(())
@@ -389,6 +470,7 @@ impl ExternalTurn<'_> {
     async fn update(&mut self, update: ExternalUpdate) -> Result<(), StoreError> {
         match update {
             ExternalUpdate::Text(text) => {
+                let text = self.screens.chunk(&text);
                 if text.is_empty() {
                     return Ok(());
                 }
@@ -403,9 +485,19 @@ impl ExternalTurn<'_> {
                 title,
                 arguments,
             } => {
+                let (
+                    ScreenedCall {
+                        call_id,
+                        tool,
+                        title,
+                        arguments,
+                    },
+                    found,
+                ) = self.screens.call(call_id, tool, title, arguments);
                 if self.calls.contains_key(&call_id) {
                     return Ok(());
                 }
+                self.record_all(found).await?;
                 let hash = args_preview_hash(&arguments);
                 self.calls.insert(
                     call_id.clone(),
@@ -432,7 +524,10 @@ impl ExternalTurn<'_> {
                 output,
                 arguments,
             } => {
-                if let Some(arguments) = arguments {
+                let call_id = self.screens.id(call_id);
+                if let Some(mut arguments) = arguments {
+                    let found = self.screens.arguments(&mut arguments, &call_id);
+                    self.record_all(found).await?;
                     self.late_arguments(&call_id, arguments).await?;
                 }
                 let status = match status {
@@ -445,8 +540,13 @@ impl ExternalTurn<'_> {
                 let Some(call) = self.calls.remove(&call_id) else {
                     return Ok(());
                 };
-                let (output, truncated) =
-                    crate::turn::cap_output(output.unwrap_or_default(), OUTPUT_CAP);
+                let (output, found) = self.screens.result(
+                    output.unwrap_or_default(),
+                    status == ToolStatus::Error,
+                    &call_id,
+                );
+                self.record_all(found).await?;
+                let (output, truncated) = crate::turn::cap_output(output, OUTPUT_CAP);
                 self.record(EventPayload::ToolCallResult {
                     call_id,
                     tool: call.tool,
@@ -459,7 +559,11 @@ impl ExternalTurn<'_> {
                 })
                 .await
             }
-            ExternalUpdate::Plan(entries) => self.record(EventPayload::Plan { entries }).await,
+            ExternalUpdate::Plan(mut entries) => {
+                let found = self.screens.plan(&mut entries);
+                self.record_all(found).await?;
+                self.record(EventPayload::Plan { entries }).await
+            }
         }
     }
 
@@ -604,190 +708,6 @@ impl ExternalTurn<'_> {
             usage: Usage::default(),
             suspended: None,
         })
-    }
-
-    fn policy_ctx<'r>(&'r self, tool: &'r str) -> RequestContext<'r> {
-        RequestContext::new(
-            &self.request.agent.name,
-            &self.request.agent.tags,
-            &self.request.client,
-        )
-        .tool(tool)
-    }
-
-    /// The agent asks before one of its own tool calls, named by our tool name (its
-    /// kind mapped by the adapter), so policies apply as to our own tools: a denial
-    /// (`tool_access`, `time_window`) or a full rate limit declines at once, without
-    /// asking anyone, with `policy_denied` and a `security_event`; otherwise a person
-    /// decides through the permission flow (fail-closed). The ask counts against the
-    /// rate limits before the person is asked (a declined ask was still one attempt).
-    async fn permission(
-        &mut self,
-        ask: PermissionAsk,
-        cancel: &CancellationToken,
-    ) -> Result<bool, StoreError> {
-        // The ask's input fills a call planned without arguments; it never replaces
-        // arguments the agent already sent (an ask may show the call differently).
-        let unknown = self
-            .calls
-            .get(&ask.call_id)
-            .is_some_and(|c| is_empty(&c.arguments));
-        if let Some(input) = ask.input.clone()
-            && unknown
-        {
-            self.late_arguments(&ask.call_id, input).await?;
-        }
-        let policies = self.deps.governance.policies.current();
-        let gate = rules::gate(
-            &policies,
-            &self.policy_ctx(&ask.tool).arguments(&ask.arguments),
-        );
-        let what = format!("`{}`", ask.tool);
-        let refusal = match Refusal::denied(&policies, &gate, Some(&ask.tool)) {
-            Some(refusal) => Some(refusal),
-            None => match self
-                .deps
-                .governance
-                .limiter
-                .admit(&gate.rate_limits, self.rate_facts(&ask.tool))
-                .await
-            {
-                Err(RateError::Limited(limited)) => Some(Refusal::RateLimited(limited)),
-                // The limiter could not decide (Redis down, fail-closed): no.
-                Err(other) => {
-                    let _ = self
-                        .ask_person(
-                            &ask.call_id,
-                            &ask.tool,
-                            ask.arguments,
-                            Some(other.to_string()),
-                            cancel,
-                        )
-                        .await?;
-                    return Ok(false);
-                }
-                Ok(()) => None,
-            },
-        };
-        let denial = match refusal {
-            Some(refusal) => {
-                self.record(refusal.event(&what, Some(&ask.tool), Some(&ask.call_id)))
-                    .await?;
-                self.record(EventPayload::SecurityEvent {
-                    event_type: "policy_denied".to_owned(),
-                    tool: Some(ask.tool.clone()),
-                    detail: format!(
-                        "the external agent asked to run {what}{}; {}",
-                        ask.title
-                            .as_deref()
-                            .map(|t| format!(" ({t})"))
-                            .unwrap_or_default(),
-                        refusal.message(&what)
-                    ),
-                })
-                .await?;
-                Some(refusal.message(&what))
-            }
-            None => None,
-        };
-        self.ask_person(&ask.call_id, &ask.tool, ask.arguments, denial, cancel)
-            .await
-    }
-
-    fn rate_facts<'r>(&'r self, tool: &'r str) -> RateFacts<'r> {
-        RateFacts {
-            agent: &self.request.agent.name,
-            tool: Some(tool),
-            client: &self.request.client,
-        }
-    }
-
-    /// A client capability the agent uses on our side, gated like our own tool of
-    /// that name: deny wins, approval asks a person, then the rate limits count it.
-    async fn capability(
-        &mut self,
-        use_: CapabilityUse,
-        cancel: &CancellationToken,
-    ) -> Result<Result<(), String>, StoreError> {
-        let policies = self.deps.governance.policies.current();
-        let gate = rules::gate(
-            &policies,
-            &self.policy_ctx(&use_.tool).arguments(&use_.arguments),
-        );
-        match &gate.decision {
-            Decision::Deny { policy, reason } => {
-                let refusal = Refusal::denying(&policies, policy, reason, &gate, Some(&use_.tool));
-                let what = format!("`{}`", use_.tool);
-                self.record(refusal.event(&what, Some(&use_.tool), None))
-                    .await?;
-                return Ok(Err(refusal.message(&what)));
-            }
-            Decision::RequireApproval { .. } => {
-                let call_id = format!("cap-{}", PermissionId::new());
-                if !self
-                    .ask_person(&call_id, &use_.tool, use_.arguments.clone(), None, cancel)
-                    .await?
-                {
-                    return Ok(Err(format!(
-                        "permission to run `{}` was declined",
-                        use_.tool
-                    )));
-                }
-            }
-            Decision::Allow => {}
-        }
-        if let Err(refused) = self
-            .deps
-            .governance
-            .limiter
-            .admit(&gate.rate_limits, self.rate_facts(&use_.tool))
-            .await
-        {
-            if let RateError::Limited(limited) = &refused {
-                let refusal = Refusal::RateLimited(limited.clone());
-                let what = format!("`{}`", use_.tool);
-                self.record(refusal.event(&what, Some(&use_.tool), None))
-                    .await?;
-            }
-            return Ok(Err(refused.to_string()));
-        }
-        Ok(Ok(()))
-    }
-
-    /// Stores a permission request and waits for its one resolution: a decision, the
-    /// timeout, cancellation, or `declined_by` (a policy) at once. Only an explicit
-    /// approval is `true`.
-    async fn ask_person(
-        &mut self,
-        call_id: &str,
-        tool: &str,
-        arguments: Value,
-        declined_by: Option<String>,
-        cancel: &CancellationToken,
-    ) -> Result<bool, StoreError> {
-        let observer = self.observer;
-        let (decision, _) = permissions::ask(
-            self.deps.store.as_ref(),
-            self.request.permissions.as_ref(),
-            NewPermission {
-                id: PermissionId::new(),
-                thread_id: self.begun.thread().clone(),
-                turn_id: self.begun.turn().clone(),
-                call_id: call_id.to_owned(),
-                tool: tool.to_owned(),
-                arguments,
-                options: permissions::OPTIONS
-                    .iter()
-                    .map(|o| (*o).to_owned())
-                    .collect(),
-                runs: None,
-            },
-            declined_by,
-            &|event| observer.on_event(event),
-            cancel,
-        )
-        .await?;
-        Ok(decision == PermissionDecision::Approved)
     }
 }
 
