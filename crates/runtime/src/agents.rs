@@ -382,6 +382,10 @@ pub fn a2a_config(name: &str, agent: &AgentConfig, secrets: &Secrets) -> Option<
         missing,
         connect_timeout: Duration::from_secs(settings.connect_timeout_secs.unwrap_or(10)),
         task_timeout: Duration::from_secs(settings.timeout_secs.unwrap_or(600)),
+        // Checked when the configuration was loaded.
+        max_cost_micros: agent
+            .max_cost_usd
+            .and_then(|usd| crate::settings::agents::max_cost_micros(usd).ok()),
     })
 }
 

@@ -31,10 +31,13 @@ pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
     EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
-    NewThread, PermissionRecord, PermissionStatus, StoreError, ThreadRecord, TurnRecord,
+    NewThread, PermissionPolicy, PermissionRecord, PermissionStatus, StoreError, ThreadRecord, TurnRecord,
     TurnStatus,
 };
 pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
-pub use tools::{EgressDecision, Ensemble, SecurityViolation, ToolContext, ToolError, ToolOutput};
+pub use tools::{
+    EgressDecision, Ensemble, SecurityViolation, Spending, Spent, ToolContext, ToolError,
+    ToolOutput,
+};
 pub use versions::{NewTraffic, NewVersion, TrafficRecord, VersionRecord, VersionStore};
 pub use workspace::{FileState, WorkspaceScanner, WorkspaceSnapshot};

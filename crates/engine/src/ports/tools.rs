@@ -107,6 +107,31 @@ impl ToolError {
     }
 }
 
+/// A tool whose cost is known only after it ran — a remote agent asked as a tool
+/// (`a2a__NAME`), which calls its own models and tells us what it spent. The turn
+/// reserves `max_micros` on every budget that applies before the call and settles
+/// what the call reports within it (`governance::ceiling`, as for a remote agent's
+/// turn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spending {
+    /// What its reported tokens are priced as, and its `cost` events name
+    /// (`a2a:NAME`).
+    pub label: String,
+    /// The most one call may cost (the remote's `max_cost_usd`), in micro-dollars;
+    /// `None`: it has none, and a call under a budget is refused.
+    pub max_micros: Option<u64>,
+}
+
+/// What a call of a [`Spending`] tool says it spent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spent {
+    /// The usage the callee reported, if it did.
+    pub usage: Option<crate::ports::external::ExternalUsage>,
+    /// Whether it was asked and may have worked (so, reporting nothing, it is charged
+    /// its ceiling); `false` only for a call that failed before it reached the callee.
+    pub worked: bool,
+}
+
 /// A named group of tools.
 #[async_trait]
 pub trait Ensemble: Send + Sync {
@@ -129,6 +154,31 @@ pub trait Ensemble: Send + Sync {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError>;
+
+    /// Whether `tool`'s cost is known only after it ran, and its ceiling; `None` (the
+    /// default): a call costs nothing the budgets see. The engine then calls
+    /// [`Ensemble::call_spending`] in place of [`Ensemble::call`].
+    fn spending(&self, _tool: &str) -> Option<Spending> {
+        None
+    }
+
+    /// [`Ensemble::call`] of a tool with [`Ensemble::spending`], with what it reported
+    /// spending.
+    async fn call_spending(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> (Result<ToolOutput, ToolError>, Spent) {
+        let outcome = self.call(tool, args, ctx).await;
+        (
+            outcome,
+            Spent {
+                usage: None,
+                worked: true,
+            },
+        )
+    }
 
     /// Releases what `open` took. Called even when `open` or the turn failed.
     async fn close(&self) {}

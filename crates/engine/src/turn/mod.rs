@@ -35,13 +35,14 @@ use crate::models::{Providers, RouteKey, TaskSize};
 use crate::permissions;
 use crate::ports::telemetry;
 use crate::ports::{
-    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, StoreError,
-    ToolContext, ToolError,
+    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, Spent,
+    StoreError, ToolContext, ToolError,
 };
 
 mod approval;
 mod model_call;
 mod record;
+mod spending;
 mod text_calls;
 mod tool_call;
 mod tool_gate;

@@ -1,6 +1,7 @@
 //! The gate every tool call passes: its schema, the policies (deny wins, also over
 //! an approval), approvals and permissions, the rate limits; then the call itself
-//! with its timeout.
+//! with its timeout — for a tool whose cost is known only after it ran, between the
+//! reservation of its ceiling and its settlement (`spending.rs`).
 
 use super::*;
 use crate::governance::Refusal;
@@ -278,10 +279,46 @@ impl ActiveTurn<'_> {
                 ))),
             };
         }
-        let run = tokio::time::timeout(ctx.timeout, ensemble.call(&call.name, args, ctx));
+        // A tool whose cost is known only after it ran (a remote agent) reserves its
+        // ceiling first (`spending.rs`); a shadow run never gets this far with one
+        // (it has side effects).
+        let held = match ensemble.spending(&call.name) {
+            Some(spending) => match self.reserve_spending(call, spending, &policy_ctx).await? {
+                Ok(held) => Some(held),
+                Err(refused) => return Ok(refused),
+            },
+            None => None,
+        };
+        let run = async {
+            match &held {
+                Some(_) => ensemble.call_spending(&call.name, args, ctx).await,
+                None => (ensemble.call(&call.name, args, ctx).await, Spent::default()),
+            }
+        };
+        let run = tokio::time::timeout(ctx.timeout, run);
+        // Cancelled, the held ceiling is dropped unsettled: charged in the background.
         let result = tokio::select! {
             _ = cancel.cancelled() => return Err(Stop::Cancelled),
             result = run => result,
+        };
+        let result = match result {
+            Ok((outcome, spent)) => {
+                if let Some(held) = held {
+                    self.settle_spending(held, spent, request).await?;
+                }
+                Ok(outcome)
+            }
+            Err(elapsed) => {
+                // Stopped at its timeout: the callee was asked and may have worked.
+                if let Some(held) = held {
+                    let spent = Spent {
+                        usage: None,
+                        worked: true,
+                    };
+                    self.settle_spending(held, spent, request).await?;
+                }
+                Err(elapsed)
+            }
         };
         done(match result {
             Err(_) => Err(ToolError::new(

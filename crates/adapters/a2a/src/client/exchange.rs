@@ -114,6 +114,12 @@ impl<'a> Exchange<'a> {
         self.task_cell.clone()
     }
 
+    /// Whether the remote answered anything of this exchange (a task, text, usage):
+    /// it was reached, and may have spent.
+    pub fn reached(&self) -> bool {
+        self.task.is_some() || self.wrote_text || self.usage.is_some()
+    }
+
     /// Whether the thread continues a remote context (so the earlier conversation
     /// need not be sent along).
     pub fn continues_context(&self) -> bool {

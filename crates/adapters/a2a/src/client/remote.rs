@@ -60,6 +60,10 @@ pub struct A2aRemoteConfig {
     pub connect_timeout: Duration,
     /// One whole exchange with the remote (a message to its task's end or pause).
     pub task_timeout: Duration,
+    /// The most one exchange may cost (`[agents.NAME] max_cost_usd`), in
+    /// micro-dollars: the ceiling a budget reserves when a native agent asks it as
+    /// the `a2a__NAME` tool.
+    pub max_cost_micros: Option<u64>,
 }
 
 /// What a remote agent's requests share.
@@ -373,6 +377,7 @@ mod tests {
             missing: Vec::new(),
             connect_timeout: Duration::from_secs(1),
             task_timeout: Duration::from_secs(1),
+            max_cost_micros: None,
         };
         let shown = format!("{config:?}");
         assert!(

@@ -3,6 +3,11 @@
 //! gate, approvals, rate limits, prices, timeout, output cap); here it is one exchange
 //! with the remote, whose final text is the tool's output.
 //!
+//! The remote's cost is known only when it reports it: the tool says so
+//! (`Ensemble::spending`, its `max_cost_usd` as the ceiling), and the engine reserves
+//! that ceiling on the caller's budgets before the call and settles the reported
+//! usage within it, as for a remote turn.
+//!
 //! A tool call has no one to ask: a remote that pauses for input gets its task
 //! cancelled, and the call fails saying what it asked. The exchange's `a2a_request`
 //! records are logged (the tool's own `tool_call_*` events are the call's record).
@@ -10,7 +15,7 @@
 use std::sync::Arc;
 
 use agentplane_core::{EventPayload, ThreadId, ToolErrorKind, ToolSpec};
-use agentplane_engine::ports::{Ensemble, ToolContext, ToolError, ToolOutput};
+use agentplane_engine::ports::{Ensemble, Spending, Spent, ToolContext, ToolError, ToolOutput};
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::json;
@@ -81,7 +86,41 @@ impl Ensemble for A2aTool {
         &self,
         tool: &str,
         args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        self.call_spending(tool, args, ctx).await.0
+    }
+
+    /// The remote's cost is known only once it reports it: the engine reserves its
+    /// `max_cost_usd` on the caller's budgets around the call.
+    fn spending(&self, tool: &str) -> Option<Spending> {
+        (tool == self.name).then(|| Spending {
+            label: format!("a2a:{}", self.connection.config.name),
+            max_micros: self.connection.config.max_cost_micros,
+        })
+    }
+
+    async fn call_spending(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
         _ctx: &ToolContext,
+    ) -> (Result<ToolOutput, ToolError>, Spent) {
+        let mut spent = Spent::default();
+        let outcome = self.ask(tool, args, &mut spent).await;
+        (outcome, spent)
+    }
+}
+
+impl A2aTool {
+    /// One exchange with the remote; `spent` gets what it reported, and whether it was
+    /// asked at all (a call that fails before the remote made a task or answered
+    /// anything did not reach it).
+    async fn ask(
+        &self,
+        tool: &str,
+        args: serde_json::Value,
+        spent: &mut Spent,
     ) -> Result<ToolOutput, ToolError> {
         if tool != self.name {
             return Err(ToolError::new(
@@ -105,11 +144,10 @@ impl Ensemble for A2aTool {
         // Dropping the call (its timeout, the turn's cancel) drops the exchange; the
         // token only serves the exchange's own shape.
         let cancel = CancellationToken::new();
-        let finish = exchange
-            .run(args.message, &mut sink, &cancel)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        match finish {
+        let finish = exchange.run(args.message, &mut sink, &cancel).await;
+        spent.usage = exchange.usage;
+        spent.worked = finish.is_ok() || exchange.reached();
+        match finish.map_err(|e| failed(e.to_string()))? {
             Finish::Completed => Ok(ToolOutput::text(sink.text)),
             Finish::Cancelled => Err(failed(format!(
                 "the remote agent `{}` cancelled its task",
