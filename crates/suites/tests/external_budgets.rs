@@ -11,13 +11,18 @@
 //!   report is kept as a `usage_over_reported` security event;
 //! - an agent without `max_cost_usd` under a budget is named in a warning at start, and
 //!   its turns are refused, naming the key, the remote never asked;
-//! - the same for an ACP agent ($0.35 a turn against a $0.50 budget, 10 at once).
+//! - the same for an ACP agent ($0.35 a turn against a $0.50 budget, 10 at once);
+//! - a native agent that asks the remote as its `a2a__NAME` tool reserves the remote's
+//!   `max_cost_usd` on its own budget before each call: 10 concurrent turns, each
+//!   calling the $0.009 remote, against a $0.01 budget settle one call, the others
+//!   refused before the remote is asked; a remote without `max_cost_usd` under the
+//!   caller's budget is never called.
 
 use agentplane_suites::{
     Sandbox, Served, SseReader, api, create_thread, events_of, history, sandbox, start_with_env,
 };
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The key the A2A peer requires.
 const KEY: &str = "a2a-budget-peer-key-2f8e";
@@ -285,4 +290,109 @@ async fn concurrent_acp_turns_reserve_their_max_cost_and_never_pass_the_budget()
     );
     assert!(of_kind(&unbounded.events, "message_delta").is_empty());
     assert_eq!(costs_of(&served, "unbounded").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_a2a_tool_calls_reserve_the_remotes_max_cost_on_the_callers_budget() {
+    let (_peer, base) = agentplane_suites::python_peer(
+        &agentplane_testkit::peers::a2a_agent_script(),
+        &["--auth", "bearer", "--key", KEY],
+    )
+    .await;
+    let sb = configured(
+        &format!(
+            "{}{}\
+             [agents.caller]\nsystem_prompt = \"You ask the remote.\"\n\
+             ensembles = [\"a2a__priced\"]\nmax_steps = 2\n\
+             [agents.careless]\nsystem_prompt = \"You ask the remote.\"\n\
+             ensembles = [\"a2a__unbounded\"]\nmax_steps = 2\n",
+            remote_agent("priced", &base, "max_cost_usd = 0.009"),
+            remote_agent("unbounded", &base, ""),
+        ),
+        &[
+            ("caller-budget", "caller", "0.01"),
+            ("careless-budget", "careless", "1"),
+        ],
+    );
+    // Every model answer calls the remote (each turn twice, to its step limit), so the
+    // order in which concurrent turns ask does not matter.
+    let model = ScriptedServer::start(
+        Scenario::new(vec![
+            Step::tool_call("a2a__priced", json!({"message": "priced=0.009"})),
+            Step::tool_call("a2a__unbounded", json!({"message": "priced=0.009"})),
+        ])
+        .repeating(true),
+    )
+    .await
+    .expect("model");
+    let served = start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[("AGENTPLANE_TEST_PEER_KEY", KEY)],
+    )
+    .await;
+    let methods = || async {
+        reqwest::get(format!("{base}/record"))
+            .await
+            .expect("record")
+            .json::<Value>()
+            .await
+            .expect("record JSON")["methods"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let before = methods().await;
+
+    let runs = (0..10).map(|_| one_turn(&served, &sb, "caller", "ask the remote"));
+    let ended = futures_util::future::join_all(runs).await;
+    let events: Vec<&Value> = ended.iter().flat_map(|e| e.events.iter()).collect();
+    let results: Vec<&&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "tool_call_result" && e["tool"] == "a2a__priced")
+        .collect();
+    let answered: Vec<&&&Value> = results.iter().filter(|r| r["status"] == "ok").collect();
+    assert_eq!(
+        answered.len(),
+        1,
+        "one call fits the budget: {:#?}",
+        results
+    );
+    let denied: Vec<&&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "policy_denied" && e["tool"] == "a2a__priced")
+        .collect();
+    assert_eq!(denied.len(), results.len() - 1, "{denied:#?}");
+    assert!(
+        denied
+            .iter()
+            .all(|d| d["policy"] == "caller-budget" && d["policy_type"] == "budget"),
+        "{denied:#?}"
+    );
+    let costs: Vec<u64> = events
+        .iter()
+        .filter(|e| e["kind"] == "cost" && e["model"] == "a2a:priced")
+        .map(|c| c["usd_micros"].as_u64().expect("usd_micros"))
+        .collect();
+    assert_eq!(costs, [9_000], "one call charged what the remote reported");
+    let settled = costs_of(&served, "caller").await;
+    assert_eq!(settled, 9_000, "GET /v1/costs");
+    assert!(settled <= 10_000);
+    // The refused calls never reached the remote: one exchange's requests only.
+    let asked = methods().await - before;
+    assert!(asked >= 1, "the one call reached the remote");
+
+    // No max_cost_usd under the caller's budget: refused naming the key, never asked.
+    let before = methods().await;
+    let careless = one_turn(&served, &sb, "careless", "ask the remote").await;
+    let denied = of_kind(&careless.events, "policy_denied");
+    assert!(!denied.is_empty(), "{:#?}", careless.events);
+    assert_eq!(denied[0]["policy"], "careless-budget");
+    let detail = denied[0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("[agents.unbounded] max_cost_usd"),
+        "{detail}"
+    );
+    assert_eq!(methods().await, before, "the remote was never asked");
+    assert_eq!(costs_of(&served, "careless").await, 0);
 }

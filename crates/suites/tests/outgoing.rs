@@ -9,6 +9,13 @@
 //! model request and the OTLP export (`peers/otlp_receiver.py`, contents captured)
 //! carry only the redacted form.
 //!
+//! The same for what else comes out: an upstream model server's error answers (a
+//! native turn's error, the gateway's answer whole and streamed), an external ACP
+//! agent's and a remote A2A agent's reports (text, plan, tool-call titles, arguments
+//! and outputs, a failed task's message); and on the way in, a card number or a key
+//! used as an object key in tool arguments (a native call, an MCP gateway call, a
+//! gateway request's earlier tool calls) is screened like a value.
+//!
 //! Needs the peers of `scripts/test-peers.sh`.
 
 use std::process::{Command, Stdio};
@@ -81,6 +88,11 @@ impl Checks {
 /// The official `mcp` client calls `mcp__leaky__echo` through `/mcp/gateway` as
 /// [`CLIENT`]; its printed document.
 async fn gateway_call(base: &str, text: &str) -> Value {
+    gateway_call_with(base, json!({ "text": text })).await
+}
+
+/// [`gateway_call`] with these arguments.
+async fn gateway_call_with(base: &str, arguments: Value) -> Value {
     let mut cmd = Command::new(peers::python());
     cmd.arg(peers::mcp_client_script())
         .args(["--timeout", "60", "--http"])
@@ -88,7 +100,7 @@ async fn gateway_call(base: &str, text: &str) -> Value {
         .arg("--header")
         .arg(format!("X-Client-ID: {CLIENT}"))
         .args(["--tool", "leaky__echo", "--arguments"])
-        .arg(json!({ "text": text }).to_string())
+        .arg(arguments.to_string())
         .stdin(Stdio::null());
     let output = tokio::task::spawn_blocking(move || cmd.output())
         .await
@@ -321,5 +333,379 @@ async fn results_errors_tool_calls_and_model_names_leave_only_redacted() {
             );
         }
     }
+    check.assert_none();
+}
+
+/// Waits (20 s at most) until the export holds `enough` of its spans, then returns
+/// them all.
+async fn exported(out: &std::path::Path, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let received = spans(out);
+        if enough(&received) {
+            return received;
+        }
+        assert!(Instant::now() < deadline, "spans so far: {received:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The database files of `sb` hold none of the raw values.
+fn check_store(check: &mut Checks, sb: &agentplane_suites::Sandbox) {
+    for file in store_files(sb) {
+        for needle in NEEDLES {
+            check.expect(
+                !file_contains(&file, needle.as_bytes()),
+                format!("{} holds {needle:?}", file.display()),
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_server_errors_leave_only_redacted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    // Every answer is a 400 whose body holds the card, the address, the key and the
+    // `[secrets]` value: a request error, so nothing retries or fails over.
+    let body = json!({"error": {"message": format!(
+        "no such customer {MAIL} (card {CARD}), key {KEY}, account {KNOWN}"
+    )}})
+    .to_string();
+    let model = ScriptedServer::start(Scenario::new(vec![Step::error(400, body)]).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(&format!(
+        "[secrets.MODEL_SECRET]\nenv = \"AGENTPLANE_SECRET_MODEL\"\n\
+         [agents.plain]\nsystem_prompt = \"You answer.\"\n\
+         [policies]\ndir = \"policies\"\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\ncapture_content = true\n",
+        collector.port
+    ));
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies/content.yaml"), POLICIES).expect("policy");
+    let served = start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[("AGENTPLANE_SECRET_MODEL", KNOWN)],
+    )
+    .await;
+    let mut check = Checks::default();
+
+    // 1. A native turn: its `error` event, in the stream and the history.
+    let thread = create_thread(&served, &sb, "plain", "errors").await;
+    let streamed = SseReader::open(&served, &thread, "hello")
+        .await
+        .until("turn_completed")
+        .await;
+    let streamed_text = format!("{:?}", streamed.iter().map(|r| &r.data).collect::<Vec<_>>());
+    check.clean("the turn's stream", &streamed_text);
+    let all = history(&served, &thread).await;
+    check.clean("the history", &all.to_string());
+    let events = events_of(&all);
+    let errors: Vec<&Value> = events.iter().filter(|e| e["kind"] == "error").collect();
+    assert_eq!(errors.len(), 1, "{events:#?}");
+    let message = errors[0]["message"].as_str().unwrap_or_default();
+    for redacted in [
+        "[REDACTED:card]",
+        "[REDACTED:email]",
+        "[REDACTED:secret]",
+        "[REDACTED:MODEL_SECRET]",
+    ] {
+        check.expect(
+            message.contains(redacted),
+            format!("{redacted} in {message}"),
+        );
+    }
+    let findings = events
+        .iter()
+        .filter(|e| {
+            e["kind"] == "content_finding"
+                && e["surface"] == "model_output"
+                && e["pointer"] == "/error"
+        })
+        .count();
+    check.expect(
+        findings == 3,
+        format!("3 findings in the error: {events:#?}"),
+    );
+
+    // 2. The OpenAI-compatible gateway, whole and streamed.
+    let whole = completion(&served.base, false).await;
+    let status = whole.status();
+    let whole = whole.text().await.expect("body");
+    check.expect(status.is_server_error(), format!("{status}: {whole}"));
+    check.clean("the gateway's error", &whole);
+    check.expect(
+        whole.contains("[REDACTED:email]"),
+        format!("redacted: {whole}"),
+    );
+    let streamed = completion(&served.base, true)
+        .await
+        .text()
+        .await
+        .expect("stream");
+    check.clean("the gateway's streamed error", &streamed);
+    check.expect(
+        streamed.contains("[REDACTED:card]"),
+        format!("streamed redacted: {streamed}"),
+    );
+
+    // 3. The export (the three failed model calls) and the store.
+    let received = exported(&out, |received| {
+        received
+            .iter()
+            .filter(|s| s["attributes"]["agentplane.outcome"] == "failed")
+            .count()
+            >= 3
+    })
+    .await;
+    check.clean("the OTLP export", &Value::Array(received).to_string());
+    check_store(&mut check, &sb);
+    check.assert_none();
+}
+
+/// `[agents.NAME]` of kind a2a at the peer (its key in `[secrets.peer_key]`).
+fn remote_agent(name: &str, base: &str) -> String {
+    format!(
+        "[agents.{name}]\nkind = \"a2a\"\ndescription = \"The SDK's test agent.\"\n\
+         url = \"{base}/.well-known/agent-card.json\"\n\
+         [agents.{name}.a2a]\napi_key = \"peer_key\"\ntimeout_secs = 60\n"
+    )
+}
+
+/// `[agents.NAME]` of kind acp running the SDK peer.
+fn acp_agent(name: &str) -> String {
+    let (node, args) = peers::acp_sdk_agent();
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[agents.{name}]\nkind = \"acp\"\nprofile = \"opencode\"\n\
+         [agents.{name}.acp]\ncommand = {node:?}\nargs = [{}]\n",
+        args.join(", ")
+    )
+}
+
+/// One turn of `agent` on a new thread: what was streamed, the stored events, the
+/// whole history as text.
+async fn turn(
+    served: &agentplane_suites::Served,
+    sb: &agentplane_suites::Sandbox,
+    agent: &str,
+    input: &str,
+) -> (String, Vec<Value>, String) {
+    let thread = create_thread(served, sb, agent, input).await;
+    let streamed = SseReader::open(served, &thread, input)
+        .await
+        .until("turn_completed")
+        .await;
+    let streamed_text = format!("{:?}", streamed.iter().map(|r| &r.data).collect::<Vec<_>>());
+    let all = history(served, &thread).await;
+    (streamed_text, events_of(&all), all.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_agents_reports_leave_only_redacted() {
+    const PEER_KEY: &str = "a2a-outgoing-peer-key-7c1d";
+    let (_peer, base) = agentplane_suites::python_peer(
+        &peers::a2a_agent_script(),
+        &["--auth", "bearer", "--key", PEER_KEY],
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("spans.jsonl");
+    let collector = receiver(&out);
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("unused")]).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(&format!(
+        "[secrets.peer_key]\nenv = \"AGENTPLANE_TEST_PEER_KEY\"\n{}{}\
+         [policies]\ndir = \"policies\"\n\
+         [telemetry]\notlp_endpoint = \"http://127.0.0.1:{}\"\ncapture_content = true\n",
+        acp_agent("coder"),
+        remote_agent("remote", &base),
+        collector.port
+    ));
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies/content.yaml"), POLICIES).expect("policy");
+    let served = start_with_env(
+        &sb,
+        &model.base_url(),
+        &[],
+        &[("AGENTPLANE_TEST_PEER_KEY", PEER_KEY)],
+    )
+    .await;
+    let mut check = Checks::default();
+
+    // An ACP agent: its text, its plan, its tool call's title, arguments (a key among
+    // them) and output.
+    let (streamed, events, all) = turn(&served, &sb, "coder", "leak").await;
+    check.clean("the ACP turn's stream", &streamed);
+    check.clean("the ACP turn's history", &all);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let planned = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call_planned" && e["call_id"] == "call-leak")
+        .unwrap_or_else(|| panic!("the leaking call: {kinds:?}"));
+    check.expect(
+        planned["title"] == "send to [REDACTED:email]",
+        format!("the title: {}", planned["title"]),
+    );
+    check.expect(
+        planned["arguments"]
+            == json!({"to": "[REDACTED:email]", "[REDACTED:card]": "[REDACTED:secret]"}),
+        format!("the arguments: {}", planned["arguments"]),
+    );
+    let completed = events
+        .iter()
+        .rfind(|e| e["kind"] == "turn_completed")
+        .expect("the end");
+    let result = completed["result"]["text"].as_str().unwrap_or_default();
+    check.expect(
+        result.contains("[REDACTED:card]") && result.contains("[REDACTED:email]"),
+        format!("the result: {result}"),
+    );
+    for surface in ["model_output", "tool_arguments", "tool_results"] {
+        check.expect(
+            events
+                .iter()
+                .any(|e| e["kind"] == "content_finding" && e["surface"] == surface),
+            format!("a finding on {surface}: {kinds:?}"),
+        );
+    }
+
+    // A remote A2A agent: its answer, and a failed task's message.
+    let (streamed, events, all) = turn(&served, &sb, "remote", "leak").await;
+    check.clean("the A2A turn's stream", &streamed);
+    check.clean("the A2A turn's history", &all);
+    check.expect(
+        all.contains("the customer: card [REDACTED:card]"),
+        format!("the answer redacted: {events:#?}"),
+    );
+    let (streamed, events, all) = turn(&served, &sb, "remote", "leakfail").await;
+    check.clean("the failed A2A turn's stream", &streamed);
+    check.clean("the failed A2A turn's history", &all);
+    let error = events
+        .iter()
+        .find(|e| e["kind"] == "error")
+        .unwrap_or_else(|| panic!("an error: {events:#?}"));
+    let message = error["message"].as_str().unwrap_or_default();
+    check.expect(
+        message.contains("[REDACTED:card]"),
+        format!("the error redacted: {message}"),
+    );
+
+    let received = exported(&out, |received| {
+        received
+            .iter()
+            .filter(|s| s["attributes"]["gen_ai.operation.name"] == "invoke_agent")
+            .count()
+            >= 3
+    })
+    .await;
+    check.clean("the OTLP export", &Value::Array(received).to_string());
+    check_store(&mut check, &sb);
+    check.assert_none();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_or_a_key_used_as_an_object_key_is_screened_like_a_value() {
+    let model = ScriptedServer::start(Scenario::new(vec![
+        // A native call whose arguments use the card as a key and the `sk-` key as
+        // its value.
+        Step::tool_call("mcp__leaky__echo", json!({"text": "ok", CARD: KEY})),
+        Step::text("done"),
+        // The gateway's answer to a request whose earlier tool call does the same.
+        Step::text("noted"),
+    ]))
+    .await
+    .expect("model");
+    let (python, args) = peers::mcp_hostile_server("leaky");
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    let sb = sandbox(&format!(
+        "[mcp.servers.leaky]\ncommand = {python:?}\nargs = [{}]\nstartup_timeout_secs = 10\n\
+         [mcp.gateway]\nservers = [\"leaky\"]\n\
+         [agents.echoer]\nsystem_prompt = \"You echo.\"\nensembles = [\"leaky\"]\n\
+         [policies]\ndir = \"policies\"\n",
+        args.join(", ")
+    ));
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies/content.yaml"), POLICIES).expect("policy");
+    let served = start_with_env(&sb, &model.base_url(), &[], &[]).await;
+    let mut check = Checks::default();
+
+    // 1. A native tool call: recorded, streamed and run with the key redacted.
+    let thread = create_thread(&served, &sb, "echoer", "keys").await;
+    let streamed = SseReader::open(&served, &thread, "echo")
+        .await
+        .until("turn_completed")
+        .await;
+    let streamed_text = format!("{:?}", streamed.iter().map(|r| &r.data).collect::<Vec<_>>());
+    check.clean("the turn's stream", &streamed_text);
+    let all = history(&served, &thread).await;
+    check.clean("the history", &all.to_string());
+    let events = events_of(&all);
+    let planned = events
+        .iter()
+        .find(|e| e["kind"] == "tool_call_planned")
+        .unwrap_or_else(|| panic!("a call: {events:#?}"));
+    check.expect(
+        planned["arguments"] == json!({"text": "ok", "[REDACTED:card]": "[REDACTED:secret]"}),
+        format!("the arguments: {}", planned["arguments"]),
+    );
+    let pointers: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "content_finding" && e["surface"] == "tool_arguments")
+        .map(|e| &e["pointer"])
+        .collect();
+    check.expect(
+        pointers == [&json!(""), &json!("/[REDACTED:card]")],
+        format!("the key's finding at its object, the value's below it: {pointers:?}"),
+    );
+
+    // 2. The MCP gateway: a key in a client's arguments.
+    let called = gateway_call_with(&served.base, json!({"text": "ok", CARD: MAIL})).await;
+    check.clean("the MCP gateway's answer", &called.to_string());
+    let log: Value = api(&served, reqwest::Method::GET, "/v1/mcp/calls")
+        .send()
+        .await
+        .expect("calls")
+        .json()
+        .await
+        .expect("calls JSON");
+    check.clean("GET /v1/mcp/calls", &log.to_string());
+
+    // 3. The OpenAI-compatible gateway: an earlier tool call's arguments in the
+    // conversation reach the upstream redacted, keys and values.
+    let answer = reqwest::Client::new()
+        .post(format!("{}/openai/v1/chat/completions", served.base))
+        .header("X-Client-ID", CLIENT)
+        .json(&json!({
+            "model": "scripted-model",
+            "messages": [
+                {"role": "user", "content": "mail the customer"},
+                {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": "c1", "type": "function", "function": {
+                        "name": "send",
+                        "arguments": json!({CARD: MAIL, "note": KEY}).to_string(),
+                    }}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sent"},
+            ],
+        }))
+        .send()
+        .await
+        .expect("completion");
+    assert_eq!(answer.status(), 200, "{:?}", answer.text().await);
+    let requests = model.requests();
+    let upstream =
+        serde_json::to_string(requests.last().expect("the gateway's request")).expect("json");
+    check.clean("the gateway's upstream request", &upstream);
+    check.expect(
+        upstream.contains("[REDACTED:card]") && upstream.contains("[REDACTED:email]"),
+        format!("redacted: {upstream}"),
+    );
+
+    check_store(&mut check, &sb);
     check.assert_none();
 }
