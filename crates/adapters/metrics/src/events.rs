@@ -5,19 +5,18 @@
 //! Called on the turn's task for every stored event, so each arm is a few atomic
 //! updates and at most one short lock; events that no metric counts cost a match.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use agentplane_core::policy::PolicyKind;
 use agentplane_core::{Event, EventPayload, ToolStatus, TurnId, usd_of_micros};
 use agentplane_engine::ports::{CallOutcome, ExecutionStatus, ModelCallRecord, TelemetrySink};
 
-use crate::labels::OTHER;
-use crate::{
-    AgentDecisionLabels, AgentLabel, AgentProviderLabels, AgentStatusLabels, ContentLabels,
-    MAX_TIMED_TURNS, Metrics, PolicyAgentKindLabels, PolicyAgentLabels, PolicyWouldLabels,
-    ToolLabel, ToolStatusLabels,
+use crate::labels::{
+    AgentDecisionLabels, AgentLabel, AgentProviderLabels, AgentStatusLabels, ContentLabels, OTHER,
+    PolicyAgentKindLabels, PolicyAgentLabels, PolicyWouldLabels, ToolLabel, ToolStatusLabels,
 };
+use crate::metrics::Metrics;
+use crate::timed::MAX_TIMED_TURNS;
 
 impl TelemetrySink for Metrics {
     fn on_event(&self, agent: &str, event: &Event) {
@@ -152,32 +151,29 @@ impl TelemetrySink for Metrics {
     }
 
     fn on_provider_call(&self, provider: &str, outcome: CallOutcome) {
-        self.provider_call(provider, outcome);
+        self.provider_metrics
+            .call(self.providers.admit(provider), outcome);
     }
 
     fn on_failover(&self, from: &str, to: &str) {
-        self.provider_failover(from, to);
+        let from = self.providers.admit(from);
+        self.provider_metrics
+            .failover(from, self.providers.admit(to));
     }
 
     fn on_provider_health(&self, provider: &str, up: bool) {
-        self.provider_health(provider, up);
+        self.provider_metrics
+            .health(self.providers.admit(provider), up);
     }
 
     fn on_execution_queue(&self, queued: u64) {
-        self.queue_depth(queued);
+        self.async_executions.queue_depth(queued);
     }
 
     fn on_execution_finished(&self, agent: &str, status: ExecutionStatus) {
-        self.finished(agent, status);
+        self.async_executions
+            .finished(self.agents.admit(agent), status);
     }
-}
-
-/// Running turns' start times, with the order they started in: ties between two
-/// `Instant`s must not decide which entry is evicted.
-#[derive(Debug, Default)]
-pub(crate) struct TimedTurns {
-    next: u64,
-    started: HashMap<TurnId, (u64, Instant)>,
 }
 
 impl Metrics {

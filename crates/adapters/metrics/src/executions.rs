@@ -8,8 +8,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::labels::AgentStatusLabels;
 use crate::listed::Listed;
-use crate::{AgentStatusLabels, Metrics};
 
 /// The execution metrics, registered in the process's registry.
 pub(crate) struct ExecutionMetrics {
@@ -37,20 +37,18 @@ impl ExecutionMetrics {
     }
 }
 
-impl Metrics {
+impl ExecutionMetrics {
     /// The number of queued executions.
     pub(crate) fn queue_depth(&self, queued: u64) {
-        self.async_executions
-            .queued
-            .set(i64::try_from(queued).unwrap_or(i64::MAX));
+        self.queued.set(i64::try_from(queued).unwrap_or(i64::MAX));
     }
 
-    /// An execution reached a terminal status.
-    pub(crate) fn finished(&self, agent: &str, status: ExecutionStatus) {
-        self.async_executions
-            .finished
+    /// An execution of `agent` (a label value that passed its cap) reached a terminal
+    /// status.
+    pub(crate) fn finished(&self, agent: String, status: ExecutionStatus) {
+        self.finished
             .get_or_create(&AgentStatusLabels {
-                agent: self.agents.admit(agent),
+                agent,
                 status: status.as_str(),
             })
             .inc();
@@ -59,15 +57,18 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    use agentplane_engine::ports::TelemetrySink;
+
     use super::*;
+    use crate::Metrics;
 
     #[test]
     fn the_queue_and_outcomes_are_exposed() {
         let metrics = Metrics::new();
-        metrics.queue_depth(3);
-        metrics.finished("chat", ExecutionStatus::Succeeded);
-        metrics.finished("chat", ExecutionStatus::Succeeded);
-        metrics.finished("chat", ExecutionStatus::Failed);
+        metrics.on_execution_queue(3);
+        metrics.on_execution_finished("chat", ExecutionStatus::Succeeded);
+        metrics.on_execution_finished("chat", ExecutionStatus::Succeeded);
+        metrics.on_execution_finished("chat", ExecutionStatus::Failed);
         let text = metrics.encode();
         assert!(text.contains("execution_queue_size 3"), "{text}");
         assert!(

@@ -10,6 +10,8 @@
 use std::collections::HashSet;
 use std::sync::Mutex;
 
+use prometheus_client::encoding::EncodeLabelSet;
+
 /// The value every refused label value folds into.
 pub const OTHER: &str = "other";
 /// The longest label value kept as it is, in bytes.
@@ -67,6 +69,94 @@ impl Default for LabelCap {
 /// agents, tools, policies and route templates never need more.
 fn plain(c: char) -> bool {
     c.is_ascii_graphic() && c != '"' && c != '\\'
+}
+
+/// The label sets of the families: each value in them passed a [`LabelCap`] or is one
+/// of a fixed few.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct AgentLabel {
+    pub(crate) agent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct AgentStatusLabels {
+    pub(crate) agent: String,
+    pub(crate) status: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct AgentProviderLabels {
+    pub(crate) agent: String,
+    pub(crate) provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct PolicyAgentLabels {
+    pub(crate) policy: String,
+    pub(crate) agent: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct PolicyWouldLabels {
+    pub(crate) policy: String,
+    pub(crate) agent: String,
+    pub(crate) would: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct AgentDecisionLabels {
+    pub(crate) agent: String,
+    pub(crate) decision: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct ContentLabels {
+    pub(crate) policy: String,
+    pub(crate) surface: String,
+    pub(crate) detector: String,
+    pub(crate) action: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct PolicyAgentKindLabels {
+    pub(crate) policy: String,
+    pub(crate) agent: String,
+    pub(crate) kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct ToolLabel {
+    pub(crate) tool: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct ToolStatusLabels {
+    pub(crate) tool: String,
+    pub(crate) status: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct RouteLabels {
+    pub(crate) method: &'static str,
+    pub(crate) route: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct RouteStatusLabels {
+    pub(crate) method: &'static str,
+    pub(crate) route: String,
+    pub(crate) status: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct StoreOpLabel {
+    pub(crate) op: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct StoreOutcomeLabels {
+    pub(crate) op: &'static str,
+    pub(crate) outcome: &'static str,
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::Metrics;
 use crate::listed::Listed;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -69,36 +68,28 @@ impl ProviderMetrics {
     }
 }
 
-impl Metrics {
-    /// One provider call ended.
-    pub(crate) fn provider_call(&self, provider: &str, outcome: CallOutcome) {
-        self.provider_metrics
-            .requests
+impl ProviderMetrics {
+    /// One call of `provider` (a label value that passed its cap) ended.
+    pub(crate) fn call(&self, provider: String, outcome: CallOutcome) {
+        self.requests
             .get_or_create(&ProviderOutcomeLabels {
-                provider: self.providers.admit(provider),
+                provider,
                 outcome: outcome.as_str(),
             })
             .inc();
     }
 
-    /// A failover from one provider to the next.
-    pub(crate) fn provider_failover(&self, from: &str, to: &str) {
-        self.provider_metrics
-            .failovers
-            .get_or_create(&FailoverLabels {
-                from: self.providers.admit(from),
-                to: self.providers.admit(to),
-            })
+    /// A failover from one provider to the next (label values that passed their cap).
+    pub(crate) fn failover(&self, from: String, to: String) {
+        self.failovers
+            .get_or_create(&FailoverLabels { from, to })
             .inc();
     }
 
     /// A provider's circuit closed (`up`) or opened.
-    pub(crate) fn provider_health(&self, provider: &str, up: bool) {
-        self.provider_metrics
-            .up
-            .get_or_create(&ProviderLabel {
-                provider: self.providers.admit(provider),
-            })
+    pub(crate) fn health(&self, provider: String, up: bool) {
+        self.up
+            .get_or_create(&ProviderLabel { provider })
             .set(i64::from(up));
     }
 }

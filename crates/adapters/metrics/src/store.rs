@@ -21,7 +21,7 @@ use agentplane_engine::ports::{
 };
 use async_trait::async_trait;
 
-use crate::Metrics;
+use crate::metrics::Metrics;
 
 /// An event store that records how each of its operations went. Give the hub this
 /// instead of the store it wraps.
