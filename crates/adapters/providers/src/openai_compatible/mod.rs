@@ -3,12 +3,14 @@
 //!
 //! Here live the client setup, the attempt/retry loop and the reading of response
 //! bodies (bounded, with timeouts). The wire format is in `wire.rs`, error mapping in
-//! `failure.rs`, model listing in `listing.rs`, capability probing in `capabilities.rs`. The API key is only ever put in the
+//! `failure.rs`, model listing in `listing.rs`, capability probing in `capabilities.rs`,
+//! the `ChatModel` port over all of them in `port.rs`. The API key is only ever put in the
 //! `Authorization` header; it is redacted from everything else.
 
 pub(crate) mod capabilities;
 pub(crate) mod failure;
 pub(crate) mod listing;
+mod port;
 pub(crate) mod wire;
 
 use std::time::Duration;
@@ -241,29 +243,6 @@ impl OpenAiCompatible {
             api_key: self.api_key(),
             shown_url: &self.shown_url,
         }
-    }
-}
-
-#[async_trait]
-impl ChatModel for OpenAiCompatible {
-    fn provider(&self) -> &str {
-        "openai-compatible"
-    }
-
-    async fn list_models(&self) -> Result<Vec<ModelInfo>, ModelError> {
-        listing::list_models(self).await
-    }
-
-    async fn capabilities(&self, model: &str) -> Capabilities {
-        capabilities::probe(self, model).await
-    }
-
-    async fn chat(
-        &self,
-        request: &ChatRequest,
-        on_text: &mut TextSink<'_>,
-    ) -> Result<ChatResponse, ModelError> {
-        self.chat_with(request, on_text).await
     }
 }
 
