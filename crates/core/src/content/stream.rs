@@ -11,7 +11,7 @@
 
 use std::fmt;
 
-use super::{Candidate, Detectors, Finding, Taken, push_redacted};
+use super::scan::{Candidate, Detectors, Finding, Taken, push_redacted};
 
 /// How many characters before the next search a stream keeps: the checks look at two
 /// before a candidate (`check.rs`), the regexes' word boundaries at one.

@@ -11,8 +11,13 @@
 use serde::Deserialize;
 use yaml_serde::{Mapping, Value};
 
-use super::{Condition, MAX_ERRORS, Mode, PolicyKind, PolicyName, RawRules, Targets};
-use super::{Policy, Rule};
+use super::condition::Condition;
+use super::raw::RawRules;
+use super::rule::{Mode, Policy, PolicyKind, PolicyName, Rule};
+use super::targets::Targets;
+
+/// The most errors reported for one file; a file this broken needs no more.
+pub(super) const MAX_ERRORS: usize = 100;
 
 /// One step of a path into a document: a mapping key or a sequence index.
 #[derive(Debug, Clone, PartialEq, Eq)]

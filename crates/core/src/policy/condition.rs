@@ -15,7 +15,6 @@ use std::path::{Component, Path, PathBuf};
 
 use jiff::Timestamp;
 use serde_json::Value as Json;
-use yaml_serde::Value;
 
 use super::glob::Glob;
 use super::request::RequestContext;
@@ -198,22 +197,6 @@ impl Eq for Op {}
 pub(crate) type Problem = (Vec<String>, String);
 
 impl Condition {
-    /// Reads a `when:` value: a condition, or a list of them (all must hold).
-    pub(crate) fn parse(value: &Value) -> Result<Condition, Vec<Problem>> {
-        let mut nodes = 0usize;
-        let mut problems = Vec::new();
-        let parsed = match value {
-            Value::Sequence(items) => {
-                read::list(items, &[], 0, &mut nodes, &mut problems).map(Condition::All)
-            }
-            other => read::node(other, &[], 0, &mut nodes, &mut problems),
-        };
-        match parsed {
-            Some(condition) if problems.is_empty() => Ok(condition),
-            _ => Err(problems),
-        }
-    }
-
     /// Whether it holds for `ctx` (unknown only for argument tests without arguments).
     pub fn eval(&self, ctx: &RequestContext<'_>) -> Truth {
         match self {

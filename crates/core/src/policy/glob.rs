@@ -67,7 +67,7 @@ pub fn any_matches(patterns: &[Glob], name: &str) -> bool {
 
 impl<'de> Deserialize<'de> for Glob {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        super::parse_str(deserializer, Glob::new)
+        super::scalar::parse_str(deserializer, Glob::new)
     }
 }
 

@@ -80,7 +80,7 @@ pub fn parse_duration(text: &str, what: &str) -> Result<Duration, String> {
 
 impl<'de> Deserialize<'de> for Window {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        super::parse_str(deserializer, Window::parse)
+        super::scalar::parse_str(deserializer, Window::parse)
     }
 }
 

@@ -86,7 +86,7 @@ impl Eq for Zone {}
 
 impl<'de> Deserialize<'de> for Zone {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        super::parse_str(deserializer, Zone::get)
+        super::scalar::parse_str(deserializer, Zone::get)
     }
 }
 
@@ -135,7 +135,7 @@ impl Day {
 
 impl<'de> Deserialize<'de> for Day {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        super::parse_str(deserializer, Day::parse)
+        super::scalar::parse_str(deserializer, Day::parse)
     }
 }
 
@@ -237,7 +237,7 @@ fn clock(text: &str) -> Option<u16> {
 
 impl<'de> Deserialize<'de> for HourRange {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        super::parse_str(deserializer, HourRange::parse)
+        super::scalar::parse_str(deserializer, HourRange::parse)
     }
 }
 

@@ -13,6 +13,24 @@ use super::{
 };
 use crate::policy::glob::Glob;
 
+impl Condition {
+    /// Reads a `when:` value: a condition, or a list of them (all must hold).
+    pub(crate) fn parse(value: &Value) -> Result<Condition, Vec<Problem>> {
+        let mut nodes = 0usize;
+        let mut problems = Vec::new();
+        let parsed = match value {
+            Value::Sequence(items) => {
+                list(items, &[], 0, &mut nodes, &mut problems).map(Condition::All)
+            }
+            other => node(other, &[], 0, &mut nodes, &mut problems),
+        };
+        match parsed {
+            Some(condition) if problems.is_empty() => Ok(condition),
+            _ => Err(problems),
+        }
+    }
+}
+
 const OPERATORS: [&str; 11] = [
     "equals",
     "in",
