@@ -228,6 +228,10 @@ pub enum EventPayload {
         /// environment and confinement of a `run_command`), when the tool can say.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         runs: Option<String>,
+        /// The `approval_required` policy the ask answers for, when one applies (an
+        /// external agent's ask): only its approvers may decide it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        policy: Option<String>,
     },
     /// The answer, or the reason none came (timeout, disconnect, restart).
     PermissionResolved {

@@ -40,7 +40,7 @@ const TURN_COLUMNS: &str =
 const EVENT_COLUMNS: &str = "thread_id, seq, turn_id, ts, payload";
 
 const PERMISSION_COLUMNS: &str =
-    "id, thread_id, turn_id, call_id, tool, arguments, options, status, reason, created_at";
+    "id, thread_id, turn_id, call_id, tool, arguments, options, status, reason, created_at, policy";
 
 // ----- writes ---------------------------------------------------------------------------
 
@@ -330,6 +330,7 @@ pub(crate) async fn create_permission(
 ) -> Result<(PermissionRecord, Event), StoreError> {
     require_running(db, &permission.thread_id, &permission.turn_id).await?;
     let (arguments_json, options_json) = permission.encoded()?;
+    let policy_json = permission.encoded_policy()?;
     let event = insert_event(
         db,
         &permission.thread_id,
@@ -340,8 +341,9 @@ pub(crate) async fn create_permission(
     let inserted = db
         .execute(
             "INSERT INTO permissions
-                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8)",
+                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at,
+                  policy)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9)",
             &[
                 &permission.id.as_str(),
                 &permission.thread_id.as_str(),
@@ -351,6 +353,7 @@ pub(crate) async fn create_permission(
                 &arguments_json,
                 &options_json,
                 &event.ts,
+                &policy_json,
             ],
         )
         .await;
@@ -727,5 +730,10 @@ fn decode_permission(row: &Row) -> Result<PermissionRecord, StoreError> {
         status,
         reason: opt_text(row, 8)?,
         created_at: text(row, 9)?,
+        policy: opt_text(row, 10)?
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| unreadable(format!("policy: {e}")))?,
     })
 }

@@ -400,6 +400,11 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO audit_chains (chain) VALUES ('model_calls'), ('mcp_calls');
     "#,
+    // The approval policy a permission answers for (SQLite's migration 12): JSON
+    // `{policy, approvers, separate}`, or NULL when no policy asked.
+    r#"
+    ALTER TABLE permissions ADD COLUMN policy TEXT;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -380,6 +380,12 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER audit_chains_never_delete BEFORE DELETE ON audit_chains
         BEGIN SELECT RAISE(ABORT, 'the audit chains are an audit record'); END;
     "#,
+    // 12: the approval policy a permission answers for (an external agent's ask that
+    // an `approval_required` policy selects): JSON `{policy, approvers, separate}`, or
+    // NULL when no policy asked. Permissions stored before have none.
+    r#"
+    ALTER TABLE permissions ADD COLUMN policy TEXT;
+    "#,
 ];
 
 /// The schema version this code writes and understands.

@@ -19,6 +19,7 @@ pub(crate) fn create_permission(
 ) -> Result<(PermissionRecord, Event), StoreError> {
     require_running(c, &permission.thread_id, &permission.turn_id)?;
     let (arguments_json, options_json) = permission.encoded()?;
+    let policy_json = permission.encoded_policy()?;
     let event = insert_event(
         c,
         permission.thread_id.clone(),
@@ -28,8 +29,9 @@ pub(crate) fn create_permission(
     let inserted = c
         .prepare_cached(
             "INSERT INTO permissions
-                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8)",
+                 (id, thread_id, turn_id, call_id, tool, arguments, options, status, created_at,
+                  policy)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9)",
         )
         .and_then(|mut insert| {
             insert.execute(params![
@@ -41,6 +43,7 @@ pub(crate) fn create_permission(
                 arguments_json,
                 options_json,
                 event.ts,
+                policy_json,
             ])
         });
     match inserted {

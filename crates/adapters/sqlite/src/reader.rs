@@ -253,7 +253,7 @@ pub(crate) fn thread_events(
 }
 
 const PERMISSION_COLUMNS: &str =
-    "id, thread_id, turn_id, call_id, tool, arguments, options, status, reason, created_at";
+    "id, thread_id, turn_id, call_id, tool, arguments, options, status, reason, created_at, policy";
 
 pub(crate) fn permission(
     c: &Connection,
@@ -455,6 +455,7 @@ struct RawPermission {
     status: String,
     reason: Option<String>,
     created_at: String,
+    policy: Option<String>,
 }
 
 impl RawPermission {
@@ -470,6 +471,7 @@ impl RawPermission {
             status: row.get(7)?,
             reason: row.get(8)?,
             created_at: row.get(9)?,
+            policy: row.get(10)?,
         })
     }
 
@@ -491,6 +493,12 @@ impl RawPermission {
                 .map_err(|e| unreadable(format!("arguments: {e}")))?,
             options: serde_json::from_str(&self.options)
                 .map_err(|e| unreadable(format!("options: {e}")))?,
+            policy: self
+                .policy
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| unreadable(format!("policy: {e}")))?,
             call_id: self.call_id,
             tool: self.tool,
             status,

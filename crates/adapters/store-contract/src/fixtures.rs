@@ -99,7 +99,8 @@ pub async fn running_turn<S: Store>(store: &S) -> (ThreadId, TurnId) {
     (thread, turn)
 }
 
-/// A permission request for a call of `write_file` in `turn`.
+/// A permission request for a call of `write_file` in `turn`, asked for by an approval
+/// policy (so the store keeps who may decide it).
 pub fn new_permission(thread: &ThreadId, turn: &TurnId) -> NewPermission {
     NewPermission {
         id: PermissionId::new(),
@@ -110,5 +111,10 @@ pub fn new_permission(thread: &ThreadId, turn: &TurnId) -> NewPermission {
         arguments: serde_json::json!({"path": "src/main.rs", "content": "fn main() {}"}),
         options: vec!["approved".into(), "declined".into()],
         runs: None,
+        policy: Some(agentplane_engine::ports::PermissionPolicy {
+            policy: "edits-need-approval".into(),
+            approvers: vec!["role:security".into()],
+            separate: true,
+        }),
     }
 }

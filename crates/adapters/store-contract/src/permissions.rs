@@ -35,6 +35,8 @@ pub async fn a_permission_is_created_then_resolved_exactly_once<S: Store>(
     assert_eq!(record.call_id, wanted.call_id);
     assert_eq!(record.arguments, wanted.arguments);
     assert_eq!(record.options, wanted.options);
+    // Who may decide it is kept, so a restart or another replica enforces it too.
+    assert_eq!(record.policy, wanted.policy);
     assert_eq!(record.status, PermissionStatus::Pending);
     assert_eq!(record.reason, None);
     assert_eq!(record.created_at, event.ts);
@@ -49,6 +51,7 @@ pub async fn a_permission_is_created_then_resolved_exactly_once<S: Store>(
             arguments: wanted.arguments.clone(),
             options: wanted.options.clone(),
             runs: wanted.runs.clone(),
+            policy: Some("edits-need-approval".into()),
         }
     );
     assert_eq!(

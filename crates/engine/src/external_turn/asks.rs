@@ -8,8 +8,9 @@
 //! What must not live here: what the agent reports (`mod.rs`, screened by
 //! `screen.rs`), its money (`governance::ceiling`).
 
+use agentplane_core::policy::{PolicySet, Rule};
 use agentplane_core::{EventPayload, PermissionDecision, PermissionId};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{ExternalTurn, is_empty};
@@ -17,7 +18,7 @@ use crate::governance::rules::{self, Decision, RequestContext};
 use crate::governance::{RateFacts, Refusal};
 use crate::permissions;
 use crate::ports::external::{CapabilityUse, PermissionAsk};
-use crate::ports::{NewPermission, RateError, StoreError};
+use crate::ports::{NewPermission, PermissionPolicy, RateError, StoreError};
 
 impl ExternalTurn<'_> {
     fn policy_ctx<'r>(&'r self, tool: &'r str) -> RequestContext<'r> {
@@ -51,11 +52,26 @@ impl ExternalTurn<'_> {
         {
             self.late_arguments(&ask.call_id, input).await?;
         }
+        // Policies see the call's own arguments, as our tool of that name would get
+        // them (`{"path": …}` for an edit), not what the person is shown; where the
+        // agent announced arguments and the ask carries others, both are decided and
+        // deny wins.
+        let planned = self
+            .calls
+            .get(&ask.call_id)
+            .map(|c| c.arguments.clone())
+            .filter(|a| !is_empty(a));
         let policies = self.deps.governance.policies.current();
-        let gate = rules::gate(
-            &policies,
-            &self.policy_ctx(&ask.tool).arguments(&ask.arguments),
-        );
+        let ctx = self.policy_ctx(&ask.tool);
+        let none = json!({});
+        let own = planned.as_ref().or(ask.input.as_ref()).unwrap_or(&none);
+        let mut gate = rules::gate(&policies, &ctx.arguments(own));
+        if let (Some(planned), Some(input)) = (&planned, &ask.input)
+            && planned != input
+        {
+            gate = gate.and(rules::gate(&policies, &ctx.arguments(input)));
+        }
+        let asked_by = asked_by(&policies, &gate.decision);
         let what = format!("`{}`", ask.tool);
         let refusal = match Refusal::denied(&policies, &gate, Some(&ask.tool)) {
             Some(refusal) => Some(refusal),
@@ -74,7 +90,7 @@ impl ExternalTurn<'_> {
                             &ask.call_id,
                             &ask.tool,
                             ask.arguments,
-                            Some(other.to_string()),
+                            (Some(other.to_string()), asked_by),
                             cancel,
                         )
                         .await?;
@@ -104,8 +120,14 @@ impl ExternalTurn<'_> {
             }
             None => None,
         };
-        self.ask_person(&ask.call_id, &ask.tool, ask.arguments, denial, cancel)
-            .await
+        self.ask_person(
+            &ask.call_id,
+            &ask.tool,
+            ask.arguments,
+            (denial, asked_by),
+            cancel,
+        )
+        .await
     }
 
     fn rate_facts<'r>(&'r self, tool: &'r str) -> RateFacts<'r> {
@@ -138,8 +160,15 @@ impl ExternalTurn<'_> {
             }
             Decision::RequireApproval { .. } => {
                 let call_id = format!("cap-{}", PermissionId::new());
+                let asked_by = asked_by(&policies, &gate.decision);
                 if !self
-                    .ask_person(&call_id, &use_.tool, use_.arguments.clone(), None, cancel)
+                    .ask_person(
+                        &call_id,
+                        &use_.tool,
+                        use_.arguments.clone(),
+                        (None, asked_by),
+                        cancel,
+                    )
                     .await?
                 {
                     return Ok(Err(format!(
@@ -170,13 +199,14 @@ impl ExternalTurn<'_> {
 
     /// Stores a permission request and waits for its one resolution: a decision, the
     /// timeout, cancellation, or `declined_by` (a policy) at once. Only an explicit
-    /// approval is `true`.
+    /// approval is `true`. `asked_by`: the approval policy that wants a person, whose
+    /// approvers alone may then decide (`hub::turns::resolve_permission`).
     async fn ask_person(
         &mut self,
         call_id: &str,
         tool: &str,
         arguments: Value,
-        declined_by: Option<String>,
+        (declined_by, asked_by): (Option<String>, Option<PermissionPolicy>),
         cancel: &CancellationToken,
     ) -> Result<bool, StoreError> {
         let observer = self.observer;
@@ -195,6 +225,7 @@ impl ExternalTurn<'_> {
                     .map(|o| (*o).to_owned())
                     .collect(),
                 runs: None,
+                policy: asked_by,
             },
             declined_by,
             &|event| observer.on_event(event),
@@ -203,4 +234,20 @@ impl ExternalTurn<'_> {
         .await?;
         Ok(decision == PermissionDecision::Approved)
     }
+}
+
+/// The approval policy a decision asks a person for, with who may decide.
+fn asked_by(policies: &PolicySet, decision: &Decision<'_>) -> Option<PermissionPolicy> {
+    let Decision::RequireApproval { policy } = decision else {
+        return None;
+    };
+    let (approvers, separate) = match policies.get(policy).map(|p| p.rule()) {
+        Some(Rule::ApprovalRequired(rule)) => (rule.approvers.clone(), rule.separate_approver),
+        _ => (Vec::new(), false),
+    };
+    Some(PermissionPolicy {
+        policy: (*policy).to_owned(),
+        approvers,
+        separate,
+    })
 }

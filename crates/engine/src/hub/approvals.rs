@@ -84,7 +84,7 @@ impl Hub {
         let caller = self.require(caller, Access::Approve, "deciding an approval")?;
         let client = caller.client();
         let record = self.approval(&*caller, id).await?;
-        if !record.approvers.is_empty() && !names_approver(&record, &caller) {
+        if !record.approvers.is_empty() && !names_approver(&record.approvers, &caller) {
             security_event(
                 &caller,
                 "forbidden",
@@ -467,17 +467,14 @@ impl Hub {
 
 /// The thread's owner and the named approvers see an approval.
 fn visible_to(approval: &ApprovalRecord, caller: &Caller) -> bool {
-    approval.client_id == caller.client() || names_approver(approval, caller)
+    approval.client_id == caller.client() || names_approver(&approval.approvers, caller)
 }
 
 /// Whether the approval's `approvers` name the caller: its client, or `role:NAME` for
 /// a role it holds. An approval with an approver list is decided only by them.
-fn names_approver(approval: &ApprovalRecord, caller: &Caller) -> bool {
-    approval
-        .approvers
-        .iter()
-        .any(|a| match a.strip_prefix("role:") {
-            Some(role) => caller.roles().has_named(role),
-            None => a == caller.client(),
-        })
+pub(super) fn names_approver(approvers: &[String], caller: &Caller) -> bool {
+    approvers.iter().any(|a| match a.strip_prefix("role:") {
+        Some(role) => caller.roles().has_named(role),
+        None => a == caller.client(),
+    })
 }

@@ -3,7 +3,10 @@
 //! that left can no longer answer. Each entry checks the caller's role once, plans the
 //! turn (`plan.rs`) and drives the plan; live state is `live.rs`'s.
 
+use super::identity::security_event;
 use super::*;
+use crate::identity::Caller;
+use crate::ports::PermissionPolicy;
 use crate::turn::{BegunTurn, TurnObserver, TurnOutcome};
 use tracing::Instrument as _;
 
@@ -202,9 +205,15 @@ impl Hub {
             .permission(id)
             .await?
             .ok_or_else(|| HubError::NotFound(format!("permission {id}")))?;
-        self.thread(client, &record.thread_id)
-            .await
-            .map_err(|_| HubError::NotFound(format!("permission {id}")))?;
+        match &record.policy {
+            // An approval policy asked for a person: decided as its approvals are.
+            Some(asked) => self.may_decide_asked(&caller, &record, asked).await?,
+            None => {
+                self.thread(client, &record.thread_id)
+                    .await
+                    .map_err(|_| HubError::NotFound(format!("permission {id}")))?;
+            }
+        }
         let (decision, reason, malformed) = match permissions::parse_decision(decision) {
             Ok(decision) => (
                 decision,
@@ -235,6 +244,56 @@ impl Hub {
             Some(message) => Err(HubError::InvalidArgument(message)),
             None => Ok(record),
         }
+    }
+
+    /// Who may answer a permission an approval policy asked for: with approvers, only
+    /// they (by client, or by a role they hold), else the thread's owner; with four
+    /// eyes, never the client whose turn asked; and always with the right to approve.
+    async fn may_decide_asked(
+        &self,
+        caller: &Caller,
+        record: &PermissionRecord,
+        asked: &PermissionPolicy,
+    ) -> Result<(), HubError> {
+        let id = &record.id;
+        let not_found = || HubError::NotFound(format!("permission {id}"));
+        let owner = self
+            .deps
+            .store
+            .thread(&record.thread_id)
+            .await?
+            .ok_or_else(not_found)?
+            .client_id;
+        let addressed = super::approvals::names_approver(&asked.approvers, caller);
+        if owner != caller.client() && !addressed {
+            return Err(not_found());
+        }
+        self.require(
+            caller,
+            Access::Approve,
+            "answering a permission a policy asked for",
+        )?;
+        if !asked.approvers.is_empty() && !addressed {
+            security_event(
+                caller,
+                "forbidden",
+                &format!("permission {id} is not addressed to it"),
+            );
+            return Err(HubError::Forbidden(format!(
+                "permission {id} is asked by policy `{}` and may be decided only by {}",
+                asked.policy,
+                asked.approvers.join(", ")
+            )));
+        }
+        if asked.separate && owner == caller.client() {
+            security_event(caller, "forbidden", &format!("self-approval of {id}"));
+            return Err(HubError::Forbidden(format!(
+                "permission {id} needs a separate approver (policy `{}`): the client whose \
+                 turn asked cannot decide it",
+                asked.policy
+            )));
+        }
+        Ok(())
     }
 
     /// Registers a begun turn as running here, so it can be cancelled.

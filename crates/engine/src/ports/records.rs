@@ -203,7 +203,19 @@ impl NewPermission {
             arguments: self.arguments.clone(),
             options: self.options.clone(),
             runs: self.runs.clone(),
+            policy: self.policy.as_ref().map(|p| p.policy.clone()),
         }
+    }
+
+    /// The approval policy it answers for, as the stored JSON text.
+    pub fn encoded_policy(&self) -> Result<Option<String>, StoreError> {
+        self.policy
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| {
+                StoreError::Backend(format!("permission {} cannot be encoded: {e}", self.id))
+            })
     }
 
     /// The record of this request, pending since `created_at` (its event's time).
@@ -219,6 +231,7 @@ impl NewPermission {
             status: PermissionStatus::Pending,
             reason: None,
             created_at,
+            policy: self.policy,
         }
     }
 }

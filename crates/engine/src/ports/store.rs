@@ -87,6 +87,20 @@ pub struct NewPermission {
     pub options: Vec<String>,
     /// What will actually run, when the ensemble can say ([`super::Ensemble::preview`]).
     pub runs: Option<String>,
+    /// The approval policy that asked for a person, when one did.
+    pub policy: Option<PermissionPolicy>,
+}
+
+/// The `approval_required` policy a permission answers for (an external agent's ask
+/// that a policy wants approved): as with an approval, only its approvers decide it,
+/// and with four eyes not the client whose turn asked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PermissionPolicy {
+    pub policy: String,
+    #[serde(default)]
+    pub approvers: Vec<String>,
+    #[serde(default)]
+    pub separate: bool,
 }
 
 /// Where a permission stands.
@@ -110,6 +124,8 @@ pub struct PermissionRecord {
     /// Why it was resolved so (a person, a timeout, a disconnect, a restart).
     pub reason: Option<String>,
     pub created_at: String,
+    /// The approval policy that asked for a person, when one did.
+    pub policy: Option<PermissionPolicy>,
 }
 
 /// An approval to store: the exact call, and what the turn needs to resume.

@@ -43,6 +43,8 @@ impl ActiveTurn<'_> {
                     ArgsRetention::Full => runs,
                     ArgsRetention::Hash => None,
                 },
+                // A native agent's permission is the agent's setting, not a policy's.
+                policy: None,
             },
             None,
             &|event| self.observer.on_event(event),

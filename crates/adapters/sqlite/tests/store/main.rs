@@ -73,5 +73,6 @@ fn new_permission(thread: &ThreadId, turn: &TurnId) -> NewPermission {
         arguments: serde_json::json!({"path": "src/main.rs", "content": "fn main() {}"}),
         options: vec!["approved".into(), "declined".into()],
         runs: None,
+        policy: None,
     }
 }
