@@ -381,15 +381,20 @@ impl SseReader {
 
     /// Events up to and including the first of `kind`, within the budget.
     pub async fn until(&mut self, kind: &str) -> Vec<Received> {
+        self.until_any(&[kind]).await
+    }
+
+    /// Events up to and including the first of any of `kinds`, within the budget.
+    pub async fn until_any(&mut self, kinds: &[&str]) -> Vec<Received> {
         let mut seen = Vec::new();
         let deadline = Instant::now() + EVENT_BUDGET;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let event = tokio::time::timeout(left, self.next())
                 .await
-                .unwrap_or_else(|_| panic!("no `{kind}` within {EVENT_BUDGET:?}: {seen:?}"))
-                .unwrap_or_else(|| panic!("the stream ended before `{kind}`: {seen:?}"));
-            let done = event.event == kind;
+                .unwrap_or_else(|_| panic!("none of {kinds:?} within {EVENT_BUDGET:?}: {seen:?}"))
+                .unwrap_or_else(|| panic!("the stream ended before {kinds:?}: {seen:?}"));
+            let done = kinds.contains(&event.event.as_str());
             seen.push(event);
             if done {
                 return seen;
