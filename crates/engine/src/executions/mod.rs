@@ -15,7 +15,6 @@ mod webhooks;
 mod worker;
 
 use crate::identity::{Access, AsCaller};
-use worker::*;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -540,4 +539,26 @@ impl Executions {
             self.telemetry.execution_queue(queued);
         }
     }
+}
+
+/// An idempotent replay: the earlier execution if the request is the same.
+fn replay(
+    earlier: ExecutionRecord,
+    request: &SubmitExecution,
+    fingerprint: &str,
+) -> Result<Submitted, HubError> {
+    if earlier.agent != request.agent
+        || earlier.input != request.input
+        || earlier.fingerprint != fingerprint
+    {
+        return Err(HubError::Conflict(format!(
+            "idempotency key {:?} was used for a different request (execution {})",
+            request.idempotency_key.as_deref().unwrap_or_default(),
+            earlier.id
+        )));
+    }
+    Ok(Submitted {
+        execution: earlier,
+        created: false,
+    })
 }

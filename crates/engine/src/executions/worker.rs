@@ -385,28 +385,6 @@ impl Executions {
     }
 }
 
-/// An idempotent replay: the earlier execution if the request is the same.
-pub(super) fn replay(
-    earlier: ExecutionRecord,
-    request: &SubmitExecution,
-    fingerprint: &str,
-) -> Result<Submitted, HubError> {
-    if earlier.agent != request.agent
-        || earlier.input != request.input
-        || earlier.fingerprint != fingerprint
-    {
-        return Err(HubError::Conflict(format!(
-            "idempotency key {:?} was used for a different request (execution {})",
-            request.idempotency_key.as_deref().unwrap_or_default(),
-            earlier.id
-        )));
-    }
-    Ok(Submitted {
-        execution: earlier,
-        created: false,
-    })
-}
-
 /// The start of `ModelError::Upstream`'s message, followed by the HTTP status.
 const UPSTREAM_ANSWERED: &str = "the model server answered ";
 
