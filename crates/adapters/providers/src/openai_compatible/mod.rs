@@ -16,9 +16,7 @@ pub(crate) mod wire;
 use std::time::Duration;
 
 use agentplane_core::{ChatRequest, ChatResponse};
-use agentplane_engine::ports::model::TextSink;
-use agentplane_engine::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
-use async_trait::async_trait;
+use agentplane_engine::ports::ModelError;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 
 use crate::exchange::Exchange;
