@@ -14,24 +14,60 @@
 //! component of more than one module); the failure lists them with where each arrow
 //! inside it is written, so the edge to cut is visible.
 //!
-//! Crates checked: the runtime, the CLI and both stores (their shared row helpers live in
-//! `rows.rs`, which imports nothing that imports it). The engine is held by its own
-//! layer test (`crates/engine/tests/layers.rs`) between its top-level modules; inside
-//! them, the hub's and governance's files are `impl` blocks of their parent's type and
-//! use it back, which this test would call a circle.
+//! Crates checked: every member of the workspace, read from the root `Cargo.toml`, so a
+//! new crate is held to this without being named here. The engine is also held by its
+//! own layer test (`crates/engine/tests/layers.rs`), which fixes the order of its
+//! top-level modules; this test sees inside them too.
+//!
+//! FIXME(issue 49): three circles of the engine are not cut yet ([`NOT_YET_CUT`]): the
+//! hub's, the turn's and governance's files are `impl` blocks of their parent's type
+//! (`Hub`, `ActiveTurn`, `Governance`) while the parent names their items back. Each is
+//! pinned to its subtree: a circle anywhere else fails, and so does an entry whose
+//! subtree has no circle left, so the list only shrinks.
 //!
 //! Run it alone with `cargo test -p agentplane-suites --test module_cycles`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The crates (relative to the repository root) that must have no import circle.
-const CRATES: &[&str] = &[
-    "crates/runtime",
-    "crates/adapters/sqlite",
-    "crates/adapters/postgres",
-    "crates/cli",
+/// The workspace's crates (relative to the repository root): the `members` of the root
+/// `Cargo.toml`.
+fn workspace_crates() -> Vec<String> {
+    let manifest = std::fs::read_to_string(repo_root().join("Cargo.toml")).expect("Cargo.toml");
+    let start = manifest
+        .find("members = [")
+        .expect("a members list in the root Cargo.toml");
+    let list = &manifest[start + "members = [".len()..];
+    let list = &list[..list.find(']').expect("the members list ends")];
+    list.lines()
+        .map(|line| line.split('#').next().unwrap_or_default())
+        .flat_map(|line| line.split(','))
+        .map(|item| item.trim().trim_matches('"'))
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// FIXME(issue 49): the subtrees, by crate, where today's circles are still allowed:
+/// a circle whose modules all lie under one of them (the module itself or below).
+const NOT_YET_CUT: &[(&str, &str)] = &[
+    ("crates/engine", "governance"),
+    ("crates/engine", "hub"),
+    ("crates/engine", "turn"),
 ];
+
+/// Whether `circle` lies inside one of `krate`'s [`NOT_YET_CUT`] subtrees, and which.
+fn not_yet_cut(krate: &str, circle: &[Module]) -> Option<&'static str> {
+    NOT_YET_CUT
+        .iter()
+        .filter(|(c, _)| *c == krate)
+        .map(|(_, subtree)| *subtree)
+        .find(|subtree| {
+            circle
+                .iter()
+                .all(|m| m.first().is_some_and(|first| first == subtree))
+        })
+}
 
 /// A module's path inside its crate: `[]` is the crate root.
 type Module = Vec<String>;
@@ -617,25 +653,42 @@ fn describe(graph: &Graph, circles: &[Vec<Module>]) -> String {
 
 #[test]
 fn no_import_circle_between_modules() {
-    for krate in CRATES {
+    let crates = workspace_crates();
+    assert!(
+        crates.len() >= 15 && crates.iter().any(|c| c == "crates/engine"),
+        "the workspace members were not read: {crates:?}"
+    );
+    let (mut files_seen, mut arrows_seen) = (0, 0);
+    let mut failures = String::new();
+    for krate in &crates {
         let files = crate_files(krate);
-        assert!(
-            files.len() >= 10,
-            "too few files seen in {krate}: {files:?}"
-        );
+        assert!(!files.is_empty(), "no source file seen in {krate}");
         let graph = graph(&files);
-        let arrows: usize = graph.values().map(BTreeMap::len).sum();
-        assert!(
-            arrows >= files.len(),
-            "too few arrows seen in {krate} ({arrows}): the scanner reads nothing"
-        );
-        let found = circles(&graph);
-        assert!(
-            found.is_empty(),
-            "{krate} has import circles between its modules:\n{}",
-            describe(&graph, &found)
-        );
+        files_seen += files.len();
+        arrows_seen += graph.values().map(BTreeMap::len).sum::<usize>();
+        let mut found = circles(&graph);
+        for subtree in NOT_YET_CUT.iter().filter(|(c, _)| c == krate) {
+            assert!(
+                found
+                    .iter()
+                    .any(|circle| not_yet_cut(krate, circle) == Some(subtree.1)),
+                "{krate}'s `{}` has no circle left: take it off NOT_YET_CUT",
+                subtree.1
+            );
+        }
+        found.retain(|circle| not_yet_cut(krate, circle).is_none());
+        if !found.is_empty() {
+            failures.push_str(&format!(
+                "{krate} has import circles between its modules:\n{}",
+                describe(&graph, &found)
+            ));
+        }
     }
+    assert!(
+        arrows_seen >= files_seen,
+        "too few arrows seen ({arrows_seen} for {files_seen} files): the scanner reads nothing"
+    );
+    assert!(failures.is_empty(), "{failures}");
 }
 
 /// A small crate written here: the scanner must see each kind of arrow, skip what is
