@@ -17,13 +17,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentplane_core::policy::{PolicySet, Rule, Surface};
+use agentplane_core::policy::{PolicySet, Surface};
 use agentplane_core::{EventPayload, ToolSpec, ToolStatus};
 use serde_json::{Value, json};
 
+use crate::governance::call;
 use crate::governance::content::ContentGuard;
 use crate::governance::outgoing::{self, Returned};
-use crate::governance::rules::{self, Decision, PolicyExplanation, RequestContext};
+use crate::governance::rules::{self, PolicyExplanation, RequestContext};
 use crate::governance::{Governance, RateFacts, Refusal};
 use crate::ports::{EventStore, McpUpstreams, RateError, UpstreamTool};
 use crate::schema::Schema;
@@ -249,44 +250,46 @@ impl Gateway<'_> {
         }
         let policies = self.governance.policies.current();
         let what = format!("`{}`", tool.name);
-        let gate = {
-            let ctx = self.context(who, tool.governed()).arguments(&arguments);
-            rules::gate(&policies, &ctx)
-        };
-        match &gate.decision {
-            Decision::Deny { policy, reason } => {
-                let mut refusal =
-                    Refusal::denying(&policies, policy, reason, &gate, Some(tool.governed()));
-                if let (Some(requested), Refusal::Denied { reason, .. }) = (approved, &mut refusal)
-                    && requested != policies.hash()
-                {
-                    reason.push_str(&format!(
-                        " (the policies changed after the approval was requested: {requested} \
-                         then, {} now; deny wins)",
-                        policies.hash()
-                    ));
-                }
-                return self.refused(&refusal, &what, started);
+        let decided = call::decide(
+            &policies,
+            &call::Call {
+                ctx: self.context(who, tool.governed()),
+                tool: tool.governed(),
+                also: None,
+                arguments: &[&arguments],
+                call_id: None,
+            },
+            approved,
+        );
+        // No thread holds a `policy_audited` event of a gateway call: it is counted.
+        for event in &decided.audited {
+            if let EventPayload::PolicyAudited { policy, would, .. } = event {
+                self.governance
+                    .telemetry
+                    .policy_audited(&self.config.agent, policy, would);
             }
-            Decision::RequireApproval { policy } if approved.is_none() => {
-                let (approvers, separate) = match policies.get(policy).map(|p| p.rule()) {
-                    Some(Rule::ApprovalRequired(rule)) => {
-                        (rule.approvers.clone(), rule.separate_approver)
-                    }
-                    _ => (Vec::new(), false),
-                };
+        }
+        match decided.verdict {
+            call::Verdict::Refused(refusal) => return self.refused(&refusal, &what, started),
+            call::Verdict::Approval(approval) => {
                 if let Some(refused) = self.guard_arguments(&policies, who, tool, &mut arguments) {
                     return self.refused(&refused, &what, started);
                 }
-                return Gated::Approval(Box::new(ApprovalAsk {
-                    policy: (*policy).to_owned(),
+                let call::Approval {
+                    policy,
                     approvers,
                     separate,
-                    explanation: gate.explanation(&policies, Some(tool.governed())),
+                    explanation,
+                } = *approval;
+                return Gated::Approval(Box::new(ApprovalAsk {
+                    policy,
+                    approvers,
+                    separate,
+                    explanation,
                     arguments,
                 }));
             }
-            Decision::RequireApproval { .. } | Decision::Allow => {}
+            call::Verdict::Allowed => {}
         }
         if let Some(refused) = self.guard_arguments(&policies, who, tool, &mut arguments) {
             return self.refused(&refused, &what, started);
@@ -299,7 +302,7 @@ impl Gateway<'_> {
         match self
             .governance
             .limiter
-            .admit(&gate.rate_limits, facts)
+            .admit(&decided.rate_limits, facts)
             .await
         {
             Ok(()) => {}

@@ -64,17 +64,7 @@ impl TelemetrySink for Metrics {
                 ..
             } => self.count_denial(policy, agent, policy_type),
             EventPayload::PolicyAudited { policy, would, .. } => {
-                let would = match would.as_str() {
-                    "allow" | "deny" | "approval" => would.clone(),
-                    _ => "other".to_owned(),
-                };
-                self.audited
-                    .get_or_create(&PolicyWouldLabels {
-                        policy: self.policies.admit(policy),
-                        agent: self.agents.admit(agent),
-                        would,
-                    })
-                    .inc();
+                self.count_audited(policy, agent, would);
             }
             EventPayload::ContentFinding {
                 policy,
@@ -125,6 +115,11 @@ impl TelemetrySink for Metrics {
     /// A gateway call refused by a policy: counted like a `policy_denied` event.
     fn on_policy_denied(&self, agent: &str, policy: &str, policy_type: &str) {
         self.count_denial(policy, agent, policy_type);
+    }
+
+    /// A gateway call's would-be decision: counted like a `policy_audited` event.
+    fn on_policy_audited(&self, agent: &str, policy: &str, would: &str) {
+        self.count_audited(policy, agent, would);
     }
 
     fn on_content_finding(&self, policy: &str, surface: &str, detector: &str, action: &str) {
@@ -255,6 +250,22 @@ impl Metrics {
                 policy: self.policies.admit(policy),
                 agent: self.agents.admit(agent),
                 kind,
+            })
+            .inc();
+    }
+
+    /// One would-be decision in `policy_audited_total`; a verdict we do not know is
+    /// `other`, so the label stays bounded.
+    fn count_audited(&self, policy: &str, agent: &str, would: &str) {
+        let would = match would {
+            "allow" | "deny" | "approval" => would.to_owned(),
+            _ => "other".to_owned(),
+        };
+        self.audited
+            .get_or_create(&PolicyWouldLabels {
+                policy: self.policies.admit(policy),
+                agent: self.agents.admit(agent),
+                would,
             })
             .inc();
     }

@@ -8,14 +8,13 @@
 //! What must not live here: what the agent reports (`mod.rs`, screened by
 //! `screen.rs`), its money (`governance::ceiling`).
 
-use agentplane_core::policy::{PolicySet, Rule};
 use agentplane_core::{EventPayload, PermissionDecision, PermissionId};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{ExternalTurn, is_empty};
-use crate::governance::rules::{self, Decision, RequestContext};
-use crate::governance::{RateFacts, Refusal};
+use crate::governance::rules::RequestContext;
+use crate::governance::{RateFacts, Refusal, call};
 use crate::permissions;
 use crate::ports::external::{CapabilityUse, PermissionAsk};
 use crate::ports::{NewPermission, PermissionPolicy, RateError, StoreError};
@@ -62,24 +61,39 @@ impl ExternalTurn<'_> {
             .map(|c| c.arguments.clone())
             .filter(|a| !is_empty(a));
         let policies = self.deps.governance.policies.current();
-        let ctx = self.policy_ctx(&ask.tool);
         let none = json!({});
-        let own = planned.as_ref().or(ask.input.as_ref()).unwrap_or(&none);
-        let mut gate = rules::gate(&policies, &ctx.arguments(own));
-        if let (Some(planned), Some(input)) = (&planned, &ask.input)
-            && planned != input
-        {
-            gate = gate.and(rules::gate(&policies, &ctx.arguments(input)));
+        let forms: Vec<&Value> = match (&planned, &ask.input) {
+            (Some(planned), Some(input)) if planned != input => vec![planned, input],
+            (Some(own), _) | (None, Some(own)) => vec![own],
+            (None, None) => vec![&none],
+        };
+        let decided = call::decide(
+            &policies,
+            &call::Call {
+                ctx: self.policy_ctx(&ask.tool),
+                tool: &ask.tool,
+                also: agentplane_core::governed_as(&ask.tool),
+                arguments: &forms,
+                call_id: Some(&ask.call_id),
+            },
+            None,
+        );
+        for event in decided.audited {
+            self.record(event).await?;
         }
-        let asked_by = asked_by(&policies, &gate.decision);
+        let (denied, asked_by) = match decided.verdict {
+            call::Verdict::Refused(refusal) => (Some(refusal), None),
+            call::Verdict::Approval(approval) => (None, Some(asked_by(*approval))),
+            call::Verdict::Allowed => (None, None),
+        };
         let what = format!("`{}`", ask.tool);
-        let refusal = match Refusal::denied(&policies, &gate, Some(&ask.tool)) {
+        let refusal = match denied {
             Some(refusal) => Some(refusal),
             None => match self
                 .deps
                 .governance
                 .limiter
-                .admit(&gate.rate_limits, self.rate_facts(&ask.tool))
+                .admit(&decided.rate_limits, self.rate_facts(&ask.tool))
                 .await
             {
                 Err(RateError::Limited(limited)) => Some(Refusal::RateLimited(limited)),
@@ -146,27 +160,35 @@ impl ExternalTurn<'_> {
         cancel: &CancellationToken,
     ) -> Result<Result<(), String>, StoreError> {
         let policies = self.deps.governance.policies.current();
-        let gate = rules::gate(
+        let decided = call::decide(
             &policies,
-            &self.policy_ctx(&use_.tool).arguments(&use_.arguments),
+            &call::Call {
+                ctx: self.policy_ctx(&use_.tool),
+                tool: &use_.tool,
+                also: agentplane_core::governed_as(&use_.tool),
+                arguments: &[&use_.arguments],
+                call_id: None,
+            },
+            None,
         );
-        match &gate.decision {
-            Decision::Deny { policy, reason } => {
-                let refusal = Refusal::denying(&policies, policy, reason, &gate, Some(&use_.tool));
+        for event in decided.audited {
+            self.record(event).await?;
+        }
+        match decided.verdict {
+            call::Verdict::Refused(refusal) => {
                 let what = format!("`{}`", use_.tool);
                 self.record(refusal.event(&what, Some(&use_.tool), None))
                     .await?;
                 return Ok(Err(refusal.message(&what)));
             }
-            Decision::RequireApproval { .. } => {
+            call::Verdict::Approval(approval) => {
                 let call_id = format!("cap-{}", PermissionId::new());
-                let asked_by = asked_by(&policies, &gate.decision);
                 if !self
                     .ask_person(
                         &call_id,
                         &use_.tool,
                         use_.arguments.clone(),
-                        (None, asked_by),
+                        (None, Some(asked_by(*approval))),
                         cancel,
                     )
                     .await?
@@ -177,13 +199,13 @@ impl ExternalTurn<'_> {
                     )));
                 }
             }
-            Decision::Allow => {}
+            call::Verdict::Allowed => {}
         }
         if let Err(refused) = self
             .deps
             .governance
             .limiter
-            .admit(&gate.rate_limits, self.rate_facts(&use_.tool))
+            .admit(&decided.rate_limits, self.rate_facts(&use_.tool))
             .await
         {
             if let RateError::Limited(limited) = &refused {
@@ -236,18 +258,11 @@ impl ExternalTurn<'_> {
     }
 }
 
-/// The approval policy a decision asks a person for, with who may decide.
-fn asked_by(policies: &PolicySet, decision: &Decision<'_>) -> Option<PermissionPolicy> {
-    let Decision::RequireApproval { policy } = decision else {
-        return None;
-    };
-    let (approvers, separate) = match policies.get(policy).map(|p| p.rule()) {
-        Some(Rule::ApprovalRequired(rule)) => (rule.approvers.clone(), rule.separate_approver),
-        _ => (Vec::new(), false),
-    };
-    Some(PermissionPolicy {
-        policy: (*policy).to_owned(),
-        approvers,
-        separate,
-    })
+/// Who may decide a permission that an approval policy asked for.
+fn asked_by(approval: call::Approval) -> PermissionPolicy {
+    PermissionPolicy {
+        policy: approval.policy,
+        approvers: approval.approvers,
+        separate: approval.separate,
+    }
 }

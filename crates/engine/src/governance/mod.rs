@@ -19,6 +19,7 @@ pub mod active;
 pub mod admission;
 pub mod audit;
 pub mod budget;
+pub mod call;
 pub mod ceiling;
 pub mod content;
 pub mod explain;

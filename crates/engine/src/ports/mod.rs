@@ -31,8 +31,8 @@ pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
     EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
-    NewThread, PermissionPolicy, PermissionRecord, PermissionStatus, StoreError, ThreadRecord, TurnRecord,
-    TurnStatus,
+    NewThread, PermissionPolicy, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
+    TurnRecord, TurnStatus,
 };
 pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
 pub use tools::{

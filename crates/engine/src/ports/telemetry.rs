@@ -65,6 +65,10 @@ pub trait TelemetrySink: Send + Sync {
     /// `policy_denied` event to count.
     fn on_policy_denied(&self, _agent: &str, _policy: &str, _policy_type: &str) {}
 
+    /// What an audit-mode policy would have decided of a call outside any thread (a
+    /// gateway call), which has no `policy_audited` event to count.
+    fn on_policy_audited(&self, _agent: &str, _policy: &str, _would: &str) {}
+
     /// A content policy found something outside any thread (a gateway call; a turn's
     /// findings are `content_finding` events, which `on_event` sees).
     fn on_content_finding(&self, _policy: &str, _surface: &str, _detector: &str, _action: &str) {}
@@ -141,6 +145,11 @@ impl Telemetry {
     /// See [`TelemetrySink::on_policy_denied`].
     pub fn policy_denied(&self, agent: &str, policy: &str, policy_type: &str) {
         self.each(|s| s.on_policy_denied(agent, policy, policy_type));
+    }
+
+    /// See [`TelemetrySink::on_policy_audited`].
+    pub fn policy_audited(&self, agent: &str, policy: &str, would: &str) {
+        self.each(|s| s.on_policy_audited(agent, policy, would));
     }
 
     /// See [`TelemetrySink::on_content_finding`].

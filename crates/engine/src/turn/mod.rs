@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::VecDeque;
 
-use agentplane_core::policy::{PolicySet, Rule, Timestamp};
+use agentplane_core::policy::{PolicySet, Timestamp};
 use agentplane_core::secret;
 use agentplane_core::{
     AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::governance::rules::{self, Decision, RequestContext};
+use crate::governance::rules::{self, RequestContext};
 use crate::governance::{ArgsRetention, Governance, RateFacts};
 use crate::harmony;
 use crate::models::{Providers, RouteKey, TaskSize};

@@ -4,8 +4,8 @@
 //! reservation of its ceiling and its settlement (`spending.rs`).
 
 use super::*;
-use crate::governance::Refusal;
 use crate::governance::rules::PolicyExplanation;
+use crate::governance::{Refusal, call};
 use crate::ports::RateError;
 use tracing::Instrument;
 
@@ -187,56 +187,52 @@ impl ActiveTurn<'_> {
         }
         let governance = &self.deps.governance;
         let policies = governance.policies.current();
-        let policy_ctx = self.policy_ctx(request, Some(&call.name)).arguments(&args);
-        let mut gate = rules::gate(&policies, &policy_ctx);
         let governed_as = agentplane_core::governed_as(&call.name);
-        if let Some(alias) = governed_as {
-            gate = gate.and(rules::gate(&policies, &policy_ctx.tool(alias)));
+        let policy_ctx = self.policy_ctx(request, Some(&call.name)).arguments(&args);
+        let decided = call::decide(
+            &policies,
+            &call::Call {
+                ctx: policy_ctx,
+                tool: &call.name,
+                also: governed_as,
+                arguments: &[&args],
+                call_id: Some(&call.id),
+            },
+            approved,
+        );
+        for event in decided.audited {
+            self.record(event).await?;
         }
-        self.record_audits(&policies, &gate, call).await?;
         let needs_permission = |agent: &AgentSpec| {
             agent.requires_permission.contains(&call.name)
                 || governed_as
                     .is_some_and(|alias| agent.requires_permission.iter().any(|t| t == alias))
         };
-        match &gate.decision {
-            Decision::Deny { policy, reason } => {
-                let mut refusal =
-                    Refusal::denying(&policies, policy, reason, &gate, Some(&call.name));
-                if let (Some(requested), Refusal::Denied { reason, .. }) = (approved, &mut refusal)
-                    && requested != policies.hash()
-                {
-                    reason.push_str(&format!(
-                        " (the policies changed after the approval was requested: {requested} \
-                         then, {} now; deny wins)",
-                        policies.hash()
-                    ));
-                }
-                return self.refuse(call, &refusal).await;
-            }
-            Decision::RequireApproval { .. } if shadow => {
+        match decided.verdict {
+            call::Verdict::Refused(refusal) => return self.refuse(call, &refusal).await,
+            call::Verdict::Approval(_) if shadow => {
                 return done(Err(not_executed_in_shadow(
                     &call.name,
                     "it needs a person's approval",
                 )));
             }
-            Decision::RequireApproval { policy } if approved.is_none() => {
-                let (approvers, separate) = match policies.get(policy).map(|p| p.rule()) {
-                    Some(Rule::ApprovalRequired(rule)) => {
-                        (rule.approvers.clone(), rule.separate_approver)
-                    }
-                    _ => (Vec::new(), false),
-                };
-                crate::ports::telemetry::governance_event("approval_requested", policy);
+            call::Verdict::Approval(approval) => {
+                crate::ports::telemetry::governance_event("approval_requested", &approval.policy);
+                let call::Approval {
+                    policy,
+                    approvers,
+                    separate,
+                    explanation,
+                } = *approval;
                 return Ok(Gated::Suspend {
-                    policy: (*policy).to_owned(),
+                    policy,
                     approvers,
                     separate,
                     schema: entry.parameters.clone(),
-                    explanation: gate.explanation(&policies, Some(&call.name)),
+                    explanation,
                 });
             }
-            Decision::RequireApproval { .. } | Decision::Allow => {}
+            call::Verdict::Allowed => {}
         }
         if shadow && needs_permission(&request.agent) {
             return done(Err(not_executed_in_shadow(
@@ -262,7 +258,7 @@ impl ActiveTurn<'_> {
             && let Err(refused) = governance
                 .limiter
                 .admit(
-                    &gate.rate_limits,
+                    &decided.rate_limits,
                     RateFacts {
                         agent: &request.agent.name,
                         tool: Some(&call.name),
@@ -339,23 +335,6 @@ impl ActiveTurn<'_> {
                 egress: output.egress,
             }),
         })
-    }
-}
-
-impl ActiveTurn<'_> {
-    /// Records what audit-mode policies would have decided of a call (never enforced).
-    async fn record_audits(
-        &self,
-        policies: &agentplane_core::policy::PolicySet,
-        gate: &rules::Gate<'_>,
-        call: &ToolCall,
-    ) -> Result<(), Stop> {
-        for event in
-            rules::audited_events(policies, &gate.audited, Some(&call.name), Some(&call.id))
-        {
-            self.record(event).await?;
-        }
-        Ok(())
     }
 }
 

@@ -847,3 +847,61 @@ async fn a_budget_with_ten_concurrent_callers() {
     );
     row.assert_all();
 }
+
+/// How many would-be denials `/metrics` counted for `policy` and `agent`
+/// (`policy_audited_total{would="deny"}`; a native turn's admission is one more, a
+/// would-be `allow`, since the policy names no tools).
+async fn audited(served: &Served, policy: &str, agent: &str) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", served.base))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|l| l.starts_with("policy_audited_total{") && l.contains("would=\"deny\""))
+        .filter(|l| {
+            l.contains(&format!("policy=\"{policy}\"")) && l.contains(&format!("agent=\"{agent}\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_in_audit_mode() {
+    let sb = sandbox_with(
+        &format!("name: would-deny\ntype: tool_access\nmode: audit\nrules: {{deny: {TOOLS}}}\n"),
+        None,
+        "",
+    );
+    let model = model(echo_turn("main.rs")).await;
+    let served = serve(&sb, &model).await;
+    let mut row = Row::new("a policy in audit mode");
+    // Rehearsed, never enforced: every surface runs the call and counts what the
+    // policy would have done.
+    row.expect(
+        Surface::Native,
+        &surfaces::native(&served, &sb, "worker").await,
+        &Verdict::Ran,
+    );
+    let gateway = surfaces::mcp_gateway(&served, "leaky__echo", &echo_args("main.rs"), false).await;
+    row.expect(Surface::McpGateway, &gateway, &Verdict::Ran);
+    row.expect(
+        Surface::Acp,
+        &surfaces::acp(&served, &sb, "outsider", true).await,
+        &Verdict::Ran,
+    );
+    for (surface, agent) in [
+        (Surface::Native, "worker"),
+        (Surface::McpGateway, "mcp-gateway"),
+        (Surface::Acp, "outsider"),
+    ] {
+        let n = audited(&served, "would-deny", agent).await;
+        row.check(
+            surface,
+            n == 1.0,
+            format!("policy_audited_total {n}, not 1"),
+        );
+    }
+    row.assert_all();
+}
