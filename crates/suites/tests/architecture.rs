@@ -132,3 +132,44 @@ fn every_arrow_between_our_crates_is_in_the_architecture_table() {
         wrong.join("\n")
     );
 }
+
+/// ARCHITECTURE.md's index of decisions (between `<!-- adr-index:begin -->` and
+/// `<!-- adr-index:end -->`) links every record in `docs/adr/` exactly once, and only
+/// records that exist.
+#[test]
+fn every_decision_record_is_in_the_index() {
+    let doc =
+        std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let begin = doc
+        .find("<!-- adr-index:begin -->")
+        .expect("adr-index:begin marker");
+    let end = doc
+        .find("<!-- adr-index:end -->")
+        .expect("adr-index:end marker");
+    let mut listed: Vec<String> = doc[begin..end]
+        .split("](docs/adr/")
+        .skip(1)
+        .filter_map(|rest| rest.split(')').next())
+        .map(str::to_owned)
+        .collect();
+    let unique: BTreeSet<String> = listed.iter().cloned().collect();
+    assert_eq!(
+        unique.len(),
+        listed.len(),
+        "a record is listed twice: {listed:?}"
+    );
+    listed.sort();
+    let mut records: Vec<String> = std::fs::read_dir(repo_root().join("docs/adr"))
+        .expect("docs/adr")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| {
+            name.ends_with(".md") && name.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        })
+        .collect();
+    records.sort();
+    assert!(records.len() > 50, "the records were read: {records:?}");
+    assert_eq!(
+        listed, records,
+        "ARCHITECTURE.md's decisions index and docs/adr/ differ"
+    );
+}
