@@ -432,6 +432,22 @@ async fn model_server_errors_leave_only_redacted() {
         format!("3 findings in the error: {events:#?}"),
     );
 
+    // The provider's health keeps the last error for the agents view: redacted there
+    // too, by the built-in detectors (no call's content policies apply outside a call).
+    let agents: Value = api(&served, reqwest::Method::GET, "/v1/agents")
+        .send()
+        .await
+        .expect("agents")
+        .json()
+        .await
+        .expect("agents JSON");
+    let shown = agents.to_string();
+    check.expect(
+        shown.contains("last_error") && shown.contains("[REDACTED:MODEL_SECRET]"),
+        format!("the provider's last error is kept, redacted: {shown}"),
+    );
+    check.clean("GET /v1/agents", &shown);
+
     // 2. The OpenAI-compatible gateway, whole and streamed.
     let whole = completion(&served.base, false).await;
     let status = whole.status();

@@ -288,13 +288,13 @@ impl Providers {
         if upstream {
             if entry
                 .health
-                .failed_upstream(error.to_string(), &self.circuit, Instant::now())
+                .failed_upstream(said(error), &self.circuit, Instant::now())
             {
                 tracing::warn!(provider = entry.name(), %error, "provider circuit opened");
                 self.telemetry.provider_health(entry.name(), false);
             }
         } else {
-            entry.health.failed_otherwise(error.to_string());
+            entry.health.failed_otherwise(said(error));
         }
         upstream
     }
@@ -410,7 +410,7 @@ impl Providers {
             },
             Err(e) => ModelStatus::Unavailable {
                 wanted: wanted.to_owned(),
-                error: e.to_string(),
+                error: said(&e),
             },
         }
     }
@@ -491,6 +491,25 @@ impl Providers {
             available: Vec::new(),
         })
     }
+}
+
+/// What a provider's failure says, kept in its health and shown in the agents view:
+/// an upstream's error text may echo back what it was sent, so it passes the secrets'
+/// redaction and, since no call's content policies apply outside a call, the built-in
+/// detectors of keys, cards, IBANs and addresses.
+pub(crate) fn said(error: &ModelError) -> String {
+    use agentplane_core::content::{Detector, Detectors};
+    static SHOWN: std::sync::LazyLock<Detectors> = std::sync::LazyLock::new(|| {
+        Detectors::new(vec![
+            Detector::Secret,
+            Detector::Card,
+            Detector::Iban,
+            Detector::Email,
+        ])
+    });
+    let text = error.to_string();
+    let text = agentplane_core::secret::redact(&text);
+    SHOWN.redact(&text).0
 }
 
 #[cfg(test)]

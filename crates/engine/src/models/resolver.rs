@@ -66,7 +66,7 @@ impl ModelResolver {
             },
             Err(e) => ModelStatus::Unavailable {
                 wanted: wanted.to_owned(),
-                error: e.to_string(),
+                error: super::said(&e),
             },
         }
     }
