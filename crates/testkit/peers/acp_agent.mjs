@@ -16,6 +16,7 @@
 //   "usage"      reports a usage_update (1500 tokens in context, $0.35 cumulative)
 //   "quota"      answers with gemini's `_meta.quota.token_count` (90 in, 12 out)
 //   "missing"    reads missing.txt through the client and says the error's code
+//   "echo:"      says back what follows it in the prompt (what reached the agent)
 //   "rogue"      writes and reads the paths after `outside=` and `secret=` itself,
 //                with node's fs (not through the client): only the kernel stops that
 //   "leak"       gives away a card number, an e-mail address and an `sk-` key (LEAK)
@@ -181,6 +182,10 @@ acp
       const picked = answer.outcome.outcome === "selected" ? answer.outcome.optionId : "cancelled";
       await say({ sessionUpdate: "tool_call_update", toolCallId: "call-4", status: picked === "allow" ? "completed" : "failed" });
       await say(chunk(` [askinput: ${picked}]`));
+    }
+    if (text.includes("echo:")) {
+      // Says back what it was sent after "echo:", so a test sees what reached it.
+      await say(chunk(` [heard: ${text.slice(text.indexOf("echo:") + 5)}]`));
     }
     if (text.includes("leak")) {
       await say(chunk(` [the customer: ${LEAK}]`));

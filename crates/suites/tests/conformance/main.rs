@@ -502,6 +502,19 @@ async fn a_content_policy_on_input() {
         format!("the remote was sent: {answered}"),
     );
 
+    // The ACP agent says back what reached it after "echo:".
+    let (events, streamed) =
+        surfaces::turn(&served, &sb, "outsider", &format!("echo:{input}")).await;
+    let heard = surfaces::of_kind(&events, "message_delta")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect::<String>();
+    row.check(
+        Surface::Acp,
+        heard.contains("[heard:") && redacted(&heard) && !streamed.contains(CARD),
+        format!("the agent heard: {heard}"),
+    );
+
     // The gateway's client: what it sends reaches the server redacted (`everything`'s
     // echo says it back).
     let called = surfaces::mcp_client(
