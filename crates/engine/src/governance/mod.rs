@@ -14,6 +14,8 @@
 //! - `content`: `content` policies on one text or stream of one surface.
 //! - `outgoing`: everything a call returned (results, errors, tool calls, model),
 //!   screened for secrets and by `content` policies before anything records it.
+//! - `state`: `Governance` itself, the state above held together, which the files that
+//!   decide with it read; this file only names the parts.
 
 pub mod active;
 pub mod admission;
@@ -28,12 +30,7 @@ pub mod outgoing;
 pub mod prices;
 pub mod rate;
 pub mod rules;
-
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use agentplane_core::Event;
+pub mod state;
 
 pub use active::{ActivePolicies, PolicyStatus};
 pub use admission::{AdmissionError, Refusal, admit};
@@ -43,55 +40,4 @@ pub use budget::{
 pub use meter::{Charge, Meter};
 pub use prices::{Price, PriceTable};
 pub use rate::{Limited, RateError, RateFacts, RateLimiter, RateLimits};
-
-/// How long an approval waits for a decision unless configured otherwise: one day.
-pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// What events keep of tool-call arguments (`retention.tool_args`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ArgsRetention {
-    /// The arguments as called.
-    #[default]
-    Full,
-    /// Only `args_preview_hash`; arguments become `null` in events.
-    Hash,
-}
-
-/// Everything governance needs at run time. One per process, shared by every turn.
-pub struct Governance {
-    pub policies: Arc<ActivePolicies>,
-    /// The rate-limit counters: in memory by default, shared (Redis) across replicas.
-    pub limiter: Arc<dyn RateLimits>,
-    pub budgets: BudgetKeeper,
-    pub prices: PriceTable,
-    pub retention: ArgsRetention,
-    /// How long an approval waits before it expires (a rejection).
-    pub approval_ttl: Duration,
-    /// Where every stored event, refusals outside threads and over-reported usage are
-    /// reported (`ports::telemetry`).
-    pub telemetry: crate::ports::Telemetry,
-    /// Each agent's tags, to count the past spending of the agents a budget selects.
-    pub agent_tags: BTreeMap<String, Vec<String>>,
-}
-
-impl Default for Governance {
-    fn default() -> Self {
-        Self {
-            policies: Arc::new(ActivePolicies::default()),
-            limiter: Arc::new(RateLimiter::default()),
-            budgets: BudgetKeeper::default(),
-            prices: PriceTable::default(),
-            retention: ArgsRetention::Full,
-            approval_ttl: DEFAULT_APPROVAL_TTL,
-            telemetry: crate::ports::Telemetry::default(),
-            agent_tags: BTreeMap::new(),
-        }
-    }
-}
-
-impl Governance {
-    /// Reports a stored event of a turn of `agent` to the telemetry.
-    pub fn tap(&self, agent: &str, event: &Event) {
-        self.telemetry.event(agent, event);
-    }
-}
+pub use state::{ArgsRetention, DEFAULT_APPROVAL_TTL, Governance};
