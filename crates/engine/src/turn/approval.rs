@@ -1,8 +1,26 @@
 //! Suspending a turn on an approval and resuming it from the decision: the turn's
 //! state (the snapshot) is stored with the approval, so no task waits for a person.
 
-use super::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+use agentplane_core::policy::Timestamp;
+use agentplane_core::{
+    ApprovalId, ApprovalOutcome, ChatMessage, ErrorCode, ToolCall, ToolErrorKind, args_preview_hash,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::active::*;
+use super::progress::*;
+use super::request::*;
+use super::tool_gate::*;
+use super::tools::*;
+use crate::governance::ArgsRetention;
 use crate::governance::rules::PolicyExplanation;
+use crate::harmony;
+use crate::ports::{ApprovalRecord, ApprovalStatus, NewApproval, ToolContext, ToolError};
 
 /// What a suspended turn needs to go on, stored in its approval. Versioned so a
 /// snapshot written by an older build is refused clearly rather than misread.

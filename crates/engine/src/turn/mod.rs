@@ -6,198 +6,61 @@
 //! loop owns the ensembles' lifecycle: each one opened is closed, whatever happens.
 //! Cancellation is checked at every await point by racing the token, so Ctrl-C or a
 //! cancel request ends the turn within one poll, recorded as `cancelled`.
+//!
+//! This file is the loop; what it carries lives in files the steps share and that name
+//! nothing back: `request.rs` (what a turn is given), `outcome.rs` (what it gives
+//! back), `active.rs` (the begun and the running turn), `progress.rs` (where the loop
+//! stands, the calls it carries, how it stops), `tools.rs` (the turn's tools). The steps
+//! are the other files, each adding its methods to `ActiveTurn`.
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::collections::VecDeque;
 
-use agentplane_core::policy::{PolicySet, Timestamp};
-use agentplane_core::secret;
 use agentplane_core::{
-    AgentSpec, ApprovalId, ApprovalOutcome, ChatMessage, ChatRequest, ErrorCode, Event,
-    EventPayload, PermissionDecision, PermissionId, Role, StopReason, ThreadId, ToolCall,
-    ToolCallMode, ToolErrorKind, ToolSpec, ToolStatus, TurnId, Usage, args_preview_hash,
-    usd_of_micros,
+    ApprovalId, ChatMessage, ChatRequest, ErrorCode, EventPayload, StopReason, ThreadId,
+    ToolCallMode, TurnId, Usage,
 };
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::governance::rules::{self, RequestContext};
-use crate::governance::{ArgsRetention, Governance, RateFacts};
-use crate::harmony;
-use crate::models::{Providers, RouteKey, TaskSize};
-use crate::permissions;
+use crate::governance::rules;
+use crate::models::TaskSize;
 use crate::ports::telemetry;
-use crate::ports::{
-    ApprovalRecord, ApprovalStatus, Ensemble, EventStore, NewApproval, NewPermission, Spent,
-    StoreError, ToolContext, ToolError,
-};
+use crate::ports::{ApprovalRecord, StoreError, ToolContext};
 
+mod active;
 mod approval;
 mod model_call;
+mod outcome;
+mod progress;
 mod record;
+mod request;
 mod spending;
 mod text_calls;
 mod tool_call;
 mod tool_gate;
+mod tools;
 
+use active::ActiveTurn;
+pub use active::BegunTurn;
 pub use approval::{approval_model, approval_roles, approval_schema, approval_separate};
 pub(crate) use model_call::DELTA_FLUSH_BYTES;
 use model_call::*;
+pub use outcome::{NoObserver, TurnError, TurnObserver, TurnOutcome};
+use progress::*;
+pub use request::{TurnDeps, TurnRequest};
 use text_calls::*;
 pub(crate) use tool_call::cap_output;
-use tool_call::*;
-use tool_gate::*;
+use tools::collect_tools;
 
 pub use agentplane_core::FINISH_TASK;
 
-/// The ports a turn uses.
-#[derive(Clone)]
-pub struct TurnDeps {
-    pub store: Arc<dyn EventStore>,
-    /// The model providers, their routing and health: every model call goes through
-    /// [`Providers::chat`]. One model server: [`Providers::single`].
-    pub providers: Arc<Providers>,
-    pub governance: Arc<Governance>,
-    /// Scans the workspace before and after each turn with tools for its
-    /// `workspace_changed` event; `None`: no such event.
-    pub workspace: Option<Arc<dyn crate::ports::WorkspaceScanner>>,
-}
-
-impl TurnDeps {
-    /// The workspace's files now, when a scanner is wired in.
-    pub(crate) async fn scan_workspace(
-        &self,
-        workspace: &std::path::Path,
-    ) -> Option<crate::ports::WorkspaceSnapshot> {
-        match &self.workspace {
-            Some(scanner) => Some(scanner.scan(workspace).await),
-            None => None,
-        }
-    }
-
-    /// The `workspace_changed` event since `before`, if anything changed.
-    pub(crate) async fn workspace_changes(
-        &self,
-        workspace: &std::path::Path,
-        before: Option<&crate::ports::WorkspaceSnapshot>,
-    ) -> Option<EventPayload> {
-        let before = before?;
-        let after = self.scan_workspace(workspace).await?;
-        crate::ports::workspace::changes(before, &after)
-    }
-}
-
 pub use crate::permissions::PermissionSettings;
 
-/// Everything one turn needs, already resolved by the caller.
-pub struct TurnRequest {
-    pub agent: AgentSpec,
-    /// The client the turn runs for (policies, budgets and rate limits select on it).
-    pub client: String,
-    /// The model id to call, as resolved against the server.
-    pub model: String,
-    pub input: String,
-    /// Messages before the input: the thread's summary and recent turns.
-    pub history: Vec<ChatMessage>,
-    /// `None`: nobody can answer permission requests, so they are declined at once.
-    pub permissions: Option<PermissionSettings>,
-    /// The canonical workspace root.
-    pub workspace: PathBuf,
-    /// The agent's ensembles, not yet opened.
-    pub ensembles: Vec<Arc<dyn Ensemble>>,
-    /// The caller's task-size hint for routing; `None`: estimated from the user text
-    /// of the conversation ([`TaskSize::estimate`]).
-    pub size: Option<TaskSize>,
-    /// The agent version the turn runs, recorded in `turn_started` (ADR 0016).
-    pub agent_version: Option<String>,
-    /// Set for a shadow run: the thread whose turn this copies. Side-effecting tools
-    /// (and calls that would need a person) are recorded as not executed.
-    pub shadow_of: Option<ThreadId>,
-    /// Whether the model's server returns native tool calls, as probed at discovery
-    /// (`None`: unknown). `false` makes `auto` constrain the answer from the start.
-    pub native_tools: Option<bool>,
-    /// Events recorded right after `turn_started`: what content policies found in the
-    /// input (which the plan already redacted).
-    pub notes: Vec<EventPayload>,
-    /// The roles of the caller who started the turn (`context: roles` conditions);
-    /// empty for a turn resumed from an approval or run internally.
-    pub roles: Vec<String>,
-}
-
-/// Sees a turn as it happens. Called from the turn's task: keep it quick.
-pub trait TurnObserver: Send + Sync {
-    /// A stored event.
-    fn on_event(&self, event: &Event);
-
-    /// Raw text as the model streams it, before it is coalesced into events.
-    fn on_text(&self, _text: &str) {}
-}
-
-/// An observer that ignores everything.
-pub struct NoObserver;
-
-impl TurnObserver for NoObserver {
-    fn on_event(&self, _event: &Event) {}
-}
-
-/// How a turn ended.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnOutcome {
-    pub thread: ThreadId,
-    pub turn: TurnId,
-    pub stop_reason: StopReason,
-    /// `finish_task`'s arguments, `{"text": …}` for a plain answer, `null` otherwise.
-    pub result: Value,
-    /// Set when `stop_reason` is `Error`.
-    pub error: Option<TurnError>,
-    /// Tokens of all model calls of the turn (of this run, when resumed).
-    pub usage: Usage,
-    /// Set when the turn did not end but is suspended on this approval: it resumes on
-    /// the decision, and `stop_reason` means nothing yet.
-    pub suspended: Option<ApprovalId>,
-}
-
-/// A failure that ended a turn, as recorded in its `error` event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnError {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
 pub use crate::error::EngineError;
-
-/// A turn the store has begun: proof that it is the thread's one running turn.
-/// Only `begin_turn` makes one, and `run_turn` consumes it, so a turn runs once.
-#[derive(Debug)]
-pub struct BegunTurn {
-    thread: ThreadId,
-    turn: TurnId,
-    /// Its `turn_started`, when it was stored with the turn ([`start_turn`]): the
-    /// driver shows it to the observer instead of recording it again.
-    started: Option<Event>,
-}
-
-impl BegunTurn {
-    /// Its stored `turn_started`, taken once by the driver that shows it.
-    pub(crate) fn take_started(&mut self) -> Option<Event> {
-        self.started.take()
-    }
-
-    pub fn thread(&self) -> &ThreadId {
-        &self.thread
-    }
-
-    pub fn turn(&self) -> &TurnId {
-        &self.turn
-    }
-}
 
 /// Begins a turn on a thread with its first event, `started` (a `turn_started`),
 /// stored in the same transaction, so a crash never leaves a turn without it. `input`
@@ -429,85 +292,6 @@ async fn run_inner(
     })
 }
 
-/// How the loop ended when it ended normally.
-struct Ending {
-    stop_reason: StopReason,
-    result: Value,
-    error: Option<TurnError>,
-    /// The loop stopped to wait for this approval; the turn has not ended.
-    suspended: Option<ApprovalId>,
-}
-
-impl Ending {
-    fn plain(stop_reason: StopReason, result: Value) -> Self {
-        Self {
-            stop_reason,
-            result,
-            error: None,
-            suspended: None,
-        }
-    }
-}
-
-/// Where the loop stands: model calls made, the conversation, calls still to handle.
-struct Progress {
-    step: u32,
-    messages: Vec<ChatMessage>,
-    queue: VecDeque<PlannedCall>,
-}
-
-impl Progress {
-    /// Takes a handled call's end: its answer joins the conversation, or the loop ends
-    /// (finished, or suspended on an approval).
-    fn answer(&mut self, end: CallEnd) -> Option<Ending> {
-        match end {
-            CallEnd::Finished(result) => Some(Ending::plain(StopReason::Finished, result)),
-            CallEnd::Answer { call_id, text } => {
-                self.messages.push(ChatMessage::tool_result(call_id, text));
-                None
-            }
-            CallEnd::Suspended(id) => Some(suspended(id)),
-        }
-    }
-}
-
-/// Why the loop stopped early.
-enum Stop {
-    Cancelled,
-    Failed(TurnError),
-    Store(StoreError),
-}
-
-impl From<StoreError> for Stop {
-    fn from(e: StoreError) -> Self {
-        Self::Store(e)
-    }
-}
-
-fn failed(code: ErrorCode, message: impl Into<String>) -> Stop {
-    Stop::Failed(TurnError {
-        code,
-        message: message.into(),
-    })
-}
-
-/// A turn that has begun in the store: the only way to record its events.
-struct ActiveTurn<'a> {
-    deps: &'a TurnDeps,
-    thread: ThreadId,
-    turn: TurnId,
-    observer: &'a dyn TurnObserver,
-    usage: Usage,
-    /// The agent's data scopes in force, given to every tool call.
-    scope: Option<Arc<Vec<agentplane_core::policy::DataScope>>>,
-    /// The names of the `data_scope` policies behind `scope`, for refusals.
-    scope_policies: String,
-    /// The task-size hint for routing (the request's, or the suspended turn's).
-    size: Option<TaskSize>,
-    /// Events held for the turn's next write ([`Self::hold`]).
-    held: std::sync::Mutex<Vec<EventPayload>>,
-}
-
 impl ActiveTurn<'_> {
     async fn drive(
         &mut self,
@@ -720,26 +504,6 @@ impl ActiveTurn<'_> {
     }
 
     /// The facts policies select on, for this turn and `tool`, now.
-    /// Whether the tool `name` is offered to the model: listed, and named in the
-    /// "unknown tool" answer. A tool a policy denies outright is neither, so that
-    /// answer never names what the list hides.
-    fn offers(&self, policies: &PolicySet, request: &TurnRequest, name: &str) -> bool {
-        name == FINISH_TASK
-            || !rules::denied_outright(policies, &self.policy_ctx(request, Some(name)))
-    }
-
-    fn policy_ctx<'r>(
-        &self,
-        request: &'r TurnRequest,
-        tool: Option<&'r str>,
-    ) -> RequestContext<'r> {
-        RequestContext::new(&request.agent.name, &request.agent.tags, &request.client)
-            .tool(tool)
-            .version(request.agent_version.as_deref())
-            .workspace(request.workspace.as_path())
-            .roles(&request.roles)
-    }
-
     /// The post-turn audit (`governance::audit`): each mismatch between what the turn
     /// ran and the policies in force now is recorded as a `policy_violation`.
     async fn audit(&self, request: &TurnRequest) -> Result<(), StoreError> {
@@ -754,14 +518,5 @@ impl ActiveTurn<'_> {
             self.record(violation).await?;
         }
         Ok(())
-    }
-}
-
-fn suspended(id: ApprovalId) -> Ending {
-    Ending {
-        stop_reason: StopReason::Interrupted,
-        result: Value::Null,
-        error: None,
-        suspended: Some(id),
     }
 }

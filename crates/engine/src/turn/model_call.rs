@@ -2,11 +2,22 @@
 //! the providers with text streamed into coalesced `message_delta` events, usage and
 //! cost recorded, and Harmony markup turned into tool calls.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use agentplane_core::policy::Surface;
+use agentplane_core::{ChatRequest, ErrorCode, EventPayload, ToolCall, usd_of_micros};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::active::*;
+use super::progress::*;
+use super::request::*;
 use crate::governance::content::ContentGuard;
 use crate::governance::{AdmissionError, Meter, Refusal};
+use crate::harmony;
 use crate::metered::{self, Charged, Unanswered};
-use agentplane_core::policy::Surface;
+use crate::models::{RouteKey, TaskSize};
+use crate::ports::StoreError;
 
 /// The `security_event` type of usage reported above a call's worst case.
 pub const USAGE_OVER_REPORTED: &str = "usage_over_reported";

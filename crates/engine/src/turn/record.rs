@@ -2,7 +2,10 @@
 //! that end a step held for the turn's next write, so a step is one store round trip
 //! (ADR 0052).
 
-use super::*;
+use agentplane_core::{Event, EventPayload};
+
+use super::active::*;
+use crate::ports::StoreError;
 
 impl ActiveTurn<'_> {
     /// Records `payload`, after the events held for it, in one store write.

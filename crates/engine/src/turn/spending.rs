@@ -9,10 +9,17 @@
 //! What must not live here: the gate's decisions (`tool_gate.rs`), how a result is
 //! screened and recorded (`tool_call.rs`).
 
-use super::*;
+use agentplane_core::{EventPayload, ToolCall, ToolErrorKind, usd_of_micros};
+
+use super::active::*;
+use super::progress::*;
+use super::request::*;
+use super::tool_gate::*;
 use crate::governance::ceiling::{self, CeilingError, CeilingMeter, USAGE_OVER_REPORTED};
+use crate::governance::rules::RequestContext;
 use crate::governance::{BudgetError, Refusal};
-use crate::ports::{Spending, Spent};
+use crate::ports::Spending;
+use crate::ports::{Spent, ToolError};
 
 /// A [`Spending`] tool's ceiling, held for its call.
 pub(super) struct Held {

@@ -2,9 +2,15 @@
 //! `recover.rs`, the JSON schema of a constrained answer, and the corrective message
 //! sent to a model that answered with text when a result was expected.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use super::*;
+use agentplane_core::FINISH_TASK;
+use agentplane_core::{AgentSpec, ChatMessage, Role, ToolCall, ToolCallMode, ToolSpec};
+use serde_json::{Value, json};
+
+use super::progress::*;
+use super::tools::*;
 use crate::recover::{self, Offered};
 
 /// How the id of every call recovered from text begins.

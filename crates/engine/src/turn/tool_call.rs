@@ -2,30 +2,28 @@
 //! (`tool_gate.rs`), its result or its error screened (`governance::outgoing`),
 //! capped and recorded, and its answer given back to the model.
 
-use super::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+use agentplane_core::policy::Surface;
+use agentplane_core::secret;
+use agentplane_core::{EventPayload, ToolCall, ToolErrorKind, ToolStatus, args_preview_hash};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::active::*;
+use super::progress::*;
+use super::request::*;
+use super::tool_gate::*;
+use super::tools::*;
+use crate::governance::ArgsRetention;
 use crate::governance::Refusal;
 use crate::governance::content::ContentGuard;
 use crate::governance::outgoing::{self, Returned};
-use crate::schema::Schema;
-use agentplane_core::policy::Surface;
+use crate::ports::{ToolContext, ToolError};
 
 /// The `security_event` type tools give a refusal by a `data_scope` policy.
 const DATA_SCOPE_DENIED: &str = "data_scope_denied";
-
-/// Where a tool of this turn comes from.
-pub(super) enum ToolSource {
-    Finish,
-    Ensemble(usize),
-}
-
-pub(super) struct ToolEntry {
-    pub(super) source: ToolSource,
-    pub(super) schema: Schema,
-    /// The schema as JSON, kept for approvals.
-    pub(super) parameters: Value,
-    /// From the tool's spec: a shadow run never executes it.
-    pub(super) side_effects: bool,
-}
 
 impl ActiveTurn<'_> {
     /// Validates, runs and records one tool call, or suspends the turn on it.
@@ -331,100 +329,6 @@ fn withheld_output(
         false,
         None,
     )
-}
-
-/// A call as the model made it: well-formed, recovered from its text (ADR 0032), or
-/// refused before parsing (Harmony payload errors), which still get planned/result
-/// events and a tool answer.
-pub(super) enum PlannedCall {
-    Ready(ToolCall),
-    Recovered(ToolCall),
-    Refused(ToolCall, harmony::HarmonyError),
-}
-
-impl PlannedCall {
-    pub(super) fn call(&self) -> &ToolCall {
-        match self {
-            Self::Ready(call) | Self::Recovered(call) | Self::Refused(call, _) => call,
-        }
-    }
-}
-
-pub(super) enum Executed {
-    Finished(Value),
-    Output {
-        content: String,
-        truncated: bool,
-        /// Breaches the tool saw though it succeeded (a connection the egress proxy
-        /// refused): each a `security_event`.
-        security: Vec<crate::ports::SecurityViolation>,
-        /// The connections the egress proxy decided: each an `egress` event.
-        egress: Vec<crate::ports::EgressDecision>,
-    },
-}
-
-pub(super) enum CallEnd {
-    Finished(Value),
-    Answer {
-        call_id: String,
-        text: String,
-    },
-    /// The turn waits for this approval.
-    Suspended(ApprovalId),
-}
-
-/// The tools of a turn: the ensembles' tools plus `finish_task` when the agent has an
-/// output schema; names unique.
-pub(super) fn collect_tools(
-    agent: &AgentSpec,
-    ensembles: &[Arc<dyn Ensemble>],
-) -> Result<(Vec<ToolSpec>, HashMap<String, ToolEntry>), Stop> {
-    let mut specs = Vec::new();
-    let mut tools = HashMap::new();
-    let finish = agent.output_schema.as_ref().map(|schema| ToolSpec {
-        name: FINISH_TASK.to_owned(),
-        description: "Call this exactly once when the task is done. Its arguments are the \
-                      final result of the task."
-            .to_owned(),
-        parameters: schema.clone(),
-        side_effects: false,
-    });
-    let sources = ensembles
-        .iter()
-        .enumerate()
-        .flat_map(|(i, e)| {
-            e.tools()
-                .into_iter()
-                .map(move |t| (ToolSource::Ensemble(i), t))
-        })
-        .chain(finish.map(|f| (ToolSource::Finish, f)));
-    for (source, spec) in sources {
-        let schema = Schema::compile(&spec.parameters).map_err(|e| {
-            failed(
-                ErrorCode::InvalidArgument,
-                format!("tool `{}` of agent `{}`: {e}", spec.name, agent.name),
-            )
-        })?;
-        if tools
-            .insert(
-                spec.name.clone(),
-                ToolEntry {
-                    source,
-                    schema,
-                    parameters: spec.parameters.clone(),
-                    side_effects: spec.side_effects,
-                },
-            )
-            .is_some()
-        {
-            return Err(failed(
-                ErrorCode::InvalidArgument,
-                format!("agent `{}` has two tools named `{}`", agent.name, spec.name),
-            ));
-        }
-        specs.push(spec);
-    }
-    Ok((specs, tools))
 }
 
 /// Cuts `text` to at most `cap` bytes on a character boundary, with a note.

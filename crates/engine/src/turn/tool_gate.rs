@@ -3,11 +3,25 @@
 //! with its timeout — for a tool whose cost is known only after it ran, between the
 //! reservation of its ceiling and its settlement (`spending.rs`).
 
-use super::*;
-use crate::governance::rules::PolicyExplanation;
-use crate::governance::{Refusal, call};
-use crate::ports::RateError;
+use std::collections::HashMap;
+
+use agentplane_core::{
+    AgentSpec, ErrorCode, EventPayload, PermissionDecision, PermissionId, ToolCall, ToolErrorKind,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+
+use super::active::*;
+use super::progress::*;
+use super::request::*;
+use super::tools::*;
+use crate::governance::rules::PolicyExplanation;
+use crate::governance::{ArgsRetention, RateFacts};
+use crate::governance::{Refusal, call};
+use crate::permissions;
+use crate::ports::RateError;
+use crate::ports::{NewPermission, Spent, ToolContext, ToolError};
 
 impl ActiveTurn<'_> {
     /// Waits for a person to allow a call (`permissions::ask`): a decision, the
