@@ -19,11 +19,6 @@
 //! own layer test (`crates/engine/tests/layers.rs`), which fixes the order of its
 //! top-level modules; this test sees inside them too.
 //!
-//! FIXME(issue 49): one circle of the engine is not cut yet ([`NOT_YET_CUT`]): the
-//! hub's files are `impl` blocks of `Hub` while the parent, which defines it, names
-//! their items back. It is pinned to its subtree: a circle anywhere else fails, and so
-//! does an entry whose subtree has no circle left, so the list only shrinks.
-//!
 //! Run it alone with `cargo test -p agentplane-suites --test module_cycles`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,23 +40,6 @@ fn workspace_crates() -> Vec<String> {
         .filter(|item| !item.is_empty())
         .map(str::to_owned)
         .collect()
-}
-
-/// FIXME(issue 49): the subtrees, by crate, where today's circles are still allowed:
-/// a circle whose modules all lie under one of them (the module itself or below).
-const NOT_YET_CUT: &[(&str, &str)] = &[("crates/engine", "hub")];
-
-/// Whether `circle` lies inside one of `krate`'s [`NOT_YET_CUT`] subtrees, and which.
-fn not_yet_cut(krate: &str, circle: &[Module]) -> Option<&'static str> {
-    NOT_YET_CUT
-        .iter()
-        .filter(|(c, _)| *c == krate)
-        .map(|(_, subtree)| *subtree)
-        .find(|subtree| {
-            circle
-                .iter()
-                .all(|m| m.first().is_some_and(|first| first == subtree))
-        })
 }
 
 /// A module's path inside its crate: `[]` is the crate root.
@@ -661,17 +639,7 @@ fn no_import_circle_between_modules() {
         let graph = graph(&files);
         files_seen += files.len();
         arrows_seen += graph.values().map(BTreeMap::len).sum::<usize>();
-        let mut found = circles(&graph);
-        for subtree in NOT_YET_CUT.iter().filter(|(c, _)| c == krate) {
-            assert!(
-                found
-                    .iter()
-                    .any(|circle| not_yet_cut(krate, circle) == Some(subtree.1)),
-                "{krate}'s `{}` has no circle left: take it off NOT_YET_CUT",
-                subtree.1
-            );
-        }
-        found.retain(|circle| not_yet_cut(krate, circle).is_none());
+        let found = circles(&graph);
         if !found.is_empty() {
             failures.push_str(&format!(
                 "{krate} has import circles between its modules:\n{}",

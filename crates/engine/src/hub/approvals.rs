@@ -14,9 +14,10 @@ use agentplane_core::{ApprovalId, ApprovalOutcome, StopReason};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::identity::security_event;
+use super::feeds::FeedObserver;
+use super::security::security_event;
 use super::versions::Routed;
-use super::{FeedObserver, Hub, HubError};
+use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller};
 use crate::ports::{ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus};
 use crate::schema::Schema;

@@ -10,7 +10,7 @@ use agentplane_core::audit::{
     RecordChain, to_hex,
 };
 
-use super::*;
+use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller};
 use crate::ports::{AuditStore, ChainHead, StoreError};
 

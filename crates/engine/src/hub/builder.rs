@@ -11,12 +11,11 @@ use agentplane_core::AgentSpec;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::identity::Credentials;
+use super::credentials::{Bootstrap, Credentials};
 use super::live::Live;
-use super::setup::Bootstrap;
-use super::versions::VersionSettings;
-use super::workspaces::WorkspaceRoots;
-use super::{Hub, HubConfig, Toolbox};
+use super::state::{Hub, HubConfig, Toolbox};
+use super::version_settings::VersionSettings;
+use super::workspace_roots::WorkspaceRoots;
 use crate::permissions::PermissionBroker;
 use crate::ports::{
     AuditStore, ExternalAgent, KeyStore, McpUpstreams, ReplicaStore, TokenVerifier,
@@ -152,5 +151,29 @@ impl HubBuilder {
             call_records,
             audit: self.audit,
         })
+    }
+}
+
+impl Hub {
+    /// A hub over the given ports and nothing else: no versions, no external agents,
+    /// no keys (tests, small tools). The composition root uses [`Hub::builder`].
+    pub fn new(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+    ) -> Arc<Self> {
+        Self::builder(deps, agents, toolbox, config).build()
+    }
+
+    /// A builder of a hub over the given ports, to which every optional part is given
+    /// before the hub exists (ADR 0043).
+    pub fn builder(
+        deps: TurnDeps,
+        agents: BTreeMap<String, AgentSpec>,
+        toolbox: Arc<dyn Toolbox>,
+        config: HubConfig,
+    ) -> HubBuilder {
+        HubBuilder::new(deps, agents, toolbox, config)
     }
 }

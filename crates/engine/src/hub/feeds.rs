@@ -2,14 +2,20 @@
 //! thread's broadcast feed, which streams follow; the observers that publish a turn's
 //! events, and the guard that declines a turn's permissions when its client leaves.
 
-use super::*;
+use std::sync::Arc;
+
+use agentplane_core::{Event, ThreadId, TurnId};
+use tokio::sync::broadcast;
+
+use super::Hub;
+use crate::turn::TurnObserver;
 
 impl Hub {
     /// A receiver of the thread's live feed (`live.rs`), with the lease that releases it.
     pub(super) fn subscribe_feed(
         self: &Arc<Self>,
         thread: &ThreadId,
-    ) -> (broadcast::Receiver<super::stream::Shared>, FeedLease) {
+    ) -> (broadcast::Receiver<super::shared_event::Shared>, FeedLease) {
         (
             self.live.subscribe(thread),
             FeedLease {

@@ -1,8 +1,17 @@
 //! A thread's history (its turns, with their events when asked) and compaction (a
 //! summary written by an internal turn, which later context uses instead).
 
-use super::*;
+use std::sync::Arc;
+
+use agentplane_core::{AgentLimits, AgentSpec, Event, NetworkAccess, StopReason, ThreadId, TurnId};
+
+use super::feeds::FeedObserver;
+use super::{Hub, HubError};
+use crate::context;
 use crate::identity::{Access, AsCaller};
+use crate::models::TaskSize;
+use crate::ports::{ThreadRecord, TurnRecord};
+use crate::turn::{TurnRequest, run_turn, start_turn};
 
 /// What history returns.
 #[derive(Debug, Clone)]

@@ -7,9 +7,9 @@
 //! holds at once on every replica sharing the database. Whether keys are required is
 //! cached for good once true (keys are never deleted), and "not yet" for a second.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use agentplane_core::identity::{
     KeySecret, SetupToken, check_client_id, key_digest, looks_like_key,
@@ -17,14 +17,11 @@ use agentplane_core::identity::{
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{KeyId, RoleSet};
 
-use super::setup::Bootstrap;
+use super::credentials::NO_KEYS_TTL;
+use super::security::security_event;
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller, Principal};
-use crate::ports::{KeyRecord, KeyStore, NewKey, TokenVerifier};
-
-/// How long "no key exists" is believed before the store is asked again (a key
-/// created through another replica is required after at most this long).
-const NO_KEYS_TTL: Duration = Duration::from_secs(1);
+use crate::ports::{KeyRecord, KeyStore, NewKey};
 
 /// Longest key description, in characters.
 pub const MAX_KEY_DESCRIPTION_CHARS: usize = 500;
@@ -42,44 +39,6 @@ pub struct CreateKey {
     /// The setup token the caller presented (`X-Setup-Token`): what a caller who is
     /// only claimed needs to create the first key (`setup.rs`); others need none.
     pub setup_token: Option<SetupToken>,
-}
-
-/// How callers prove who they are: the key store, whether keys are required (cached:
-/// for good once true, "not yet" for [`NO_KEYS_TTL`]), the OIDC token verifier.
-pub(super) struct Credentials {
-    /// API keys; none in a hub built for tests.
-    keys: Option<Arc<dyn KeyStore>>,
-    /// Set once a key is known to exist: keys are never deleted, so it stays set.
-    keys_seen: AtomicBool,
-    /// When the store last said no key exists.
-    no_keys_at: Mutex<Option<Instant>>,
-    /// Verifies OIDC bearer tokens, when `[auth.oidc]` is configured.
-    tokens: Option<Arc<dyn TokenVerifier>>,
-    /// The setup token of a server without keys, until a key exists (`setup.rs`).
-    setup: Mutex<Option<Bootstrap>>,
-}
-
-impl Credentials {
-    pub(super) fn new(
-        keys: Option<Arc<dyn KeyStore>>,
-        tokens: Option<Arc<dyn TokenVerifier>>,
-        setup: Option<Bootstrap>,
-    ) -> Self {
-        Self {
-            keys,
-            keys_seen: AtomicBool::new(false),
-            no_keys_at: Mutex::new(None),
-            tokens,
-            setup: Mutex::new(setup),
-        }
-    }
-
-    /// The setup token's slot; a poisoned lock still holds a plain `Option`.
-    pub(super) fn held_setup(&self) -> std::sync::MutexGuard<'_, Option<Bootstrap>> {
-        self.setup
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 impl Hub {
@@ -380,16 +339,4 @@ fn jiff_seconds(secs: u64) -> Result<agentplane_core::policy::SignedDuration, Hu
     let secs = i64::try_from(secs)
         .map_err(|_| HubError::InvalidArgument("the key lifetime is too long".into()))?;
     Ok(agentplane_core::policy::SignedDuration::from_secs(secs))
-}
-
-/// Records a refused access: one `security_event` log line, never a secret.
-pub(crate) fn security_event(caller: &Caller, event_type: &str, detail: &str) {
-    tracing::warn!(
-        target: "agentplane::security",
-        event_type,
-        client = %caller.client(),
-        principal = %caller.principal(),
-        detail,
-        "security_event"
-    );
 }

@@ -30,7 +30,7 @@ struct RunningTurn {
 
 /// A thread's live feed in this process.
 struct Feed {
-    sender: broadcast::Sender<super::stream::Shared>,
+    sender: broadcast::Sender<super::shared_event::Shared>,
     /// The highest `seq` published on it; `None` before the first. Events committed by
     /// other replicas below it need no reading (`replicas.rs`).
     last: Option<u64>,
@@ -133,7 +133,7 @@ impl Live {
     pub(super) fn subscribe(
         &self,
         thread: &ThreadId,
-    ) -> broadcast::Receiver<super::stream::Shared> {
+    ) -> broadcast::Receiver<super::shared_event::Shared> {
         lock(&self.feeds)
             .entry(thread.clone())
             .or_insert_with(|| Feed {
@@ -164,7 +164,7 @@ impl Live {
             feed.last = feed.last.max(Some(event.seq));
             // One copy for every receiver (they share it); none without receivers.
             if feed.sender.receiver_count() > 0 {
-                let shared = super::stream::SharedEvent::new(event.clone());
+                let shared = super::shared_event::SharedEvent::new(event.clone());
                 let _ = feed.sender.send(std::sync::Arc::new(shared));
             }
         }

@@ -14,9 +14,10 @@ use agentplane_core::{ChatMessage, ThreadId, ToolCallMode};
 use tokio_util::sync::CancellationToken;
 
 use super::shadows::ShadowCopy;
+use super::state::Hub;
 use super::versions::Routed;
-use super::{Hub, HubError, MAX_INPUT_CHARS};
 use crate::context::{self, PastTurn};
+use crate::error::HubError;
 use crate::external_turn::run_external_turn;
 use crate::models::TaskSize;
 use crate::ports::ExternalAgent;
@@ -24,6 +25,9 @@ use crate::turn::{
     BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
     run_turn, start_turn,
 };
+
+/// Longest accepted turn input, in characters (what the API documents).
+pub const MAX_INPUT_CHARS: usize = 65_536;
 
 /// What runs a turn.
 pub(super) enum Driver {

@@ -12,32 +12,10 @@
 
 use agentplane_core::identity::SetupToken;
 
-use super::identity::security_event;
+use super::credentials::Bootstrap;
+use super::security::security_event;
 use super::{Hub, HubError};
 use crate::identity::{Caller, Principal};
-
-/// The setup token of a server without keys, and how to discard where it is kept.
-pub struct Bootstrap {
-    token: SetupToken,
-    /// Removes the token's file; called once, when the token is used or a key exists.
-    discard: Box<dyn Fn() + Send + Sync>,
-}
-
-impl Bootstrap {
-    /// `token`, kept where `discard` removes it from.
-    pub fn new(token: SetupToken, discard: impl Fn() + Send + Sync + 'static) -> Self {
-        Self {
-            token,
-            discard: Box::new(discard),
-        }
-    }
-}
-
-impl std::fmt::Debug for Bootstrap {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bootstrap").finish_non_exhaustive()
-    }
-}
 
 /// What a caller needs to hear: where the token is and how to send it, never the token.
 const NEEDED: &str = "creating the first key on a server without keys needs its one-time \

@@ -6,60 +6,16 @@
 //! from the store. The store is the truth; the feed is only a wake-up with a payload.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use agentplane_core::{Event, EventPayload, ThreadId, TurnId};
-use bytes::Bytes;
 use tokio::sync::broadcast;
 
+use super::shared_event::{Shared, SharedEvent};
 use super::{Hub, HubError};
 
 /// How many stored events are read at once when replaying.
 const PAGE: usize = 500;
-
-/// A stored event as the live feed hands it out: one allocation shared by every
-/// subscriber of its thread, and its Server-Sent Events frame encoded once, by the first
-/// stream that sends it, for all of them (a turn followed by 10,000 clients is
-/// serialized and framed once per event, not 10,000 times).
-#[derive(Debug)]
-pub struct SharedEvent {
-    event: Event,
-    frame: OnceLock<Result<Bytes, String>>,
-}
-
-impl SharedEvent {
-    pub(super) fn new(event: Event) -> Self {
-        Self {
-            event,
-            frame: OnceLock::new(),
-        }
-    }
-
-    /// The event.
-    pub fn event(&self) -> &Event {
-        &self.event
-    }
-
-    /// The event as one Server-Sent Events frame, `id: <seq>`, `event: <kind>` and
-    /// `data: <the event's JSON>`, built on first use and shared after (a clone is a
-    /// reference count); the error's text when it cannot be serialized. Compact JSON
-    /// escapes every line break, so the data is always one line.
-    pub fn sse_frame(&self) -> Result<Bytes, String> {
-        self.frame
-            .get_or_init(|| {
-                let json = serde_json::to_string(&self.event).map_err(|e| e.to_string())?;
-                let kind = self.event.payload.kind();
-                Ok(Bytes::from(format!(
-                    "id: {}\nevent: {kind}\ndata: {json}\n\n",
-                    self.event.seq
-                )))
-            })
-            .clone()
-    }
-}
-
-/// What the live feed carries.
-pub(super) type Shared = Arc<SharedEvent>;
 
 /// Where a stream stops.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +39,7 @@ pub struct EventStream {
     catching_up: bool,
     done: bool,
     /// Keeps the feed alive; released when the stream is dropped.
-    _feed: super::FeedLease,
+    _feed: super::feeds::FeedLease,
 }
 
 impl EventStream {
@@ -92,7 +48,7 @@ impl EventStream {
         thread: ThreadId,
         scope: Scope,
         live: broadcast::Receiver<Shared>,
-        feed: super::FeedLease,
+        feed: super::feeds::FeedLease,
     ) -> Self {
         let catching_up = matches!(scope, Scope::Thread { .. });
         let last = match &scope {

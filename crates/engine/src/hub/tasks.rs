@@ -2,11 +2,12 @@
 //! events, and a protocol request recorded in the thread it names. Tenancy as for
 //! threads: another client's turn is `NotFound`, never "forbidden".
 
-use agentplane_core::EventPayload;
+use agentplane_core::{EventPayload, TurnId};
 
-use super::*;
+use super::history::HistoryTurn;
+use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller};
-use crate::ports::StoreError;
+use crate::ports::{StoreError, TurnStatus};
 
 impl Hub {
     /// One turn of the caller's thread, with its stored events (by `seq`): what a
@@ -16,7 +17,7 @@ impl Hub {
         &self,
         caller: &(impl AsCaller + ?Sized),
         turn: &TurnId,
-    ) -> Result<history::HistoryTurn, HubError> {
+    ) -> Result<HistoryTurn, HubError> {
         let caller = self.require(caller, Access::Read, "reading a turn")?;
         let client = caller.client();
         let not_found = || HubError::NotFound(format!("turn {turn}"));
@@ -29,7 +30,7 @@ impl Hub {
             _ => return Err(not_found()),
         }
         let events = self.deps.store.turn_events(turn).await?;
-        Ok(history::HistoryTurn {
+        Ok(HistoryTurn {
             turn: record,
             events: Some(events),
         })

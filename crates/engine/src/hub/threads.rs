@@ -5,11 +5,25 @@
 //! store's (newest first). What must not live here: the HTTP query's parsing (the
 //! server's handler).
 
+use std::path::Path;
+
 use agentplane_core::ThreadId;
 
-use super::*;
+use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller};
-use crate::ports::ThreadRecord;
+use crate::ports::{NewThread, ThreadRecord};
+
+/// Longest accepted thread title, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// A thread to create.
+#[derive(Debug, Clone)]
+pub struct CreateThread {
+    pub agent: String,
+    /// An absolute, existing directory: the workspace of the thread's turns.
+    pub cwd: String,
+    pub title: Option<String>,
+}
 
 /// The most threads one page of [`Hub::list_threads_page`] holds.
 pub const MAX_THREAD_PAGE: usize = 1000;

@@ -3,12 +3,31 @@
 //! that left can no longer answer. Each entry checks the caller's role once, plans the
 //! turn (`plan.rs`) and drives the plan; live state is `live.rs`'s.
 
-use super::identity::security_event;
-use super::*;
-use crate::identity::Caller;
-use crate::ports::PermissionPolicy;
-use crate::turn::{BegunTurn, TurnObserver, TurnOutcome};
+use std::sync::Arc;
+
+use agentplane_core::{PermissionDecision, PermissionId, ThreadId, TurnId};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
+
+use super::feeds::{DisconnectGuard, FeedObserver, TeeObserver};
+use super::security::security_event;
+use super::stream::{EventStream, Scope};
+use super::{Hub, HubError};
+use crate::identity::{Access, AsCaller, Caller};
+use crate::models::TaskSize;
+use crate::permissions;
+use crate::ports::{PermissionPolicy, PermissionRecord, TurnStatus};
+use crate::turn::{BegunTurn, TurnObserver, TurnOutcome};
+
+/// A turn started in the background, with the stream of its events.
+pub struct StartedTurn {
+    pub thread: ThreadId,
+    pub turn: TurnId,
+    pub events: EventStream,
+    /// Declines the turn's pending permissions if dropped before the turn ends: a
+    /// client that goes away cannot approve anything (fail-closed).
+    pub guard: DisconnectGuard,
+}
 
 impl Hub {
     /// Starts a turn in the background and returns the stream of its events.
@@ -79,7 +98,7 @@ impl Hub {
             events: EventStream::new(
                 self.clone(),
                 thread.clone(),
-                stream::Scope::Turn { turn: turn.clone() },
+                Scope::Turn { turn: turn.clone() },
                 live,
                 lease,
             ),
@@ -145,7 +164,7 @@ impl Hub {
         Ok(EventStream::new(
             self.clone(),
             thread.clone(),
-            stream::Scope::Thread { after },
+            Scope::Thread { after },
             live,
             lease,
         ))

@@ -33,19 +33,6 @@ const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 /// Most versions one traffic split may name.
 const MAX_SPLIT_VERSIONS: usize = 16;
 
-/// How the hub keeps versions: the store, the baseline version number of each
-/// configured agent, and who may change versions.
-#[derive(Clone, Default)]
-pub struct VersionSettings {
-    /// `None`: only the baselines exist, and changing versions is refused.
-    pub store: Option<Arc<dyn VersionStore>>,
-    /// The version number of each configured agent's definition (default `1.0.0`).
-    pub baselines: BTreeMap<String, String>,
-    /// `[versions] admins`: the client ids that may change versions. `None`: any client
-    /// that passes authentication may.
-    pub admins: Option<Vec<String>>,
-}
-
 /// One version of an agent, as shown to clients.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentVersion {
