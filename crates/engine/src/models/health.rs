@@ -4,7 +4,8 @@
 //! it for `cooldown`, then it is tried again (half-open) and one success closes it.
 //! Only upstream failures count (unreachable, 5xx, 429, a broken stream, a timeout);
 //! a capability or request error says nothing about whether the server is up. State
-//! is in memory: a restart starts every provider closed. No I/O here.
+//! is in memory: a restart starts every provider closed. No I/O here. A failure is kept
+//! (and shown) as `said` words it: redacted first.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -122,6 +123,25 @@ impl Health {
             retry_in_secs: open.map(|until| (until - now).as_secs_f64().ceil() as u64),
         }
     }
+}
+
+/// What a provider's failure says, kept in its health and shown in the agents view:
+/// an upstream's error text may echo back what it was sent, so it passes the secrets'
+/// redaction and, since no call's content policies apply outside a call, the built-in
+/// detectors of keys, cards, IBANs and addresses.
+pub(crate) fn said(error: &crate::ports::ModelError) -> String {
+    use agentplane_core::content::{Detector, Detectors};
+    static SHOWN: std::sync::LazyLock<Detectors> = std::sync::LazyLock::new(|| {
+        Detectors::new(vec![
+            Detector::Secret,
+            Detector::Card,
+            Detector::Iban,
+            Detector::Email,
+        ])
+    });
+    let text = error.to_string();
+    let text = agentplane_core::secret::redact(&text);
+    SHOWN.redact(&text).0
 }
 
 #[cfg(test)]

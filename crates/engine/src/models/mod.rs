@@ -29,6 +29,7 @@ use agentplane_core::{ChatRequest, ChatResponse};
 use crate::ports::model::TextSink;
 use crate::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
 
+use health::said;
 pub use health::{CircuitSettings, HealthReport};
 pub use resolver::{ModelResolver, ModelStatus};
 pub use routing::{
@@ -491,25 +492,6 @@ impl Providers {
             available: Vec::new(),
         })
     }
-}
-
-/// What a provider's failure says, kept in its health and shown in the agents view:
-/// an upstream's error text may echo back what it was sent, so it passes the secrets'
-/// redaction and, since no call's content policies apply outside a call, the built-in
-/// detectors of keys, cards, IBANs and addresses.
-pub(crate) fn said(error: &ModelError) -> String {
-    use agentplane_core::content::{Detector, Detectors};
-    static SHOWN: std::sync::LazyLock<Detectors> = std::sync::LazyLock::new(|| {
-        Detectors::new(vec![
-            Detector::Secret,
-            Detector::Card,
-            Detector::Iban,
-            Detector::Email,
-        ])
-    });
-    let text = error.to_string();
-    let text = agentplane_core::secret::redact(&text);
-    SHOWN.redact(&text).0
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ impl ModelResolver {
             },
             Err(e) => ModelStatus::Unavailable {
                 wanted: wanted.to_owned(),
-                error: super::said(&e),
+                error: super::health::said(&e),
             },
         }
     }
