@@ -5,15 +5,19 @@
 #
 #   bench/cpu/run.sh ENDPOINT BIN [BIN...]
 #
-# ENDPOINT: `threads` (POST /v1/threads: creating a thread) or `gateway` (POST
-# /openai/v1/chat/completions against the fixed upstream of bench/gateway).
+# ENDPOINT: `threads` (POST /v1/threads: creating a thread), `gateway` (POST
+# /openai/v1/chat/completions against the fixed upstream of bench/gateway) or `turns`
+# (one-call turns, sequential: a new thread, a turn, its SSE stream to the end, against
+# the scripted model answering at once; bench/traces/turns.py drives them).
 # Environment: BENCH_CONCURRENCY ("1 10"), BENCH_RUNS (3), BENCH_DURATION (8s),
-# BENCH_WARMUP (2s). Needs wrk and, for `gateway`, nginx (Debian: nginx-light wrk).
+# BENCH_WARMUP (2s); for `turns`, BENCH_TURNS (300) per run and BENCH_SCRIPTED_LLM
+# (default: the release `scripted-llm` of the target directory, built if missing).
+# Needs wrk and, for `gateway`, nginx (Debian: nginx-light wrk).
 # Prints one line per build, concurrency and run: requests/s, p50, CPU µs per request.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
-endpoint="${1:?usage: bench/cpu/run.sh threads|gateway BIN [BIN...]}"
+endpoint="${1:?usage: bench/cpu/run.sh threads|gateway|turns BIN [BIN...]}"
 shift
 [ $# -ge 1 ] || { echo "usage: bench/cpu/run.sh threads|gateway BIN [BIN...]" >&2; exit 2; }
 concurrency="${BENCH_CONCURRENCY:-1 10}"
@@ -48,20 +52,36 @@ LUA
     cp "$root/bench/gateway/post.lua" "$work/post.lua"
     upstream=$("$root/bench/gateway/fixed-upstream" "$upstream_port")
     ;;
-  *) echo "unknown endpoint $endpoint (threads or gateway)" >&2; exit 2 ;;
+  turns)
+    llm="${BENCH_SCRIPTED_LLM:-${CARGO_TARGET_DIR:-target}/release/scripted-llm}"
+    [ -x "$llm" ] || cargo build --release -q -p agentplane-testkit --bin scripted-llm
+    cat >"$work/scenario.json" <<'JSON'
+{"repeat": true, "steps": [{"text": "The answer is 42.", "usage": {"prompt_tokens": 12, "completion_tokens": 5}}]}
+JSON
+    "$llm" --scenario "$work/scenario.json" --listen "127.0.0.1:$upstream_port" >"$work/llm.log" 2>&1 &
+    upstream=$!
+    ;;
+  *) echo "unknown endpoint $endpoint (threads, gateway or turns)" >&2; exit 2 ;;
 esac
 
+[ "$endpoint" = turns ] && concurrency=1
 for c in $concurrency; do
   for run in $(seq "$runs"); do
     for bin in "$@"; do
       dir="$work/server"
       rm -rf "$dir"; mkdir -p "$dir"
+      if [ "$endpoint" = turns ]; then
+        model=scripted-model stream=true agents=$'[agents.chat]\nsystem_prompt = "You chat."'
+      else
+        model=fake-model stream=false agents=""
+      fi
       cat >"$dir/agentplane.toml" <<TOML
 [llm]
 base_url = "http://127.0.0.1:$upstream_port/v1"
-model = "fake-model"
-stream = false
+model = "$model"
+stream = $stream
 max_retries = 0
+$agents
 [store]
 path = "events.db"
 [server]
@@ -71,6 +91,13 @@ TOML
       (cd "$dir" && exec "$bin" --config agentplane.toml serve >log 2>&1) &
       server=$!
       until curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null; do sleep 0.2; done
+      if [ "$endpoint" = turns ]; then
+        out=$(python3 "$root/bench/traces/turns.py" --turns "${BENCH_TURNS:-300}" --rounds 1 \
+          "$(basename "$bin")=http://127.0.0.1:$port=$server=$work/ws")
+        echo "turns $(basename "$bin") run=$run: $(echo "$out" | awk '{print $2, "turns/s,", $4, "µs CPU per turn"}')"
+        kill "$server"; wait "$server" 2>/dev/null || true; server=""
+        continue
+      fi
       wrk -t1 -c"$c" -d"$warmup" -s "$work/post.lua" "$url" >/dev/null
       before=$(awk '{print $14 + $15}' "/proc/$server/stat")
       wrk -t1 -c"$c" -d"$duration" --latency -s "$work/post.lua" "$url" >"$work/wrk.txt"
