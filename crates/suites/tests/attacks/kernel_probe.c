@@ -212,12 +212,16 @@ static int survive(void) {
         }
         usleep(10000);
     }
-    /* Try to kill whatever waits for us: the parent (the namespace's init, PID 1) and
-     * PID 1 by number. The reaper itself is outside the PID namespace: no pid names it. */
+    /* Said first: killing the parent below ends the program the call ran (make), and
+     * then the namespace's init and with it this process, which on a loaded machine
+     * can happen before a line printed after the kill is written. */
+    printf("survivors: started\n");
+    /* Try to kill whatever waits for us: the parent (make, the program the call ran)
+     * and PID 1 by number (the namespace's init). The reaper itself is outside the PID
+     * namespace: no pid names it. */
     int parent = kill(getppid(), SIGKILL) == 0;
     int one = kill(1, SIGKILL) == 0;
     printf("parent-kill: %s\n", parent || one ? "sent" : "refused");
-    printf("survivors: started\n");
     return 0;
 }
 
