@@ -475,3 +475,24 @@ pub async fn python_peer(
     let port: Value = serde_json::from_str(&line).expect("port JSON");
     (child, format!("http://127.0.0.1:{}", port["port"]))
 }
+
+/// The sum of the `/metrics` series of `family` (`policy_denials_total`,
+/// `policy_audited_total`, …) whose labels include every `label="value"` of `labels`.
+pub async fn metric_sum(served: &Served, family: &str, labels: &[(&str, &str)]) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", served.base))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let prefix = format!("{family}{{");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter(|l| {
+            labels
+                .iter()
+                .all(|(name, value)| l.contains(&format!("{name}=\"{value}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

@@ -71,3 +71,25 @@ pub async fn mcp_request(
         .find(|message| message["id"] == id)
         .unwrap_or_else(|| panic!("no answer to MCP {method} {id}: {text}"))
 }
+
+/// The official `mcp` client (`testkit/peers/mcp_client.py`, PyPI's `mcp`) against
+/// `base` + `path` (`/mcp/gateway` or `/mcp`) over streamable HTTP, as
+/// [`CLIENT`](crate::CLIENT): it lists the tools and calls `tool` with `arguments`; its
+/// printed document.
+pub async fn official_client_call(base: &str, path: &str, tool: &str, arguments: &Value) -> Value {
+    use agentplane_testkit::peers;
+    let mut cmd = std::process::Command::new(peers::python());
+    cmd.arg(peers::mcp_client_script())
+        .args(["--timeout", "60", "--http"])
+        .arg(format!("{base}{path}"))
+        .arg("--header")
+        .arg(format!("X-Client-ID: {}", crate::CLIENT))
+        .args(["--tool", tool, "--arguments"])
+        .arg(arguments.to_string())
+        .stdin(std::process::Stdio::null());
+    let output = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("join")
+        .expect("the MCP client runs");
+    peers::client_json(&output)
+}

@@ -18,10 +18,10 @@
 //!
 //! Needs the peers of `scripts/test-peers.sh`.
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agentplane_suites::attacks::{file_contains, store_files};
+use agentplane_suites::mcp::official_client_call;
 use agentplane_suites::otlp::{receiver, spans};
 use agentplane_suites::{
     CLIENT, SseReader, api, create_thread, events_of, history, sandbox, start_with_env,
@@ -93,20 +93,7 @@ async fn gateway_call(base: &str, text: &str) -> Value {
 
 /// [`gateway_call`] with these arguments.
 async fn gateway_call_with(base: &str, arguments: Value) -> Value {
-    let mut cmd = Command::new(peers::python());
-    cmd.arg(peers::mcp_client_script())
-        .args(["--timeout", "60", "--http"])
-        .arg(format!("{base}/mcp/gateway"))
-        .arg("--header")
-        .arg(format!("X-Client-ID: {CLIENT}"))
-        .args(["--tool", "leaky__echo", "--arguments"])
-        .arg(arguments.to_string())
-        .stdin(Stdio::null());
-    let output = tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .expect("join")
-        .expect("the client runs");
-    peers::client_json(&output)
+    official_client_call(base, "/mcp/gateway", "leaky__echo", &arguments).await
 }
 
 /// One hostile answer of the model to the gateway: a `send` whose arguments hold the

@@ -64,21 +64,8 @@ async fn denials(served: &Served, thread: &str) -> Vec<Value> {
 
 /// The `policy_denials_total` series of `policy`, `agent` and `kind` from `/metrics`.
 async fn counted(served: &Served, policy: &str, agent: &str, kind: &str) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", served.base))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with("policy_denials_total{"))
-        .filter(|l| {
-            l.contains(&format!("policy=\"{policy}\""))
-                && l.contains(&format!("agent=\"{agent}\""))
-                && l.contains(&format!("kind=\"{kind}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let labels = [("policy", policy), ("agent", agent), ("kind", kind)];
+    agentplane_suites::metric_sum(served, "policy_denials_total", &labels).await
 }
 
 /// The one `policy_denied` event of the thread names `policy` and `kind` (and `tool`

@@ -111,21 +111,18 @@ pub fn decide<'p>(policies: &'p PolicySet, call: &Call<'_>, approved: Option<&st
 /// The strictest gate over every name and every form of the arguments.
 fn gate<'p>(policies: &'p PolicySet, call: &Call<'_>) -> Gate<'p> {
     let names = std::iter::once(call.tool).chain(call.also);
-    let mut gate: Option<Gate<'p>> = None;
-    for name in names {
-        let ctx = call.ctx.tool(name);
-        let forms: Vec<RequestContext<'_>> = if call.arguments.is_empty() {
-            vec![ctx]
-        } else {
-            call.arguments.iter().map(|a| ctx.arguments(a)).collect()
-        };
-        for form in forms {
-            let one = rules::gate(policies, &form);
-            gate = Some(match gate {
-                Some(so_far) => so_far.and(one),
-                None => one,
-            });
-        }
-    }
-    gate.unwrap_or_else(|| rules::gate(policies, &call.ctx.tool(call.tool)))
+    let asked: Vec<RequestContext<'_>> = names
+        .flat_map(|name| {
+            let ctx = call.ctx.tool(name);
+            match call.arguments {
+                [] => vec![ctx],
+                forms => forms.iter().map(|a| ctx.arguments(a)).collect(),
+            }
+        })
+        .collect();
+    asked
+        .iter()
+        .map(|ctx| rules::gate(policies, ctx))
+        .reduce(Gate::and)
+        .unwrap_or_else(|| rules::gate(policies, &call.ctx.tool(call.tool)))
 }

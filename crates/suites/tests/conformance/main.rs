@@ -308,17 +308,36 @@ async fn an_approval() {
         } else {
             "approve"
         };
+        // A malformed answer by someone who may not decide decides nothing: refused
+        // before it is read for a permission (whose malformed answer declines it),
+        // `400` for an approval (whose malformed answer never decides); the reviewer
+        // still decides below.
+        let garbled = decide(&served, path, CLIENT, "approve\u{202e}").await;
+        let refused = if path.contains("permissions") {
+            403
+        } else {
+            400
+        };
+        row.check(
+            *surface,
+            garbled == refused,
+            format!("{path} garbled by the caller: {garbled}"),
+        );
         let by_caller = decide(&served, path, CLIENT, decision).await;
         row.check(
             *surface,
             by_caller == 403,
             format!("{path} decided by the caller: {by_caller}"),
         );
-        let by_reviewer = decide(&served, path, "reviewer", decision).await;
+        // Ten answers of the reviewer at once: exactly one decides, the rest conflict.
+        let answers = (0..10).map(|_| decide(&served, path, "reviewer", decision));
+        let statuses = futures_util::future::join_all(answers).await;
+        let decided = statuses.iter().filter(|s| **s == 200).count();
+        let conflicts = statuses.iter().filter(|s| **s == 409).count();
         row.check(
             *surface,
-            by_reviewer == 200,
-            format!("{path} decided by the reviewer: {by_reviewer}"),
+            decided == 1 && conflicts == 9,
+            format!("{path} decided by the reviewer 10 times at once: {statuses:?}"),
         );
     }
     row.assert_all();
@@ -865,19 +884,8 @@ async fn a_budget_with_ten_concurrent_callers() {
 /// (`policy_audited_total{would="deny"}`; a native turn's admission is one more, a
 /// would-be `allow`, since the policy names no tools).
 async fn audited(served: &Served, policy: &str, agent: &str) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", served.base))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with("policy_audited_total{") && l.contains("would=\"deny\""))
-        .filter(|l| {
-            l.contains(&format!("policy=\"{policy}\"")) && l.contains(&format!("agent=\"{agent}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let labels = [("policy", policy), ("agent", agent), ("would", "deny")];
+    agentplane_suites::metric_sum(served, "policy_audited_total", &labels).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,13 +2,10 @@
 //! driven the way its real clients drive it, and what it made of one call read back as
 //! a [`Seen`] — the verdict, and whether the surface's own durable record says so.
 
-use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agentplane_suites::{
-    CLIENT, Sandbox, Served, SseReader, api, create_thread, events_of, history,
-};
-use agentplane_testkit::peers;
+use agentplane_suites::{Sandbox, Served, SseReader, api, create_thread, events_of, history};
 use serde_json::{Value, json};
 
 /// A surface a governed call comes in by.
@@ -58,24 +55,7 @@ pub struct Seen {
     pub answer: String,
 }
 
-/// The official `mcp` client against `path` (`/mcp/gateway` or `/mcp`), as [`CLIENT`]:
-/// lists the tools and calls `tool`; its printed document.
-pub async fn mcp_client(base: &str, path: &str, tool: &str, arguments: &Value) -> Value {
-    let mut cmd = Command::new(peers::python());
-    cmd.arg(peers::mcp_client_script())
-        .args(["--timeout", "60", "--http"])
-        .arg(format!("{base}{path}"))
-        .arg("--header")
-        .arg(format!("X-Client-ID: {CLIENT}"))
-        .args(["--tool", tool, "--arguments"])
-        .arg(arguments.to_string())
-        .stdin(Stdio::null());
-    let output = tokio::task::spawn_blocking(move || cmd.output())
-        .await
-        .expect("join")
-        .expect("the MCP client runs");
-    peers::client_json(&output)
-}
+pub use agentplane_suites::mcp::official_client_call as mcp_client;
 
 /// A thread's events of `kind`.
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -176,11 +156,9 @@ pub async fn mcp_gateway(served: &Served, tool: &str, arguments: &Value, approva
         }
         (error, status) => Verdict::Other(format!("{error:?} {status:?}: {called}")),
     };
-    let recorded = match &verdict {
-        Verdict::Denied(p) | Verdict::RateLimited(p) => !p.is_empty(),
-        Verdict::Ran => true,
-        _ => true,
-    };
+    // The log's status said the verdict; a refusal must also name its policy.
+    let recorded =
+        !matches!(&verdict, Verdict::Denied(p) | Verdict::RateLimited(p) if p.is_empty());
     Seen {
         verdict,
         recorded,
@@ -206,7 +184,7 @@ pub async fn mcp_calls(served: &Served) -> Vec<Value> {
     log["calls"].as_array().cloned().unwrap_or_default()
 }
 
-/// The pending approvals of [`CLIENT`], once there are `at_least` (or after 20 s).
+/// The pending approvals of [`agentplane_suites::CLIENT`], once there are `at_least` (or after 20 s).
 pub async fn pending_approvals(served: &Served, at_least: usize) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -320,7 +298,7 @@ pub async fn completion(served: &Served, body: &Value) -> (u16, Value) {
     )
 }
 
-/// A one-message completion as [`CLIENT`].
+/// A one-message completion as [`agentplane_suites::CLIENT`].
 pub fn ask(text: &str) -> Value {
     json!({"model": "scripted-model", "max_tokens": 500,
            "messages": [{"role": "user", "content": text}]})
@@ -337,11 +315,14 @@ pub async fn mcp_serving(served: &Served, sb: &Sandbox, agent: &str, task: &str)
     .await
 }
 
+/// A message id of its own for every A2A message a row sends.
+static MESSAGES: AtomicU64 = AtomicU64::new(0);
+
 /// agentplane's agent `agent` sent one A2A message (`SendMessage`, A2A 1.0): status
 /// and answer.
 pub async fn a2a_serving(served: &Served, agent: &str, text: &str) -> (u16, Value) {
     let body = json!({"jsonrpc": "2.0", "id": "r1", "method": "SendMessage",
-        "params": {"message": {"messageId": format!("m-{}", Instant::now().elapsed().as_nanos()),
+        "params": {"message": {"messageId": format!("m-{}", MESSAGES.fetch_add(1, Ordering::Relaxed)),
                                "role": "ROLE_USER", "parts": [{"text": text}]}}});
     let response = api(served, reqwest::Method::POST, &format!("/a2a/{agent}"))
         .header("A2A-Version", "1.0")
@@ -360,17 +341,6 @@ pub async fn a2a_serving(served: &Served, agent: &str, text: &str) -> (u16, Valu
 /// How many refusals `/metrics` counted for `policy` and `agent`
 /// (`policy_denials_total`, every kind): the record every surface shares.
 pub async fn counted(served: &Served, policy: &str, agent: &str) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", served.base))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with("policy_denials_total{"))
-        .filter(|l| {
-            l.contains(&format!("policy=\"{policy}\"")) && l.contains(&format!("agent=\"{agent}\""))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let labels = [("policy", policy), ("agent", agent)];
+    agentplane_suites::metric_sum(served, "policy_denials_total", &labels).await
 }
