@@ -24,9 +24,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, McpCallQuery,
-    McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
-    StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStore, CallStore, CostQuery, CostRow,
+    EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
+    NewThread, PermissionRecord, StoreError, ThreadRecord, ThreadStore, TurnLog, TurnRecord,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -89,7 +89,7 @@ impl RedactingStore {
         Ok(())
     }
 
-    /// `payloads` redacted as [`EventStore::append`] redacts one each: streamed text
+    /// `payloads` redacted as [`TurnLog::append`] redacts one each: streamed text
     /// joined to what was held, and what was held released before an event of
     /// another kind.
     fn payloads(
@@ -153,7 +153,7 @@ impl RedactingStore {
 }
 
 #[async_trait]
-impl EventStore for RedactingStore {
+impl ThreadStore for RedactingStore {
     async fn create_thread(&self, mut thread: NewThread) -> Result<ThreadRecord, StoreError> {
         thread.title = thread.title.map(|t| self.text(&t));
         thread.cwd = self.text(&thread.cwd);
@@ -188,7 +188,10 @@ impl EventStore for RedactingStore {
             .await
             .map_err(|e| self.error(e))
     }
+}
 
+#[async_trait]
+impl TurnLog for RedactingStore {
     async fn begin_turn(
         &self,
         thread: &ThreadId,
@@ -318,6 +321,13 @@ impl EventStore for RedactingStore {
         self.inner.thread_events(thread, after, limit).await
     }
 
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
+        self.inner.interrupt_running_turns().await
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for RedactingStore {
     async fn create_permission(
         &self,
         mut permission: NewPermission,
@@ -389,7 +399,10 @@ impl EventStore for RedactingStore {
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         self.inner.list_approvals(query).await
     }
+}
 
+#[async_trait]
+impl CallStore for RedactingStore {
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         self.inner.costs(query).await
     }
@@ -411,10 +424,6 @@ impl EventStore for RedactingStore {
 
     async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
         self.inner.mcp_calls(query).await
-    }
-
-    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
-        self.inner.interrupt_running_turns().await
     }
 }
 

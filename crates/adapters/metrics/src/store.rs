@@ -15,9 +15,9 @@ use agentplane_core::{
     ApprovalId, Event, EventPayload, PermissionDecision, PermissionId, StopReason, ThreadId, TurnId,
 };
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, McpCallQuery,
-    McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
-    StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStore, CallStore, CostQuery, CostRow,
+    EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
+    NewThread, PermissionRecord, StoreError, ThreadRecord, ThreadStore, TurnLog, TurnRecord,
 };
 use async_trait::async_trait;
 
@@ -61,7 +61,7 @@ fn outcome<T>(result: &Result<T, StoreError>) -> &'static str {
 }
 
 #[async_trait]
-impl EventStore for MeteredStore {
+impl ThreadStore for MeteredStore {
     async fn create_thread(&self, thread: NewThread) -> Result<ThreadRecord, StoreError> {
         self.timed("create_thread", self.inner.create_thread(thread))
             .await
@@ -96,7 +96,10 @@ impl EventStore for MeteredStore {
         self.timed("set_summary", self.inner.set_summary(id, summary))
             .await
     }
+}
 
+#[async_trait]
+impl TurnLog for MeteredStore {
     async fn begin_turn(
         &self,
         thread: &ThreadId,
@@ -213,6 +216,17 @@ impl EventStore for MeteredStore {
         .await
     }
 
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
+        self.timed(
+            "interrupt_running_turns",
+            self.inner.interrupt_running_turns(),
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for MeteredStore {
     async fn create_permission(
         &self,
         permission: NewPermission,
@@ -274,7 +288,10 @@ impl EventStore for MeteredStore {
         self.timed("list_approvals", self.inner.list_approvals(query))
             .await
     }
+}
 
+#[async_trait]
+impl CallStore for MeteredStore {
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         self.timed("costs", self.inner.costs(query)).await
     }
@@ -291,13 +308,5 @@ impl EventStore for MeteredStore {
 
     async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
         self.timed("mcp_calls", self.inner.mcp_calls(query)).await
-    }
-
-    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
-        self.timed(
-            "interrupt_running_turns",
-            self.inner.interrupt_running_turns(),
-        )
-        .await
     }
 }

@@ -11,7 +11,7 @@ use agentplane_core::{
     ApprovalOutcome, Event, EventPayload, StopReason, ThreadId, ToolStatus, TurnId,
 };
 use agentplane_engine::ports::TelemetrySink;
-use agentplane_engine::ports::{EventStore, NewThread};
+use agentplane_engine::ports::{NewThread, ThreadStore, TurnLog};
 use agentplane_metrics::{
     CONTENT_TYPE, MAX_DISTINCT_VALUES, MAX_TIMED_TURNS, MeteredStore, Metrics, OTHER,
 };

@@ -14,9 +14,9 @@ use agentplane_core::{
 };
 use agentplane_engine::ports::records::stored_time;
 use agentplane_engine::ports::{
-    Announcement, ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore,
-    McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread,
-    PermissionRecord, StoreError, ThreadRecord, TurnRecord,
+    Announcement, ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStore, CallStore,
+    CostQuery, CostRow, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
+    NewThread, PermissionRecord, StoreError, ThreadRecord, ThreadStore, TurnLog, TurnRecord,
 };
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -150,7 +150,7 @@ impl Drop for PostgresStore {
 }
 
 #[async_trait]
-impl EventStore for PostgresStore {
+impl ThreadStore for PostgresStore {
     async fn create_thread(&self, thread: NewThread) -> Result<ThreadRecord, StoreError> {
         in_tx!(self, |db| events::create_thread(db, thread))
     }
@@ -181,7 +181,10 @@ impl EventStore for PostgresStore {
     async fn set_summary(&self, id: &ThreadId, summary: &str) -> Result<(), StoreError> {
         in_tx!(self, |db| events::set_summary(db, id, summary))
     }
+}
 
+#[async_trait]
+impl TurnLog for PostgresStore {
     async fn begin_turn(
         &self,
         thread: &ThreadId,
@@ -301,6 +304,16 @@ impl EventStore for PostgresStore {
         on_conn!(self, |db| events::thread_events(db, thread, after, limit))
     }
 
+    /// Ends every running turn of every replica, as on SQLite. On a database shared by
+    /// live replicas use `ReplicaStore::interrupt_turns_of` instead, which touches only
+    /// a dead replica's turns.
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
+        in_tx!(self, |db| events::interrupt_turns(db, None))
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for PostgresStore {
     async fn create_permission(
         &self,
         permission: NewPermission,
@@ -352,7 +365,10 @@ impl EventStore for PostgresStore {
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
         on_conn!(self, |db| approvals::list(db, query))
     }
+}
 
+#[async_trait]
+impl CallStore for PostgresStore {
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         on_conn!(self, |db| costs::costs(db, query))
     }
@@ -367,12 +383,5 @@ impl EventStore for PostgresStore {
 
     async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
         on_conn!(self, |db| mcp_calls::list(db, query))
-    }
-
-    /// Ends every running turn of every replica, as on SQLite. On a database shared by
-    /// live replicas use `ReplicaStore::interrupt_turns_of` instead, which touches only
-    /// a dead replica's turns.
-    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
-        in_tx!(self, |db| events::interrupt_turns(db, None))
     }
 }

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use agentplane_core::{EventPayload, ExecutionId, ReplicaId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    Announcement, EventStore, ExecutionStore, NewExecution, NewThread, ReplicaStore, StoreError,
-    TurnStatus,
+    Announcement, ExecutionStore, NewExecution, NewThread, ReplicaStore, StoreError, ThreadStore,
+    TurnLog, TurnStatus,
 };
 use agentplane_postgres::PostgresStore;
 use agentplane_store_contract::RawSql;

@@ -13,9 +13,9 @@ use agentplane_core::{
 };
 use agentplane_engine::ports::records::stored_time;
 use agentplane_engine::ports::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, CostQuery, CostRow, EventStore, McpCallQuery,
-    McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread, PermissionRecord,
-    StoreError, ThreadRecord, TurnRecord,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStore, CallStore, CostQuery, CostRow,
+    McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission, NewThread,
+    PermissionRecord, StoreError, ThreadRecord, ThreadStore, TurnLog, TurnRecord,
 };
 use async_trait::async_trait;
 use rusqlite::Connection;
@@ -180,7 +180,7 @@ impl Drop for SqliteStore {
 }
 
 #[async_trait]
-impl EventStore for SqliteStore {
+impl ThreadStore for SqliteStore {
     async fn create_thread(&self, thread: NewThread) -> Result<ThreadRecord, StoreError> {
         self.write(|reply| Command::CreateThread { thread, reply })
             .await
@@ -222,7 +222,10 @@ impl EventStore for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl TurnLog for SqliteStore {
     async fn begin_turn(
         &self,
         thread: &ThreadId,
@@ -382,6 +385,14 @@ impl EventStore for SqliteStore {
             .await
     }
 
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
+        self.write(|reply| Command::InterruptRunningTurns { reply })
+            .await
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for SqliteStore {
     async fn create_permission(
         &self,
         permission: NewPermission,
@@ -451,7 +462,10 @@ impl EventStore for SqliteStore {
         let query = query.clone();
         self.read(move |c| approvals::list(c, &query)).await
     }
+}
 
+#[async_trait]
+impl CallStore for SqliteStore {
     async fn costs(&self, query: &CostQuery) -> Result<Vec<CostRow>, StoreError> {
         let query = query.clone();
         self.read(move |c| crate::costs::costs(c, &query)).await
@@ -470,10 +484,5 @@ impl EventStore for SqliteStore {
     async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError> {
         let query = query.clone();
         self.read(move |c| crate::mcp_calls::list(c, &query)).await
-    }
-
-    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError> {
-        self.write(|reply| Command::InterruptRunningTurns { reply })
-            .await
     }
 }

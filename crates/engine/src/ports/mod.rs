@@ -29,10 +29,10 @@ pub use model::{Capabilities, ChatModel, ModelError, ModelInfo, TextSink};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{
-    ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, CostQuery, CostRow,
-    EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval, NewPermission,
-    NewThread, PermissionPolicy, PermissionRecord, PermissionStatus, StoreError, ThreadRecord,
-    TurnRecord, TurnStatus,
+    ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, ApprovalStore, CallStore,
+    CostQuery, CostRow, EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval,
+    NewPermission, NewThread, PermissionPolicy, PermissionRecord, PermissionStatus, StoreError,
+    ThreadRecord, ThreadStore, TurnLog, TurnRecord, TurnStatus,
 };
 pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
 pub use tools::{

@@ -1,4 +1,6 @@
-//! `EventStore`: threads, turns and the append-only event log.
+//! The store ports: threads (`ThreadStore`), turns and the append-only event log
+//! (`TurnLog`), permissions and approvals (`ApprovalStore`), calls and their costs
+//! (`CallStore`); `EventStore` is all four, for the turn and the composition root.
 //!
 //! Invariants every implementation keeps:
 //! - `seq` is assigned by the store, starts at 1 and is gapless and increasing per thread;
@@ -342,9 +344,9 @@ impl StoreError {
     }
 }
 
-/// Durable threads, turns and events.
+/// Threads: who owns them, where they work, their summary.
 #[async_trait]
-pub trait EventStore: Send + Sync {
+pub trait ThreadStore: Send + Sync {
     async fn create_thread(&self, thread: NewThread) -> Result<ThreadRecord, StoreError>;
 
     /// A thread that exists and is not deleted.
@@ -368,7 +370,11 @@ pub trait EventStore: Send + Sync {
 
     /// Replaces the thread's compaction summary.
     async fn set_summary(&self, id: &ThreadId, summary: &str) -> Result<(), StoreError>;
+}
 
+/// Turns and the append-only event log they write.
+#[async_trait]
+pub trait TurnLog: Send + Sync {
     /// Starts a turn. `NotFound` without the thread, `Conflict` while another turn of
     /// the thread is running.
     async fn begin_turn(
@@ -455,6 +461,18 @@ pub trait EventStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Event>, StoreError>;
 
+    /// At start-up: ends every turn left running by a previous process as
+    /// `interrupted` and returns their ids. A turn suspended on an approval (one whose
+    /// approval has not been taken by a resume) is not running and is left alone. Each pending permission of those turns is
+    /// first resolved as declined with a reason saying the process stopped (with its
+    /// `permission_resolved` event); then `turn_completed` is appended.
+    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError>;
+}
+
+/// Permissions (a running turn's question) and approvals (a suspended turn's, or a
+/// gateway call's, decision), each written with its event.
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
     /// Stores a pending permission of a running turn and appends its
     /// `permission_required` event, atomically.
     async fn create_permission(
@@ -499,7 +517,11 @@ pub trait EventStore: Send + Sync {
         &self,
         query: &ApprovalQuery,
     ) -> Result<Vec<ApprovalRecord>, StoreError>;
+}
 
+/// Calls made outside turns (model and MCP gateway calls) and what every call cost.
+#[async_trait]
+pub trait CallStore: Send + Sync {
     /// Cost events and recorded model calls (`record_model_call`) summed per agent,
     /// client, provider, model and UTC day. Model calls have no thread: a thread filter
     /// leaves them out, and per-turn rows show them with `thread` and `turn` unset.
@@ -516,11 +538,12 @@ pub trait EventStore: Send + Sync {
 
     /// MCP gateway calls, newest first.
     async fn mcp_calls(&self, query: &McpCallQuery) -> Result<Vec<McpCallRecord>, StoreError>;
-
-    /// At start-up: ends every turn left running by a previous process as
-    /// `interrupted` and returns their ids. A turn suspended on an approval (one whose
-    /// approval has not been taken by a resume) is not running and is left alone. Each pending permission of those turns is
-    /// first resolved as declined with a reason saying the process stopped (with its
-    /// `permission_resolved` event); then `turn_completed` is appended.
-    async fn interrupt_running_turns(&self) -> Result<Vec<TurnId>, StoreError>;
 }
+
+/// Every store port at once: what a turn writes (its thread, its events, its
+/// permissions and approvals, what its calls cost). The composition root opens one
+/// store and hands each service only the ports it uses; `Arc<dyn EventStore>` coerces
+/// to any of them.
+pub trait EventStore: ThreadStore + TurnLog + ApprovalStore + CallStore {}
+
+impl<T: ThreadStore + TurnLog + ApprovalStore + CallStore + ?Sized> EventStore for T {}

@@ -12,7 +12,7 @@ mod writes;
 use std::path::{Path, PathBuf};
 
 use agentplane_core::{PermissionId, ThreadId, TurnId};
-use agentplane_engine::ports::{EventStore, NewPermission, NewThread};
+use agentplane_engine::ports::{NewPermission, NewThread, ThreadStore, TurnLog};
 use agentplane_sqlite::SqliteStore;
 
 /// A temporary directory and the database path inside it (in a subdirectory that does

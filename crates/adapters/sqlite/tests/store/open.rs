@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use agentplane_core::{EventPayload, PermissionDecision, StopReason, ThreadId, TurnId};
-use agentplane_engine::ports::{EventStore, StoreError, TurnStatus};
+use agentplane_engine::ports::{ApprovalStore, StoreError, ThreadStore, TurnLog, TurnStatus};
 use agentplane_sqlite::SqliteStore;
 
 use crate::{db_path, new_permission, new_thread, open, raw};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentplane_core::{ExecutionId, ReplicaId, StopReason};
 use agentplane_engine::ports::{
-    EventStore, ExecutionStatus, ExecutionStore, NewExecution, ReplicaStore, TurnStatus,
+    ExecutionStatus, ExecutionStore, NewExecution, ReplicaStore, ThreadStore, TurnLog, TurnStatus,
 };
 use agentplane_sqlite::SqliteStore;
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agentplane_core::{EventPayload, ThreadId, TurnId};
-use agentplane_engine::ports::EventStore;
+use agentplane_engine::ports::TurnLog;
 use agentplane_sqlite::SqliteStore;
 
 use super::{db_path, open, raw, running_turn};
