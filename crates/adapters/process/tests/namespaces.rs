@@ -281,7 +281,12 @@ fn a_workspace_swapped_for_a_symlink_in_a_tight_loop_is_never_left() {
         2_000
     };
     let (mut ran, mut refused) = (0, 0);
-    for call in 0..calls {
+    // A loaded machine can leave the swapper parked with the link in place, and a run
+    // of calls refused (rightly); go on past `calls` until a tenth of them ran, up to
+    // five times as many, so what is shown does not depend on the scheduler.
+    let mut call = 0;
+    while (call < calls || ran < calls / 10) && call < calls * 5 {
+        call += 1;
         let script = format!(
             "cat agentplane.toml; echo {call} > written-{call}; rm -f policies/deny.yaml; \
              echo b > policies/deny.yaml"
@@ -341,7 +346,7 @@ fn a_workspace_swapped_for_a_symlink_in_a_tight_loop_is_never_left() {
         std::fs::read_to_string(config.join("agentplane.toml")).expect("config"),
         "SECRET-CONFIG\n"
     );
-    eprintln!("{calls} calls under {swaps} swaps: {ran} ran in the workspace, {refused} refused");
+    eprintln!("{call} calls under {swaps} swaps: {ran} ran in the workspace, {refused} refused");
 }
 
 /// The data directory (the database, the setup token) is masked like the
