@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::task::TaskTracker;
 
-use crate::ports::{EventStore, ModelCallRecord};
+use crate::ports::{CallStore, ModelCallRecord};
 
 /// The most records one batch takes; more start the next.
 const MAX_BATCH: usize = 256;
 
 /// The records waiting for their batch; one per hub.
 pub struct CallRecords {
-    store: Arc<dyn EventStore>,
+    store: Arc<dyn CallStore>,
     tasks: TaskTracker,
     pending: Mutex<Pending>,
 }
@@ -37,7 +37,7 @@ impl std::fmt::Debug for CallRecords {
 
 impl CallRecords {
     /// Records written to `store` by tasks of `tasks` (which a graceful stop waits for).
-    pub fn new(store: Arc<dyn EventStore>, tasks: TaskTracker) -> Arc<Self> {
+    pub fn new(store: Arc<dyn CallStore>, tasks: TaskTracker) -> Arc<Self> {
         Arc::new(Self {
             store,
             tasks,

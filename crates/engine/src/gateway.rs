@@ -1,7 +1,7 @@
 //! The OpenAI-compatible gateway's one operation: a governed plain model call, made for
 //! a client outside any thread or turn.
 //!
-//! A call is admitted first ([`crate::hub::Hub::gateway`]) under the configured agent
+//! A call is admitted first ([`crate::services::model_gateway::ModelGateway::call`]) under the configured agent
 //! name and tags, exactly as a turn is (`governance::admission`): a policy denial (a
 //! closed `time_window`), the rate limits that count turns, then a budget reservation
 //! of the call's worst case (its input bytes as tokens plus its output cap, which is

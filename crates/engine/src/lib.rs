@@ -23,6 +23,7 @@ pub mod permissions;
 pub mod ports;
 pub mod recover;
 pub mod schema;
+pub mod services;
 pub mod turn;
 
 pub use turn::{

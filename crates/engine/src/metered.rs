@@ -32,7 +32,7 @@ use crate::governance::outgoing::{self, Returned};
 use crate::governance::rules::RequestContext;
 use crate::governance::{AdmissionError, Charge, Governance, Meter, admission};
 use crate::models::{Failover, Providers, RouteKey, Routed};
-use crate::ports::{EventStore, ModelError, TextSink, telemetry};
+use crate::ports::{CallStore, ModelError, TextSink, telemetry};
 
 /// What admission a call passes before its reservation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub enum Admit {
 /// as tokens and its output cap (`request.max_tokens`, which the caller always sets).
 pub async fn reserve(
     governance: &Arc<Governance>,
-    store: &dyn EventStore,
+    store: &dyn CallStore,
     ctx: &RequestContext<'_>,
     request: &ChatRequest,
     admit: Admit,

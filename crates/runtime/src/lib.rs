@@ -30,10 +30,12 @@ use agentplane_engine::executions::{ExecutionPorts, Executions, Workspaces};
 use agentplane_engine::governance::{
     BudgetKeeper, Governance, MemoryLedger, RateLimiter, RateLimits,
 };
-use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox, VersionSettings};
+use agentplane_engine::hub::Services;
+use agentplane_engine::hub::{CreateThread, Hub, HubConfig, HubError, Toolbox};
 use agentplane_engine::ports::{
     ApprovalQuery, Ensemble, EventStore, ModelError, StoreError, Telemetry, TelemetrySink,
 };
+use agentplane_engine::services::version_settings::VersionSettings;
 use agentplane_engine::{TurnDeps, TurnObserver, TurnOutcome};
 use agentplane_metrics::{MeteredStore, Metrics};
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
@@ -98,7 +100,8 @@ pub struct Task {
 pub struct Runtime {
     config: Config,
     store: Arc<dyn Store>,
-    hub: Arc<Hub>,
+    /// Every service, built together (the hub among them).
+    services: Services,
     mcp: McpServers,
     metrics: Arc<Metrics>,
     executions: Arc<Executions>,
@@ -366,7 +369,8 @@ impl Runtime {
         if feed.is_some() {
             hub = hub.replicas(store.clone() as Arc<dyn agentplane_engine::ports::ReplicaStore>);
         }
-        let hub = hub.build();
+        let services = hub.build();
+        let hub = services.hub.clone();
         if let Some(feed) = feed {
             hub.follow_replicas(feed);
         }
@@ -391,7 +395,7 @@ impl Runtime {
         Ok(Self {
             config,
             store,
-            hub,
+            services,
             mcp,
             metrics,
             executions,
@@ -426,7 +430,7 @@ impl Runtime {
         }
         replicas::recover_all(
             &self.store,
-            &self.hub,
+            &self.services.hub,
             &self.executions,
             self.config.cluster,
         )
@@ -468,7 +472,7 @@ impl Runtime {
     pub fn setup_token_file(&self) -> Option<&Path> {
         self.setup_token
             .as_deref()
-            .filter(|_| self.hub.awaits_setup_token())
+            .filter(|_| self.services.identity.awaits_setup_token())
     }
 
     /// How many workspace roots confine outside callers (0: none, or not serving).
@@ -498,7 +502,12 @@ impl Runtime {
 
     /// The hub: threads, turns, streams, permissions.
     pub fn hub(&self) -> &Arc<Hub> {
-        &self.hub
+        &self.services.hub
+    }
+
+    /// Every service this runtime built, for the interfaces that serve them.
+    pub fn services(&self) -> &Services {
+        &self.services
     }
 
     /// The ports the hub runs on (the redacting, metered store, the providers, the
@@ -515,12 +524,12 @@ impl Runtime {
 
     /// An agent by name, or an error listing the known ones.
     pub fn agent(&self, name: &str) -> Result<&AgentSpec, RuntimeError> {
-        Ok(self.hub.agent(name)?)
+        Ok(self.services.hub.agent(name)?)
     }
 
     /// Asks the server which model an agent would use.
     pub async fn model_status(&self, agent: &AgentSpec) -> ModelStatus {
-        self.hub.model_status(agent).await
+        self.services.hub.model_status(agent).await
     }
 
     /// Runs a task as the first turn of a new thread owned by the local user.
@@ -533,6 +542,7 @@ impl Runtime {
         // The hub checks the agent and the directory (absolute, existing, canonical).
         let workspace = std::path::absolute(&task.workspace).unwrap_or(task.workspace);
         let thread = self
+            .services
             .hub
             .create_thread(
                 LOCAL_CLIENT,
@@ -544,6 +554,7 @@ impl Runtime {
             )
             .await?;
         Ok(self
+            .services
             .hub
             .run_turn_here(LOCAL_CLIENT, &thread.id, task.input, observer, cancel)
             .await?)

@@ -13,8 +13,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use agentplane_core::identity::SetupToken;
-use agentplane_engine::hub::Bootstrap;
 use agentplane_engine::ports::{KeyStore, StoreError};
+use agentplane_engine::services::identity::Bootstrap;
 
 use crate::config::Config;
 

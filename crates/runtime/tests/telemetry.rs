@@ -158,8 +158,9 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
     assert_eq!(listed[0].fields["agentplane.status"], "ok");
 
     let call = runtime
-        .hub()
-        .gateway(
+        .services()
+        .model_gateway
+        .call(
             "someone",
             ChatRequest {
                 model: "scripted-model".into(),

@@ -5,7 +5,8 @@
 
 use agentplane_core::{EventPayload, SpecPatch, TrafficSplit};
 use agentplane_engine::NoObserver;
-use agentplane_engine::hub::{CreateThread, CreateVersion, HubError};
+use agentplane_engine::hub::{CreateThread, HubError};
+use agentplane_engine::services::versions::CreateVersion;
 use agentplane_runtime::config::ConfigSource;
 use agentplane_runtime::{Config, Runtime};
 use agentplane_testkit::{Scenario, ScriptedServer, Step};
@@ -44,10 +45,15 @@ async fn versions_traffic_and_pinned_threads_survive_a_restart() {
         .await
         .expect("runtime");
     let hub = runtime.hub().clone();
-    let listed = hub.agent_versions("ops", "chat").await.expect("versions");
+    let listed = hub
+        .versions()
+        .agent_versions("ops", "chat")
+        .await
+        .expect("versions");
     assert_eq!(listed.traffic, TrafficSplit::all_on("2.0.0"));
     // Semver must increase over the configured baseline, too.
     let low = hub
+        .versions()
         .create_version(
             "ops",
             "chat",
@@ -58,27 +64,31 @@ async fn versions_traffic_and_pinned_threads_survive_a_restart() {
         )
         .await;
     assert!(matches!(low, Err(HubError::Conflict(_))), "{low:?}");
-    hub.create_version(
-        "ops",
-        "chat",
-        CreateVersion {
-            version: "2.1.0".into(),
-            from: None,
-            spec: SpecPatch {
-                system_prompt: Some("Version two point one.".into()),
-                ..SpecPatch::default()
+    hub.versions()
+        .create_version(
+            "ops",
+            "chat",
+            CreateVersion {
+                version: "2.1.0".into(),
+                from: None,
+                spec: SpecPatch {
+                    system_prompt: Some("Version two point one.".into()),
+                    ..SpecPatch::default()
+                },
             },
-        },
-    )
-    .await
-    .expect("create");
-    hub.promote_version("ops", "chat", "2.1.0", None)
+        )
+        .await
+        .expect("create");
+    hub.versions()
+        .promote_version("ops", "chat", "2.1.0", None)
         .await
         .expect("staging");
-    hub.promote_version("ops", "chat", "2.1.0", None)
+    hub.versions()
+        .promote_version("ops", "chat", "2.1.0", None)
         .await
         .expect("production");
-    hub.set_traffic("ops", "chat", TrafficSplit::all_on("2.1.0"))
+    hub.versions()
+        .set_traffic("ops", "chat", TrafficSplit::all_on("2.1.0"))
         .await
         .expect("traffic");
     let new = CreateThread {
@@ -112,7 +122,11 @@ async fn versions_traffic_and_pinned_threads_survive_a_restart() {
         .await
         .expect("runtime again");
     let hub = runtime.hub().clone();
-    let listed = hub.agent_versions("ops", "chat").await.expect("versions");
+    let listed = hub
+        .versions()
+        .agent_versions("ops", "chat")
+        .await
+        .expect("versions");
     assert_eq!(listed.traffic, TrafficSplit::all_on("2.1.0"));
     let record = hub.thread("c1", &on_new.id).await.expect("thread");
     assert_eq!(record.agent_version.as_deref(), Some("2.1.0"));
@@ -206,23 +220,27 @@ async fn a_thread_from_before_versions_is_pinned_at_its_next_turn_by_the_weights
         .await
         .expect("thread");
     assert_eq!(thread.agent_version, None);
-    hub.create_version(
-        "ops",
-        "chat",
-        CreateVersion {
-            version: "1.1.0".into(),
-            ..CreateVersion::default()
-        },
-    )
-    .await
-    .expect("create");
-    hub.promote_version("ops", "chat", "1.1.0", None)
+    hub.versions()
+        .create_version(
+            "ops",
+            "chat",
+            CreateVersion {
+                version: "1.1.0".into(),
+                ..CreateVersion::default()
+            },
+        )
+        .await
+        .expect("create");
+    hub.versions()
+        .promote_version("ops", "chat", "1.1.0", None)
         .await
         .expect("staging");
-    hub.promote_version("ops", "chat", "1.1.0", None)
+    hub.versions()
+        .promote_version("ops", "chat", "1.1.0", None)
         .await
         .expect("production");
-    hub.set_traffic("ops", "chat", TrafficSplit::all_on("1.1.0"))
+    hub.versions()
+        .set_traffic("ops", "chat", TrafficSplit::all_on("1.1.0"))
         .await
         .expect("traffic");
     let outcome = hub

@@ -21,8 +21,8 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 
 use agentplane_core::identity::looks_like_key;
-use agentplane_engine::hub::Hub;
 use agentplane_engine::identity::Caller;
+use agentplane_engine::services::identity;
 
 use crate::error::ApiError;
 
@@ -80,21 +80,21 @@ impl<S: Send + Sync> FromRequestParts<S> for Identity {
     }
 }
 
-/// The credentials the routes require: the token, if any, and the hub's keys.
+/// The credentials the routes require: the token, if any, and the identity service.
 #[derive(Clone)]
 pub(crate) struct Gate {
     token: Option<Arc<[u8; 32]>>,
-    hub: Arc<Hub>,
+    identity: Arc<identity::Identity>,
 }
 
 impl Gate {
-    /// A gate for `token` (`None` or empty: no token) and the hub's keys.
-    pub(crate) fn new(token: Option<&str>, hub: Arc<Hub>) -> Self {
+    /// A gate for `token` (`None` or empty: no token) and the identity service.
+    pub(crate) fn new(token: Option<&str>, identity: Arc<identity::Identity>) -> Self {
         Self {
             token: token
                 .filter(|t| !t.is_empty())
                 .map(|t| Arc::new(digest(t.as_bytes()))),
-            hub,
+            identity,
         }
     }
 
@@ -113,7 +113,7 @@ impl Gate {
         action: &str,
     ) -> Result<Caller, ApiError> {
         let caller = self.caller(parts, fallback).await?;
-        self.hub.authorize(&caller, access, action)?;
+        self.identity.authorize(&caller, access, action)?;
         Ok(caller)
     }
 
@@ -138,23 +138,23 @@ impl Gate {
             return Ok(Caller::token(client.as_str()));
         }
         if let Some(jwt) = presented
-            && self.hub.verifies_tokens()
+            && self.identity.verifies_tokens()
             && looks_like_jwt(jwt)
         {
-            let caller = self.hub.authenticate_token(jwt, None).await?;
+            let caller = self.identity.authenticate_token(jwt, None).await?;
             let claimed = optional_client(parts)?;
             return Ok(self
-                .hub
+                .identity
                 .act_as(caller, claimed.as_ref().map(ClientId::as_str))?);
         }
-        let keys = self.hub.keys_required().await?;
+        let keys = self.identity.keys_required().await?;
         if let Some(secret) = presented
             && (keys || looks_like_key(secret))
         {
-            let caller = self.hub.authenticate_key(secret, None).await?;
+            let caller = self.identity.authenticate_key(secret, None).await?;
             let claimed = optional_client(parts)?;
             return Ok(self
-                .hub
+                .identity
                 .act_as(caller, claimed.as_ref().map(ClientId::as_str))?);
         }
         if self.token.is_some() || keys {

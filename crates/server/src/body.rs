@@ -511,8 +511,8 @@ pub struct ThreadAuditView {
     pub chained_since_seq: u64,
 }
 
-impl From<agentplane_engine::hub::ThreadAudit> for ThreadAuditView {
-    fn from(audit: agentplane_engine::hub::ThreadAudit) -> Self {
+impl From<agentplane_engine::services::reports::ThreadAudit> for ThreadAuditView {
+    fn from(audit: agentplane_engine::services::reports::ThreadAudit) -> Self {
         Self {
             thread_id: audit.thread_id.to_string(),
             head: audit.head.map(|h| ChainHeadView {

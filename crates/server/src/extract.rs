@@ -63,7 +63,7 @@ fn check<T: Guarded>(extensions: &Extensions, state: &AppState) -> Result<(), Ap
         .get::<Identity>()
         // Only reachable if a route were mounted without the middleware.
         .ok_or_else(|| ApiError::unauthorized("this route was mounted without auth"))?;
-    Ok(state.hub.authorize(caller, T::ACCESS, T::ACTION)?)
+    Ok(state.identity.authorize(caller, T::ACCESS, T::ACTION)?)
 }
 
 /// Reads a JSON body as `T`, every rejection in the envelope. Call [`authorize`] first.

@@ -80,6 +80,7 @@ use std::time::Duration;
 
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
+use agentplane_engine::hub::Services;
 use agentplane_metrics::Metrics;
 use axum::Router;
 use axum::body::Bytes;
@@ -278,9 +279,9 @@ fn check_address(
 
 /// The API as an axum router, ready to serve (its streams end only when their turn
 /// does or the client leaves; use [`serve`] for a shutdown that ends them all).
-pub fn router(hub: Arc<Hub>, options: &RouterOptions) -> Router {
+pub fn router(services: Services, options: &RouterOptions) -> Router {
     build(
-        hub,
+        services,
         options,
         CancellationToken::new(),
         CancellationToken::new(),
@@ -289,14 +290,18 @@ pub fn router(hub: Arc<Hub>, options: &RouterOptions) -> Router {
 
 /// The router; `streams_end` ends the event streams, `mcp_stop` the MCP sessions.
 fn build(
-    hub: Arc<Hub>,
+    services: Services,
     options: &RouterOptions,
     streams_end: CancellationToken,
     mcp_stop: CancellationToken,
 ) -> Router {
-    let gate = auth::Gate::new(options.auth_token.as_deref(), hub.clone());
+    let gate = auth::Gate::new(options.auth_token.as_deref(), services.identity.clone());
     let state = AppState {
-        hub,
+        hub: services.hub,
+        identity: services.identity,
+        reports: services.reports,
+        model_gateway: services.model_gateway,
+        versions: services.versions,
         heartbeat: options.heartbeat.max(MIN_HEARTBEAT),
         streams_end,
         openapi: Arc::new(OnceLock::new()),
@@ -460,7 +465,7 @@ async fn method_not_allowed() -> ApiError {
 /// open event stream once it has delivered what is stored, and returns. Refuses a
 /// listener whose address [`check_bind`] would refuse.
 pub async fn serve(
-    hub: Arc<Hub>,
+    services: Services,
     listener: TcpListener,
     options: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -472,8 +477,9 @@ pub async fn serve(
     }
     let streams_end = CancellationToken::new();
     let mcp_stop = CancellationToken::new();
+    let hub = services.hub.clone();
     let app = build(
-        hub.clone(),
+        services,
         &RouterOptions {
             auth_token: options.auth_token.clone(),
             heartbeat: options.heartbeat,

@@ -1,4 +1,4 @@
-//! What every handler shares ([`AppState`]): the hub, the execution service, the stream
+//! What every handler shares ([`AppState`]): the services, the execution service, the stream
 //! settings and the followers counted against their limits. Built once by the router.
 //!
 //! What must not live here: routes or anything a handler does.
@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
+use agentplane_engine::services::identity::Identity;
+use agentplane_engine::services::model_gateway::ModelGateway;
+use agentplane_engine::services::reports::Reports;
+use agentplane_engine::services::versions::Versions;
 use axum::body::Bytes;
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +21,12 @@ use crate::{followers, sse};
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
+    /// Threads, turns, approvals, versions, the MCP gateway.
     pub(crate) hub: Arc<Hub>,
+    pub(crate) identity: Arc<Identity>,
+    pub(crate) reports: Arc<Reports>,
+    pub(crate) model_gateway: Arc<ModelGateway>,
+    pub(crate) versions: Arc<Versions>,
     pub(crate) heartbeat: Duration,
     /// Cancelled after shutdown, to end streams that would follow a thread forever.
     pub(crate) streams_end: CancellationToken,

@@ -103,7 +103,7 @@ async fn appends_from_two_replicas_get_gapless_seqs() {
         (1..=total).collect::<Vec<_>>()
     );
     // Each append linked to the one committed before it, whichever replica wrote it.
-    let report = agentplane_engine::hub::verify_chains(&*a, Some(&thread))
+    let report = agentplane_engine::services::reports::verify_chains(&*a, Some(&thread))
         .await
         .unwrap();
     assert_eq!(report.broken, None);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentplane_core::StopReason;
 use agentplane_core::audit::BreakReason;
-use agentplane_engine::hub::verify_chains;
+use agentplane_engine::services::reports::verify_chains;
 
 use crate::fixtures::{Dialect, RawSql, Store, delta, new_thread, running_turn};
 

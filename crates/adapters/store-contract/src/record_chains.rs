@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use agentplane_core::ApprovalId;
 use agentplane_core::audit::{BreakReason, RecordChain};
-use agentplane_engine::hub::{export_records, verify_chains};
 use agentplane_engine::ports::McpCallRecord;
+use agentplane_engine::services::reports::{export_records, verify_chains};
 use serde_json::json;
 
 use crate::fixtures::{Dialect, RawSql, Store};

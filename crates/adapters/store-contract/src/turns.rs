@@ -590,7 +590,7 @@ pub async fn a_steps_events_are_stored_together_or_not_at_all<S: Store>(
         )
         .await;
     assert!(matches!(late, Err(StoreError::Conflict(_))), "{late:?}");
-    let report = agentplane_engine::hub::verify_chains(&*store, None)
+    let report = agentplane_engine::services::reports::verify_chains(&*store, None)
         .await
         .unwrap();
     assert_eq!(

@@ -15,10 +15,10 @@ use std::path::Path;
 use agentplane_core::audit::{BreakReason, ChainBreak, ChainSummary};
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ErrorCode, ThreadId};
-use agentplane_engine::hub::{
+use agentplane_engine::ports::records::stored_time;
+use agentplane_engine::services::reports::{
     AuditReport, ExportedEvent, ExportedRecord, export_chains, export_records, verify_chains,
 };
-use agentplane_engine::ports::records::stored_time;
 use agentplane_runtime::Config;
 use agentplane_runtime::replicas::open_for_reports;
 use clap::{Args, Subcommand};

@@ -11,8 +11,9 @@ use std::io::Write;
 use std::path::Path;
 
 use agentplane_core::{ErrorCode, ThreadId};
-use agentplane_engine::hub::{
-    CostGroup, CostLine, CostReport, CostRequest, CostSum, HubError, report_costs,
+use agentplane_engine::hub::HubError;
+use agentplane_engine::services::reports::{
+    CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs,
 };
 use agentplane_runtime::replicas::open_for_reports;
 use agentplane_runtime::{Config, LOCAL_CLIENT};
@@ -86,7 +87,7 @@ async fn report(
     let store = open_for_reports(&config.store)
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
-    report_costs(store.as_ref(), client, request)
+    report_costs((store.as_ref(), store.as_ref()), client, request)
         .await
         .map_err(hub_error)
 }

@@ -13,8 +13,9 @@ use std::path::Path;
 
 use agentplane_core::KeyId;
 use agentplane_core::identity::parse_lifetime;
-use agentplane_engine::hub::{CreateKey, HubError};
+use agentplane_engine::hub::HubError;
 use agentplane_engine::ports::KeyRecord;
+use agentplane_engine::services::identity::CreateKey;
 use agentplane_runtime::{Config, Runtime, RuntimeError, replicas, setup_token};
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -119,6 +120,7 @@ async fn act(runtime: &Runtime, action: Action) -> Result<(), HubError> {
                 .transpose()
                 .map_err(HubError::InvalidArgument)?;
             let (record, secret) = hub
+                .identity()
                 .create_key(
                     CLI_CLIENT,
                     CreateKey {
@@ -134,10 +136,10 @@ async fn act(runtime: &Runtime, action: Action) -> Result<(), HubError> {
             println!("the key is shown this once; keep it now:");
             println!("{}", secret.expose());
         }
-        Action::List { json, .. } => print_list(&hub.list_keys(CLI_CLIENT).await?, json),
+        Action::List { json, .. } => print_list(&hub.identity().list_keys(CLI_CLIENT).await?, json),
         Action::Revoke { id, .. } => {
             let id = KeyId::parse(&id).map_err(HubError::InvalidArgument)?;
-            let record = hub.revoke_key(CLI_CLIENT, &id).await?;
+            let record = hub.identity().revoke_key(CLI_CLIENT, &id).await?;
             println!("revoked {}", describe(&record));
         }
     }

@@ -201,7 +201,7 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             });
         }
     };
-    let served = serve(hub, listener, options, stopping).await;
+    let served = serve(runtime.services().clone(), listener, options, stopping).await;
     let code = super::finish(&runtime, served).await;
     if code == exit::SUCCESS {
         eprintln!("stopped");

@@ -260,9 +260,10 @@ impl Executions {
         caller: &(impl AsCaller + ?Sized),
         request: SubmitExecution,
     ) -> Result<Submitted, HubError> {
-        let caller = self
-            .hub
-            .require(caller, Access::Operate, "submitting an execution")?;
+        let caller =
+            self.hub
+                .identity()
+                .require(caller, Access::Operate, "submitting an execution")?;
         let client = caller.client();
         if self.stopping.is_cancelled() {
             return Err(HubError::ShuttingDown);
@@ -355,6 +356,7 @@ impl Executions {
     ) -> Result<ExecutionRecord, HubError> {
         let caller = self
             .hub
+            .identity()
             .require(caller, Access::Read, "reading an execution")?;
         let client = caller.client();
         match self.store.execution(id).await? {
@@ -371,6 +373,7 @@ impl Executions {
     ) -> Result<Vec<ExecutionRecord>, HubError> {
         let caller = self
             .hub
+            .identity()
             .require(caller, Access::Read, "listing executions")?;
         let client = caller.client();
         if query.limit == 0 || query.limit > MAX_LIST_LIMIT {
@@ -398,9 +401,10 @@ impl Executions {
         caller: &(impl AsCaller + ?Sized),
         id: &ExecutionId,
     ) -> Result<ExecutionRecord, HubError> {
-        let caller = self
-            .hub
-            .require(caller, Access::Operate, "cancelling an execution")?;
+        let caller =
+            self.hub
+                .identity()
+                .require(caller, Access::Operate, "cancelling an execution")?;
         let client = caller.client();
         self.get(client, id).await?;
         match self.store.cancel_execution(id, DeliveryId::new()).await? {

@@ -11,7 +11,7 @@ use agentplane_core::{EventPayload, ToolErrorKind};
 use super::budget::{BudgetError, Exceeded, Reservation};
 use super::{Governance, RateFacts};
 use crate::governance::rules::{self, Decision, Gate, PolicyExplanation, RequestContext};
-use crate::ports::{EventStore, Limited, RateError, StoreError};
+use crate::ports::{CallStore, Limited, RateError, StoreError};
 
 /// A refusal by a policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -173,7 +173,7 @@ impl From<RateError> for AdmissionError {
 /// `amount` on its budgets. The reservation is the caller's to settle.
 pub async fn admit(
     governance: &Governance,
-    store: &dyn EventStore,
+    store: &dyn CallStore,
     ctx: &RequestContext<'_>,
     amount: u64,
 ) -> Result<Reservation, AdmissionError> {

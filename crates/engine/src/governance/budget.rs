@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use super::prices::PriceTable;
 use crate::governance::rules::{self, RequestContext};
 pub use crate::ports::Exceeded;
-use crate::ports::{AccountNeed, BudgetAccount, BudgetLedger, CostQuery, EventStore, StoreError};
+use crate::ports::{AccountNeed, BudgetAccount, BudgetLedger, CallStore, CostQuery, StoreError};
 
 /// Tokens the chat template may add around each message (role markers, separators),
 /// beyond its bytes.
@@ -127,7 +127,7 @@ impl BudgetKeeper {
     /// a policy selects. An amount of 0 checks that no budget is already spent.
     pub async fn reserve(
         &self,
-        store: &dyn EventStore,
+        store: &dyn CallStore,
         set: &PolicySet,
         ctx: &RequestContext<'_>,
         agent_tags: &BTreeMap<String, Vec<String>>,
@@ -317,7 +317,7 @@ fn account_key(policy: &str, budget: &Budget, ctx: &RequestContext<'_>) -> Budge
 /// What the store recorded as spent in the account's period by the requests the
 /// policy selects and the account's key covers.
 async fn spent_so_far(
-    store: &dyn EventStore,
+    store: &dyn CallStore,
     policy: &Policy,
     budget: &Budget,
     ctx: &RequestContext<'_>,

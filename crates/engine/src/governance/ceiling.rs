@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub use super::meter::USAGE_OVER_REPORTED;
 use super::rules::{self, RequestContext};
 use super::{BudgetError, Governance, Reservation};
-use crate::ports::EventStore;
+use crate::ports::CallStore;
 
 /// Why a turn's ceiling could not be reserved.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +57,7 @@ impl CeilingError {
 /// on every budget that applies, or refuses it.
 pub async fn reserve(
     governance: &Arc<Governance>,
-    store: &dyn EventStore,
+    store: &dyn CallStore,
     ctx: &RequestContext<'_>,
     ceiling: Option<u64>,
 ) -> Result<CeilingMeter, CeilingError> {

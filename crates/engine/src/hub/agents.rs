@@ -28,7 +28,8 @@ impl Hub {
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<&BTreeMap<String, AgentSpec>, HubError> {
-        self.require(caller, Access::List, "listing agents")?;
+        self.identity
+            .require(caller, Access::List, "listing agents")?;
         Ok(&self.agents)
     }
 
@@ -38,7 +39,8 @@ impl Hub {
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<&Arc<crate::governance::ActivePolicies>, HubError> {
-        self.require(caller, Access::List, "listing policies")?;
+        self.identity
+            .require(caller, Access::List, "listing policies")?;
         Ok(&self.deps.governance.policies)
     }
 

@@ -15,12 +15,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::feeds::FeedObserver;
-use super::security::security_event;
-use super::versions::Routed;
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller};
 use crate::ports::{ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus};
 use crate::schema::Schema;
+use crate::services::identity::security_event;
+use crate::services::versions::Routed;
 use crate::turn::{self, PermissionSettings, TurnRequest};
 
 /// Longest feedback accepted with a rejection, in characters.
@@ -47,7 +47,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         pending_only: bool,
     ) -> Result<Vec<ApprovalRecord>, HubError> {
-        let caller = self.require(caller, Access::Approve, "listing approvals")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Approve, "listing approvals")?;
         let all = self
             .deps
             .store
@@ -65,7 +67,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         id: &ApprovalId,
     ) -> Result<ApprovalRecord, HubError> {
-        let caller = self.require(caller, Access::Approve, "reading an approval")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Approve, "reading an approval")?;
         match self.deps.store.approval(id).await? {
             Some(record) if visible_to(&record, &caller) => Ok(record),
             _ => Err(HubError::NotFound(format!("approval {id}"))),
@@ -82,7 +86,9 @@ impl Hub {
         id: &ApprovalId,
         answer: ApprovalAnswer,
     ) -> Result<ApprovalRecord, HubError> {
-        let caller = self.require(caller, Access::Approve, "deciding an approval")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Approve, "deciding an approval")?;
         let client = caller.client();
         let record = self.approval(&*caller, id).await?;
         if !record.approvers.is_empty() && !names_approver(&record.approvers, &caller) {
@@ -207,7 +213,7 @@ impl Hub {
             }
         };
         // The thread's version, as when the turn began (ADR 0016).
-        let (agent, agent_version) = match self.route(&thread).await {
+        let (agent, agent_version) = match self.versions.route(&thread).await {
             Ok(Routed { agent, version, .. }) => (agent, version),
             Err(e) => {
                 // The agent or its version was removed while the turn waited: end the

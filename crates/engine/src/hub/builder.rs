@@ -1,4 +1,4 @@
-//! How a hub is put together: every part it will ever have is given before it exists
+//! How the services are put together: every part it will ever have is given before it exists
 //! (ADR 0043), so no method has to ask whether a part was set yet and nothing changes
 //! under a running turn. The composition root (`runtime`) is the builder's one real
 //! caller; tests build small hubs with [`Hub::new`].
@@ -11,16 +11,31 @@ use agentplane_core::AgentSpec;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::credentials::{Bootstrap, Credentials};
 use super::live::Live;
 use super::state::{Hub, HubConfig, Toolbox};
-use super::version_settings::VersionSettings;
 use super::workspace_roots::WorkspaceRoots;
 use crate::permissions::PermissionBroker;
 use crate::ports::{
     AuditStore, ExternalAgent, KeyStore, McpUpstreams, ReplicaStore, TokenVerifier,
 };
+use crate::services::identity::{Bootstrap, Identity};
+use crate::services::model_gateway::ModelGateway;
+use crate::services::reports::{ReportPorts, Reports};
+use crate::services::version_settings::VersionSettings;
+use crate::services::versions::Versions;
 use crate::turn::TurnDeps;
+
+/// Every service of one process, built together by [`HubBuilder::build`] and shared
+/// by every interface.
+#[derive(Clone)]
+pub struct Services {
+    /// Threads, turns, live feeds, approvals, versions, the MCP gateway.
+    pub hub: Arc<Hub>,
+    pub identity: Arc<Identity>,
+    pub reports: Arc<Reports>,
+    pub model_gateway: Arc<ModelGateway>,
+    pub versions: Arc<Versions>,
+}
 
 /// The parts of a hub, given one by one; [`HubBuilder::build`] makes it.
 #[must_use = "a builder does nothing until `build`"]
@@ -126,31 +141,59 @@ impl HubBuilder {
         self
     }
 
-    /// The hub.
-    pub fn build(self) -> Arc<Hub> {
+    /// Every service, over the parts given.
+    pub fn build(self) -> Services {
         let tasks = TaskTracker::new();
-        let call_records =
-            crate::call_records::CallRecords::new(self.deps.store.clone(), tasks.clone());
-        Arc::new(Hub {
+        let accepting = Arc::new(AtomicBool::new(true));
+        let identity = Arc::new(Identity::new(self.keys, self.tokens, self.setup));
+        let store = &self.deps.store;
+        let reports = Arc::new(Reports::new(
+            identity.clone(),
+            ReportPorts {
+                threads: store.clone(),
+                calls: store.clone(),
+                audit: self.audit,
+            },
+        ));
+        let records = crate::call_records::CallRecords::new(store.clone(), tasks.clone());
+        let model_gateway = Arc::new(ModelGateway::new(
+            identity.clone(),
+            self.deps.clone(),
+            self.config.gateway.clone(),
+            records,
+            accepting.clone(),
+        ));
+        let agents = Arc::new(self.agents);
+        let versions = Arc::new(Versions::new(
+            identity.clone(),
+            agents.clone(),
+            self.versions,
+        ));
+        let hub = Arc::new(Hub {
             deps: self.deps,
-            agents: self.agents,
+            agents,
             toolbox: self.toolbox,
             config: self.config,
             broker: Arc::new(PermissionBroker::default()),
             live: Live::default(),
             tasks,
-            accepting: AtomicBool::new(true),
+            accepting,
             stopping: CancellationToken::new(),
-            versions: self.versions,
+            versions: versions.clone(),
             external: self.external,
             replicas: self.replicas,
-            credentials: Credentials::new(self.keys, self.tokens, self.setup),
+            identity: identity.clone(),
             workspace_roots: self.workspace_roots,
             mcp_gateway: self.mcp_gateway,
             mcp_schemas: Default::default(),
-            call_records,
-            audit: self.audit,
-        })
+        });
+        Services {
+            hub,
+            identity,
+            reports,
+            model_gateway,
+            versions,
+        }
     }
 }
 
@@ -163,7 +206,7 @@ impl Hub {
         toolbox: Arc<dyn Toolbox>,
         config: HubConfig,
     ) -> Arc<Self> {
-        Self::builder(deps, agents, toolbox, config).build()
+        Self::builder(deps, agents, toolbox, config).build().hub
     }
 
     /// A builder of a hub over the given ports, to which every optional part is given

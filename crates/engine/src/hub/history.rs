@@ -43,7 +43,9 @@ impl Hub {
         include_events: bool,
         include_internal: bool,
     ) -> Result<History, HubError> {
-        let caller = self.require(caller, Access::Read, "reading history")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "reading history")?;
         let client = caller.client();
         let record = self.thread(client, thread).await?;
         let mut turns = Vec::new();
@@ -70,7 +72,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
     ) -> Result<Compaction, HubError> {
-        let caller = self.require(caller, Access::Operate, "compacting a thread")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "compacting a thread")?;
         let client = caller.client();
         self.accepting()?;
         let record = self.thread(client, thread).await?;

@@ -101,11 +101,14 @@ impl Hub {
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<Vec<GatewayTool>, HubError> {
-        let caller = self.require(caller, Access::List, "listing MCP gateway tools")?;
+        let caller = self
+            .identity
+            .require(caller, Access::List, "listing MCP gateway tools")?;
         let Some(upstreams) = self.mcp_gateway.as_ref() else {
             return Ok(Vec::new());
         };
         if self
+            .identity
             .require(
                 caller.as_ref(),
                 Access::Operate,
@@ -138,7 +141,9 @@ impl Hub {
         name: &str,
         arguments: Value,
     ) -> Result<GatewayCall, HubError> {
-        let caller = self.require(caller, Access::Operate, "calling MCP gateway tools")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "calling MCP gateway tools")?;
         let upstreams = self.upstreams()?;
         let roles = caller.roles().names();
         let who = Who {
@@ -199,7 +204,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         id: &ApprovalId,
     ) -> Result<GatewayTask, HubError> {
-        let caller = self.require(caller, Access::Operate, "reading MCP gateway tasks")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "reading MCP gateway tasks")?;
         let not_found = || HubError::NotFound(format!("task {id}"));
         let approval = self.deps.store.approval(id).await?.ok_or_else(not_found)?;
         if approval.client_id != caller.client() || snapshot_of(&approval).is_none() {
@@ -247,24 +254,6 @@ impl Hub {
             });
         }
         Ok(GatewayTask::Working { created_at })
-    }
-
-    /// The gateway's log for `caller`: its client's calls, newest first.
-    pub async fn mcp_gateway_calls(
-        &self,
-        caller: &(impl AsCaller + ?Sized),
-        limit: usize,
-    ) -> Result<Vec<McpCallRecord>, HubError> {
-        let caller = self.require(caller, Access::Read, "reading the MCP gateway's log")?;
-        Ok(self
-            .deps
-            .store
-            .mcp_calls(&McpCallQuery {
-                client: Some(caller.client().to_owned()),
-                approval: None,
-                limit,
-            })
-            .await?)
     }
 
     async fn record_mcp_call(

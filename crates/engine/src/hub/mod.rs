@@ -9,27 +9,20 @@
 //!
 //! This file only lists the files and the public names. `Hub` itself is `state.rs`,
 //! built by `builder.rs`; every other file adds the methods of one concept to it, and
-//! the types of its fields live in files that add none (`live.rs`, `credentials.rs`,
-//! `version_settings.rs`, `workspace_roots.rs`), so no file is read back by one it reads.
+//! the types of its fields live in files that add none (`live.rs`,
+//! `workspace_roots.rs`), so no file is read back by one it reads.
 
 mod admission;
 mod agents;
 mod approvals;
-mod audit;
 mod builder;
-mod costs;
-mod credentials;
 mod external;
 mod feeds;
-mod gateway;
 mod history;
-mod identity;
 mod live;
 mod mcp_gateway;
 mod plan;
 mod replicas;
-mod security;
-mod setup;
 mod shadows;
 mod shared_event;
 mod shutdown;
@@ -38,23 +31,14 @@ mod stream;
 mod tasks;
 mod threads;
 mod turns;
-mod version_settings;
-mod versions;
 mod workspace_roots;
 mod workspaces;
 
 pub use crate::error::HubError;
 pub use approvals::ApprovalAnswer;
-pub use audit::{
-    AuditReport, ExportedEvent, ExportedRecord, ThreadAudit, export_chains, export_records,
-    verify_chains,
-};
-pub use builder::HubBuilder;
-pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
-pub use credentials::Bootstrap;
+pub use builder::{HubBuilder, Services};
 pub use feeds::DisconnectGuard;
 pub use history::{Compaction, History, HistoryTurn};
-pub use identity::{CreateKey, MAX_KEY_DESCRIPTION_CHARS};
 pub use mcp_gateway::{GatewayCall, GatewayTask};
 pub use plan::MAX_INPUT_CHARS;
 pub use shared_event::SharedEvent;
@@ -62,6 +46,4 @@ pub use state::{Hub, HubConfig, Toolbox};
 pub use stream::EventStream;
 pub use threads::{CreateThread, MAX_THREAD_PAGE, MAX_TITLE_CHARS, ThreadPage};
 pub use turns::StartedTurn;
-pub use version_settings::VersionSettings;
-pub use versions::{AgentVersion, AgentVersions, CreateVersion};
 pub use workspace_roots::WorkspaceRoots;

@@ -15,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::shadows::ShadowCopy;
 use super::state::Hub;
-use super::versions::Routed;
 use crate::context::{self, PastTurn};
 use crate::error::HubError;
 use crate::external_turn::run_external_turn;
 use crate::models::TaskSize;
 use crate::ports::ExternalAgent;
+use crate::services::versions::Routed;
 use crate::turn::{
     BegunTurn, EngineError, PermissionSettings, TurnDeps, TurnObserver, TurnOutcome, TurnRequest,
     run_turn, start_turn,
@@ -99,7 +99,7 @@ impl Hub {
             agent,
             version: agent_version,
             shadowed,
-        } = self.route(&record).await?;
+        } = self.versions.route(&record).await?;
         // Checked again at every turn, before anything runs in it (ADR 0040).
         let workspace = self
             .usable_workspace(thread, &agent.name, &input, &record.cwd)

@@ -29,7 +29,7 @@ impl Hub {
         let Some(copy) = copy else {
             return;
         };
-        if self.versions.store.is_none() {
+        if !self.versions.stored() {
             return;
         }
         let hub = self.clone();
@@ -49,7 +49,7 @@ impl Hub {
         running: &str,
         input: String,
     ) -> Result<(), HubError> {
-        let catalog = self.catalog(&original.agent).await?;
+        let catalog = self.versions.catalog(&original.agent).await?;
         let Some(shadow) = catalog.shadow() else {
             return Ok(());
         };
@@ -59,7 +59,7 @@ impl Hub {
             return Ok(());
         }
         self.accepting()?;
-        let store = self.version_store()?;
+        let store = self.versions.version_store()?;
         let existing = store
             .shadow_threads(&original.id)
             .await?
@@ -135,12 +135,14 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         thread: &ThreadId,
     ) -> Result<Vec<ThreadRecord>, HubError> {
-        let caller = self.require(caller, Access::Read, "reading shadow threads")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "reading shadow threads")?;
         let client = caller.client();
         self.thread(client, thread).await?;
-        match &self.versions.store {
-            Some(store) => Ok(store.shadow_threads(thread).await?),
-            None => Ok(Vec::new()),
+        match self.versions.version_store() {
+            Ok(store) => Ok(store.shadow_threads(thread).await?),
+            Err(_) => Ok(Vec::new()),
         }
     }
 }

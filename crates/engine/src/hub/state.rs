@@ -1,7 +1,7 @@
 //! The hub's state: the `Hub` itself, its settings (`HubConfig`) and the one port it
 //! asks for tools (`Toolbox`). Every other file of the hub adds methods to `Hub` and
 //! reads it from here; the field types live in files that add none (`live.rs`,
-//! `credentials.rs`, `version_settings.rs`, `workspace_roots.rs`), so nothing here
+//! `version_settings.rs`, `workspace_roots.rs`), so nothing here
 //! names a file that uses it back. Built by `builder.rs`.
 
 use std::collections::BTreeMap;
@@ -13,13 +13,12 @@ use agentplane_core::{AgentSpec, ThreadId};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::credentials::Credentials;
 use super::live::Live;
-use super::version_settings::VersionSettings;
 use super::workspace_roots::WorkspaceRoots;
 use crate::context::ContextBudget;
 use crate::permissions::{self, PermissionBroker};
 use crate::ports::Ensemble;
+use crate::services::identity::Identity;
 use crate::turn::TurnDeps;
 
 /// Builds an agent's tool ensembles for one turn of a thread. Implemented by the
@@ -67,40 +66,47 @@ impl Default for HubConfig {
 /// The hub. Create one per process with [`Hub::builder`] (tests: [`Hub::new`]).
 pub struct Hub {
     pub(super) deps: TurnDeps,
-    pub(super) agents: BTreeMap<String, AgentSpec>,
+    pub(super) agents: Arc<BTreeMap<String, AgentSpec>>,
     pub(super) toolbox: Arc<dyn Toolbox>,
     pub(super) config: HubConfig,
     pub(super) broker: Arc<PermissionBroker>,
     /// Running turns, live feeds, early cancels (`live.rs`).
     pub(super) live: Live,
     pub(super) tasks: TaskTracker,
-    pub(super) accepting: AtomicBool,
+    /// Cleared at shutdown; shared with the services that start work of their own.
+    pub(super) accepting: Arc<AtomicBool>,
     /// Cancelled at shutdown: ends background work (the approval expiry sweep).
     pub(super) stopping: CancellationToken,
-    /// Agent versions: their store, the baselines' numbers, who may change them.
-    pub(super) versions: VersionSettings,
+    /// Agent versions: where a thread's turn routes, and the shadow's catalogue.
+    pub(super) versions: Arc<crate::services::versions::Versions>,
     /// Agents of kind `acp`, by name: their turns run on the external agent
     /// (`plan.rs` picks the driver) instead of the model-and-tools loop.
     pub(super) external: BTreeMap<String, Arc<dyn crate::ports::ExternalAgent>>,
     /// The database shared with other replicas, through which cancels reach them.
     pub(super) replicas: Option<Arc<dyn crate::ports::ReplicaStore>>,
-    /// How callers prove who they are: API keys, OIDC tokens (`identity.rs`).
-    pub(super) credentials: Credentials,
+    /// Who callers are, and the role check every method makes first.
+    pub(super) identity: Arc<Identity>,
     /// Where outside callers' workspaces may be (`workspaces.rs`); `None`: unconfined.
     pub(super) workspace_roots: Option<WorkspaceRoots>,
     /// The servers the MCP gateway offers (`mcp_gateway.rs`); `None`: none.
     pub(super) mcp_gateway: Option<Arc<dyn crate::ports::McpUpstreams>>,
-    /// The audit chain read back (`audit.rs`); `None` (a hub for tests): no chain.
-    pub(super) audit: Option<Arc<dyn crate::ports::AuditStore>>,
     /// The gateway's tools' compiled input schemas.
     pub(super) mcp_schemas: crate::mcp_gateway::SchemaCache,
-    /// Gateway calls' records waiting for their batch (`call_records.rs`).
-    pub(super) call_records: Arc<crate::call_records::CallRecords>,
 }
 
 impl Hub {
     /// The ports the hub runs on.
     pub(crate) fn deps(&self) -> &TurnDeps {
         &self.deps
+    }
+
+    /// The versions service this hub routes threads with.
+    pub fn versions(&self) -> &Arc<crate::services::versions::Versions> {
+        &self.versions
+    }
+
+    /// The identity service this hub checks roles with.
+    pub fn identity(&self) -> &Arc<Identity> {
+        &self.identity
     }
 }

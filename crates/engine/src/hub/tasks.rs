@@ -18,7 +18,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         turn: &TurnId,
     ) -> Result<HistoryTurn, HubError> {
-        let caller = self.require(caller, Access::Read, "reading a turn")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "reading a turn")?;
         let client = caller.client();
         let not_found = || HubError::NotFound(format!("turn {turn}"));
         let record = self.deps.store.turn(turn).await?.ok_or_else(not_found)?;

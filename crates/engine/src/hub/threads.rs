@@ -48,7 +48,9 @@ impl Hub {
         limit: usize,
         after: Option<&ThreadId>,
     ) -> Result<ThreadPage, HubError> {
-        let caller = self.require(caller, Access::Read, "listing threads")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "listing threads")?;
         let client = caller.client();
         if !(1..=MAX_THREAD_PAGE).contains(&limit) {
             return Err(HubError::InvalidArgument(format!(
@@ -94,7 +96,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         request: CreateThread,
     ) -> Result<ThreadRecord, HubError> {
-        let caller = self.require(caller, Access::Operate, "creating a thread")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "creating a thread")?;
         let client = caller.client();
         self.create_thread_on(client, request, None).await
     }
@@ -107,7 +111,9 @@ impl Hub {
         request: CreateThread,
         version: Option<&str>,
     ) -> Result<ThreadRecord, HubError> {
-        let caller = self.require(caller, Access::Operate, "creating a thread")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "creating a thread")?;
         let client = caller.client();
         self.agent(&request.agent)?;
         let cwd = self.check_cwd(&caller, &request.cwd)?;
@@ -120,6 +126,7 @@ impl Hub {
         }
         let id = ThreadId::new();
         let version = self
+            .versions
             .version_for_new_thread(&request.agent, &id, version)
             .await?;
         // Pinned in the same write that creates it, where versions are kept; without a
@@ -133,7 +140,7 @@ impl Hub {
                 agent: request.agent,
                 cwd,
                 title: request.title,
-                agent_version: self.versions.store.is_some().then_some(version),
+                agent_version: self.versions.stored().then_some(version),
             })
             .await?)
     }
@@ -143,7 +150,9 @@ impl Hub {
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<Vec<ThreadRecord>, HubError> {
-        let caller = self.require(caller, Access::Read, "listing threads")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "listing threads")?;
         let client = caller.client();
         Ok(self.deps.store.list_threads(client).await?)
     }
@@ -154,7 +163,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         id: &ThreadId,
     ) -> Result<ThreadRecord, HubError> {
-        let caller = self.require(caller, Access::Read, "reading a thread")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "reading a thread")?;
         let client = caller.client();
         match self.deps.store.thread(id).await? {
             Some(thread) if thread.client_id == client => Ok(thread),
@@ -168,7 +179,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         id: &ThreadId,
     ) -> Result<(), HubError> {
-        let caller = self.require(caller, Access::Operate, "deleting a thread")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "deleting a thread")?;
         let client = caller.client();
         self.thread(client, id).await?;
         self.deps.store.delete_thread(id).await?;

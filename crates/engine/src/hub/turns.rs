@@ -10,13 +10,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::feeds::{DisconnectGuard, FeedObserver, TeeObserver};
-use super::security::security_event;
 use super::stream::{EventStream, Scope};
 use super::{Hub, HubError};
 use crate::identity::{Access, AsCaller, Caller};
 use crate::models::TaskSize;
 use crate::permissions;
 use crate::ports::{PermissionPolicy, PermissionRecord, TurnStatus};
+use crate::services::identity::security_event;
 use crate::turn::{BegunTurn, TurnObserver, TurnOutcome};
 
 /// A turn started in the background, with the stream of its events.
@@ -38,7 +38,9 @@ impl Hub {
         thread: &ThreadId,
         input: String,
     ) -> Result<StartedTurn, HubError> {
-        let caller = self.require(caller, Access::Operate, "starting a turn")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "starting a turn")?;
         self.start_planned(caller.client(), caller.roles().names(), thread, input, None)
             .await
     }
@@ -52,7 +54,9 @@ impl Hub {
         input: String,
         size: Option<TaskSize>,
     ) -> Result<StartedTurn, HubError> {
-        let caller = self.require(caller, Access::Operate, "starting a turn")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "starting a turn")?;
         let client = caller.client();
         self.start_planned(client, caller.roles().names(), thread, input, size)
             .await
@@ -120,7 +124,9 @@ impl Hub {
         observer: &dyn TurnObserver,
         cancel: CancellationToken,
     ) -> Result<TurnOutcome, HubError> {
-        let caller = self.require(caller, Access::Operate, "starting a turn")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "starting a turn")?;
         let client = caller.client();
         // No shadow copy: the caller (the CLI's one-shot `run`) exits right after, and
         // a shadow turn cut off by the exit would only be left `interrupted`.
@@ -157,7 +163,9 @@ impl Hub {
         thread: &ThreadId,
         after: u64,
     ) -> Result<EventStream, HubError> {
-        let caller = self.require(caller, Access::Read, "following a thread")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Read, "following a thread")?;
         let client = caller.client();
         self.thread(client, thread).await?;
         let (live, lease) = self.subscribe_feed(thread);
@@ -176,7 +184,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         turn: &TurnId,
     ) -> Result<(), HubError> {
-        let caller = self.require(caller, Access::Operate, "cancelling a turn")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "cancelling a turn")?;
         let client = caller.client();
         let token = self.live.cancel_token(turn, Some(client));
         if let Some(token) = token {
@@ -216,7 +226,9 @@ impl Hub {
         id: &PermissionId,
         decision: &str,
     ) -> Result<PermissionRecord, HubError> {
-        let caller = self.require(caller, Access::Operate, "answering a permission")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Operate, "answering a permission")?;
         let client = caller.client();
         let record = self
             .deps
@@ -287,7 +299,7 @@ impl Hub {
         if owner != caller.client() && !addressed {
             return Err(not_found());
         }
-        self.require(
+        self.identity.require(
             caller,
             Access::Approve,
             "answering a permission a policy asked for",

@@ -1,32 +1,67 @@
-//! The OpenAI-compatible gateway as the hub offers it: the caller's role, then one
-//! admitted call (`crate::gateway`), and the models it lists. The call itself is
-//! `crate::gateway` and `crate::metered`'s.
+//! The OpenAI-compatible gateway's service: the caller's role, then one admitted call
+//! (`crate::gateway`: validation, policies, content, rate limits, the budget
+//! reservation), and the models it lists. The call itself is `crate::gateway` and
+//! `crate::metered`'s; its record goes through [`CallRecords`] to the call port.
 
-use super::state::Hub;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::identity::Identity;
+use crate::call_records::CallRecords;
 use crate::error::HubError;
+use crate::gateway::GatewayConfig;
 use crate::identity::{Access, AsCaller};
+use crate::turn::TurnDeps;
 
-impl Hub {
+/// Governed model calls for outside clients.
+pub struct ModelGateway {
+    identity: Arc<Identity>,
+    /// The providers, the governance and the call port (budgets read spend from it).
+    deps: TurnDeps,
+    config: GatewayConfig,
+    records: Arc<CallRecords>,
+    /// Cleared when the process begins to shut down: no call starts after.
+    accepting: Arc<AtomicBool>,
+}
+
+impl ModelGateway {
+    pub(crate) fn new(
+        identity: Arc<Identity>,
+        deps: TurnDeps,
+        config: GatewayConfig,
+        records: Arc<CallRecords>,
+        accepting: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            identity,
+            deps,
+            config,
+            records,
+            accepting,
+        }
+    }
+
     /// Admits one OpenAI-compatible gateway call of `client` (see `crate::gateway`):
     /// validation, policies, rate limits and a budget reservation, before anything is
     /// sent to the client or the model.
-    pub async fn gateway(
+    pub async fn call(
         &self,
         caller: &(impl AsCaller + ?Sized),
         request: agentplane_core::ChatRequest,
     ) -> Result<crate::gateway::AdmittedCall, HubError> {
-        let caller = self.require(
+        let caller = self.identity.require(
             caller,
             Access::Operate,
             "calling a model through the gateway",
         )?;
-        let client = caller.client();
-        self.accepting()?;
+        if !self.accepting.load(Ordering::SeqCst) {
+            return Err(HubError::ShuttingDown);
+        }
         crate::gateway::admit(
             &self.deps,
-            &self.config.gateway,
-            &self.call_records,
-            (client, caller.roles().names()),
+            &self.config,
+            &self.records,
+            (caller.client(), caller.roles().names()),
             request,
         )
         .await
@@ -35,12 +70,13 @@ impl Hub {
     /// The models the model server offers, for the gateway's model list, and the name
     /// of the provider that owns them (the first configured: which one of the chain
     /// answered is not reported back). Needs the role that may call the gateway.
-    pub async fn gateway_models(
+    pub async fn models(
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<(Vec<crate::ports::ModelInfo>, String), HubError> {
-        self.require(caller, Access::Operate, "listing the gateway's models")?;
-        let models = crate::gateway::models(&self.deps, &self.config.gateway).await?;
+        self.identity
+            .require(caller, Access::Operate, "listing the gateway's models")?;
+        let models = crate::gateway::models(&self.deps, &self.config).await?;
         let owner = self
             .deps
             .providers

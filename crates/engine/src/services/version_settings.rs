@@ -1,5 +1,5 @@
-//! How the hub keeps agent versions (ADR 0016): the store, the baselines' numbers and
-//! who may change them, given when the hub is built. Settings only; the rules on
+//! How agent versions are kept (ADR 0016): the store, the baselines' numbers and who
+//! may change them, given when the services are built. Settings only; the rules on
 //! versions are `versions.rs`.
 
 use std::collections::BTreeMap;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::ports::VersionStore;
 
-/// How the hub keeps versions: the store, the baseline version number of each
+/// How versions are kept: the store, the baseline version number of each
 /// configured agent, and who may change versions.
 #[derive(Clone, Default)]
 pub struct VersionSettings {

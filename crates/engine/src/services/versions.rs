@@ -1,6 +1,7 @@
-//! Agent versions as a service (ADR 0016): the catalogue of an agent's versions (its
+//! The versions service (ADR 0016): the catalogue of an agent's versions (its
 //! configured baseline plus stored ones), promotion, traffic splits and their rollback,
-//! the shadow version and the version a thread runs. Shadow runs are `shadows.rs`'s.
+//! the shadow version and the version a thread runs. Its port is `VersionStore`; the
+//! hub asks it where a thread's turn routes. Shadow runs are the hub's (`shadows.rs`).
 //!
 //! What lives here: the rules (semver must increase, drafts are the only editable
 //! versions, traffic goes to production versions only, who may change versions) and
@@ -16,7 +17,9 @@ use agentplane_core::version::{
 };
 use agentplane_core::{AgentSpec, SpecPatch, Stage, ThreadId, TrafficSplit, VersionSpec};
 
-use super::{Hub, HubError};
+use super::identity::Identity;
+use super::version_settings::VersionSettings;
+use crate::error::HubError;
 use crate::ports::{
     NewTraffic, NewVersion, ThreadRecord, TrafficRecord, VersionRecord, VersionStore,
 };
@@ -74,9 +77,9 @@ pub struct CreateVersion {
 }
 
 /// Everything known about one agent's versions at one moment.
-pub(super) struct Catalog {
+pub(crate) struct Catalog {
     agent: String,
-    pub(super) baseline: AgentSpec,
+    pub(crate) baseline: AgentSpec,
     baseline_version: String,
     stored: Vec<VersionRecord>,
     history: Vec<TrafficRecord>,
@@ -85,7 +88,7 @@ pub(super) struct Catalog {
 
 impl Catalog {
     /// A version's stage and spec; a stored version shadows a baseline of the same number.
-    pub(super) fn find(&self, version: &str) -> Option<(Stage, VersionSpec)> {
+    pub(crate) fn find(&self, version: &str) -> Option<(Stage, VersionSpec)> {
         if let Some(record) = self.stored.iter().find(|v| v.version == version) {
             return Some((record.stage, record.spec.clone()));
         }
@@ -98,7 +101,7 @@ impl Catalog {
         self.stack.last().unwrap_or(&self.stack[0])
     }
 
-    pub(super) fn shadow(&self) -> Option<&VersionRecord> {
+    pub(crate) fn shadow(&self) -> Option<&VersionRecord> {
         self.stored.iter().find(|v| v.shadow)
     }
 
@@ -159,7 +162,32 @@ impl Catalog {
     }
 }
 
-impl Hub {
+/// Agent versions: their catalogue, changes and routing.
+pub struct Versions {
+    identity: Arc<Identity>,
+    /// The configured agents: each one's baseline version.
+    agents: Arc<BTreeMap<String, AgentSpec>>,
+    versions: VersionSettings,
+}
+
+impl Versions {
+    pub fn new(
+        identity: Arc<Identity>,
+        agents: Arc<BTreeMap<String, AgentSpec>>,
+        versions: VersionSettings,
+    ) -> Self {
+        Self {
+            identity,
+            agents,
+            versions,
+        }
+    }
+
+    /// Whether versions are stored (else only the baselines exist).
+    pub(crate) fn stored(&self) -> bool {
+        self.versions.store.is_some()
+    }
+
     /// The version number of an agent's configured definition.
     fn baseline_version(&self, agent: &str) -> String {
         self.versions
@@ -169,9 +197,9 @@ impl Hub {
             .unwrap_or_else(|| DEFAULT_VERSION.to_owned())
     }
 
-    pub(super) fn version_store(&self) -> Result<&Arc<dyn VersionStore>, HubError> {
+    pub(crate) fn version_store(&self) -> Result<&Arc<dyn VersionStore>, HubError> {
         self.versions.store.as_ref().ok_or_else(|| {
-            HubError::Conflict("agent versions need a store; this hub has none".to_owned())
+            HubError::Conflict("agent versions need a store; this server has none".to_owned())
         })
     }
 
@@ -185,7 +213,7 @@ impl Hub {
         }
     }
 
-    pub(super) async fn catalog(&self, agent: &str) -> Result<Catalog, HubError> {
+    pub(crate) async fn catalog(&self, agent: &str) -> Result<Catalog, HubError> {
         let baseline = self
             .agents
             .get(agent)
@@ -224,13 +252,14 @@ impl Hub {
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<BTreeMap<String, AgentVersions>, HubError> {
-        self.require(caller, Access::List, "listing agent versions")?;
+        self.identity
+            .require(caller, Access::List, "listing agent versions")?;
         let mut all = match &self.versions.store {
             Some(store) => store.all_versions().await?,
             None => BTreeMap::new(),
         };
         let mut out = BTreeMap::new();
-        for (name, baseline) in &self.agents {
+        for (name, baseline) in self.agents.iter() {
             let history = match &self.versions.store {
                 Some(store) => store.traffic(name).await?,
                 None => Vec::new(),
@@ -251,7 +280,8 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         agent: &str,
     ) -> Result<AgentVersions, HubError> {
-        self.require(caller, Access::List, "listing agent versions")?;
+        self.identity
+            .require(caller, Access::List, "listing agent versions")?;
         self.versions_of(agent).await
     }
 
@@ -262,7 +292,8 @@ impl Hub {
         agent: &str,
         version: &str,
     ) -> Result<AgentVersion, HubError> {
-        self.require(caller, Access::List, "listing agent versions")?;
+        self.identity
+            .require(caller, Access::List, "listing agent versions")?;
         self.version_of(agent, version).await
     }
 
@@ -289,7 +320,9 @@ impl Hub {
         agent: &str,
         request: CreateVersion,
     ) -> Result<AgentVersion, HubError> {
-        let caller = self.require(caller, Access::Administer, "creating an agent version")?;
+        let caller =
+            self.identity
+                .require(caller, Access::Administer, "creating an agent version")?;
         let client = caller.client();
         self.may_change_versions(client)?;
         let wanted = parse_version(&request.version).map_err(HubError::InvalidArgument)?;
@@ -341,7 +374,9 @@ impl Hub {
         version: &str,
         patch: SpecPatch,
     ) -> Result<AgentVersion, HubError> {
-        let caller = self.require(caller, Access::Administer, "editing an agent version")?;
+        let caller =
+            self.identity
+                .require(caller, Access::Administer, "editing an agent version")?;
         let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
@@ -369,7 +404,9 @@ impl Hub {
         version: &str,
         to: Option<Stage>,
     ) -> Result<AgentVersion, HubError> {
-        let caller = self.require(caller, Access::Administer, "promoting an agent version")?;
+        let caller =
+            self.identity
+                .require(caller, Access::Administer, "promoting an agent version")?;
         let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
@@ -403,7 +440,9 @@ impl Hub {
         agent: &str,
         split: TrafficSplit,
     ) -> Result<AgentVersions, HubError> {
-        let caller = self.require(caller, Access::Administer, "routing traffic to versions")?;
+        let caller =
+            self.identity
+                .require(caller, Access::Administer, "routing traffic to versions")?;
         let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
@@ -453,7 +492,9 @@ impl Hub {
         caller: &(impl AsCaller + ?Sized),
         agent: &str,
     ) -> Result<AgentVersions, HubError> {
-        let caller = self.require(caller, Access::Administer, "rolling back traffic")?;
+        let caller = self
+            .identity
+            .require(caller, Access::Administer, "rolling back traffic")?;
         let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
@@ -492,7 +533,9 @@ impl Hub {
         agent: &str,
         version: Option<&str>,
     ) -> Result<AgentVersions, HubError> {
-        let caller = self.require(caller, Access::Administer, "setting a shadow version")?;
+        let caller =
+            self.identity
+                .require(caller, Access::Administer, "setting a shadow version")?;
         let client = caller.client();
         self.may_change_versions(client)?;
         let catalog = self.catalog(agent).await?;
@@ -525,7 +568,7 @@ impl Hub {
 
     /// The version a new thread of `agent` runs: `requested` (a staging or production
     /// version), else one drawn by the traffic weights from the thread's own id.
-    pub(super) async fn version_for_new_thread(
+    pub(crate) async fn version_for_new_thread(
         &self,
         agent: &str,
         thread: &ThreadId,
@@ -552,14 +595,20 @@ impl Hub {
     /// versions existed is pinned now, by the weights. A thread pinned to a version that
     /// no longer exists (its baseline was renumbered) is refused rather than silently
     /// moved: pinning is a promise.
-    pub(super) async fn route(&self, thread: &ThreadRecord) -> Result<Routed, HubError> {
+    pub(crate) async fn route(&self, thread: &ThreadRecord) -> Result<Routed, HubError> {
         if let Some(original) = &thread.shadow_of {
             return Err(HubError::Conflict(format!(
                 "thread {} is the hidden shadow of {original}: it runs shadow copies only",
                 thread.id
             )));
         }
-        self.agent(&thread.agent)?;
+        if !self.agents.contains_key(&thread.agent) {
+            return Err(HubError::InvalidArgument(format!(
+                "unknown agent `{}`; the agents are: {}",
+                thread.agent,
+                self.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+            )));
+        }
         let catalog = self.catalog(&thread.agent).await?;
         let version = match &thread.agent_version {
             Some(version) => version.clone(),
@@ -592,15 +641,15 @@ impl Hub {
     }
 }
 
-/// What [`Hub::route`] found for a thread's turn.
-pub(super) struct Routed {
+/// What [`Versions::route`] found for a thread's turn.
+pub(crate) struct Routed {
     /// The agent's spec at the thread's version.
-    pub(super) agent: AgentSpec,
+    pub(crate) agent: AgentSpec,
     /// The version the thread is pinned to.
-    pub(super) version: String,
+    pub(crate) version: String,
     /// Whether a shadow version copies this turn: the version is in production and
     /// the agent has a shadow other than it.
-    pub(super) shadowed: bool,
+    pub(crate) shadowed: bool,
 }
 
 /// A version drawn by the split in force, from the thread id; the baseline when the

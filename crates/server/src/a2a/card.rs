@@ -93,6 +93,7 @@ pub(crate) async fn card(
     // The version most traffic goes to; without versions, the binary's.
     let version = state
         .hub
+        .versions()
         .agent_versions("a2a-card", agent)
         .await
         .ok()

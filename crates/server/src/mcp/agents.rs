@@ -89,9 +89,10 @@ impl ServerHandler for AgentTools {
         let client = self.client(&context)?;
         // Authorization before validation: a caller who may not start turns is refused
         // whatever it names or sends, as on `/v1`.
-        if let Err(refused) = self
-            .hub
-            .authorize(&client, Access::Operate, "calling an agent")
+        if let Err(refused) =
+            self.hub
+                .identity()
+                .authorize(&client, Access::Operate, "calling an agent")
         {
             return call::failure(refused).map(CallToolResponse::Complete);
         }

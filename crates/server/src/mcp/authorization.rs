@@ -73,7 +73,7 @@ pub(crate) async fn metadata(State(hub): State<Arc<Hub>>, parts: Parts) -> Json<
         "bearer_methods_supported": ["header"],
         "resource_name": "agentplane",
     });
-    if let Some(issuer) = hub.token_issuer() {
+    if let Some(issuer) = hub.identity().token_issuer() {
         document["authorization_servers"] = json!([issuer]);
     }
     Json(document)

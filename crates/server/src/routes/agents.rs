@@ -27,7 +27,7 @@ pub(crate) async fn list(
 ) -> Result<Json<AgentList>, ApiError> {
     let agents = state.hub.agents(&caller.0)?;
     let models = probe_models(&state.hub, agents, state.model_probe_timeout).await;
-    let mut versions = state.hub.all_agent_versions(&caller.0).await?;
+    let mut versions = state.versions.all_agent_versions(&caller.0).await?;
     Ok(Json(AgentList {
         agents: models
             .iter()

@@ -6,7 +6,7 @@
 //! The wire names live here; the grouping and every check are the hub's.
 
 use agentplane_core::ThreadId;
-use agentplane_engine::hub::{CostGroup, CostLine, CostReport, CostRequest, CostSum};
+use agentplane_engine::services::reports::{CostGroup, CostLine, CostReport, CostRequest, CostSum};
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
@@ -164,7 +164,7 @@ pub(crate) async fn list(
         .map(|id| ThreadId::parse(&id).map_err(|_| ApiError::not_found("thread not found")))
         .transpose()?;
     let report = state
-        .hub
+        .reports
         .costs(
             &caller.0,
             CostRequest {

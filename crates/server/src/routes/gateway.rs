@@ -53,7 +53,7 @@ async fn chat_completions(
     ApiJson(body): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let parsed = body.parse()?;
-    let call = state.hub.gateway(&caller.0, parsed.request).await?;
+    let call = state.model_gateway.call(&caller.0, parsed.request).await?;
     let created = unix_now();
     if !parsed.stream {
         let reply = call.call(&mut |_: &str| {}).await?;
@@ -109,6 +109,6 @@ async fn chat_completions(
 
 /// `GET /openai/v1/models`.
 async fn models(State(state): State<AppState>, caller: Identity) -> Result<Response, ApiError> {
-    let (models, owner) = state.hub.gateway_models(&caller.0).await?;
+    let (models, owner) = state.model_gateway.models(&caller.0).await?;
     Ok(Json(gateway_wire::model_list(&models, &owner)).into_response())
 }

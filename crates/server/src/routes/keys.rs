@@ -7,8 +7,8 @@
 
 use agentplane_core::KeyId;
 use agentplane_core::identity::{SETUP_TOKEN_HEADER, SetupToken, parse_lifetime};
-use agentplane_engine::hub::CreateKey;
 use agentplane_engine::ports::KeyRecord;
+use agentplane_engine::services::identity::CreateKey;
 use axum::Json;
 use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
@@ -37,7 +37,9 @@ impl FromRequestParts<AppState> for PresentedSetupToken {
             .headers
             .get(SETUP_TOKEN_HEADER)
             .map(|value| SetupToken::presented(String::from_utf8_lossy(value.as_bytes())));
-        state.hub.check_setup_token(&caller, presented.as_ref())?;
+        state
+            .identity
+            .check_setup_token(&caller, presented.as_ref())?;
         Ok(Self(presented))
     }
 }
@@ -135,7 +137,7 @@ pub(crate) async fn create(
         .transpose()
         .map_err(ApiError::invalid)?;
     let (record, secret) = state
-        .hub
+        .identity
         .create_key(
             &caller.0,
             CreateKey {
@@ -171,7 +173,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     caller: Identity,
 ) -> Result<Json<KeyList>, ApiError> {
-    let keys = state.hub.list_keys(&caller.0).await?;
+    let keys = state.identity.list_keys(&caller.0).await?;
     Ok(Json(KeyList {
         keys: keys.into_iter().map(KeyView::from).collect(),
     }))
@@ -194,5 +196,7 @@ pub(crate) async fn revoke(
     caller: Identity,
     IdPath(id): IdPath<KeyId>,
 ) -> Result<Json<KeyView>, ApiError> {
-    Ok(Json(state.hub.revoke_key(&caller.0, &id).await?.into()))
+    Ok(Json(
+        state.identity.revoke_key(&caller.0, &id).await?.into(),
+    ))
 }

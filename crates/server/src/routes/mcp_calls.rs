@@ -104,7 +104,7 @@ pub(crate) async fn list(
             "`limit` must be 1 to {MAX_LIMIT}"
         )));
     }
-    let calls = state.hub.mcp_gateway_calls(&caller.0, limit).await?;
+    let calls = state.reports.mcp_gateway_calls(&caller.0, limit).await?;
     Ok(Json(McpCallsView {
         calls: calls.into_iter().map(McpCallView::from).collect(),
     }))

@@ -230,5 +230,7 @@ pub(crate) async fn audit(
     caller: Identity,
     IdPath(id): IdPath<ThreadId>,
 ) -> Result<Json<ThreadAuditView>, ApiError> {
-    Ok(Json(state.hub.thread_audit(&caller.0, &id).await?.into()))
+    Ok(Json(
+        state.reports.thread_audit(&caller.0, &id).await?.into(),
+    ))
 }

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use agentplane_core::{SpecPatch, Stage, ThreadId, TrafficSplit, VersionSpec};
-use agentplane_engine::hub::{AgentVersion, AgentVersions, CreateVersion};
+use agentplane_engine::services::versions::{AgentVersion, AgentVersions, CreateVersion};
 use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
@@ -324,7 +324,11 @@ pub(crate) async fn list(
     NamePath(agent): NamePath<String>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
-        state.hub.agent_versions(&caller.0, &agent).await?.into(),
+        state
+            .versions
+            .agent_versions(&caller.0, &agent)
+            .await?
+            .into(),
     ))
 }
 
@@ -350,7 +354,7 @@ pub(crate) async fn create(
     ObjectJson(body): ObjectJson<CreateVersionBody>,
 ) -> Result<(StatusCode, Json<VersionView>), ApiError> {
     let version = state
-        .hub
+        .versions
         .create_version(
             &caller.0,
             &agent,
@@ -383,7 +387,7 @@ pub(crate) async fn get(
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
-            .hub
+            .versions
             .agent_version(&caller.0, &agent, &version)
             .await?
             .into(),
@@ -415,7 +419,7 @@ pub(crate) async fn edit(
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
-            .hub
+            .versions
             .edit_version(&caller.0, &agent, &version, body.into())
             .await?
             .into(),
@@ -448,7 +452,7 @@ pub(crate) async fn promote(
 ) -> Result<Json<VersionView>, ApiError> {
     Ok(Json(
         state
-            .hub
+            .versions
             .promote_version(&caller.0, &agent, &version, body.to.map(Stage::from))
             .await?
             .into(),
@@ -478,7 +482,7 @@ pub(crate) async fn traffic(
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
         state
-            .hub
+            .versions
             .set_traffic(&caller.0, &agent, TrafficSplit(body.weights))
             .await?
             .into(),
@@ -505,7 +509,11 @@ pub(crate) async fn rollback(
     NamePath(agent): NamePath<String>,
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
-        state.hub.rollback_traffic(&caller.0, &agent).await?.into(),
+        state
+            .versions
+            .rollback_traffic(&caller.0, &agent)
+            .await?
+            .into(),
     ))
 }
 
@@ -531,7 +539,7 @@ pub(crate) async fn shadow(
 ) -> Result<Json<AgentVersionsView>, ApiError> {
     Ok(Json(
         state
-            .hub
+            .versions
             .set_shadow(&caller.0, &agent, body.version.as_deref())
             .await?
             .into(),

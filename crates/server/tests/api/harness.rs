@@ -171,7 +171,7 @@ impl Setup {
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(serve(
-            runtime.hub().clone(),
+            runtime.services().clone(),
             listener,
             ServeOptions {
                 listen: addr,

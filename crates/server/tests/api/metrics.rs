@@ -86,7 +86,7 @@ async fn start(steps: Vec<Step>, token: Option<&str>, with_metrics: bool) -> Met
         telemetry: agentplane_engine::ports::Telemetry::new(vec![metrics.clone()]),
         ..Governance::default()
     };
-    let hub = Hub::new(
+    let services = Hub::builder(
         TurnDeps {
             store,
             providers: deps.providers.clone(),
@@ -99,9 +99,10 @@ async fn start(steps: Vec<Step>, token: Option<&str>, with_metrics: bool) -> Met
             default_model: "scripted-model".into(),
             ..HubConfig::default()
         },
-    );
+    )
+    .build();
     let app = router(
-        hub,
+        services,
         &RouterOptions {
             auth_token: token.map(str::to_owned),
             metrics: with_metrics.then(|| metrics.clone()),

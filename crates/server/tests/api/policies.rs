@@ -77,7 +77,7 @@ impl PolicyServer {
     async fn start(policies: Arc<ActivePolicies>) -> Self {
         let api = Setup::new(vec![]).token(TOKEN).start().await;
         let deps = api.runtime.turn_deps();
-        let hub = Hub::new(
+        let services = Hub::builder(
             TurnDeps {
                 store: deps.store.clone(),
                 providers: deps.providers.clone(),
@@ -90,14 +90,15 @@ impl PolicyServer {
             api.runtime.agents().clone(),
             Arc::new(NoTools),
             HubConfig::default(),
-        );
+        )
+        .build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = oneshot::channel::<()>();
         let served = tokio::spawn(serve(
-            hub,
+            services,
             listener,
             ServeOptions {
                 listen: addr,

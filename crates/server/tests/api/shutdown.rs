@@ -47,7 +47,7 @@ async fn serve_refuses_a_public_listener_without_permission_or_token() {
         let result = tokio::time::timeout(
             Duration::from_secs(5),
             serve(
-                api.runtime.hub().clone(),
+                api.runtime.services().clone(),
                 listener,
                 ServeOptions {
                     listen: addr,

@@ -1,7 +1,7 @@
-//! How callers prove who they are, as the hub holds it: the key store, whether keys are
-//! required, the OIDC token verifier, and the setup token of a server without keys
-//! (`Bootstrap`). State only; the checks that read it are `identity.rs` and `setup.rs`,
-//! which add their methods to `Hub`, and nothing here names them.
+//! How callers prove who they are: the key store, whether keys are required, the OIDC
+//! token verifier, and the setup token of a server without keys (`Bootstrap`). State
+//! only; the checks that read it are `mod.rs` and `setup.rs`, and nothing here names
+//! them.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ pub(super) const NO_KEYS_TTL: Duration = Duration::from_secs(1);
 /// How callers prove who they are: the key store, whether keys are required (cached:
 /// for good once true, "not yet" for [`NO_KEYS_TTL`]), the OIDC token verifier.
 pub(super) struct Credentials {
-    /// API keys; none in a hub built for tests.
+    /// API keys; none in a process built for tests.
     pub(super) keys: Option<Arc<dyn KeyStore>>,
     /// Set once a key is known to exist: keys are never deleted, so it stays set.
     pub(super) keys_seen: AtomicBool,

@@ -1,5 +1,7 @@
-//! Identity in the hub (ADR 0030): the role check every hub method makes first, API
-//! keys (create, list, revoke), and turning a presented key into a [`Caller`].
+//! The identity service (ADR 0030): the role check every service makes first, API
+//! keys (create, list, revoke), OIDC tokens and the setup token, and turning a
+//! presented credential into a [`Caller`]. Its one store port is [`KeyStore`]; every
+//! other service holds an `Arc<Identity>` for its role checks.
 //!
 //! A refusal is `Forbidden` naming the missing role, and a `security_event` log line
 //! (target `agentplane::security`) with the caller's client and principal — never a
@@ -17,11 +19,18 @@ use agentplane_core::identity::{
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{KeyId, RoleSet};
 
-use super::credentials::NO_KEYS_TTL;
-use super::security::security_event;
-use super::{Hub, HubError};
+mod credentials;
+mod security;
+mod setup;
+
+pub use credentials::Bootstrap;
+pub(crate) use security::security_event;
+
+use crate::error::HubError;
 use crate::identity::{Access, AsCaller, Caller, Principal};
+use crate::ports::TokenVerifier;
 use crate::ports::{KeyRecord, KeyStore, NewKey};
+use credentials::{Credentials, NO_KEYS_TTL};
 
 /// Longest key description, in characters.
 pub const MAX_KEY_DESCRIPTION_CHARS: usize = 500;
@@ -41,7 +50,25 @@ pub struct CreateKey {
     pub setup_token: Option<SetupToken>,
 }
 
-impl Hub {
+/// Who callers are and what they may do: credentials in, a [`Caller`] out, and the
+/// role check. Built once by the composition root ([`Identity::new`]).
+pub struct Identity {
+    credentials: Credentials,
+}
+
+impl Identity {
+    /// Over the key store (none: a process without keys, tests), the OIDC token
+    /// verifier (none: tokens refused) and the setup token of a server without keys.
+    pub fn new(
+        keys: Option<Arc<dyn KeyStore>>,
+        tokens: Option<Arc<dyn TokenVerifier>>,
+        setup: Option<Bootstrap>,
+    ) -> Self {
+        Self {
+            credentials: Credentials::new(keys, tokens, setup),
+        }
+    }
+
     /// The caller, if its roles grant `access`; else `Forbidden` naming the role it
     /// lacks, and a `security_event`. `action` says what was refused.
     pub(crate) fn require<'a, C: AsCaller + ?Sized>(
@@ -67,7 +94,7 @@ impl Hub {
 
     /// The same check, for an interface that must decide before it looks at a
     /// request's input (the HTTP layer, before it reads a body): a caller whose roles
-    /// may not do the thing learns nothing about what it sent. The hub method it then
+    /// may not do the thing learns nothing about what it sent. The service method it then
     /// calls checks again.
     pub fn authorize(&self, caller: &Caller, access: Access, action: &str) -> Result<(), HubError> {
         self.require(caller, access, action).map(|_| ())
@@ -78,7 +105,7 @@ impl Hub {
         self.credentials.tokens.as_ref().is_some()
     }
 
-    /// The issuer of the tokens the hub accepts, if it verifies tokens.
+    /// The issuer of the tokens accepted, if it verifies tokens.
     pub fn token_issuer(&self) -> Option<&str> {
         self.credentials.tokens.as_ref().and_then(|t| t.issuer())
     }
@@ -125,7 +152,7 @@ impl Hub {
             return Ok(false);
         };
         // "None yet" is believed for a second, so an open server does not read the
-        // store on every request; a key created through this hub counts at once.
+        // store on every request; a key created through this process counts at once.
         let fresh = |at: &Option<Instant>| at.is_some_and(|at| at.elapsed() < NO_KEYS_TTL);
         if self
             .credentials
@@ -239,7 +266,7 @@ impl Hub {
         }
     }
 
-    /// Checks a key's request and stores it, for [`Hub::create_key`].
+    /// Checks a key's request and stores it, for [`Identity::create_key`].
     async fn make_key(
         &self,
         caller: &Caller,
@@ -331,7 +358,7 @@ impl Hub {
         self.credentials
             .keys
             .as_ref()
-            .ok_or_else(|| HubError::InvalidArgument("this hub keeps no API keys".into()))
+            .ok_or_else(|| HubError::InvalidArgument("this server keeps no API keys".into()))
     }
 }
 

@@ -1,5 +1,5 @@
 //! The one log line of a refused access, `security_event` (target
-//! `agentplane::security`), written by every hub file that refuses a caller. It names
+//! `agentplane::security`), written by every service that refuses a caller. It names
 //! the caller's client and principal, never a secret.
 
 use crate::identity::Caller;

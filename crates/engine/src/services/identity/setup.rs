@@ -4,7 +4,7 @@
 //! Without it, anything that reaches the loopback address (a sandboxed program, another
 //! user's process) could mint the first admin key and lock the operator out. The
 //! runtime writes the token to a 0600 file in the data directory and hands it here with
-//! a way to remove that file; the hub checks a presented token in constant time, takes
+//! a way to remove that file; the identity service checks a presented token in constant time, takes
 //! it while the first key is made (so two callers racing with it make one key), and
 //! discards it once any key exists. Callers proven otherwise (the token holder, an
 //! admin's key, an OIDC admin, the local command line) never need it. What must not
@@ -12,9 +12,10 @@
 
 use agentplane_core::identity::SetupToken;
 
+use super::Identity;
 use super::credentials::Bootstrap;
 use super::security::security_event;
-use super::{Hub, HubError};
+use crate::error::HubError;
 use crate::identity::{Caller, Principal};
 
 /// What a caller needs to hear: where the token is and how to send it, never the token.
@@ -22,10 +23,10 @@ const NEEDED: &str = "creating the first key on a server without keys needs its 
      setup token (the file `setup-token` in the data directory, named by serve's startup \
      summary), sent as the X-Setup-Token header; `agentplane keys create` sends it";
 
-impl Hub {
+impl Identity {
     /// Whether a caller may go on to create a key as far as the setup token goes: a
     /// caller who is only claimed must present the token, others need nothing. Checked
-    /// before a request's body is read; [`Hub::create_key`] checks again and takes the
+    /// before a request's body is read; [`Identity::create_key`] checks again and takes the
     /// token. A refusal is `Unauthorized` and a `security_event`.
     pub fn check_setup_token(
         &self,
@@ -43,7 +44,7 @@ impl Hub {
     }
 
     /// The bootstrap, taken out for a claimed caller whose token matches (put it back
-    /// with [`Hub::restore_setup_token`] if the key could not be made); `Unauthorized`
+    /// with [`Identity::restore_setup_token`] if the key could not be made); `Unauthorized`
     /// otherwise. A second caller with the same token finds none.
     pub(super) fn take_setup_token(
         &self,
@@ -76,7 +77,7 @@ impl Hub {
         }
     }
 
-    /// Whether this hub holds a setup token (a server without keys, not yet used).
+    /// Whether this server holds a setup token (a server without keys, not yet used).
     pub fn awaits_setup_token(&self) -> bool {
         self.credentials.held_setup().is_some()
     }

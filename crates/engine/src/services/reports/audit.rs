@@ -10,8 +10,6 @@ use agentplane_core::audit::{
     RecordChain, to_hex,
 };
 
-use super::{Hub, HubError};
-use crate::identity::{Access, AsCaller};
 use crate::ports::{AuditStore, ChainHead, StoreError};
 
 /// Events read per page while walking a chain.
@@ -27,35 +25,6 @@ pub struct ThreadAudit {
     pub events: u64,
     /// The first seq covered by the chain (events before it predate the chain).
     pub chained_since_seq: u64,
-}
-
-impl Hub {
-    /// The head of this client's thread's chain, for anchoring it outside. Another
-    /// client's thread is `NotFound`, as everywhere.
-    pub async fn thread_audit(
-        &self,
-        caller: &(impl AsCaller + ?Sized),
-        id: &ThreadId,
-    ) -> Result<ThreadAudit, HubError> {
-        self.require(caller, Access::Read, "reading a thread's audit chain")?;
-        self.thread(caller, id).await?;
-        let Some(store) = &self.audit else {
-            return Err(HubError::NotFound(format!(
-                "the audit chain of thread {id}"
-            )));
-        };
-        let thread = store
-            .audited_threads(Some(id))
-            .await?
-            .pop()
-            .ok_or_else(|| HubError::NotFound(format!("thread {id}")))?;
-        Ok(ThreadAudit {
-            thread_id: thread.id,
-            head: store.chain_head(id).await?,
-            events: thread.events,
-            chained_since_seq: thread.chained_since,
-        })
-    }
 }
 
 /// What `audit verify` found: every thread's summary up to the first broken link, and

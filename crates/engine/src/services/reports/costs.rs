@@ -2,22 +2,21 @@
 //! thread or turn, from the `cost` events in the store.
 //!
 //! The store sums per (agent, client, provider, model, day[, thread, turn]); the
-//! requested grouping is folded here, with saturating sums. Tenancy: through the hub a
+//! requested grouping is folded here, with saturating sums. Tenancy: through the service a
 //! client only ever sees its own costs (the client filter is forced, never taken from
 //! the request), and a thread filter naming another client's thread is `NotFound`.
 //! Costs of deleted threads still count in totals (the money was spent) but such a
-//! thread cannot be named as a filter through the hub. [`report_costs`] without a
+//! thread cannot be named as a filter through the service. [`report_costs`] without a
 //! client is the operator's view of every client, for callers that hold the store
 //! itself (the CLI on the local database). Nothing here does I/O but the store port.
 
-use crate::identity::{Access, AsCaller};
 use std::collections::BTreeMap;
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ThreadId, usd_of_micros};
 
-use super::{Hub, HubError};
-use crate::ports::{CostQuery, CostRow, EventStore};
+use crate::error::HubError;
+use crate::ports::{CallStore, CostQuery, CostRow, ThreadStore};
 
 /// How a cost report groups its rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -103,7 +102,7 @@ pub struct CostRequest {
     pub until: Option<String>,
     /// Only this agent's threads.
     pub agent: Option<String>,
-    /// Only this thread (of the caller, through the hub).
+    /// Only this thread (of the caller, through [`super::Reports`]).
     pub thread: Option<ThreadId>,
 }
 
@@ -161,25 +160,11 @@ pub struct CostReport {
     pub total: CostSum,
 }
 
-impl Hub {
-    /// The calling client's costs, grouped as asked. `InvalidArgument` for a bound that
-    /// is not RFC 3339 or a turn grouping without a thread; `NotFound` for a thread
-    /// that is not the client's.
-    pub async fn costs(
-        &self,
-        caller: &(impl AsCaller + ?Sized),
-        request: CostRequest,
-    ) -> Result<CostReport, HubError> {
-        let caller = self.require(caller, Access::Read, "reading costs")?;
-        let client = caller.client();
-        report_costs(self.deps.store.as_ref(), Some(client), request).await
-    }
-}
-
 /// A cost report straight from a store: one client's costs, or with `client: None`
-/// every client's (only for callers that own the store; the hub always passes one).
+/// every client's (only for callers that own the store; [`super::Reports`] always
+/// passes one).
 pub async fn report_costs(
-    store: &dyn EventStore,
+    (threads, calls): (&dyn ThreadStore, &dyn CallStore),
     client: Option<&str>,
     request: CostRequest,
 ) -> Result<CostReport, HubError> {
@@ -206,12 +191,12 @@ pub async fn report_costs(
         ));
     }
     if let (Some(client), Some(thread)) = (client, &request.thread) {
-        match store.thread(thread).await? {
+        match threads.thread(thread).await? {
             Some(record) if record.client_id == client => {}
             _ => return Err(HubError::NotFound(format!("thread {thread}"))),
         }
     }
-    let rows = store
+    let rows = calls
         .costs(&CostQuery {
             client: client.map(str::to_owned),
             agent: request.agent,
