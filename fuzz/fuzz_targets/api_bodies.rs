@@ -63,7 +63,7 @@ fn api() -> &'static Api {
         let (runtime, router, thread) = tokio.block_on(async {
             let runtime = Runtime::start(config).await.expect("the runtime starts");
             let router = router(
-                runtime.hub().clone(),
+                runtime.services().clone(),
                 &RouterOptions {
                     executions: Some(runtime.executions().clone()),
                     ..RouterOptions::default()
