@@ -15,7 +15,6 @@ pub mod governance;
 pub mod harmony;
 pub mod hub;
 pub mod identity;
-pub mod mcp_gateway;
 pub mod metered;
 pub mod models;
 pub mod permissions;

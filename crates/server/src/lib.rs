@@ -302,6 +302,7 @@ fn build(
         reports: services.reports,
         model_gateway: services.model_gateway,
         versions: services.versions,
+        mcp_gateway: services.mcp_gateway,
         heartbeat: options.heartbeat.max(MIN_HEARTBEAT),
         streams_end,
         openapi: Arc::new(OnceLock::new()),
@@ -371,7 +372,7 @@ fn build(
         .route_service("/mcp", mcp::http_service(state.hub.clone(), mcp_options()))
         .route_service(
             "/mcp/gateway",
-            mcp::gateway_service(state.hub.clone(), mcp_options()),
+            mcp::gateway_service(state.mcp_gateway.clone(), mcp_options()),
         )
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate_mcp));
     let router = router.merge(mcp);

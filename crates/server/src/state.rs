@@ -9,6 +9,7 @@ use std::time::Duration;
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::services::identity::Identity;
+use agentplane_engine::services::mcp_gateway::McpGateway;
 use agentplane_engine::services::model_gateway::ModelGateway;
 use agentplane_engine::services::reports::Reports;
 use agentplane_engine::services::versions::Versions;
@@ -21,12 +22,13 @@ use crate::{followers, sse};
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    /// Threads, turns, approvals, versions, the MCP gateway.
+    /// Threads, turns, approvals, shadow runs.
     pub(crate) hub: Arc<Hub>,
     pub(crate) identity: Arc<Identity>,
     pub(crate) reports: Arc<Reports>,
     pub(crate) model_gateway: Arc<ModelGateway>,
     pub(crate) versions: Arc<Versions>,
+    pub(crate) mcp_gateway: Arc<McpGateway>,
     pub(crate) heartbeat: Duration,
     /// Cancelled after shutdown, to end streams that would follow a thread forever.
     pub(crate) streams_end: CancellationToken,

@@ -194,8 +194,8 @@ impl Hub {
             // The next start-up resumes it.
             return;
         }
-        // A gateway call's approval resumes no turn of an agent (`mcp_gateway.rs`).
-        if self.resume_mcp_call(id).await {
+        // A gateway call's approval resumes no turn of an agent (`services/mcp_gateway`).
+        if self.mcp_gateway.resume(id).await {
             return;
         }
         let (begun, approval) = match turn::claim_approval(&self.deps, id).await {

@@ -19,6 +19,7 @@ use crate::ports::{
     AuditStore, ExternalAgent, KeyStore, McpUpstreams, ReplicaStore, TokenVerifier,
 };
 use crate::services::identity::{Bootstrap, Identity};
+use crate::services::mcp_gateway::McpGateway;
 use crate::services::model_gateway::ModelGateway;
 use crate::services::reports::{ReportPorts, Reports};
 use crate::services::version_settings::VersionSettings;
@@ -29,12 +30,13 @@ use crate::turn::TurnDeps;
 /// by every interface.
 #[derive(Clone)]
 pub struct Services {
-    /// Threads, turns, live feeds, approvals, versions, the MCP gateway.
+    /// Threads, turns, live feeds, approvals, shadow runs.
     pub hub: Arc<Hub>,
     pub identity: Arc<Identity>,
     pub reports: Arc<Reports>,
     pub model_gateway: Arc<ModelGateway>,
     pub versions: Arc<Versions>,
+    pub mcp_gateway: Arc<McpGateway>,
 }
 
 /// The parts of a hub, given one by one; [`HubBuilder::build`] makes it.
@@ -169,6 +171,13 @@ impl HubBuilder {
             agents.clone(),
             self.versions,
         ));
+        let mcp_gateway = Arc::new(McpGateway::new(
+            self.deps.clone(),
+            identity.clone(),
+            self.mcp_gateway,
+            self.config.mcp_gateway.clone(),
+            tasks.clone(),
+        ));
         let hub = Arc::new(Hub {
             deps: self.deps,
             agents,
@@ -184,8 +193,7 @@ impl HubBuilder {
             replicas: self.replicas,
             identity: identity.clone(),
             workspace_roots: self.workspace_roots,
-            mcp_gateway: self.mcp_gateway,
-            mcp_schemas: Default::default(),
+            mcp_gateway: mcp_gateway.clone(),
         });
         Services {
             hub,
@@ -193,6 +201,7 @@ impl HubBuilder {
             reports,
             model_gateway,
             versions,
+            mcp_gateway,
         }
     }
 }

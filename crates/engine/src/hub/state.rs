@@ -19,6 +19,7 @@ use crate::context::ContextBudget;
 use crate::permissions::{self, PermissionBroker};
 use crate::ports::Ensemble;
 use crate::services::identity::Identity;
+use crate::services::mcp_gateway::McpGateway;
 use crate::turn::TurnDeps;
 
 /// Builds an agent's tool ensembles for one turn of a thread. Implemented by the
@@ -47,7 +48,7 @@ pub struct HubConfig {
     /// Who OpenAI-compatible gateway calls are, for policies and costs.
     pub gateway: crate::gateway::GatewayConfig,
     /// Who MCP gateway tool calls are, and their prices.
-    pub mcp_gateway: crate::mcp_gateway::McpGatewayConfig,
+    pub mcp_gateway: crate::services::mcp_gateway::McpGatewayConfig,
 }
 
 impl Default for HubConfig {
@@ -58,7 +59,7 @@ impl Default for HubConfig {
             context: ContextBudget::default(),
             summary_max_chars: 4_000,
             gateway: crate::gateway::GatewayConfig::default(),
-            mcp_gateway: crate::mcp_gateway::McpGatewayConfig::default(),
+            mcp_gateway: crate::services::mcp_gateway::McpGatewayConfig::default(),
         }
     }
 }
@@ -88,10 +89,8 @@ pub struct Hub {
     pub(super) identity: Arc<Identity>,
     /// Where outside callers' workspaces may be (`workspaces.rs`); `None`: unconfined.
     pub(super) workspace_roots: Option<WorkspaceRoots>,
-    /// The servers the MCP gateway offers (`mcp_gateway.rs`); `None`: none.
-    pub(super) mcp_gateway: Option<Arc<dyn crate::ports::McpUpstreams>>,
-    /// The gateway's tools' compiled input schemas.
-    pub(super) mcp_schemas: crate::mcp_gateway::SchemaCache,
+    /// The MCP gateway, whose calls waiting on an approval the hub resumes.
+    pub(super) mcp_gateway: Arc<McpGateway>,
 }
 
 impl Hub {

@@ -11,10 +11,13 @@
 //! - `model_gateway`: the OpenAI-compatible gateway's governed model call;
 //! - `versions`: agent versions, promotion, traffic and the version a thread runs
 //!   (ADR 0016), over `VersionStore`;
-//! - threads, turns, approvals, shadow runs and the MCP gateway are still one service,
+//! - `mcp_gateway`: the MCP gateway's tools, its governed call (`govern.rs`) and the
+//!   calls that wait for an approval;
+//! - threads, turns, approvals and shadow runs are still one service,
 //!   `Hub`, in `hub/`, above these (its split goes on; see ADR 0058).
 
 pub mod identity;
+pub mod mcp_gateway;
 pub mod model_gateway;
 pub mod reports;
 pub mod version_settings;

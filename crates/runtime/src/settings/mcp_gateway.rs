@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use agentplane_engine::mcp_gateway::McpGatewayConfig;
+use agentplane_engine::services::mcp_gateway::McpGatewayConfig;
 use serde::Deserialize;
 
 use super::SettingError;

@@ -2,21 +2,22 @@
 //! one MCP server, at `/mcp/gateway` (streamable HTTP, behind the same authentication
 //! as `/mcp`) and on stdio (`agentplane mcp gateway`). Tools are named `SERVER__TOOL`.
 //!
-//! Every `tools/call` is a governed call (`Hub::mcp_gateway_call`); `tools/list` shows
+//! Every `tools/call` is a governed call (`McpGateway::call`); `tools/list` shows
 //! exactly the tools the caller may call. A call that waits for a person's approval
 //! becomes a task (the MCP tasks extension) when the request declares that extension:
 //! the client polls `tasks/get`, whose id is the approval's, and the task survives the
 //! client's timeout and a restart of agentplane. Otherwise the request waits, sending a
 //! progress notification at each poll while nobody decided, and the approval's expiry
 //! answers with a tool error. Like the rest of the server, nothing here decides what a
-//! call may do; it maps MCP onto the hub.
+//! call may do; it maps MCP onto the MCP gateway service.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::ApprovalId;
-use agentplane_engine::hub::{GatewayCall, GatewayTask, Hub};
-use agentplane_engine::mcp_gateway::{Answer, GatewayTool};
+use agentplane_engine::services::mcp_gateway::{
+    Answer, GatewayCall, GatewayTask, GatewayTool, McpGateway,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
     DetailedTask, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
@@ -37,13 +38,13 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// The MCP handler of the gateway. Cheap to clone (one per HTTP session).
 #[derive(Clone)]
 pub(crate) struct GatewayTools {
-    hub: Arc<Hub>,
+    gateway: Arc<McpGateway>,
     caller: Caller,
 }
 
 impl GatewayTools {
-    pub(super) fn new(hub: Arc<Hub>, caller: Caller) -> Self {
-        Self { hub, caller }
+    pub(super) fn new(gateway: Arc<McpGateway>, caller: Caller) -> Self {
+        Self { gateway, caller }
     }
 }
 
@@ -103,8 +104,8 @@ impl ServerHandler for GatewayTools {
     ) -> Result<ListToolsResult, ErrorData> {
         let client = self.caller.of(&context)?;
         let tools = self
-            .hub
-            .mcp_gateway_tools(&client)
+            .gateway
+            .tools(&client)
             .await
             .map_err(call::error_data)?;
         Ok(ListToolsResult::with_all_items(
@@ -120,8 +121,8 @@ impl ServerHandler for GatewayTools {
         let client = self.caller.of(&context)?;
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let called = self
-            .hub
-            .mcp_gateway_call(&client, request.name.as_ref(), arguments)
+            .gateway
+            .call(&client, request.name.as_ref(), arguments)
             .await;
         let approval = match called {
             Err(refused) => return call::failure(refused).map(CallToolResponse::Complete),
@@ -135,8 +136,8 @@ impl ServerHandler for GatewayTools {
             .is_some_and(|caps| caps.supports_tasks());
         if declared_tasks {
             let task = self
-                .hub
-                .mcp_gateway_task(&client, &approval)
+                .gateway
+                .task(&client, &approval)
                 .await
                 .map_err(call::error_data)?;
             return Ok(CallToolResponse::Task(CreateTaskResult::new(
@@ -149,8 +150,8 @@ impl ServerHandler for GatewayTools {
         let mut last_progress: Option<tokio::time::Instant> = None;
         loop {
             let task = self
-                .hub
-                .mcp_gateway_task(&client, &approval)
+                .gateway
+                .task(&client, &approval)
                 .await
                 .map_err(call::error_data)?;
             match task {
@@ -193,8 +194,8 @@ impl ServerHandler for GatewayTools {
         let client = self.caller.of(&context)?;
         let approval = task_id(&request.task_id)?;
         let task = self
-            .hub
-            .mcp_gateway_task(&client, &approval)
+            .gateway
+            .task(&client, &approval)
             .await
             .map_err(|e| match e {
                 agentplane_engine::hub::HubError::NotFound(_) => {

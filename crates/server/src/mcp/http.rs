@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_engine::hub::Hub;
+use agentplane_engine::services::mcp_gateway::McpGateway;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -43,10 +44,10 @@ pub(crate) fn service(
 
 /// The streamable HTTP service behind `/mcp/gateway`.
 pub(crate) fn gateway_service(
-    hub: Arc<Hub>,
+    gateway: Arc<McpGateway>,
     options: HttpOptions,
 ) -> StreamableHttpService<GatewayTools, LocalSessionManager> {
-    serve(GatewayTools::new(hub, Caller::PerRequest), options)
+    serve(GatewayTools::new(gateway, Caller::PerRequest), options)
 }
 
 fn serve<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentplane_engine::hub::Hub;
+use agentplane_engine::hub::{Hub, Services};
 use rmcp::service::ServerInitializeError;
 use rmcp::{ServiceExt, transport};
 use tokio_util::sync::CancellationToken;
@@ -67,15 +67,15 @@ pub async fn serve_stdio(
 /// Serves the MCP gateway (`[mcp.gateway] servers`) on stdin/stdout for one fixed
 /// client, as [`serve_stdio`] serves the agents.
 pub async fn serve_gateway_stdio(
-    hub: Arc<Hub>,
+    services: Services,
     options: StdioOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), StdioError> {
-    let tools = GatewayTools::new(hub.clone(), Caller::Fixed(options.client));
+    let tools = GatewayTools::new(services.mcp_gateway, Caller::Fixed(options.client));
     let stop = CancellationToken::new();
     let result = run(tools, stop.clone(), shutdown).await;
     stop.cancel();
-    hub.shutdown(options.shutdown_grace).await;
+    services.hub.shutdown(options.shutdown_grace).await;
     result
 }
 

@@ -54,18 +54,18 @@ pub(super) async fn on_stdio(
         workspace,
         shutdown_grace: runtime.config().server.shutdown_grace,
     };
-    let hub = runtime.hub().clone();
+    let services = runtime.services().clone();
     let stop = crate::commands::serve::stop_requested();
     let served = match what {
-        Served::Agents => serve_stdio(hub, options, stop).await,
+        Served::Agents => serve_stdio(services.hub, options, stop).await,
         Served::Gateway => {
-            if !hub.offers_mcp_gateway() {
+            if !services.mcp_gateway.offers() {
                 // Still served (an empty tool list), but say why on stderr.
                 tracing::warn!(
                     "the MCP gateway offers no servers: name them in [mcp.gateway] servers"
                 );
             }
-            serve_gateway_stdio(hub, options, stop).await
+            serve_gateway_stdio(services, options, stop).await
         }
     };
     crate::commands::finish(&runtime, served).await

@@ -1,5 +1,5 @@
-//! The hub's MCP gateway entry points: the tools a caller may call, one governed call
-//! (`crate::mcp_gateway`), the approvals such a call waits for, and the gateway's log.
+//! The MCP gateway service: the tools a caller may call, one governed call
+//! (`govern.rs`), the approvals such a call waits for, and the gateway's log.
 //!
 //! A call a policy wants approved waits durably, as an agent's does: it gets a thread
 //! of its own (the gateway's agent, owned by the caller's client) with one turn
@@ -11,6 +11,8 @@
 //! its answer. Callers waiting for it (a client still connected, or one polling its
 //! task) read that record; nothing waits in memory that a restart could lose.
 
+pub mod govern;
+
 use std::sync::Arc;
 
 use agentplane_core::policy::Timestamp;
@@ -19,16 +21,19 @@ use agentplane_core::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio_util::task::TaskTracker;
 
-use super::{Hub, HubError};
+use crate::error::HubError;
 use crate::governance::rules::PolicyExplanation;
 use crate::identity::{Access, AsCaller, Caller};
-use crate::mcp_gateway::{Answer, Finished, Gated, Gateway, GatewayTool, Who};
 use crate::ports::{
     ApprovalRecord, ApprovalStatus, McpCallQuery, McpCallRecord, McpUpstreams, NewApproval,
     NewThread,
 };
-use crate::turn;
+use crate::services::identity::Identity;
+use crate::turn::{self, TurnDeps};
+pub use govern::{Answer, GatewayTool, McpGatewayConfig, SchemaCache};
+use govern::{Finished, Gated, Gateway, Who};
 
 /// The snapshot kind of a gateway call's approval.
 const KIND: &str = "mcp_gateway";
@@ -72,39 +77,71 @@ struct Snapshot {
     schema: Value,
 }
 
-impl Hub {
-    fn upstreams(&self) -> Result<&Arc<dyn McpUpstreams>, HubError> {
-        self.mcp_gateway.as_ref().ok_or_else(|| {
+/// The MCP gateway: the servers of `[mcp.gateway] servers` behind agentplane's
+/// governance. Built by `HubBuilder::build`; the hub holds it too, to resume the calls
+/// whose approvals it decides.
+pub struct McpGateway {
+    deps: TurnDeps,
+    identity: Arc<Identity>,
+    /// The servers offered; `None`: none (`[mcp.gateway] servers` is empty).
+    upstreams: Option<Arc<dyn McpUpstreams>>,
+    config: McpGatewayConfig,
+    /// The tools' compiled input schemas.
+    schemas: SchemaCache,
+    /// Where a decided call runs, so that shutdown waits for it.
+    tasks: TaskTracker,
+}
+
+impl McpGateway {
+    pub(crate) fn new(
+        deps: TurnDeps,
+        identity: Arc<Identity>,
+        upstreams: Option<Arc<dyn McpUpstreams>>,
+        config: McpGatewayConfig,
+        tasks: TaskTracker,
+    ) -> Self {
+        Self {
+            deps,
+            identity,
+            upstreams,
+            config,
+            schemas: SchemaCache::default(),
+            tasks,
+        }
+    }
+
+    fn offered(&self) -> Result<&Arc<dyn McpUpstreams>, HubError> {
+        self.upstreams.as_ref().ok_or_else(|| {
             HubError::NotFound("the MCP gateway (no `[mcp.gateway] servers` are offered)".into())
         })
     }
 
-    fn mcp_gateway_of<'a>(&'a self, upstreams: &'a Arc<dyn McpUpstreams>) -> Gateway<'a> {
+    fn gateway_of<'a>(&'a self, upstreams: &'a Arc<dyn McpUpstreams>) -> Gateway<'a> {
         Gateway {
             store: self.deps.store.as_ref(),
             governance: &self.deps.governance,
             upstreams: upstreams.as_ref(),
-            config: &self.config.mcp_gateway,
-            schemas: &self.mcp_schemas,
+            config: &self.config,
+            schemas: &self.schemas,
         }
     }
 
     /// Whether the MCP gateway offers any server.
-    pub fn offers_mcp_gateway(&self) -> bool {
-        self.mcp_gateway.is_some()
+    pub fn offers(&self) -> bool {
+        self.upstreams.is_some()
     }
 
     /// The tools `caller` may call through the MCP gateway: those of the offered
     /// servers that the policies do not deny it whatever the arguments (the same
     /// evaluation as a call's). A caller that may not call tools at all sees none.
-    pub async fn mcp_gateway_tools(
+    pub async fn tools(
         &self,
         caller: &(impl AsCaller + ?Sized),
     ) -> Result<Vec<GatewayTool>, HubError> {
         let caller = self
             .identity
             .require(caller, Access::List, "listing MCP gateway tools")?;
-        let Some(upstreams) = self.mcp_gateway.as_ref() else {
+        let Some(upstreams) = self.upstreams.as_ref() else {
             return Ok(Vec::new());
         };
         if self
@@ -129,13 +166,13 @@ impl Hub {
             client: caller.client(),
             roles: &roles,
         };
-        Ok(self.mcp_gateway_of(upstreams).callable(&who, tools))
+        Ok(self.gateway_of(upstreams).callable(&who, tools))
     }
 
     /// Calls the gateway tool `name` for `caller`, governed as an agent's tool call.
     /// A refusal or a failure of the tool is an answer with `is_error`; a call that
     /// needs an approval is `Pending` on it.
-    pub async fn mcp_gateway_call(
+    pub async fn call(
         self: &Arc<Self>,
         caller: &(impl AsCaller + ?Sized),
         name: &str,
@@ -144,7 +181,7 @@ impl Hub {
         let caller = self
             .identity
             .require(caller, Access::Operate, "calling MCP gateway tools")?;
-        let upstreams = self.upstreams()?;
+        let upstreams = self.offered()?;
         let roles = caller.roles().names();
         let who = Who {
             client: caller.client(),
@@ -159,7 +196,7 @@ impl Hub {
                 .into_iter()
                 .map(GatewayTool::of)
                 .collect();
-            let callable = self.mcp_gateway_of(upstreams).callable(&who, tools);
+            let callable = self.gateway_of(upstreams).callable(&who, tools);
             return Err(HubError::InvalidArgument(format!(
                 "unknown tool `{name}`; the tools are: {}",
                 callable
@@ -172,7 +209,7 @@ impl Hub {
         let tool = &tool;
         let id = McpCallId::new();
         match self
-            .mcp_gateway_of(upstreams)
+            .gateway_of(upstreams)
             .govern(&who, tool, arguments, None)
             .await
         {
@@ -199,7 +236,7 @@ impl Hub {
 
     /// Where the call waiting on approval `id` stands. `NotFound` for an approval that
     /// is not a gateway call of the caller's client.
-    pub async fn mcp_gateway_task(
+    pub async fn task(
         &self,
         caller: &(impl AsCaller + ?Sized),
         id: &ApprovalId,
@@ -271,7 +308,7 @@ impl Hub {
                 id: id.clone(),
                 ts: String::new(),
                 client: who.client.to_owned(),
-                agent: self.config.mcp_gateway.agent.clone(),
+                agent: self.config.agent.clone(),
                 server: server.to_owned(),
                 tool: tool.to_owned(),
                 status: finished.status.to_owned(),
@@ -293,7 +330,7 @@ impl Hub {
         caller: &Caller,
         tool: &GatewayTool,
         roles: &[String],
-        ask: crate::mcp_gateway::ApprovalAsk,
+        ask: govern::ApprovalAsk,
     ) -> Result<ApprovalId, HubError> {
         let governance = &self.deps.governance;
         let thread = self
@@ -302,14 +339,14 @@ impl Hub {
             .create_thread(NewThread {
                 id: ThreadId::new(),
                 client_id: caller.client().to_owned(),
-                agent: self.config.mcp_gateway.agent.clone(),
+                agent: self.config.agent.clone(),
                 cwd: "/".to_owned(),
                 title: Some(format!("MCP gateway: {}", tool.name)),
                 agent_version: None,
             })
             .await?;
         let started = EventPayload::TurnStarted {
-            agent: self.config.mcp_gateway.agent.clone(),
+            agent: self.config.agent.clone(),
             input: tool.name.clone(),
             model: String::new(),
             workspace: thread.cwd.clone(),
@@ -357,17 +394,17 @@ impl Hub {
 
     /// Resumes the gateway call of a decided approval: `true` when it was one (taken
     /// here or by someone else), `false` for an agent's approval.
-    pub(super) async fn resume_mcp_call(self: &Arc<Self>, id: &ApprovalId) -> bool {
+    pub(crate) async fn resume(self: &Arc<Self>, id: &ApprovalId) -> bool {
         let Ok(Some(record)) = self.deps.store.approval(id).await else {
             return false;
         };
         let Some(snapshot) = snapshot_of(&record) else {
             return false;
         };
-        let hub = self.clone();
+        let gateway = self.clone();
         let id = id.clone();
         self.tasks.spawn(async move {
-            if let Err(e) = hub.run_decided(&id, snapshot).await {
+            if let Err(e) = gateway.run_decided(&id, snapshot).await {
                 tracing::error!(%id, error = %e, "a decided MCP gateway call could not be recorded");
             }
         });
@@ -459,7 +496,7 @@ impl Hub {
         snapshot: &Snapshot,
     ) -> Result<(Arc<dyn McpUpstreams>, GatewayTool), String> {
         let upstreams = self
-            .mcp_gateway
+            .upstreams
             .clone()
             .ok_or_else(|| "the MCP gateway offers no servers any more".to_owned())?;
         let tool = find_tool(upstreams.as_ref(), &approval.client_id, &snapshot.tool)
@@ -478,7 +515,7 @@ impl Hub {
         snapshot: &Snapshot,
     ) -> Finished {
         match self
-            .mcp_gateway_of(upstreams)
+            .gateway_of(upstreams)
             .govern(who, tool, arguments, Some(&snapshot.policy_set))
             .await
         {

@@ -4,12 +4,12 @@
 //! In order: the tool's input schema; the policies under `[mcp.gateway] agent`, the
 //! caller's client and roles, the tool's `mcp__SERVER__TOOL` name and its arguments
 //! (deny wins, also over an approval); `content` policies on the arguments; an
-//! approval when a policy asks for one (the hub makes it durable, `hub/mcp_gateway.rs`);
+//! approval when a policy asks for one (the service makes it durable, `mod.rs`);
 //! the rate limits; the budgets (a reservation of the tool's `[prices.tools]` price);
 //! the call within its timeout; `content` policies and secret redaction on what the
 //! server answered, a result or an error alike (`governance::outgoing`).
 //! [`Gateway::govern`] decides and runs; what it cost and how it ended comes back as a
-//! [`Finished`] for the hub to record in the gateway's log. Listing shares the call's
+//! [`Finished`] for the service to record in the gateway's log. Listing shares the call's
 //! evaluation ([`Gateway::callable`], `rules::denied_outright`), so a tool is listed
 //! exactly when some arguments could be called.
 
