@@ -712,3 +712,76 @@ async fn a_card_or_a_key_used_as_an_object_key_is_screened_like_a_value() {
     check_store(&mut check, &sb);
     check.assert_none();
 }
+
+/// What an external agent reaches on our side through its client capabilities passes
+/// the same screens as our own tools: a file it reads comes to it as a tool's result
+/// (redacted by a `content` policy on `tool_results`), and a file it writes is a
+/// tool's arguments (refused by a `deny` policy on `tool_arguments`, and never
+/// written). The SDK peer keeps what it was given in `seen.txt` with node's own fs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_external_agents_file_reads_and_writes_pass_the_tools_screens() {
+    const SCREENS: &str = "\
+- name: redact-what-tools-give
+  type: content
+  rules: {detectors: [card, email, secret], surfaces: [tool_results], action: redact}
+- name: no-cards-written
+  type: content
+  rules: {detectors: [card], surfaces: [tool_arguments], action: deny}
+";
+    let model = ScriptedServer::start(Scenario::new(vec![Step::text("unused")]).repeating(true))
+        .await
+        .expect("model");
+    let sb = sandbox(&format!(
+        "{}[policies]\ndir = \"policies\"\n",
+        acp_agent("coder")
+    ));
+    std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
+    std::fs::write(sb.root.join("policies/content.yaml"), SCREENS).expect("policy");
+    std::fs::write(
+        sb.workspace.join("secrets.txt"),
+        format!("card {CARD}, mail {MAIL}, key {KEY}\n"),
+    )
+    .expect("the file the agent reads");
+    let served = start_with_env(&sb, &model.base_url(), &[], &[]).await;
+    let mut check = Checks::default();
+
+    let (streamed, events, all) = turn(&served, &sb, "coder", "exfil").await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let seen = std::fs::read_to_string(sb.workspace.join("seen.txt"))
+        .unwrap_or_else(|e| panic!("the peer kept what it read ({e}): {kinds:?}"));
+    check.clean("what the agent read", &seen);
+    check.expect(
+        seen.contains("[REDACTED:card]")
+            && seen.contains("[REDACTED:email]")
+            && seen.contains("[REDACTED:secret]"),
+        format!("the file's text, redacted: {seen:?}"),
+    );
+    check.expect(
+        !sb.workspace.join("exfil.txt").exists(),
+        "a card was written despite the deny policy".to_owned(),
+    );
+    check.expect(
+        streamed.contains("[exfil refused -32603]"),
+        format!("the agent was told the write was refused: {streamed}"),
+    );
+    check.clean("the turn's stream", &streamed);
+    check.clean("the turn's history", &all);
+    check.expect(
+        events.iter().any(|e| {
+            e["kind"] == "content_finding"
+                && e["surface"] == "tool_results"
+                && e["policy"] == "redact-what-tools-give"
+        }),
+        format!("a finding on what was read: {kinds:?}"),
+    );
+    check.expect(
+        events.iter().any(|e| {
+            e["kind"] == "policy_denied"
+                && e["policy"] == "no-cards-written"
+                && e["tool"] == "write_file"
+        }),
+        format!("the write's refusal recorded: {events:#?}"),
+    );
+    check_store(&mut check, &sb);
+    check.assert_none();
+}

@@ -17,6 +17,9 @@
 //   "quota"      answers with gemini's `_meta.quota.token_count` (90 in, 12 out)
 //   "missing"    reads missing.txt through the client and says the error's code
 //   "echo:"      says back what follows it in the prompt (what reached the agent)
+//   "exfil"      reads secrets.txt through the client and keeps what it got in
+//                seen.txt (node's fs: what reached the agent), then writes LEAK to
+//                exfil.txt through the client and says whether it was refused
 //   "rogue"      writes and reads the paths after `outside=` and `secret=` itself,
 //                with node's fs (not through the client): only the kernel stops that
 //   "leak"       gives away a card number, an e-mail address and an `sk-` key (LEAK)
@@ -215,6 +218,24 @@ acp
       } catch (e) {
         await say(chunk(` [missing: ${e.code} ${e.message}]`));
       }
+    }
+    if (text.includes("exfil")) {
+      const file = await client.request(acp.methods.client.fs.readTextFile, {
+        sessionId,
+        path: `${process.cwd()}/secrets.txt`,
+      });
+      writeFileSync(`${process.cwd()}/seen.txt`, file.content);
+      let wrote = "written";
+      try {
+        await client.request(acp.methods.client.fs.writeTextFile, {
+          sessionId,
+          path: `${process.cwd()}/exfil.txt`,
+          content: `exfil: ${LEAK}\n`,
+        });
+      } catch (e) {
+        wrote = `refused ${e.code}`;
+      }
+      await say(chunk(` [exfil ${wrote}]`));
     }
     if (text.includes("rogue")) {
       const outside = /outside=(\S+)/.exec(text)?.[1];

@@ -2,6 +2,9 @@
 //! use is first put to the turn (the policy gate, under our tool names `read_file` and
 //! `write_file`), then confined to the workspace by `agentplane_process::confine`, the
 //! same rules as our own `fs` tools. A refused breach is reported as a security event.
+//! What is written is what the gate gave back (the `content` policies may have
+//! redacted it); what is read goes back to the turn to be screened as a tool's result
+//! before the agent gets it ([`screen_output`]).
 //!
 //! Every error we answer carries a spec code and its reason in the message
 //! ([`Refused`]): a missing file is `-32002` (resource not found; gemini decides from it
@@ -39,6 +42,17 @@ pub(crate) enum Refused {
 }
 
 impl Refused {
+    /// Why, in words.
+    pub(crate) fn message(self) -> String {
+        match self {
+            Self::NotFound { message, .. }
+            | Self::InvalidParams(message)
+            | Self::NotOffered(message)
+            | Self::Failed(message)
+            | Self::Cancelled(message) => message,
+        }
+    }
+
     /// The JSON-RPC error answering the agent.
     pub(crate) fn into_error(self) -> agent_client_protocol::Error {
         use agent_client_protocol::Error;
@@ -55,12 +69,12 @@ impl Refused {
     }
 }
 
-/// Asks the turn whether `tool` may be used with `arguments`.
+/// Asks the turn whether `tool` may be used with `arguments`: the arguments to use.
 pub(crate) async fn gate(
     to_turn: &mpsc::Sender<ToTurn>,
     tool: &str,
     arguments: serde_json::Value,
-) -> Result<(), Refused> {
+) -> Result<serde_json::Value, Refused> {
     let (answer, verdict) = oneshot::channel();
     let request = CapabilityUse {
         tool: tool.to_owned(),
@@ -74,7 +88,31 @@ pub(crate) async fn gate(
         return Err(Refused::Cancelled("the turn is over".to_owned()));
     }
     match verdict.await {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(arguments)) => Ok(arguments),
+        Ok(Err(why)) => Err(Refused::Failed(why)),
+        Err(_) => Err(Refused::Cancelled("the turn did not answer".to_owned())),
+    }
+}
+
+/// What the capability `tool` gives the agent, screened by the turn as that tool's
+/// result: the text to send, or the refusal. A turn that does not answer gets nothing
+/// through (fail-closed).
+pub(crate) async fn screen_output(
+    to_turn: &mpsc::Sender<ToTurn>,
+    tool: &str,
+    output: String,
+) -> Result<String, Refused> {
+    let (answer, screened) = oneshot::channel();
+    let message = ToTurn::CapabilityOutput {
+        tool: tool.to_owned(),
+        output,
+        answer,
+    };
+    if to_turn.send(message).await.is_err() {
+        return Err(Refused::Cancelled("the turn is over".to_owned()));
+    }
+    match screened.await {
+        Ok(Ok(text)) => Ok(text),
         Ok(Err(why)) => Err(Refused::Failed(why)),
         Err(_) => Err(Refused::Cancelled("the turn did not answer".to_owned())),
     }
@@ -158,16 +196,17 @@ pub async fn read_text_file(
     };
     let text = String::from_utf8(bytes)
         .map_err(|_| Refused::InvalidParams(format!("{shown} is not UTF-8 text")))?;
-    if line.is_none() && limit.is_none() {
-        return Ok(text);
-    }
-    let skip = line.unwrap_or(1).saturating_sub(1) as usize;
-    let take = limit.map_or(usize::MAX, |l| l as usize);
-    Ok(text
-        .split_inclusive('\n')
-        .skip(skip)
-        .take(take)
-        .collect::<String>())
+    let text = if line.is_none() && limit.is_none() {
+        text
+    } else {
+        let skip = line.unwrap_or(1).saturating_sub(1) as usize;
+        let take = limit.map_or(usize::MAX, |l| l as usize);
+        text.split_inclusive('\n')
+            .skip(skip)
+            .take(take)
+            .collect::<String>()
+    };
+    screen_output(to_turn, "read_file", text).await
 }
 
 /// `fs/write_text_file`: creates or replaces the file.
@@ -183,12 +222,18 @@ pub async fn write_text_file(
             "refusing to write more than {MAX_FILE_BYTES} bytes"
         )));
     }
-    gate(
+    let allowed = gate(
         to_turn,
         "write_file",
         json!({ "path": shown, "content": content }),
     )
     .await?;
+    // What the content policies left of it; the path is the one confined below.
+    let content = allowed
+        .get("content")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| Refused::Failed("the gate gave back no content to write".to_owned()))?
+        .to_owned();
     let resolved = confine(to_turn, workspace, path, Access::Write).await?;
     if let Some(parent) = resolved.parent() {
         tokio::fs::create_dir_all(parent)
@@ -197,7 +242,6 @@ pub async fn write_text_file(
     }
     let root = workspace.to_path_buf();
     let name = shown.clone();
-    let content = content.to_owned();
     let written = tokio::task::spawn_blocking(move || -> Result<(), FileFailure> {
         use std::io::Write;
         let mut file =

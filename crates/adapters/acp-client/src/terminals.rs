@@ -79,7 +79,8 @@ impl Terminals {
             ));
         };
         let arguments = json!({ "program": command, "args": args });
-        crate::capabilities::gate(to_turn, "run_command", arguments.clone()).await?;
+        // What runs is what the gate gave back (the content policies' redaction).
+        let arguments = crate::capabilities::gate(to_turn, "run_command", arguments).await?;
         let id = {
             let mut next = self.next.lock().map_err(|_| poisoned())?;
             *next += 1;
@@ -96,12 +97,21 @@ impl Terminals {
         let task = tokio::spawn(async move {
             let result = shell.call("run_command", arguments, &ctx).await;
             let ended = match result {
-                Ok(output) => Ended {
-                    exit_code: exit_code(&output.content),
-                    signal: signal(&output.content),
-                    output: output.content,
-                    truncated: output.truncated,
-                },
+                Ok(output) => {
+                    // The agent sees the report as the turn screens it (a tool's
+                    // result); a refusal or a turn that is over shows no output.
+                    let (exit_code, signal) = (exit_code(&output.content), signal(&output.content));
+                    let shown =
+                        crate::capabilities::screen_output(&to_turn, "run_command", output.content)
+                            .await
+                            .unwrap_or_else(|refused| refused.message());
+                    Ended {
+                        exit_code,
+                        signal,
+                        output: shown,
+                        truncated: output.truncated,
+                    }
+                }
                 Err(error) => {
                     if let Some(violation) = &error.security {
                         let _ = to_turn.try_send(ToTurn::Security {

@@ -110,7 +110,10 @@ async fn prompt(
                 }
                 Some(ToTurn::Capability { request, answer }) => {
                     seen.capabilities.push(request.tool.clone());
-                    let _ = answer.send(if allow { Ok(()) } else { Err("policy says no".into()) });
+                    let _ = answer.send(if allow { Ok(request.arguments) } else { Err("policy says no".into()) });
+                }
+                Some(ToTurn::CapabilityOutput { output, answer, .. }) => {
+                    let _ = answer.send(Ok(output));
                 }
                 Some(ToTurn::Security { event_type, .. }) => seen.security.push(event_type),
                 Some(ToTurn::Record(_)) | None => {}
@@ -540,7 +543,10 @@ async fn prompt_with_context(
                 Some(ToTurn::Update(update)) => seen.updates.push(update),
                 Some(ToTurn::Capability { request, answer }) => {
                     seen.capabilities.push(request.tool.clone());
-                    let _ = answer.send(Ok(()));
+                    let _ = answer.send(Ok(request.arguments));
+                }
+                Some(ToTurn::CapabilityOutput { output, answer, .. }) => {
+                    let _ = answer.send(Ok(output));
                 }
                 Some(ToTurn::Permission { answer, .. }) => { let _ = answer.send(false); }
                 Some(ToTurn::Security { event_type, .. }) => seen.security.push(event_type),

@@ -3,16 +3,23 @@
 //! writes, commands). Each is named by our tool name, so policies apply as to our own
 //! tools: deny wins and declines at once, an approval asks a person through the
 //! permission broker (fail-closed: anything but an explicit approval is a decline),
-//! and the rate limits count the ask.
+//! and the rate limits count the ask. A capability's arguments pass the `content`
+//! policies on tool arguments before anyone is asked (a redacted value is what is
+//! written; a `deny` finding refuses the use), and what it gives back (a file's text,
+//! a command's output) passes the screen of a tool's result before the agent sees it,
+//! as our own tool's would.
 //!
 //! What must not live here: what the agent reports (`mod.rs`, screened by
 //! `screen.rs`), its money (`governance::ceiling`).
 
+use agentplane_core::policy::Surface;
 use agentplane_core::{EventPayload, PermissionDecision, PermissionId};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{ExternalTurn, is_empty};
+use crate::governance::content::ContentGuard;
+use crate::governance::outgoing::{self, Returned};
 use crate::governance::rules::RequestContext;
 use crate::governance::{RateFacts, Refusal, call};
 use crate::permissions;
@@ -153,12 +160,14 @@ impl ExternalTurn<'_> {
     }
 
     /// A client capability the agent uses on our side, gated like our own tool of
-    /// that name: deny wins, approval asks a person, then the rate limits count it.
+    /// that name: deny wins, the `content` policies on its arguments (redacted in
+    /// place, or refused), approval asks a person (shown the screened arguments),
+    /// then the rate limits count it. `Ok` holds the arguments to use.
     pub(super) async fn capability(
         &mut self,
-        use_: CapabilityUse,
+        mut use_: CapabilityUse,
         cancel: &CancellationToken,
-    ) -> Result<Result<(), String>, StoreError> {
+    ) -> Result<Result<Value, String>, StoreError> {
         let policies = self.deps.governance.policies.current();
         let decided = call::decide(
             &policies,
@@ -174,13 +183,20 @@ impl ExternalTurn<'_> {
         for event in decided.audited {
             self.record(event).await?;
         }
+        if let call::Verdict::Refused(refusal) = decided.verdict {
+            let what = format!("`{}`", use_.tool);
+            self.record(refusal.event(&what, Some(&use_.tool), None))
+                .await?;
+            return Ok(Err(refusal.message(&what)));
+        }
+        if let Some(refused) = self
+            .screen_capability_arguments(&policies, &mut use_)
+            .await?
+        {
+            return Ok(Err(refused));
+        }
         match decided.verdict {
-            call::Verdict::Refused(refusal) => {
-                let what = format!("`{}`", use_.tool);
-                self.record(refusal.event(&what, Some(&use_.tool), None))
-                    .await?;
-                return Ok(Err(refusal.message(&what)));
-            }
+            call::Verdict::Refused(_) | call::Verdict::Allowed => {}
             call::Verdict::Approval(approval) => {
                 let call_id = format!("cap-{}", PermissionId::new());
                 if !self
@@ -199,7 +215,6 @@ impl ExternalTurn<'_> {
                     )));
                 }
             }
-            call::Verdict::Allowed => {}
         }
         if let Err(refused) = self
             .deps
@@ -216,7 +231,63 @@ impl ExternalTurn<'_> {
             }
             return Ok(Err(refused.to_string()));
         }
-        Ok(Ok(()))
+        Ok(Ok(use_.arguments))
+    }
+
+    /// The `content` policies on a capability's arguments (every string and key),
+    /// redacted in place; the refusal's message when a `deny` policy found something.
+    async fn screen_capability_arguments(
+        &mut self,
+        policies: &agentplane_core::policy::PolicySet,
+        use_: &mut CapabilityUse,
+    ) -> Result<Option<String>, StoreError> {
+        let ctx = self.policy_ctx(&use_.tool);
+        let guard = ContentGuard::new(policies, &ctx, Surface::ToolArguments);
+        if guard.is_empty() {
+            return Ok(None);
+        }
+        let (found, denied_by) = guard.check_json(&mut use_.arguments);
+        let events = guard.events(&found, None);
+        let refusal =
+            denied_by.map(|policy| Refusal::content(policies, &policy, &found, "the arguments"));
+        for event in events {
+            self.record(event).await?;
+        }
+        let Some(refusal) = refusal else {
+            return Ok(None);
+        };
+        let what = format!("`{}`", use_.tool);
+        self.record(refusal.event(&what, Some(&use_.tool), None))
+            .await?;
+        Ok(Some(refusal.message(&what)))
+    }
+
+    /// What a capability gives the agent back, screened as our tool `tool`'s result
+    /// (`governance::outgoing`: the secrets, then the `content` policies on tool
+    /// results): the text to pass on, or the refusal's message of a `deny` finding.
+    pub(super) async fn capability_output(
+        &mut self,
+        tool: &str,
+        output: String,
+    ) -> Result<Result<String, String>, StoreError> {
+        let policies = self.deps.governance.policies.current();
+        let ctx = self.policy_ctx(tool);
+        let guard = ContentGuard::new(&policies, &ctx, Surface::ToolResults);
+        let screened = outgoing::screen(&guard, Returned::tool(Ok(output)));
+        let events = guard.events(&screened.found, None);
+        let refusal = screened
+            .denied_by
+            .as_ref()
+            .map(|policy| Refusal::content(&policies, policy, &screened.found, "the result"));
+        for event in events {
+            self.record(event).await?;
+        }
+        if let Some(refusal) = refusal {
+            let what = format!("`{tool}`");
+            self.record(refusal.event(&what, Some(tool), None)).await?;
+            return Ok(Err(refusal.message(&what)));
+        }
+        Ok(screened.returned.text)
     }
 
     /// Stores a permission request and waits for its one resolution: a decision, the

@@ -448,6 +448,15 @@ impl ExternalTurn<'_> {
                 let _ = answer.send(verdict);
                 Ok(())
             }
+            ToTurn::CapabilityOutput {
+                tool,
+                output,
+                answer,
+            } => {
+                let screened = self.capability_output(&tool, output).await?;
+                let _ = answer.send(screened);
+                Ok(())
+            }
             ToTurn::Security { event_type, detail } => {
                 self.record(EventPayload::SecurityEvent {
                     event_type,

@@ -106,10 +106,21 @@ pub enum ToTurn {
         ask: PermissionAsk,
         answer: oneshot::Sender<bool>,
     },
-    /// `Ok` when policy allows the use, else why not.
+    /// `Ok` with the arguments to use when policy allows the use (as the `content`
+    /// policies on tool arguments left them: a redacted value is what gets written),
+    /// else why not.
     Capability {
         request: CapabilityUse,
-        answer: oneshot::Sender<Result<(), String>>,
+        answer: oneshot::Sender<Result<Value, String>>,
+    },
+    /// What a capability gives the agent back (a file's text, a command's output),
+    /// to be screened as a tool's result before it reaches the agent: `Ok` with the
+    /// text as the secrets' redaction and the `content` policies left it, `Err` with
+    /// the refusal of a `deny` policy that found something.
+    CapabilityOutput {
+        tool: String,
+        output: String,
+        answer: oneshot::Sender<Result<String, String>>,
     },
     /// A confinement breach the adapter refused (a path outside the workspace).
     Security {
