@@ -717,7 +717,9 @@ async fn a_card_or_a_key_used_as_an_object_key_is_screened_like_a_value() {
 /// the same screens as our own tools: a file it reads comes to it as a tool's result
 /// (redacted by a `content` policy on `tool_results`), and a file it writes is a
 /// tool's arguments (refused by a `deny` policy on `tool_arguments`, and never
-/// written). The SDK peer keeps what it was given in `seen.txt` with node's own fs.
+/// written), and the path outside the workspace it was refused is recorded as those
+/// policies leave it. The SDK peer keeps what it was given in `seen.txt` with node's
+/// own fs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_external_agents_file_reads_and_writes_pass_the_tools_screens() {
     const SCREENS: &str = "\
@@ -727,6 +729,9 @@ async fn an_external_agents_file_reads_and_writes_pass_the_tools_screens() {
 - name: no-cards-written
   type: content
   rules: {detectors: [card], surfaces: [tool_arguments], action: deny}
+- name: no-keys-in-arguments
+  type: content
+  rules: {detectors: [secret], surfaces: [tool_arguments], action: redact}
 ";
     let model = ScriptedServer::start(Scenario::new(vec![Step::text("unused")]).repeating(true))
         .await
@@ -766,6 +771,18 @@ async fn an_external_agents_file_reads_and_writes_pass_the_tools_screens() {
     );
     check.clean("the turn's stream", &streamed);
     check.clean("the turn's history", &all);
+    // The path outside the workspace it asked for is refused, and the security event
+    // that names it names it redacted.
+    let breach = events
+        .iter()
+        .find(|e| e["kind"] == "security_event" && e["event_type"] != "policy_denied");
+    check.expect(
+        breach.is_some_and(|e| {
+            let detail = e["detail"].as_str().unwrap_or_default();
+            detail.contains("/tmp/[REDACTED") && !detail.contains(KEY)
+        }),
+        format!("the breach recorded, its path redacted: {breach:?}"),
+    );
     check.expect(
         events.iter().any(|e| {
             e["kind"] == "content_finding"

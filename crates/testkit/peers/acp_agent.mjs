@@ -19,7 +19,9 @@
 //   "echo:"      says back what follows it in the prompt (what reached the agent)
 //   "exfil"      reads secrets.txt through the client and keeps what it got in
 //                seen.txt (node's fs: what reached the agent), then writes LEAK to
-//                exfil.txt through the client and says whether it was refused
+//                exfil.txt through the client and says whether it was refused, and
+//                asks to read a path outside the workspace that holds an `sk-` key
+//                (refused: its security event names the path)
 //   "rogue"      writes and reads the paths after `outside=` and `secret=` itself,
 //                with node's fs (not through the client): only the kernel stops that
 //   "leak"       gives away a card number, an e-mail address and an `sk-` key (LEAK)
@@ -236,6 +238,14 @@ acp
         wrote = `refused ${e.code}`;
       }
       await say(chunk(` [exfil ${wrote}]`));
+      try {
+        await client.request(acp.methods.client.fs.readTextFile, {
+          sessionId,
+          path: "/tmp/sk-live-Zx9Qw8Er7Ty6Ui5Op4As3Df/notes.txt",
+        });
+      } catch (e) {
+        await say(chunk(` [outside ${e.code}]`));
+      }
     }
     if (text.includes("rogue")) {
       const outside = /outside=(\S+)/.exec(text)?.[1];

@@ -458,6 +458,7 @@ impl ExternalTurn<'_> {
                 Ok(())
             }
             ToTurn::Security { event_type, detail } => {
+                let detail = self.screens.detail(detail);
                 self.record(EventPayload::SecurityEvent {
                     event_type,
                     tool: None,
@@ -465,7 +466,10 @@ impl ExternalTurn<'_> {
                 })
                 .await
             }
-            ToTurn::Record(payload) if recordable(&payload) => self.record(payload).await,
+            ToTurn::Record(payload) if recordable(&payload) => {
+                let payload = self.screens.record(payload);
+                self.record(payload).await
+            }
             ToTurn::Record(payload) => {
                 tracing::warn!(
                     event = payload.kind(),

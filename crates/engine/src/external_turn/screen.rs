@@ -13,7 +13,9 @@
 //!   stop reason) on `model_output`.
 //!
 //! A call id is screened too, without findings (the same id screens the same way, so
-//! the calls stay matched). A `deny` finding cannot undo what the agent already did; it
+//! the calls stay matched), and so is what the adapter says about the agent: a refused
+//! breach's detail (the path it asked for) and the fields of an `a2a_request` record
+//! that the remote chose. A `deny` finding cannot undo what the agent already did; it
 //! redacts like `redact`, and the turn ends refused (`FORBIDDEN`, `policy_denied` of
 //! type `content`), as a native turn whose answer a policy denies.
 //!
@@ -131,6 +133,35 @@ impl<'p> Screens<'p> {
     pub(super) fn id(&self, id: String) -> String {
         let id = agentplane_core::secret::redact(&id).into_owned();
         self.calls.check(&id).text.into_owned()
+    }
+
+    /// What the adapter writes about the agent (a refused breach's detail, naming the
+    /// path the agent asked for), screened as an id is: the same text, the same way.
+    pub(super) fn detail(&self, detail: String) -> String {
+        self.id(detail)
+    }
+
+    /// A record of the adapter's traffic (`a2a_request`), every field the remote
+    /// chose (its task and context ids, the outcome's words) screened as an id is.
+    pub(super) fn record(&self, payload: EventPayload) -> EventPayload {
+        match payload {
+            EventPayload::A2aRequest {
+                direction,
+                method,
+                task,
+                context,
+                protocol_version,
+                outcome,
+            } => EventPayload::A2aRequest {
+                direction,
+                method: self.id(method),
+                task: task.map(|t| self.id(t)),
+                context: context.map(|c| self.id(c)),
+                protocol_version: self.id(protocol_version),
+                outcome: self.id(outcome),
+            },
+            other => other,
+        }
     }
 
     /// A tool call the agent announced: its title and arguments (and our name for it).
