@@ -21,7 +21,7 @@ use super::{ExternalTurn, is_empty};
 use crate::governance::content::ContentGuard;
 use crate::governance::outgoing::{self, Returned};
 use crate::governance::rules::RequestContext;
-use crate::governance::{RateFacts, Refusal, call};
+use crate::governance::{RateFacts, Refusal, admission, call};
 use crate::permissions;
 use crate::ports::external::{CapabilityUse, PermissionAsk};
 use crate::ports::{NewPermission, PermissionPolicy, RateError, StoreError};
@@ -242,14 +242,7 @@ impl ExternalTurn<'_> {
         use_: &mut CapabilityUse,
     ) -> Result<Option<String>, StoreError> {
         let ctx = self.policy_ctx(&use_.tool);
-        let guard = ContentGuard::new(policies, &ctx, Surface::ToolArguments);
-        if guard.is_empty() {
-            return Ok(None);
-        }
-        let (found, denied_by) = guard.check_json(&mut use_.arguments);
-        let events = guard.events(&found, None);
-        let refusal =
-            denied_by.map(|policy| Refusal::content(policies, &policy, &found, "the arguments"));
+        let (events, refusal) = admission::screen_arguments(policies, &ctx, &mut use_.arguments);
         for event in events {
             self.record(event).await?;
         }

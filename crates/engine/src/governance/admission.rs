@@ -202,3 +202,26 @@ pub async fn admit(
         .await?;
     Ok(reservation)
 }
+
+/// The `content` policies on a call's arguments (every string and key), redacted in
+/// place: the findings' events (without a call id), and the refusal of a `deny` policy
+/// that found something. One rule for every surface that runs a call on arguments it
+/// was given (the MCP gateway, an external agent's capabilities).
+pub fn screen_arguments(
+    policies: &PolicySet,
+    ctx: &RequestContext<'_>,
+    arguments: &mut serde_json::Value,
+) -> (Vec<EventPayload>, Option<Refusal>) {
+    let guard = super::content::ContentGuard::new(
+        policies,
+        ctx,
+        agentplane_core::policy::Surface::ToolArguments,
+    );
+    if guard.is_empty() {
+        return (Vec::new(), None);
+    }
+    let (found, denied_by) = guard.check_json(arguments);
+    let refusal =
+        denied_by.map(|policy| Refusal::content(policies, &policy, &found, "the arguments"));
+    (guard.events(&found, None), refusal)
+}

@@ -21,11 +21,11 @@ use agentplane_core::policy::{PolicySet, Surface};
 use agentplane_core::{EventPayload, ToolSpec, ToolStatus};
 use serde_json::{Value, json};
 
-use crate::governance::call;
 use crate::governance::content::ContentGuard;
 use crate::governance::outgoing::{self, Returned};
 use crate::governance::rules::{self, PolicyExplanation, RequestContext};
 use crate::governance::{Governance, RateFacts, Refusal};
+use crate::governance::{admission, call};
 use crate::ports::{EventStore, McpUpstreams, RateError, UpstreamTool};
 use crate::schema::Schema;
 use tracing::Instrument as _;
@@ -445,13 +445,9 @@ impl Gateway<'_> {
         arguments: &mut Value,
     ) -> Option<Refusal> {
         let ctx = self.context(who, tool.governed());
-        let guard = ContentGuard::new(policies, &ctx, Surface::ToolArguments);
-        if guard.is_empty() {
-            return None;
-        }
-        let (found, denied_by) = guard.check_json(arguments);
-        self.note_findings(&guard.events(&found, None));
-        denied_by.map(|policy| Refusal::content(policies, &policy, &found, "the arguments"))
+        let (events, refusal) = admission::screen_arguments(policies, &ctx, arguments);
+        self.note_findings(&events);
+        refusal
     }
 
     /// `content` policies and the secrets' redaction on what the server answered, a
