@@ -242,7 +242,8 @@ impl ExternalTurn<'_> {
         use_: &mut CapabilityUse,
     ) -> Result<Option<String>, StoreError> {
         let ctx = self.policy_ctx(&use_.tool);
-        let (events, refusal) = admission::screen_arguments(policies, &ctx, &mut use_.arguments);
+        let (events, refusal) =
+            admission::screen_arguments(policies, &ctx, &mut use_.arguments, None);
         for event in events {
             self.record(event).await?;
         }

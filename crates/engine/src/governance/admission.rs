@@ -204,24 +204,25 @@ pub async fn admit(
 }
 
 /// The `content` policies on a call's arguments (every string and key), redacted in
-/// place: the findings' events (without a call id), and the refusal of a `deny` policy
-/// that found something. One rule for every surface that runs a call on arguments it
-/// was given (the MCP gateway, an external agent's capabilities).
+/// place: the findings' events (tied to `call_id` where the surface has one), and the
+/// refusal of a `deny` policy that found something. One rule, and one guardrail span,
+/// for every surface that runs a call on arguments it was given (a native turn's tool
+/// calls, the MCP gateway, an external agent's capabilities).
 pub fn screen_arguments(
     policies: &PolicySet,
     ctx: &RequestContext<'_>,
     arguments: &mut serde_json::Value,
+    call_id: Option<&str>,
 ) -> (Vec<EventPayload>, Option<Refusal>) {
-    let guard = super::content::ContentGuard::new(
-        policies,
-        ctx,
-        agentplane_core::policy::Surface::ToolArguments,
-    );
+    let surface = agentplane_core::policy::Surface::ToolArguments;
+    let guard = super::content::ContentGuard::new(policies, ctx, surface);
     if guard.is_empty() {
         return (Vec::new(), None);
     }
-    let (found, denied_by) = guard.check_json(arguments);
+    let span = crate::ports::telemetry::guardrail_span(surface.as_str());
+    let (found, denied_by) = span.in_scope(|| guard.check_json(arguments));
+    crate::ports::telemetry::record_guardrail(&span, found.len(), denied_by.as_deref());
     let refusal =
         denied_by.map(|policy| Refusal::content(policies, &policy, &found, "the arguments"));
-    (guard.events(&found, None), refusal)
+    (guard.events(&found, call_id), refusal)
 }

@@ -132,20 +132,8 @@ impl ActiveTurn<'_> {
         request: &TurnRequest,
     ) -> (Vec<EventPayload>, Option<Refusal>) {
         let policies = self.deps.governance.policies.current();
-        let guard = ContentGuard::new(
-            &policies,
-            &self.policy_ctx(request, Some(&call.name)),
-            Surface::ToolArguments,
-        );
-        if guard.is_empty() {
-            return (Vec::new(), None);
-        }
-        let span = crate::ports::telemetry::guardrail_span(Surface::ToolArguments.as_str());
-        let (found, denied) = span.in_scope(|| guard.check_json(args));
-        crate::ports::telemetry::record_guardrail(&span, found.len(), denied.as_deref());
-        let refusal =
-            denied.map(|policy| Refusal::content(&policies, &policy, &found, "the arguments"));
-        (guard.events(&found, Some(&call.id)), refusal)
+        let ctx = self.policy_ctx(request, Some(&call.name));
+        crate::governance::admission::screen_arguments(&policies, &ctx, args, Some(&call.id))
     }
 
     /// What a tool answered, its result or its error, screened

@@ -445,7 +445,7 @@ impl Gateway<'_> {
         arguments: &mut Value,
     ) -> Option<Refusal> {
         let ctx = self.context(who, tool.governed());
-        let (events, refusal) = admission::screen_arguments(policies, &ctx, arguments);
+        let (events, refusal) = admission::screen_arguments(policies, &ctx, arguments, None);
         self.note_findings(&events);
         refusal
     }

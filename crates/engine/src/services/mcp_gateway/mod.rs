@@ -155,18 +155,24 @@ impl McpGateway {
         {
             return Ok(Vec::new());
         }
-        let tools = upstreams
-            .tools(caller.client())
-            .await
-            .into_iter()
-            .map(GatewayTool::of)
-            .collect();
         let roles = caller.roles().names();
         let who = Who {
             client: caller.client(),
             roles: &roles,
         };
-        Ok(self.gateway_of(upstreams).callable(&who, tools))
+        Ok(self.callable(upstreams, &who).await)
+    }
+
+    /// The offered tools that the policies do not deny `who` whatever the arguments:
+    /// what `tools/list` shows, and the only names an unknown tool's error may list.
+    async fn callable(&self, upstreams: &Arc<dyn McpUpstreams>, who: &Who<'_>) -> Vec<GatewayTool> {
+        let tools = upstreams
+            .tools(who.client)
+            .await
+            .into_iter()
+            .map(GatewayTool::of)
+            .collect();
+        self.gateway_of(upstreams).callable(who, tools)
     }
 
     /// Calls the gateway tool `name` for `caller`, governed as an agent's tool call.
@@ -190,13 +196,7 @@ impl McpGateway {
         let Some(tool) = find_tool(upstreams.as_ref(), caller.client(), name).await else {
             // The names `tools/list` shows, no more: a tool denied outright is not
             // named here either.
-            let tools = upstreams
-                .tools(caller.client())
-                .await
-                .into_iter()
-                .map(GatewayTool::of)
-                .collect();
-            let callable = self.gateway_of(upstreams).callable(&who, tools);
+            let callable = self.callable(upstreams, &who).await;
             return Err(HubError::InvalidArgument(format!(
                 "unknown tool `{name}`; the tools are: {}",
                 callable
