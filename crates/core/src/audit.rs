@@ -8,6 +8,8 @@
 
 use sha2::{Digest, Sha256};
 
+pub mod ledger;
+
 /// The hash the first event of a chain links to: 32 zero bytes.
 pub const GENESIS: [u8; 32] = [0; 32];
 
@@ -96,17 +98,21 @@ pub fn chain_hash(prev: &[u8; 32], fields: &[&str]) -> [u8; 32] {
 pub enum RecordChain {
     ModelCalls,
     McpCalls,
+    /// The ledger of what no event holds (`ledger`): the genesis, threads' owners,
+    /// workspaces and deletions, API keys, the policy sets loaded.
+    Ledger,
 }
 
 impl RecordChain {
     /// Every record chain, in the order reports list them.
-    pub const ALL: [Self; 2] = [Self::ModelCalls, Self::McpCalls];
+    pub const ALL: [Self; 3] = [Self::ModelCalls, Self::McpCalls, Self::Ledger];
 
     /// The chain's name: its table's.
     pub fn name(self) -> &'static str {
         match self {
             Self::ModelCalls => "model_calls",
             Self::McpCalls => "mcp_calls",
+            Self::Ledger => "audit_ledger",
         }
     }
 
@@ -115,6 +121,7 @@ impl RecordChain {
         match self {
             Self::ModelCalls => "agentplane/model_call/1",
             Self::McpCalls => "agentplane/mcp_call/1",
+            Self::Ledger => "agentplane/ledger/1",
         }
     }
 
@@ -148,6 +155,7 @@ impl RecordChain {
                 "usd_micros",
                 "result",
             ],
+            Self::Ledger => &["kind", "ts", "subject", "detail"],
         }
     }
 }

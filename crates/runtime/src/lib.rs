@@ -240,8 +240,19 @@ impl Runtime {
             })
             .await?;
         metrics.set_approval_queue(pending.len() as u64);
-        let (active_policies, policy_watcher) =
-            policy_dir::watch(&config.policies).map_err(RuntimeError::Policies)?;
+        let (active_policies, policy_watcher) = policy_dir::watch_recorded(
+            &config.policies,
+            Some(store.clone() as Arc<dyn agentplane_engine::ports::AuditStore>),
+        )
+        .map_err(RuntimeError::Policies)?;
+        // The ledger records each policy set that takes effect: this one, and each
+        // reload (`policy_dir.rs`).
+        {
+            let set = active_policies.current();
+            store
+                .record_policy_set(set.hash(), "startup", set.len() as u64)
+                .await?;
+        }
         let catalogue = agents::catalogue(&config);
         for agent in catalogue.values() {
             if !agent.sandbox.required {

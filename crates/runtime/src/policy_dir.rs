@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use agentplane_core::policy::{MAX_SOURCE_BYTES, PolicyError, PolicySet, PolicySource, Timestamp};
 use agentplane_engine::governance::ActivePolicies;
+use agentplane_engine::ports::AuditStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::settings::policies::PoliciesConfig;
@@ -232,6 +233,15 @@ impl Drop for PolicyWatcher {
 pub fn watch(
     config: &PoliciesConfig,
 ) -> Result<(Arc<ActivePolicies>, Option<PolicyWatcher>), String> {
+    watch_recorded(config, None)
+}
+
+/// [`watch`], recording each set that takes effect on a reload in the audit ledger
+/// (`ledger`: the store; the set in force at startup is the caller's to record).
+pub fn watch_recorded(
+    config: &PoliciesConfig,
+    ledger: Option<Arc<dyn AuditStore>>,
+) -> Result<(Arc<ActivePolicies>, Option<PolicyWatcher>), String> {
     let Some(dir) = &config.dir else {
         return Ok((
             Arc::new(ActivePolicies::new(PolicySet::default(), None, now())),
@@ -264,7 +274,7 @@ pub fn watch(
         dir.clone(),
         config.reload_interval,
         seen,
-        active.clone(),
+        (active.clone(), ledger),
         stop.clone(),
     ));
     Ok((
@@ -281,7 +291,7 @@ async fn poll(
     dir: PathBuf,
     interval: Duration,
     mut seen: u64,
-    active: Arc<ActivePolicies>,
+    (active, ledger): (Arc<ActivePolicies>, Option<Arc<dyn AuditStore>>),
     stop: CancellationToken,
 ) {
     let mut ticks = tokio::time::interval(interval);
@@ -316,7 +326,13 @@ async fn poll(
                     policies = set.len(),
                     "policies reloaded"
                 );
+                let (hash, count) = (set.hash().to_owned(), set.len() as u64);
                 active.replace(set, now());
+                if let Some(ledger) = &ledger
+                    && let Err(error) = ledger.record_policy_set(&hash, "reload", count).await
+                {
+                    tracing::error!(%error, %hash, "the reloaded policy set is not in the audit ledger");
+                }
             }
             Err(errors) => {
                 tracing::warn!(

@@ -64,6 +64,15 @@ pub async fn open_for_reports(config: &StoreConfig) -> Result<Arc<dyn Store>, St
     }
 }
 
+/// Opens the configured store for `agentplane audit`: a SQLite file read only (never
+/// created, migrated or written; a missing file is an error), PostgreSQL as for reports.
+pub async fn open_for_audit(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
+    match &config.postgres {
+        None => Ok(Arc::new(SqliteStore::open_read_only(&config.path).await?)),
+        Some(_) => open_store(config).await,
+    }
+}
+
 /// Whether the configured store is a SQLite file a running server holds, so that a
 /// command changing it must ask that server instead (`agentplane keys`). PostgreSQL
 /// is never held: commands run beside replicas.

@@ -65,7 +65,21 @@ pub(crate) async fn create_thread(
         )
         .await;
     match inserted {
-        Ok(_) => Ok(thread.created(created_at)),
+        Ok(_) => {
+            let created = agentplane_core::audit::ledger::ThreadCreated {
+                client_id: thread.client_id.clone(),
+                agent: thread.agent.clone(),
+                cwd: thread.cwd.clone(),
+                created_at: created_at.clone(),
+            };
+            crate::ledger::append(
+                db,
+                &agentplane_core::audit::ledger::Entry::ThreadCreated(created),
+                thread.id.as_str(),
+            )
+            .await?;
+            Ok(thread.created(created_at))
+        }
         Err(e) if unique_violation(&e).is_some() => Err(StoreError::Conflict(format!(
             "thread {} already exists",
             thread.id
@@ -91,12 +105,23 @@ pub(crate) async fn delete_thread(db: Db<'_>, thread: &ThreadId) -> Result<(), S
             "thread {thread} has a running turn; it cannot be deleted until the turn ends"
         )));
     }
-    db.execute(
-        "UPDATE threads SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
-        &[&thread.as_str(), &stored_now()],
-    )
-    .await
-    .map_err(pg)?;
+    let deleted_at = stored_now();
+    let changed = db
+        .execute(
+            "UPDATE threads SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL",
+            &[&thread.as_str(), &deleted_at],
+        )
+        .await
+        .map_err(pg)?;
+    if changed == 1 {
+        let deleted = agentplane_core::audit::ledger::ThreadDeleted { deleted_at };
+        crate::ledger::append(
+            db,
+            &agentplane_core::audit::ledger::Entry::ThreadDeleted(deleted),
+            thread.as_str(),
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 //! hub decides.
 
 use agentplane_core::KeyId;
+use agentplane_core::audit::ledger::{Entry, KeyCreated, KeyRevoked};
 use agentplane_engine::ports::{KeyRecord, KeyStore, NewKey, StoreError};
 use async_trait::async_trait;
 use tokio_postgres::Row;
@@ -47,6 +48,7 @@ impl KeyStore for PostgresStore {
 async fn create_key(db: Db<'_>, key: NewKey) -> Result<KeyRecord, StoreError> {
     let roles = serde_json::to_string(&key.roles)
         .map_err(|e| StoreError::Backend(format!("key roles: {e}")))?;
+    let created_at = stored_now();
     let inserted = db
         .execute(
             "INSERT INTO api_keys (id, digest, client_id, roles, description, created_by,
@@ -58,15 +60,25 @@ async fn create_key(db: Db<'_>, key: NewKey) -> Result<KeyRecord, StoreError> {
                 &enc(&roles),
                 &enc_opt(key.description.as_deref()),
                 &enc(&key.created_by),
-                &stored_now(),
+                &created_at,
                 &key.expires_at,
             ],
         )
         .await;
     match inserted {
-        Ok(_) => one_key(db, "id", key.id.as_str())
-            .await?
-            .ok_or_else(|| StoreError::Backend("a stored key vanished".into())),
+        Ok(_) => {
+            let created = KeyCreated {
+                client_id: key.client.clone(),
+                digest: key.digest.clone(),
+                roles,
+                created_at,
+                expires_at: key.expires_at.clone(),
+            };
+            crate::ledger::append(db, &Entry::KeyCreated(created), key.id.as_str()).await?;
+            one_key(db, "id", key.id.as_str())
+                .await?
+                .ok_or_else(|| StoreError::Backend("a stored key vanished".into()))
+        }
         Err(e) if unique_violation(&e).is_some() => {
             Err(StoreError::Conflict("this key is already stored".into()))
         }
@@ -87,12 +99,18 @@ async fn list_keys(db: Db<'_>) -> Result<Vec<KeyRecord>, StoreError> {
 }
 
 async fn revoke_key(db: Db<'_>, id: &KeyId) -> Result<KeyRecord, StoreError> {
-    db.execute(
-        "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
-        &[&id.as_str(), &stored_now()],
-    )
-    .await
-    .map_err(pg)?;
+    let revoked_at = stored_now();
+    let changed = db
+        .execute(
+            "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+            &[&id.as_str(), &revoked_at],
+        )
+        .await
+        .map_err(pg)?;
+    if changed == 1 {
+        let revoked = KeyRevoked { revoked_at };
+        crate::ledger::append(db, &Entry::KeyRevoked(revoked), id.as_str()).await?;
+    }
     one_key(db, "id", id.as_str())
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("key {id}")))

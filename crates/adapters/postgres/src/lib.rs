@@ -20,6 +20,7 @@ mod db;
 mod events;
 mod executions;
 mod keys;
+mod ledger;
 mod listener;
 mod mcp_calls;
 mod nul;

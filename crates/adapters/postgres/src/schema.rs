@@ -405,7 +405,26 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE permissions ADD COLUMN policy TEXT;
     "#,
+    // 9: the ledger (SQLite's migration 13): one record chain for what no event holds,
+    // begun by its genesis, which `ledger::begin` writes in this same transaction.
+    r#"
+    CREATE TABLE audit_ledger (
+        chain_pos BIGINT PRIMARY KEY CHECK (chain_pos >= 1),
+        kind      TEXT NOT NULL,
+        ts        TEXT COLLATE "C" NOT NULL,
+        subject   TEXT NOT NULL,
+        detail    TEXT NOT NULL,
+        hash      TEXT NOT NULL CHECK (length(hash) = 64)
+    );
+    CREATE INDEX audit_ledger_by_subject ON audit_ledger(subject);
+    CREATE TRIGGER audit_ledger_append_only BEFORE UPDATE OR DELETE ON audit_ledger
+        FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('the ledger is an audit record');
+    INSERT INTO audit_chains (chain) VALUES ('audit_ledger');
+    "#,
 ];
+
+/// The migration after which the ledger's genesis is written, in its transaction.
+const LEDGER_MIGRATION: usize = 9;
 
 /// The schema version this code writes and understands.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -440,8 +459,11 @@ pub(crate) async fn migrate(client: &mut ClientWrapper) -> Result<usize, StoreEr
              agentplane knows; refusing to use it (use a newer agentplane, never a downgrade)"
         )));
     }
-    for sql in &MIGRATIONS[current..] {
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
         tx.batch_execute(sql).await.map_err(pg)?;
+        if i + 1 == LEDGER_MIGRATION {
+            crate::ledger::begin(crate::db::Db::Tx(&tx), LEDGER_MIGRATION as u32).await?;
+        }
     }
     let ran = MIGRATIONS.len() - current;
     tx.execute(

@@ -3,8 +3,12 @@
 //! the columns exactly as stored.
 
 use agentplane_core::ThreadId;
+use agentplane_core::audit::ledger::{Entry, PolicySetLoaded};
 use agentplane_core::audit::{ChainedEvent, ChainedRecord, RecordChain};
-use agentplane_engine::ports::{AuditStore, AuditedThread, ChainHead, RecordChainTip, StoreError};
+use agentplane_engine::ports::{
+    AuditStore, AuditedApproval, AuditedKey, AuditedThread, AuditedTurn, ChainHead, RecordChainTip,
+    StoreError,
+};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
@@ -51,32 +55,141 @@ impl AuditStore for SqliteStore {
         self.read(move |c| crate::record_chains::tip(c, chain))
             .await
     }
+
+    async fn audited_keys(&self) -> Result<Vec<AuditedKey>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached(
+                "SELECT id, client_id, digest, roles, created_at, expires_at, revoked_at
+                 FROM api_keys ORDER BY rowid",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map([], |row| {
+                        Ok(AuditedKey {
+                            id: row.get(0)?,
+                            client_id: row.get(1)?,
+                            digest: row.get(2)?,
+                            roles: row.get(3)?,
+                            created_at: row.get(4)?,
+                            expires_at: row.get(5)?,
+                            revoked_at: row.get(6)?,
+                        })
+                    })?
+                    .collect()
+            })
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn audited_turns(&self, thread: &ThreadId) -> Result<Vec<AuditedTurn>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| {
+            c.prepare_cached(
+                "SELECT id, input, status, result FROM turns WHERE thread_id = ?1 ORDER BY rowid",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map([thread.as_str()], |row| {
+                        Ok(AuditedTurn {
+                            id: row.get(0)?,
+                            input: row.get(1)?,
+                            status: row.get(2)?,
+                            result: row.get(3)?,
+                        })
+                    })?
+                    .collect()
+            })
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn audited_approvals(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Vec<AuditedApproval>, StoreError> {
+        let thread = thread.clone();
+        self.read(move |c| {
+            c.prepare_cached(
+                "SELECT id, turn_id, tool, policy, status, decided_by, feedback, decided_at
+                 FROM approvals WHERE thread_id = ?1 ORDER BY rowid",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map([thread.as_str()], |row| {
+                        Ok(AuditedApproval {
+                            id: row.get(0)?,
+                            turn_id: row.get(1)?,
+                            tool: row.get(2)?,
+                            policy: row.get(3)?,
+                            status: row.get(4)?,
+                            decided_by: row.get(5)?,
+                            feedback: row.get(6)?,
+                            decided_at: row.get(7)?,
+                        })
+                    })?
+                    .collect()
+            })
+            .map_err(backend)
+        })
+        .await
+    }
+
+    async fn record_policy_set(
+        &self,
+        hash: &str,
+        by: &str,
+        policies: u64,
+    ) -> Result<(), StoreError> {
+        let hash = hash.to_owned();
+        let loaded = PolicySetLoaded {
+            by: by.to_owned(),
+            policies,
+        };
+        self.job(move |c| crate::ledger::append(c, &Entry::PolicySetLoaded(loaded), &hash))
+            .await
+    }
 }
 
 fn audited_threads(c: &Connection, id: Option<&str>) -> Result<Vec<AuditedThread>, StoreError> {
-    let rows: Vec<(String, String, i64, i64)> = c
+    type Row = (String, [String; 4], Option<String>, i64, i64);
+    let rows: Vec<Row> = c
         .prepare_cached(
-            "SELECT id, client_id, chained_since, next_seq - 1 FROM threads
-             WHERE ?1 IS NULL OR id = ?1 ORDER BY rowid",
+            "SELECT id, client_id, agent, cwd, created_at, deleted_at, chained_since,
+                    next_seq - 1
+             FROM threads WHERE ?1 IS NULL OR id = ?1 ORDER BY rowid",
         )
         .and_then(|mut select| {
             select
                 .query_map([id], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+                    Ok((
+                        row.get(0)?,
+                        [row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?],
+                        row.get(5)?,
+                        row.get(6)?,
+                        row.get(7)?,
+                    ))
                 })?
                 .collect()
         })
         .map_err(backend)?;
     rows.into_iter()
-        .map(|(id, client_id, since, events)| {
-            let damaged = |what: &str| StoreError::Backend(format!("thread {id}: {what}"));
-            Ok(AuditedThread {
-                id: ThreadId::parse(&id).map_err(|e| damaged(&e))?,
-                client_id,
-                chained_since: u64::try_from(since).map_err(|_| damaged("chained_since"))?,
-                events: u64::try_from(events).map_err(|_| damaged("next_seq"))?,
-            })
-        })
+        .map(
+            |(id, [client_id, agent, cwd, created_at], deleted_at, since, events)| {
+                let damaged = |what: &str| StoreError::Backend(format!("thread {id}: {what}"));
+                Ok(AuditedThread {
+                    id: ThreadId::parse(&id).map_err(|e| damaged(&e))?,
+                    client_id,
+                    agent,
+                    cwd,
+                    created_at,
+                    deleted_at,
+                    chained_since: u64::try_from(since).map_err(|_| damaged("chained_since"))?,
+                    events: u64::try_from(events).map_err(|_| damaged("next_seq"))?,
+                })
+            },
+        )
         .collect()
 }
 

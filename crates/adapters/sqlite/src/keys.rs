@@ -7,6 +7,7 @@
 //! hub decides; this module only records and finds.
 
 use agentplane_core::KeyId;
+use agentplane_core::audit::ledger::{Entry, KeyCreated, KeyRevoked};
 use agentplane_engine::ports::{KeyRecord, KeyStore, NewKey, StoreError};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -24,6 +25,7 @@ impl KeyStore for SqliteStore {
         self.job(move |c| {
             let roles = serde_json::to_string(&key.roles)
                 .map_err(|e| StoreError::Backend(format!("key roles: {e}")))?;
+            let created_at = stored_now();
             let inserted = c
                 .prepare_cached(
                     "INSERT INTO api_keys (id, digest, client_id, roles, description,
@@ -37,13 +39,23 @@ impl KeyStore for SqliteStore {
                         roles,
                         key.description,
                         key.created_by,
-                        stored_now(),
+                        created_at,
                         key.expires_at,
                     ])
                 });
             match inserted {
-                Ok(_) => one_key(c, "id", key.id.as_str())?
-                    .ok_or_else(|| StoreError::Backend("a stored key vanished".into())),
+                Ok(_) => {
+                    let created = KeyCreated {
+                        client_id: key.client.clone(),
+                        digest: key.digest.clone(),
+                        roles,
+                        created_at,
+                        expires_at: key.expires_at.clone(),
+                    };
+                    crate::ledger::append(c, &Entry::KeyCreated(created), key.id.as_str())?;
+                    one_key(c, "id", key.id.as_str())?
+                        .ok_or_else(|| StoreError::Backend("a stored key vanished".into()))
+                }
                 Err(e)
                     if matches!(
                         e.sqlite_extended_error_code(),
@@ -84,11 +96,17 @@ impl KeyStore for SqliteStore {
     async fn revoke_key(&self, id: &KeyId) -> Result<KeyRecord, StoreError> {
         let id = id.clone();
         self.job(move |c| {
-            c.prepare_cached(
-                "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-            )
-            .and_then(|mut update| update.execute(params![id.as_str(), stored_now()]))
-            .map_err(backend)?;
+            let revoked_at = stored_now();
+            let changed = c
+                .prepare_cached(
+                    "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                )
+                .and_then(|mut update| update.execute(params![id.as_str(), revoked_at]))
+                .map_err(backend)?;
+            if changed == 1 {
+                let revoked = KeyRevoked { revoked_at };
+                crate::ledger::append(c, &Entry::KeyRevoked(revoked), id.as_str())?;
+            }
             one_key(c, "id", id.as_str())?.ok_or_else(|| StoreError::NotFound(format!("key {id}")))
         })
         .await

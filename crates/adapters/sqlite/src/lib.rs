@@ -15,6 +15,7 @@ mod connection;
 mod costs;
 mod executions;
 mod keys;
+mod ledger;
 mod mcp_calls;
 mod migrations;
 mod model_calls;

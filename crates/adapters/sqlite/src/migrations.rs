@@ -386,7 +386,31 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE permissions ADD COLUMN policy TEXT;
     "#,
+    // 13: the ledger (docs/audit.md): one record chain for what no event holds —
+    // threads' owners, workspaces and deletions, API keys, the policy sets loaded —
+    // begun by its genesis, which `ledger::begin` writes in this same transaction
+    // (where each chain began, and the threads and keys that exist now).
+    r#"
+    CREATE TABLE audit_ledger (
+        chain_pos INTEGER PRIMARY KEY NOT NULL CHECK (chain_pos >= 1),
+        kind      TEXT NOT NULL,
+        ts        TEXT NOT NULL,
+        subject   TEXT NOT NULL,
+        -- JSON, hashed as written.
+        detail    TEXT NOT NULL,
+        hash      TEXT NOT NULL CHECK (length(hash) = 64)
+    ) STRICT;
+    CREATE INDEX audit_ledger_by_subject ON audit_ledger(subject);
+    CREATE TRIGGER audit_ledger_never_update BEFORE UPDATE ON audit_ledger
+        BEGIN SELECT RAISE(ABORT, 'the ledger is an audit record'); END;
+    CREATE TRIGGER audit_ledger_never_delete BEFORE DELETE ON audit_ledger
+        BEGIN SELECT RAISE(ABORT, 'the ledger is an audit record'); END;
+    INSERT INTO audit_chains (chain) VALUES ('audit_ledger');
+    "#,
 ];
+
+/// The migration after which the ledger's genesis is written, in its transaction.
+const LEDGER_MIGRATION: u32 = 13;
 
 /// The schema version this code writes and understands.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
@@ -440,6 +464,9 @@ pub(crate) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, Store
             return Ok(ran);
         };
         tx.execute_batch(sql).map_err(failed)?;
+        if version + 1 == LEDGER_MIGRATION {
+            crate::ledger::begin(&tx, LEDGER_MIGRATION)?;
+        }
         // `user_version` lives in the file header, which the transaction covers: a
         // migration and its version number commit together or not at all.
         tx.pragma_update(None, "user_version", i64::from(version) + 1)

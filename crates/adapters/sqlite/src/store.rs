@@ -72,6 +72,53 @@ impl SqliteStore {
         Self::open_with(path, ReplicaId::new(), false).await
     }
 
+    /// Opens an existing database for reading only (`agentplane audit verify`): never
+    /// creates, migrates or writes the file, takes no lock, and refuses a missing
+    /// file, one that is not agentplane's, and a schema other than this code's (an
+    /// older one is migrated by starting agentplane, not by a verifier). Every write
+    /// through it fails.
+    pub async fn open_read_only(path: &Path) -> Result<SqliteStore, StoreError> {
+        let path = path.to_path_buf();
+        let (readers, path) = tokio::task::spawn_blocking(move || {
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => {}
+                Ok(_) => {
+                    return Err(StoreError::Backend(format!(
+                        "{} is not a file; there is no store to read",
+                        path.display()
+                    )));
+                }
+                Err(e) => {
+                    return Err(StoreError::Backend(format!(
+                        "there is no store at {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+            let readers = Readers::open(&path, 1)?;
+            let version = readers.with(|c| crate::migrations::check(c, &path))?;
+            if version != crate::migrations::SCHEMA_VERSION {
+                return Err(StoreError::Backend(format!(
+                    "{} has schema version {version}; this agentplane reads version {}: start \
+                     agentplane on it once to migrate it (or use the agentplane that wrote it)",
+                    path.display(),
+                    crate::migrations::SCHEMA_VERSION
+                )));
+            }
+            Ok::<_, StoreError>((readers, path))
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("opening the event store: {e}")))??;
+        Ok(SqliteStore {
+            path,
+            replica: ReplicaId::new(),
+            commands: None,
+            writer: None,
+            readers: Arc::new(readers),
+            lock: None,
+        })
+    }
+
     /// Whether another store (a running `serve`) holds the file's lock right now, so
     /// a command must go through that server's API instead (`agentplane keys`). A
     /// missing or unreadable file is not held.

@@ -405,7 +405,20 @@ fn create_thread(c: &Connection, thread: NewThread) -> Result<ThreadRecord, Stor
             ])
         });
     match inserted {
-        Ok(_) => Ok(thread.created(created_at)),
+        Ok(_) => {
+            let created = agentplane_core::audit::ledger::ThreadCreated {
+                client_id: thread.client_id.clone(),
+                agent: thread.agent.clone(),
+                cwd: thread.cwd.clone(),
+                created_at: created_at.clone(),
+            };
+            crate::ledger::append(
+                c,
+                &agentplane_core::audit::ledger::Entry::ThreadCreated(created),
+                thread.id.as_str(),
+            )?;
+            Ok(thread.created(created_at))
+        }
         Err(e) if e.sqlite_extended_error_code() == Some(PRIMARY_KEY_VIOLATION) => Err(
             StoreError::Conflict(format!("thread {} already exists", thread.id)),
         ),
@@ -426,9 +439,19 @@ fn delete_thread(c: &Connection, thread: &ThreadId) -> Result<(), StoreError> {
             "thread {thread} has a running turn; it cannot be deleted until the turn ends"
         )));
     }
-    c.prepare_cached("UPDATE threads SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL")
-        .and_then(|mut update| update.execute(params![thread.as_str(), stored_now()]))
+    let deleted_at = stored_now();
+    let changed = c
+        .prepare_cached("UPDATE threads SET deleted_at = ?2 WHERE id = ?1 AND deleted_at IS NULL")
+        .and_then(|mut update| update.execute(params![thread.as_str(), deleted_at]))
         .map_err(backend)?;
+    if changed == 1 {
+        let deleted = agentplane_core::audit::ledger::ThreadDeleted { deleted_at };
+        crate::ledger::append(
+            c,
+            &agentplane_core::audit::ledger::Entry::ThreadDeleted(deleted),
+            thread.as_str(),
+        )?;
+    }
     Ok(())
 }
 

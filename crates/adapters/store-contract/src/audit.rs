@@ -114,7 +114,10 @@ pub async fn an_edited_event_is_named_by_verify<S: Store>(store: Arc<S>, raw: &d
     assert_eq!((broken.seq, broken.reason), (2, BreakReason::MissingHash));
 }
 
-pub async fn events_before_the_chain_are_not_chained<S: Store>(store: Arc<S>, raw: &dyn RawSql) {
+pub async fn events_claimed_before_the_chain_are_counted_and_the_claim_named<S: Store>(
+    store: Arc<S>,
+    raw: &dyn RawSql,
+) {
     // A thread as a migration leaves it: two events without a hash, the chain starting
     // at the next seq.
     let thread = store.create_thread(new_thread()).await.unwrap().id;
@@ -151,6 +154,19 @@ pub async fn events_before_the_chain_are_not_chained<S: Store>(store: Arc<S>, ra
     assert_eq!(head.seq, 3);
     let threads = store.audited_threads(Some(&thread)).await.unwrap();
     assert_eq!((threads[0].chained_since, threads[0].events), (3, 3));
+    // But this store was created chained: its genesis puts no thread before the chain,
+    // so the claim itself is named — the laundering of edited events as "old".
+    let claims: Vec<_> = report
+        .mismatches
+        .iter()
+        .filter(|m| m.subject == format!("thread {thread}"))
+        .map(|m| m.against.as_str())
+        .collect();
+    assert!(
+        claims.contains(&"the genesis (ledger record 1)"),
+        "{:#?}",
+        report.mismatches
+    );
     // A thread without events has no head.
     let empty = store.create_thread(new_thread()).await.unwrap().id;
     assert_eq!(store.chain_head(&empty).await.unwrap(), None);

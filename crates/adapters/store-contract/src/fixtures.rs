@@ -3,14 +3,17 @@
 
 use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    AuditStore, EventStore, ExecutionStore, NewPermission, NewThread, VersionStore,
+    AuditStore, EventStore, ExecutionStore, KeyStore, NewPermission, NewThread, VersionStore,
 };
 use async_trait::async_trait;
 
 /// A store under test: every port the contract covers.
-pub trait Store: EventStore + ExecutionStore + VersionStore + AuditStore + 'static {}
+pub trait Store:
+    EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + 'static
+{
+}
 
-impl<T: EventStore + ExecutionStore + VersionStore + AuditStore + 'static> Store for T {}
+impl<T: EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + 'static> Store for T {}
 
 /// Which SQL a [`RawSql`] speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +38,16 @@ pub trait RawSql: Send + Sync {
 
     /// The first column of every row, as text.
     async fn query_texts(&self, sql: &str) -> Result<Vec<String>, String>;
+}
+
+/// Lifts the trigger `trigger` on `table`, as an operator with the database's password
+/// could: what the audit must still see through.
+pub async fn unguard(raw: &dyn RawSql, table: &str, trigger: &str) {
+    let sql = match raw.dialect() {
+        Dialect::Sqlite => format!("DROP TRIGGER {trigger}"),
+        Dialect::Postgres => format!("ALTER TABLE {table} DISABLE TRIGGER {trigger}"),
+    };
+    raw.batch(&sql).await.expect("lift the guard");
 }
 
 /// Makes every `timing` (e.g. `BEFORE INSERT ON events`) statement fail with `message`,

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod costs;
 pub mod events;
 pub mod executions;
+pub mod ledger;
 pub mod mcp_calls;
 pub mod model_calls;
 pub mod permissions;
@@ -42,10 +43,13 @@ macro_rules! store_contract {
             approvals::a_suspended_turn_survives_a_restart_and_resumes_after,
             audit::the_chain_holds_under_concurrent_appends_to_many_threads,
             audit::an_edited_event_is_named_by_verify,
-            audit::events_before_the_chain_are_not_chained,
+            audit::events_claimed_before_the_chain_are_counted_and_the_claim_named,
             record_chains::record_chains_hold_under_concurrency_and_name_an_edit,
             record_chains::a_removed_record_is_named_by_verify,
-            record_chains::records_before_the_chain_are_counted_not_broken,
+            record_chains::an_unchained_record_on_a_chained_store_is_named,
+            ledger::a_moved_owner_workspace_or_deletion_and_an_inserted_or_removed_thread_are_named,
+            ledger::an_edited_turn_approval_or_key_is_named,
+            ledger::a_ledger_without_its_genesis_is_named,
             costs::an_empty_store_has_no_costs,
             costs::calls_are_summed_per_agent_client_provider_model_and_day,
             costs::by_turn_splits_rows_per_thread_and_turn,

@@ -60,7 +60,9 @@ pub async fn record_chains_hold_under_concurrency_and_name_an_edit<S: Store>(
         counts,
         [
             ("model_calls", CALLS as u64, 0),
-            ("mcp_calls", CALLS as u64, 0)
+            ("mcp_calls", CALLS as u64, 0),
+            // The ledger's genesis: a new store has no thread or key yet.
+            ("audit_ledger", 1, 0),
         ]
     );
     // The export carries each record's link: consecutive lines link, the first to
@@ -72,7 +74,7 @@ pub async fn record_chains_hold_under_concurrency_and_name_an_edit<S: Store>(
     })
     .await
     .expect("export");
-    assert_eq!(lines.len(), 2 * CALLS);
+    assert_eq!(lines.len(), 2 * CALLS + 1);
     assert_eq!(lines[0].prev, "0".repeat(64));
     assert_eq!(Some(lines[1].prev.clone()), lines[0].record.hash);
 
@@ -142,36 +144,40 @@ pub async fn a_removed_record_is_named_by_verify<S: Store>(store: Arc<S>, raw: &
     );
 }
 
-pub async fn records_before_the_chain_are_counted_not_broken<S: Store>(
+pub async fn an_unchained_record_on_a_chained_store_is_named<S: Store>(
     store: Arc<S>,
     raw: &dyn RawSql,
 ) {
-    // A record as the migration leaves it: no position, no hash.
+    store
+        .record_model_call(crate::model_calls::call("alice", "gateway", 1, 1))
+        .await
+        .expect("a chained call");
+    assert!(verify_chains(&*store, None).await.expect("verify").holds());
+    // A record dressed as one from before the chain (no position, no hash), on a store
+    // the chain covered from its first day: the genesis counted none.
     raw.execute(
         "INSERT INTO model_calls (id, ts, client_id, agent, provider, model, input_tokens,
                                   output_tokens, usd_micros)
          VALUES ('cmpl_old', '2026-01-01T00:00:00.000Z', 'alice', 'gateway', 'p', 'm', 1, 1, 1)",
     )
     .await
-    .expect("an old record");
-    store
-        .record_model_call(crate::model_calls::call("alice", "gateway", 1, 1))
-        .await
-        .expect("a new one");
+    .expect("an inserted record");
     let report = verify_chains(&*store, None).await.expect("verify");
-    assert!(report.holds(), "{report:?}");
-    let model_calls = &report.records[0];
+    assert!(!report.holds(), "{report:?}");
+    assert_eq!(report.broken_record, None, "every link still holds");
+    let named: Vec<_> = report
+        .mismatches
+        .iter()
+        .map(|m| (m.subject.as_str(), m.against.as_str()))
+        .collect();
     assert_eq!(
-        (model_calls.unchained, model_calls.chained),
-        (1, 1),
-        "{model_calls:?}"
+        named,
+        [("model_calls", "the genesis (ledger record 1)")],
+        "{report:?}"
     );
     let tip = store
         .record_chain_tip(RecordChain::ModelCalls)
         .await
         .expect("tip");
-    assert_eq!(
-        (tip.last_pos, tip.last_hash),
-        (1, model_calls.head.clone().map(|(_, h)| h))
-    );
+    assert_eq!((tip.last_pos, tip.unchained), (1, 1));
 }

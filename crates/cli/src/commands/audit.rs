@@ -4,8 +4,9 @@
 //! Lines that a third party checks with the documented algorithm alone
 //! (`scripts/audit_verify.py`).
 //!
-//! Like `costs`, it opens the store for reading only (`open_for_reports`), so it runs
-//! beside a running server, on SQLite or PostgreSQL, and never recovers turns. Exit codes
+//! It opens the store for reading only (`open_for_audit`: a SQLite file is never
+//! created, migrated or written, and a missing one is an error), so it runs beside a
+//! running server, on SQLite or PostgreSQL, and never recovers turns. Exit codes
 //! as everywhere: 0 every chain holds, 1 a link is broken, 2 usage (an unknown thread, a
 //! bad time), 3 the store failed.
 
@@ -20,7 +21,7 @@ use agentplane_engine::services::reports::{
     AuditReport, ExportedEvent, ExportedRecord, export_chains, export_records, verify_chains,
 };
 use agentplane_runtime::Config;
-use agentplane_runtime::replicas::open_for_reports;
+use agentplane_runtime::replicas::open_for_audit;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
@@ -73,7 +74,7 @@ async fn open(
     config: Option<&Path>,
 ) -> Result<std::sync::Arc<dyn agentplane_runtime::replicas::Store>, Failure> {
     let config = Config::load(config).map_err(|e| (ErrorCode::InvalidArgument, e.to_string()))?;
-    open_for_reports(&config.store)
+    open_for_audit(&config.store)
         .await
         .map_err(|e| (e.code(), e.to_string()))
 }
@@ -115,6 +116,11 @@ fn report_json(report: &AuditReport) -> Value {
         "broken": report.broken.as_ref().map(|b| break_json(b, "thread_id", "seq")),
         "records": report.records.iter().map(record_summary_json).collect::<Vec<_>>(),
         "broken_record": report.broken_record.as_ref().map(|b| break_json(b, "chain", "pos")),
+        "mismatches": report.mismatches.iter().map(|m| json!({
+            "subject": m.subject,
+            "against": m.against,
+            "message": m.message,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -211,11 +217,15 @@ fn report_text(report: &AuditReport) -> String {
             "BROKEN  chain {thread_id} record {seq}: {reason}\n"
         ));
     }
+    for m in &report.mismatches {
+        out.push_str(&format!("BROKEN  {}: {}\n", m.subject, m.message));
+    }
     if report.holds() {
         let records: u64 = report.records.iter().map(|s| s.chained).sum();
         out.push_str(&format!(
             "every chain holds: {} threads, {chained} events chained, {unchained} not chained \
-             (before the migration); {records} gateway records chained\n",
+             (before the migration); {records} gateway and ledger records chained; every row \
+             agrees with the ledger and its events\n",
             report.intact.len()
         ));
     }

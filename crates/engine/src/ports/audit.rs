@@ -13,6 +13,9 @@
 //!   and replicas;
 //! - events appended before the chain existed keep no hash, and the thread records the
 //!   first seq that is chained (`chained_since`);
+//! - every thread created or deleted and every key created or revoked appends its
+//!   ledger record (`agentplane_core::audit::ledger`) in the transaction of the change,
+//!   and the migration that created the ledger wrote its genesis in its own;
 //! - reads return the columns as stored (the payload's text byte for byte), never a
 //!   re-serialized value: a verifier must recompute from what is stored.
 
@@ -27,6 +30,10 @@ use super::store::StoreError;
 pub struct AuditedThread {
     pub id: ThreadId,
     pub client_id: String,
+    pub agent: String,
+    pub cwd: String,
+    pub created_at: String,
+    pub deleted_at: Option<String>,
     /// The first seq appended after the chain existed (1 for a thread created after).
     pub chained_since: u64,
     /// How many events the thread has.
@@ -50,6 +57,46 @@ pub struct RecordChainTip {
     pub last_hash: Option<String>,
     /// Records stored before the chain existed (they have no position).
     pub unchained: u64,
+}
+
+/// An API key as the audit compares it with the ledger: every column a role check or
+/// a lookup rests on, as stored (`roles` the JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditedKey {
+    pub id: String,
+    pub client_id: String,
+    pub digest: String,
+    pub roles: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+/// A turn's row, as history and `GET /v1/turns` show it, for comparing with its
+/// events (`turn_started`, `turn_completed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditedTurn {
+    pub id: String,
+    pub input: String,
+    /// `running` or the stop reason.
+    pub status: String,
+    /// The stored JSON text of the result, if it ended with one.
+    pub result: Option<String>,
+}
+
+/// An approval's row, for comparing with its events (`approval_requested`,
+/// `approval_decided`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditedApproval {
+    pub id: String,
+    pub turn_id: String,
+    pub tool: String,
+    pub policy: String,
+    /// `pending` or the outcome.
+    pub status: String,
+    pub decided_by: Option<String>,
+    pub feedback: Option<String>,
+    pub decided_at: Option<String>,
 }
 
 /// The audit chain, read back.
@@ -83,4 +130,25 @@ pub trait AuditStore: Send + Sync {
 
     /// Where a record chain ends, and how many records predate it.
     async fn record_chain_tip(&self, chain: RecordChain) -> Result<RecordChainTip, StoreError>;
+
+    /// Every API key, revoked ones included, in creation order.
+    async fn audited_keys(&self) -> Result<Vec<AuditedKey>, StoreError>;
+
+    /// A thread's turns, in creation order.
+    async fn audited_turns(&self, thread: &ThreadId) -> Result<Vec<AuditedTurn>, StoreError>;
+
+    /// A thread's approvals, in creation order.
+    async fn audited_approvals(
+        &self,
+        thread: &ThreadId,
+    ) -> Result<Vec<AuditedApproval>, StoreError>;
+
+    /// Records in the ledger that the policy set with `hash` (of `policies` policies)
+    /// took effect, loaded by `by` (`startup`, `reload`).
+    async fn record_policy_set(
+        &self,
+        hash: &str,
+        by: &str,
+        policies: u64,
+    ) -> Result<(), StoreError>;
 }

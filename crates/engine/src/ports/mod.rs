@@ -16,7 +16,9 @@ pub mod tools;
 pub mod versions;
 pub mod workspace;
 
-pub use audit::{AuditStore, AuditedThread, ChainHead, RecordChainTip};
+pub use audit::{
+    AuditStore, AuditedApproval, AuditedKey, AuditedThread, AuditedTurn, ChainHead, RecordChainTip,
+};
 pub use budgets::{AccountNeed, BudgetAccount, BudgetLedger, Exceeded, HoldId};
 pub use executions::{
     CancelOutcome, DeliveryAttempt, DeliveryRecord, DeliveryStatus, ExecutionEnd, ExecutionFailure,

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use agentplane_core::{EventPayload, PermissionDecision, StopReason, ThreadId, TurnId};
 use agentplane_engine::ports::{ApprovalStore, StoreError, ThreadStore, TurnLog, TurnStatus};
+use agentplane_engine::services::reports::verify_chains;
 use agentplane_sqlite::SqliteStore;
 
 use crate::{db_path, new_permission, new_thread, open, raw};
@@ -291,6 +292,39 @@ async fn a_version_1_database_upgrades_and_keeps_its_data() {
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(check, "ok");
+
+    // The events written before the chain are counted, not broken: the migration that
+    // began the ledger put both old threads in its genesis, from the seq each chain
+    // starts at, and recorded their owners, workspaces and deletion as they were.
+    let report = verify_chains(&store, None).await.unwrap();
+    assert!(report.holds(), "{report:#?}");
+    let local_chain = report
+        .intact
+        .iter()
+        .find(|s| s.thread_id == V1_LOCAL_THREAD)
+        .unwrap();
+    assert_eq!(
+        (local_chain.unchained, local_chain.first_chained),
+        (3, Some(4))
+    );
+    // …and an old thread moved to another owner is named all the same.
+    raw(&path)
+        .execute(
+            &format!("UPDATE threads SET client_id = 'mallory' WHERE id = '{V1_LOCAL_THREAD}'"),
+            [],
+        )
+        .unwrap();
+    let report = verify_chains(&store, None).await.unwrap();
+    let subjects: Vec<_> = report
+        .mismatches
+        .iter()
+        .map(|m| m.subject.as_str())
+        .collect();
+    assert_eq!(
+        subjects,
+        [format!("thread {V1_LOCAL_THREAD}")],
+        "{report:#?}"
+    );
 }
 
 #[tokio::test]

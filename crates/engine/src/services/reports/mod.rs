@@ -1,16 +1,19 @@
 //! The reports service: what was spent and what was recorded, read back for the
 //! caller's own client only — costs grouped as asked (`costs.rs`), the MCP gateway's
 //! log, and a thread's audit chain (`audit.rs`, with the walks behind `audit verify`
-//! and `audit export`). Read only: it holds the thread, call and audit ports and
+//! and `audit export`, and `audit_state.rs`, the rows checked against the ledger and
+//! the events). Read only: it holds the thread, call and audit ports and
 //! writes nothing. Another client's thread is `NotFound`, never `Forbidden`.
 
 mod audit;
+mod audit_state;
 mod costs;
 
 pub use audit::{
     AuditReport, ExportedEvent, ExportedRecord, ThreadAudit, export_chains, export_records,
     verify_chains,
 };
+pub use audit_state::Mismatch;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
 
 use std::sync::Arc;
