@@ -12,8 +12,8 @@ thread must also link: a line's `prev` is the hash of the line before it, its se
 one after; a thread's first chained line links to 32 zero bytes unless the export
 starts mid-chain (`--since`). Lines without a hash predate the chain and are counted.
 
-Lines with a `chain` (`model_calls`, `mcp_calls`) are gateway records, one chain per
-table by `pos` (1, 2, 3… gapless):
+Lines with a `chain` (`model_calls`, `mcp_calls`, and `audit_ledger`, the ledger of
+what no event holds) are records, one chain per table by `pos` (1, 2, 3… gapless):
     hash == SHA-256(prev || field(TAG[chain]) || field(str(pos)) || value(v1) || ...)
 with the `values` in the line's `columns` order, value(v) = field(v) and, for null,
 the 8 bytes FF..FF with nothing after them. Anchor one with --anchor CHAIN=HASH.
@@ -30,7 +30,11 @@ import sys
 
 TAG = "agentplane/event/1"
 GENESIS = "0" * 64
-RECORD_TAGS = {"model_calls": "agentplane/model_call/1", "mcp_calls": "agentplane/mcp_call/1"}
+RECORD_TAGS = {
+    "model_calls": "agentplane/model_call/1",
+    "mcp_calls": "agentplane/mcp_call/1",
+    "audit_ledger": "agentplane/ledger/1",
+}
 NULL = b"\xff" * 8
 
 
@@ -91,7 +95,7 @@ def main(argv):
     source = open(paths[0], encoding="utf-8") if paths else sys.stdin
     last = {}  # thread_id -> (seq, hash) of its previous line
     seen = {}  # thread_id -> every hash of its chain in the export
-    chained = unchained = records = 0
+    chained = unchained = records = ledger = 0
     for number, line in enumerate(source, 1):
         if not line.strip():
             continue
@@ -100,7 +104,10 @@ def main(argv):
             why = check_record(e, number, last, seen)
             if why is not None:
                 return broken(why)
-            records += 1
+            if e["chain"] == "audit_ledger":
+                ledger += 1
+            else:
+                records += 1
             continue
         where = f"thread {e['thread_id']} event {e['seq']} (line {number})"
         previous = last.get(e["thread_id"])
@@ -129,7 +136,7 @@ def main(argv):
             return broken(f"{thread}: anchored hash {sorted(missing)[0]} is not in its chain")
     threads = sum(1 for key in last if not key.startswith("chain:"))
     print(f"ok: {threads} threads, {chained} events chained, {unchained} not chained, "
-          f"{records} gateway records chained")
+          f"{records} gateway records chained, {ledger} ledger records chained")
     return 0
 
 

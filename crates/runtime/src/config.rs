@@ -24,6 +24,7 @@ use agentplane_engine::governance::{ArgsRetention, PriceTable};
 use serde::Deserialize;
 
 use crate::settings::agents::{AgentConfig, check_agent};
+use crate::settings::audit::{AuditConfig, FileAudit};
 use crate::settings::auth::{FileAuth, OidcConfig};
 use crate::settings::cluster::{ClusterConfig, FileCluster};
 use crate::settings::context::FileContext;
@@ -108,6 +109,8 @@ pub struct Config {
     pub telemetry: crate::settings::telemetry::Telemetry,
     /// `[policies]`.
     pub policies: PoliciesConfig,
+    /// `[audit]`: the anchors.
+    pub audit: AuditConfig,
     /// `[prices]`, over the built-in defaults.
     pub prices: PriceTable,
     /// `[secrets]`: where each secret comes from.
@@ -150,6 +153,7 @@ impl fmt::Debug for Config {
             .field("mcp_gateway", &self.mcp_gateway)
             .field("telemetry", &self.telemetry)
             .field("policies", &self.policies)
+            .field("audit", &self.audit)
             .field("secrets", &self.secrets.sources.keys().collect::<Vec<_>>())
             .field("approval_ttl", &self.approval_ttl)
             .field("tool_args", &self.tool_args)
@@ -186,6 +190,8 @@ struct FileConfig {
     mcp: FileMcp,
     #[serde(default)]
     policies: FilePolicies,
+    #[serde(default)]
+    audit: FileAudit,
     #[serde(default)]
     prices: FilePrices,
     #[serde(default)]
@@ -303,6 +309,10 @@ impl Config {
             .policies
             .resolve(&relative)
             .map_err(|e| in_file.under("policies", e))?;
+        let audit = parsed
+            .audit
+            .resolve(&relative)
+            .map_err(|e| in_file.under("audit", e))?;
         let tool_prices = settings::prices::resolve_tools(&parsed.prices)
             .map_err(|e| in_file.under("prices", e))?;
         let prices =
@@ -388,6 +398,7 @@ impl Config {
             telemetry,
             sandbox_fallback,
             policies,
+            audit,
             prices,
             secrets,
             approval_ttl,

@@ -3,6 +3,7 @@
 //! way. Only this crate knows which adapter implements which port; the engine never does.
 
 pub mod agents;
+pub mod audit_anchor;
 pub mod config;
 pub mod environment;
 mod mcp_gateway;

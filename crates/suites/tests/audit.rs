@@ -63,10 +63,17 @@ fn check_intact(sb: &Sandbox, db: Option<&str>, thread: &str, head: &(u64, Strin
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
+    let events = lines.iter().filter(|l| l.get("thread_id").is_some()).count();
+    assert_eq!(events as u64, 2 * head.0, "two threads of the same length");
+    // The ledger: its genesis, the two threads' creation, the policy set loaded.
+    let ledger: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["chain"] == "audit_ledger")
+        .filter_map(|l| l["values"][0].as_str())
+        .collect();
     assert_eq!(
-        lines.len() as u64,
-        2 * head.0,
-        "two threads of the same length"
+        ledger,
+        ["genesis", "policy_set_loaded", "thread_created", "thread_created"]
     );
 }
 
@@ -219,4 +226,164 @@ async fn gateway_records_are_chained_and_an_edited_price_is_named() {
         "the independent verifier passed an edited record: {text}"
     );
     assert!(text.contains("record 2"), "{text}");
+}
+
+/// `sqlite3` on the sandbox's file, which must succeed.
+fn sqlite3(sb: &Sandbox, sql: &str) {
+    let out = Command::new("sqlite3")
+        .arg(&sb.db)
+        .arg(sql)
+        .output()
+        .expect("the sqlite3 command line (apt-get install sqlite3)");
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_on_a_missing_store_fails_and_creates_nothing() {
+    let sb = sandbox("");
+    assert!(!sb.db.exists());
+    for args in [&["verify"][..], &["verify", "--json"], &["export"]] {
+        let out = audit::run(&sb, None, args);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("there is no store at"), "{said}");
+        assert!(said.contains(&sb.db.display().to_string()), "{said}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&sb.root)
+        .expect("config folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("events.db"))
+        .collect();
+    assert!(left.is_empty(), "verify created {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_edited_with_sqlite3_and_a_cut_back_tail_are_named_against_the_ledger_and_anchors() {
+    let model = ScriptedServer::start(scripted()).await.expect("model");
+    let sb = sandbox("");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let threads = run_turns(&served, &sb).await;
+    let (seq, _) = head(&served, &threads[0]).await;
+    drop(served);
+    let (ok, _, text) = audit::verify(&sb, None);
+    assert!(ok, "{text}");
+
+    // An anchor, signed with a key outside the database, written to an append-only file.
+    let key = sb.base.join("anchor.key");
+    let out = audit::run(&sb, None, &["keygen", "--out", &key.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    let public_key = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert_eq!(public_key.len(), 64, "{public_key}");
+    let anchors = sb.base.join("anchors.jsonl");
+    let (key_arg, anchors_arg) = (key.display().to_string(), anchors.display().to_string());
+    let out = audit::run(
+        &sb,
+        None,
+        &["anchor", "--key", &key_arg, "--out", &anchors_arg],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let checked = [
+        "verify",
+        "--json",
+        "--anchors",
+        &anchors_arg,
+        "--public-key",
+        &public_key,
+    ];
+    let out = audit::run(&sb, None, &checked);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["anchors_checked"], 1, "{report}");
+    // Another key's anchors prove nothing: refused as unsigned.
+    let other = sb.base.join("other.key");
+    let out = audit::run(
+        &sb,
+        None,
+        &["keygen", "--out", &other.display().to_string()],
+    );
+    let other_public = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let wrong = [
+        "verify",
+        "--json",
+        "--anchors",
+        &anchors_arg,
+        "--public-key",
+        &other_public,
+    ];
+    let out = audit::run(&sb, None, &wrong);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // What the owner of the file could do: move a thread to another client, change
+    // the input history shows, and cut the other thread's last event off.
+    sqlite3(
+        &sb,
+        &format!(
+            "UPDATE threads SET client_id = 'mallory' WHERE id = '{0}';
+             UPDATE turns SET input = 'forged' WHERE thread_id = '{0}';",
+            threads[0]
+        ),
+    );
+    let (ok, report, text) = audit::verify(&sb, None);
+    assert!(!ok, "{text}");
+    assert_eq!(
+        report["broken"],
+        Value::Null,
+        "every link still holds: {text}"
+    );
+    let subjects: Vec<&str> = report["mismatches"]
+        .as_array()
+        .expect("mismatches")
+        .iter()
+        .filter_map(|m| m["subject"].as_str())
+        .collect();
+    assert!(
+        subjects.contains(&format!("thread {}", threads[0]).as_str()),
+        "{text}"
+    );
+    assert_eq!(
+        subjects.iter().filter(|s| s.starts_with("turn ")).count(),
+        TURNS,
+        "every turn's input: {text}"
+    );
+    let plain = audit::run(&sb, None, &["verify"]);
+    assert_eq!(plain.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        said.contains(&format!(
+            "BROKEN  thread {}: its owner (client_id) is \"mallory\"",
+            threads[0]
+        )),
+        "{said}"
+    );
+
+    sqlite3(
+        &sb,
+        &format!(
+            "DROP TRIGGER events_never_delete;
+             DELETE FROM events WHERE thread_id = '{0}' AND seq = {seq};
+             UPDATE threads SET next_seq = {seq} WHERE id = '{0}';",
+            threads[1]
+        ),
+    );
+    let out = audit::run(&sb, None, &checked);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let cut = report["mismatches"]
+        .as_array()
+        .expect("mismatches")
+        .iter()
+        .find(|m| m["subject"] == format!("thread {}", threads[1]))
+        .unwrap_or_else(|| panic!("the cut is named: {report}"));
+    assert!(
+        cut["message"].as_str().unwrap_or("").contains("cut back"),
+        "{report}"
+    );
+    assert!(
+        cut["against"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("anchor line 1"),
+        "{report}"
+    );
 }

@@ -11,16 +11,17 @@
 //! bad time), 3 the store failed.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use agentplane_core::audit::{BreakReason, ChainBreak, ChainSummary};
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{ErrorCode, ThreadId};
-use agentplane_engine::ports::records::stored_time;
+use agentplane_engine::ports::records::{stored_now, stored_time};
 use agentplane_engine::services::reports::{
     AuditReport, ExportedEvent, ExportedRecord, export_chains, export_records, verify_chains,
 };
 use agentplane_runtime::Config;
+use agentplane_runtime::audit_anchor::{self, AnchorError};
 use agentplane_runtime::replicas::open_for_audit;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -43,6 +44,29 @@ enum Action {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Also check these anchors (`audit anchor`'s JSON Lines): nothing before an
+        /// anchored head changed, and no chain was cut back behind one.
+        #[arg(long, value_name = "FILE")]
+        anchors: Option<PathBuf>,
+        /// The public key (hex) the anchors must be signed with; default: that of
+        /// `[audit] anchor_key`.
+        #[arg(long, value_name = "HEX")]
+        public_key: Option<String>,
+    },
+    /// Sign every chain's head and append it to `[audit] anchor_file` (or print it):
+    /// refused when a chain is broken, which an anchor would vouch for.
+    Anchor {
+        /// The signing key; default `[audit] anchor_key`.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// Append here instead of `[audit] anchor_file`; `-` prints it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Write a new anchor signing key (owner-only) and print its public key.
+    Keygen {
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
     },
     /// Write the events with their links as JSON Lines on stdout.
     Export {
@@ -57,7 +81,23 @@ enum Action {
 
 pub async fn run(config: Option<&Path>, args: AuditArgs) -> Exit {
     let outcome = match args.action {
-        Action::Verify { thread, json } => verify(config, thread.as_deref(), json).await,
+        Action::Verify {
+            thread,
+            json,
+            anchors,
+            public_key,
+        } => {
+            let anchors = anchors.map(|file| (file, public_key));
+            verify(config, thread.as_deref(), json, anchors).await
+        }
+        Action::Anchor { key, out } => anchor(config, key, out).await,
+        Action::Keygen { out } => match audit_anchor::keygen(&out) {
+            Ok(public) => {
+                write_out(format!("{public}\n").as_bytes());
+                Ok(exit::SUCCESS)
+            }
+            Err(e) => Err((ErrorCode::InvalidArgument, e.to_string())),
+        },
         Action::Export { since, thread } => {
             export(config, since.as_deref(), thread.as_deref()).await
         }
@@ -70,13 +110,73 @@ pub async fn run(config: Option<&Path>, args: AuditArgs) -> Exit {
 
 type Failure = (ErrorCode, String);
 
+fn load(config: Option<&Path>) -> Result<Config, Failure> {
+    Config::load(config).map_err(|e| (ErrorCode::InvalidArgument, e.to_string()))
+}
+
 async fn open(
     config: Option<&Path>,
 ) -> Result<std::sync::Arc<dyn agentplane_runtime::replicas::Store>, Failure> {
-    let config = Config::load(config).map_err(|e| (ErrorCode::InvalidArgument, e.to_string()))?;
+    open_store(&load(config)?).await
+}
+
+async fn open_store(
+    config: &Config,
+) -> Result<std::sync::Arc<dyn agentplane_runtime::replicas::Store>, Failure> {
     open_for_audit(&config.store)
         .await
         .map_err(|e| (e.code(), e.to_string()))
+}
+
+fn usage(e: AnchorError) -> Failure {
+    match e {
+        AnchorError::Store(e) => (e.code(), e.to_string()),
+        other => (ErrorCode::InvalidArgument, other.to_string()),
+    }
+}
+
+async fn anchor(
+    config: Option<&Path>,
+    key: Option<PathBuf>,
+    out: Option<PathBuf>,
+) -> Result<Exit, Failure> {
+    let loaded = load(config)?;
+    let key = key
+        .or_else(|| loaded.audit.anchor_key.clone())
+        .ok_or_else(|| {
+            (
+                ErrorCode::InvalidArgument,
+                "no signing key: --key FILE or [audit] anchor_key (`agentplane audit keygen`)"
+                    .to_owned(),
+            )
+        })?;
+    let out = out.or_else(|| loaded.audit.anchor_file.clone());
+    let store = open_store(&loaded).await?;
+    let report = verify_chains(store.as_ref(), None)
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    if !report.holds() {
+        write_out(report_text(&report).as_bytes());
+        eprintln!("error [failed_precondition]: a chain is broken; an anchor would vouch for it");
+        return Ok(exit::AGENT_FAILED);
+    }
+    let anchor = audit_anchor::anchor(&report, &key, stored_now()).map_err(usage)?;
+    match out.filter(|p| p.as_os_str() != "-") {
+        Some(path) => {
+            audit_anchor::append(&path, &anchor).map_err(usage)?;
+            eprintln!(
+                "anchored {} threads and {} record chains in {}",
+                anchor.threads.len(),
+                anchor.chains.len(),
+                path.display()
+            );
+        }
+        None => {
+            let line = serde_json::to_string(&anchor).unwrap_or_default();
+            write_out(format!("{line}\n").as_bytes());
+        }
+    }
+    Ok(exit::SUCCESS)
 }
 
 fn thread_id(thread: Option<&str>) -> Result<Option<ThreadId>, Failure> {
@@ -90,16 +190,56 @@ async fn verify(
     config: Option<&Path>,
     thread: Option<&str>,
     as_json: bool,
+    anchors: Option<(PathBuf, Option<String>)>,
 ) -> Result<Exit, Failure> {
     let thread = thread_id(thread)?;
-    let store = open(config).await?;
-    let report = verify_chains(store.as_ref(), thread.as_ref())
+    let loaded = load(config)?;
+    // The anchors and their key are read before the store: a typo fails fast.
+    let anchors = anchors
+        .map(|(file, public_key)| {
+            let text = std::fs::read_to_string(&file).map_err(|e| {
+                (
+                    ErrorCode::InvalidArgument,
+                    format!("reading {}: {e}", file.display()),
+                )
+            })?;
+            let key = match (public_key, &loaded.audit.anchor_key) {
+                (Some(key), _) => key,
+                (None, Some(path)) => audit_anchor::public_key_of(path).map_err(usage)?,
+                (None, None) => {
+                    return Err((
+                        ErrorCode::InvalidArgument,
+                        "--anchors needs the key they must be signed with: --public-key HEX, \
+                         or [audit] anchor_key (an anchor's own key proves nothing)"
+                            .to_owned(),
+                    ));
+                }
+            };
+            Ok((text, key))
+        })
+        .transpose()?;
+    let store = open_store(&loaded).await?;
+    let mut report = verify_chains(store.as_ref(), thread.as_ref())
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
+    let mut anchors_checked = None;
+    if let Some((text, key)) = anchors {
+        let (checked, mismatches) = audit_anchor::check(store.as_ref(), &text, &key)
+            .await
+            .map_err(usage)?;
+        report.mismatches.extend(mismatches);
+        anchors_checked = Some(checked);
+    }
     let text = if as_json {
-        format!("{}\n", report_json(&report))
+        let mut json = report_json(&report);
+        json["anchors_checked"] = json!(anchors_checked);
+        format!("{json}\n")
     } else {
-        report_text(&report)
+        let mut text = report_text(&report);
+        if let Some(n) = anchors_checked {
+            text.push_str(&format!("{n} anchors checked\n"));
+        }
+        text
     };
     write_out(text.as_bytes());
     Ok(if !report.holds() {

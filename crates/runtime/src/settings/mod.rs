@@ -12,6 +12,7 @@ pub mod a2a;
 pub mod a2a_agents;
 pub mod acp;
 pub mod agents;
+pub mod audit;
 pub mod auth;
 pub mod cluster;
 pub mod context;
