@@ -63,7 +63,7 @@ fn check_intact(sb: &Sandbox, db: Option<&str>, thread: &str, head: &(u64, Strin
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
-    let events = lines.iter().filter(|l| l.get("thread_id").is_some()).count();
+    let events = lines.iter().filter(|l| l.get("seq").is_some()).count();
     assert_eq!(events as u64, 2 * head.0, "two threads of the same length");
     // The ledger: its genesis, the two threads' creation, the policy set loaded.
     let ledger: Vec<&str> = lines
@@ -73,7 +73,12 @@ fn check_intact(sb: &Sandbox, db: Option<&str>, thread: &str, head: &(u64, Strin
         .collect();
     assert_eq!(
         ledger,
-        ["genesis", "policy_set_loaded", "thread_created", "thread_created"]
+        [
+            "genesis",
+            "policy_set_loaded",
+            "thread_created",
+            "thread_created"
+        ]
     );
 }
 
@@ -313,6 +318,25 @@ async fn rows_edited_with_sqlite3_and_a_cut_back_tail_are_named_against_the_ledg
     ];
     let out = audit::run(&sb, None, &wrong);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    // The independent script agrees, from the export and the anchors alone.
+    let script_args = [
+        "--anchors",
+        anchors_arg.as_str(),
+        "--public-key",
+        public_key.as_str(),
+    ];
+    let export = audit::run(&sb, None, &["export"]);
+    let (ok, text) = audit::python_verify(&export.stdout, &script_args);
+    assert!(ok, "{text}");
+    assert!(text.contains("1 anchors hold"), "{text}");
+    let wrong_key = [
+        "--anchors",
+        anchors_arg.as_str(),
+        "--public-key",
+        other_public.as_str(),
+    ];
+    let (ok, text) = audit::python_verify(&export.stdout, &wrong_key);
+    assert!(!ok && text.contains("signature does not verify"), "{text}");
 
     // What the owner of the file could do: move a thread to another client, change
     // the input history shows, and cut the other thread's last event off.
@@ -356,6 +380,17 @@ async fn rows_edited_with_sqlite3_and_a_cut_back_tail_are_named_against_the_ledg
         )),
         "{said}"
     );
+    let export = audit::run(&sb, None, &["export"]);
+    let (ok, text) = audit::python_verify(&export.stdout, &script_args);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!(
+            "thread {}: its client_id is 'mallory'",
+            threads[0]
+        )),
+        "{text}"
+    );
+    assert!(text.contains("its input is 'forged'"), "{text}");
 
     sqlite3(
         &sb,
@@ -385,5 +420,13 @@ async fn rows_edited_with_sqlite3_and_a_cut_back_tail_are_named_against_the_ledg
             .unwrap_or("")
             .starts_with("anchor line 1"),
         "{report}"
+    );
+    let export = audit::run(&sb, None, &["export"]);
+    let (ok, text) = audit::python_verify(&export.stdout, &script_args);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&format!("thread {}: anchor line 1", threads[1]))
+            && text.contains("cut back behind the anchor"),
+        "{text}"
     );
 }

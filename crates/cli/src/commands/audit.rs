@@ -18,7 +18,8 @@ use agentplane_core::policy::Timestamp;
 use agentplane_core::{ErrorCode, ThreadId};
 use agentplane_engine::ports::records::{stored_now, stored_time};
 use agentplane_engine::services::reports::{
-    AuditReport, ExportedEvent, ExportedRecord, export_chains, export_records, verify_chains,
+    AuditReport, ExportedEvent, ExportedRecord, ExportedRow, export_chains, export_records,
+    export_rows, verify_chains,
 };
 use agentplane_runtime::Config;
 use agentplane_runtime::audit_anchor::{self, AnchorError};
@@ -405,6 +406,16 @@ async fn export(
         .await
         .map_err(|e| (e.code(), e.to_string()))?;
     }
+    // The rows the chains vouch for: a whole export only (a range proves nothing
+    // about the tables as they are).
+    if thread.is_none() && since.is_none() && !write_failed {
+        export_rows(store.as_ref(), |row| {
+            write_failed = writeln!(out, "{}", row_json(&row)).is_err();
+            !write_failed
+        })
+        .await
+        .map_err(|e| (e.code(), e.to_string()))?;
+    }
     drop(out.flush());
     Ok(exit::SUCCESS)
 }
@@ -421,6 +432,31 @@ fn record_json(line: &ExportedRecord) -> Value {
         "prev": line.prev,
         "hash": r.hash,
     })
+}
+
+/// One exported row: `{"row": "thread" | "turn" | "approval" | "key", …its columns}`.
+fn row_json(row: &ExportedRow) -> Value {
+    match row {
+        ExportedRow::Thread(t) => json!({
+            "row": "thread", "id": t.id.as_str(), "client_id": t.client_id, "agent": t.agent,
+            "cwd": t.cwd, "created_at": t.created_at, "deleted_at": t.deleted_at,
+            "chained_since": t.chained_since,
+        }),
+        ExportedRow::Turn(thread, t) => json!({
+            "row": "turn", "thread_id": thread.as_str(), "id": t.id, "input": t.input,
+            "status": t.status, "result": t.result,
+        }),
+        ExportedRow::Approval(thread, a) => json!({
+            "row": "approval", "thread_id": thread.as_str(), "id": a.id, "turn_id": a.turn_id,
+            "tool": a.tool, "policy": a.policy, "status": a.status,
+            "decided_by": a.decided_by, "feedback": a.feedback, "decided_at": a.decided_at,
+        }),
+        ExportedRow::Key(k) => json!({
+            "row": "key", "id": k.id, "client_id": k.client_id, "digest": k.digest,
+            "roles": k.roles, "created_at": k.created_at, "expires_at": k.expires_at,
+            "revoked_at": k.revoked_at,
+        }),
+    }
 }
 
 /// One exported event: every hashed column as stored (the payload as a string, byte

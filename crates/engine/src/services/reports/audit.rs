@@ -13,7 +13,9 @@ use agentplane_core::audit::{
 use agentplane_core::audit::ledger::LedgerState;
 
 use super::audit_state::{self, EventFacts, Mismatch};
-use crate::ports::{AuditStore, AuditedThread, ChainHead, StoreError};
+use crate::ports::{
+    AuditStore, AuditedApproval, AuditedKey, AuditedThread, AuditedTurn, ChainHead, StoreError,
+};
 
 /// Events read per page while walking a chain.
 const PAGE: usize = 500;
@@ -308,6 +310,46 @@ pub async fn export_records(
         .await?;
         if !go_on {
             break;
+        }
+    }
+    Ok(())
+}
+
+/// A row the chains vouch for, as `audit export` ends with it, so an independent
+/// checker can compare the tables with the ledger and the events as `verify` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExportedRow {
+    Thread(AuditedThread),
+    Turn(ThreadId, AuditedTurn),
+    Approval(ThreadId, AuditedApproval),
+    Key(AuditedKey),
+}
+
+/// Every thread's row with its turns and approvals, then every key. `line` returns
+/// false to stop.
+pub async fn export_rows(
+    store: &dyn AuditStore,
+    mut line: impl FnMut(ExportedRow) -> bool,
+) -> Result<(), StoreError> {
+    for thread in store.audited_threads(None).await? {
+        let id = thread.id.clone();
+        if !line(ExportedRow::Thread(thread)) {
+            return Ok(());
+        }
+        for turn in store.audited_turns(&id).await? {
+            if !line(ExportedRow::Turn(id.clone(), turn)) {
+                return Ok(());
+            }
+        }
+        for approval in store.audited_approvals(&id).await? {
+            if !line(ExportedRow::Approval(id.clone(), approval)) {
+                return Ok(());
+            }
+        }
+    }
+    for key in store.audited_keys().await? {
+        if !line(ExportedRow::Key(key)) {
+            return Ok(());
         }
     }
     Ok(())

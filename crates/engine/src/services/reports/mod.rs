@@ -10,8 +10,8 @@ mod audit_state;
 mod costs;
 
 pub use audit::{
-    AuditReport, ExportedEvent, ExportedRecord, ThreadAudit, export_chains, export_records,
-    verify_chains,
+    AuditReport, ExportedEvent, ExportedRecord, ExportedRow, ThreadAudit, export_chains,
+    export_records, export_rows, verify_chains,
 };
 pub use audit_state::Mismatch;
 pub use costs::{CostGroup, CostLine, CostReport, CostRequest, CostSum, report_costs};
