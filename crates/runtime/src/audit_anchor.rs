@@ -18,12 +18,15 @@
 //! Signing and checking use ring's Ed25519 (already in the build through rustls).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use agentplane_core::ThreadId;
 use agentplane_core::audit::{RecordChain, from_hex};
+use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{AuditStore, StoreError};
-use agentplane_engine::services::reports::{AuditReport, Mismatch};
+use agentplane_engine::services::reports::{AuditReport, Mismatch, verify_chains};
 use ring::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 use serde::{Deserialize, Serialize};
 
@@ -150,6 +153,62 @@ pub fn anchor(report: &AuditReport, key: &Path, ts: String) -> Result<Anchor, An
     };
     anchor.signature = hex(pair.sign(anchor.message().as_bytes()).as_ref());
     Ok(anchor)
+}
+
+/// `[audit] anchor_interval_s` on a running process: every interval, verifies the whole
+/// store and, when every chain holds, appends a signed anchor to the file; a broken
+/// chain is logged as an error and not anchored (an anchor would vouch for it).
+pub struct Anchorer {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Anchorer {
+    /// Starts anchoring; the key must load now, so a wrong path fails the start.
+    pub fn start(
+        store: Arc<dyn AuditStore>,
+        key: PathBuf,
+        file: PathBuf,
+        every: Duration,
+    ) -> Result<Self, AnchorError> {
+        load_key(&key)?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopping = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stopping.cancelled() => return,
+                    _ = ticks.tick() => {}
+                }
+                match anchor_now(store.as_ref(), &key, &file).await {
+                    Ok(heads) => tracing::info!(heads, file = %file.display(), "audit anchored"),
+                    Err(error) => tracing::error!(%error, "audit not anchored"),
+                }
+            }
+        });
+        Ok(Self { stop, task })
+    }
+
+    /// Stops anchoring and waits for an anchor in progress to be written.
+    pub async fn stop(self) {
+        self.stop.cancel();
+        drop(self.task.await);
+    }
+}
+
+/// One anchor of the whole store, appended to `file`: how many heads it holds.
+async fn anchor_now(store: &dyn AuditStore, key: &Path, file: &Path) -> Result<usize, AnchorError> {
+    let report = verify_chains(store, None).await?;
+    if !report.holds() {
+        return Err(AnchorError::Anchors(
+            "`audit verify` finds a chain broken; an anchor would vouch for it".into(),
+        ));
+    }
+    let anchor = anchor(&report, key, stored_now())?;
+    append(file, &anchor)?;
+    Ok(anchor.threads.len() + anchor.chains.len())
 }
 
 /// Appends `anchor` as one line to `path` (created if missing, never truncated).

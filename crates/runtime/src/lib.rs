@@ -66,13 +66,16 @@ pub enum RuntimeError {
     /// The policies directory is missing or holds an invalid file.
     #[error("{0}")]
     Policies(String),
+    /// `[audit]`'s anchor key cannot be used.
+    #[error("[audit]: {0}")]
+    Audit(String),
 }
 
 impl RuntimeError {
     /// The user-facing code of this failure.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Self::Config(_) | Self::Policies(_) => ErrorCode::InvalidArgument,
+            Self::Config(_) | Self::Policies(_) | Self::Audit(_) => ErrorCode::InvalidArgument,
             Self::Model(e) => e.code(),
             Self::Store(e) => e.code(),
             Self::Hub(e) => e.code(),
@@ -393,12 +396,30 @@ impl Runtime {
             executions.clone(),
             config.cluster,
         );
+        // Last of what can fail: a task started earlier would outlive a failed start.
+        let anchorer = match (
+            &config.audit.anchor_interval,
+            &config.audit.anchor_key,
+            &config.audit.anchor_file,
+        ) {
+            (Some(every), Some(key), Some(file)) => Some(
+                audit_anchor::Anchorer::start(
+                    store.clone() as Arc<dyn agentplane_engine::ports::AuditStore>,
+                    key.clone(),
+                    file.clone(),
+                    *every,
+                )
+                .map_err(|e| RuntimeError::Audit(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let shutdown = Arc::new(Shutdown {
             hub: hub.clone(),
             executions: executions.clone(),
             watch,
             store: store.clone(),
             policy_watcher: std::sync::Mutex::new(policy_watcher),
+            anchorer: std::sync::Mutex::new(anchorer),
             mcp: mcp.clone(),
             model_server: model_server.clone(),
             grace: config.server.shutdown_grace,

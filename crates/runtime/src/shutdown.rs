@@ -5,7 +5,8 @@
 //!    grace period to finish, then are cancelled and recorded as such;
 //! 2. the replica watch (heartbeat, recovery of dead replicas), then this replica
 //!    leaves the registry, so others do not wait for its heartbeat to lapse;
-//! 3. the policy directory's watcher;
+//! 3. the periodic audit anchor (`[audit] anchor_interval_s`), then the policy
+//!    directory's watcher;
 //! 4. the MCP servers kept for threads, and their processes;
 //! 5. the local model server, if this runtime started it (`[llm] ensure_available`).
 //!
@@ -31,6 +32,8 @@ pub struct Shutdown {
     pub(crate) watch: ReplicaWatch,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) policy_watcher: Mutex<Option<PolicyWatcher>>,
+    /// `[audit] anchor_interval_s`'s task, if configured.
+    pub(crate) anchorer: Mutex<Option<crate::audit_anchor::Anchorer>>,
     pub(crate) mcp: McpServers,
     pub(crate) model_server: Option<Arc<ModelServerKeeper>>,
     /// How long running turns and executions may take to finish.
@@ -52,6 +55,10 @@ impl Shutdown {
         self.watch.stop().await;
         if let Err(e) = self.store.leave().await {
             tracing::warn!(error = %e, "could not leave the replica registry");
+        }
+        let anchorer = self.anchorer.lock().ok().and_then(|mut a| a.take());
+        if let Some(anchorer) = anchorer {
+            anchorer.stop().await;
         }
         let watcher = self.policy_watcher.lock().ok().and_then(|mut w| w.take());
         if let Some(watcher) = watcher {

@@ -430,3 +430,60 @@ async fn rows_edited_with_sqlite3_and_a_cut_back_tail_are_named_against_the_ledg
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_anchors_on_its_own_and_refuses_to_start_without_its_key() {
+    let model = ScriptedServer::start(scripted()).await.expect("model");
+    let sb = sandbox(
+        "[audit]\nanchor_key = \"anchor.key\"\nanchor_file = \"anchors.jsonl\"\n\
+         anchor_interval_s = 60\n",
+    );
+    // No key yet: the server refuses to start rather than run unanchored.
+    let out = Command::new(agentplane_suites::binary())
+        .current_dir(&sb.base)
+        .env("AGENTPLANE_CONFIG", sb.root.join("agentplane.toml"))
+        .args(["run", "hello"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("[audit]") && said.contains("anchor.key"),
+        "{said}"
+    );
+
+    let key = sb.root.join("anchor.key");
+    let out = audit::run(&sb, None, &["keygen", "--out", &key.display().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    let public_key = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    // A second keygen never replaces a key.
+    let again = audit::run(&sb, None, &["keygen", "--out", &key.display().to_string()]);
+    assert!(!again.status.success(), "{again:?}");
+
+    let served = start(&sb, &model.base_url(), &[]).await;
+    run_turns(&served, &sb).await;
+    // The first anchor is written as the server starts; the next an interval later.
+    let anchors = sb.root.join("anchors.jsonl");
+    let mut waited = 0;
+    while std::fs::read_to_string(&anchors).map_or(true, |t| t.lines().count() == 0) {
+        assert!(waited < 200, "no anchor written");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    drop(served);
+    let anchors_arg = anchors.display().to_string();
+    // With the configured key, no --public-key is needed.
+    let out = audit::run(&sb, None, &["verify", "--json", "--anchors", &anchors_arg]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(out.status.success(), "{report}");
+    assert_eq!(report["anchors_checked"], 1, "{report}");
+    let export = audit::run(&sb, None, &["export"]);
+    let args = [
+        "--anchors",
+        anchors_arg.as_str(),
+        "--public-key",
+        public_key.as_str(),
+    ];
+    let (ok, text) = audit::python_verify(&export.stdout, &args);
+    assert!(ok, "{text}");
+}
