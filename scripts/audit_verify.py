@@ -24,7 +24,8 @@ agree with it and with the events — a thread's owner, workspace and deletion w
 `thread_created`/`thread_deleted` record, a thread claiming events from before the
 chain with the genesis, a turn's input and result with its `turn_started` and
 `turn_completed` events, an approval's decision and decider with `approval_decided`,
-a key's roles and revocation with its `key_created`/`key_revoked` record.
+a key's roles and revocation with its `key_created`/`key_revoked` record, and a
+decision's policy set with a `policy_set_loaded` record.
 
 With --anchors FILE --public-key HEX, each line of FILE (`agentplane audit anchor`) must
 carry an Ed25519 signature by that key over its text (docs/audit.md), and every head
@@ -215,9 +216,9 @@ def check_anchors(path, public_hex, at, ends, problems):
 
 def replay_ledger(records, problems):
     """The ledger's records (values: kind, ts, subject, detail), replayed."""
-    state = {"genesis": None, "threads": {}, "keys": {}}
+    state = {"genesis": None, "threads": {}, "keys": {}, "policy_sets": set(), "since": ""}
     for pos, values in records:
-        kind, _ts, subject, detail = values
+        kind, ts, subject, detail = values
         detail = json.loads(detail)
         where = f"ledger record {pos}"
         if state["genesis"] is None and kind != "genesis":
@@ -236,6 +237,10 @@ def replay_ledger(records, problems):
             state["keys"][subject] = dict(detail, revoked_at=None, pos=pos)
         elif kind == "key_revoked" and subject in state["keys"]:
             state["keys"][subject].update(revoked_at=detail["revoked_at"], pos=pos)
+        elif kind == "policy_set_loaded":
+            state["policy_sets"].add(subject)
+        if kind == "genesis":
+            state["since"] = ts
     if state["genesis"] is None:
         problems.append("ledger: the ledger has no genesis record")
         return None
@@ -308,6 +313,10 @@ def check_rows(rows, ledger, facts, problems):
                 ])
             elif row["status"] != "pending":
                 problems.append(f"{subject}: it is decided but no approval_decided event says so")
+    for thread, seq, ts, policy_set in facts["decided_under"]:
+        if ts >= ledger["since"] and policy_set not in ledger["policy_sets"]:
+            problems.append(f"thread {thread}: event {seq} was decided under policy set "
+                            f"{policy_set}, which the ledger never recorded as loaded")
     for thread, recorded in ledger["threads"].items():
         if rows and thread not in stored_threads:
             problems.append(f"thread {thread}: ledger record {recorded['pos']} records it but "
@@ -316,13 +325,18 @@ def check_rows(rows, ledger, facts, problems):
 
 def note_event(e, facts):
     if e["kind"] not in ("turn_started", "turn_completed", "approval_requested",
-                         "approval_decided"):
+                         "approval_decided", "policy_denied", "policy_audited"):
         return
     payload = json.loads(e["payload"])
+    policy_set = payload.get("policy_set") or (payload.get("explanation") or {}).get("policy_set")
+    if policy_set:
+        facts["decided_under"].append((e["thread_id"], e["seq"], e["ts"], policy_set))
     if e["kind"] == "turn_started":
         facts["started"].setdefault(e["turn_id"], (e["seq"], payload["input"]))
     elif e["kind"] == "turn_completed":
         facts["completed"][e["turn_id"]] = (e["seq"], payload["stop_reason"], payload["result"])
+    elif e["kind"] in ("policy_denied", "policy_audited"):
+        return
     elif e["kind"] == "approval_requested":
         facts["requested"][payload["approval_id"]] = e["seq"]
     else:
@@ -353,7 +367,7 @@ def main(argv):
     chained = unchained = records = ledger = 0
     rows, ledger_records, problems = [], [], []
     at, ends = {}, {}  # (kind, name, position) -> hash; (kind, name) -> last position
-    facts = {"started": {}, "completed": {}, "requested": {}, "decided": {}}
+    facts = {"started": {}, "completed": {}, "requested": {}, "decided": {}, "decided_under": []}
     for number, line in enumerate(source, 1):
         if not line.strip():
             continue

@@ -111,6 +111,39 @@ async fn appends_from_two_replicas_get_gapless_seqs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_ledger_is_one_gapless_chain_across_replicas() {
+    let Some((_db, a, b)) = two().await else {
+        return;
+    };
+    const THREADS: usize = 24;
+    let mut tasks = Vec::new();
+    for i in 0..THREADS {
+        let store = Arc::clone(if i % 2 == 0 { &a } else { &b });
+        tasks.push(tokio::spawn(async move {
+            let thread = store.create_thread(new_thread()).await.unwrap().id;
+            if i % 4 == 0 {
+                store.delete_thread(&thread).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        tokio::time::timeout(DEADLINE, task).await.unwrap().unwrap();
+    }
+    // Whichever replica wrote a record, it linked to the one committed before it, and
+    // every thread agrees with its record.
+    let report = agentplane_engine::services::reports::verify_chains(&*b, None)
+        .await
+        .unwrap();
+    assert!(report.holds(), "{report:#?}");
+    let ledger = report
+        .records
+        .iter()
+        .find(|s| s.thread_id == "audit_ledger")
+        .unwrap();
+    assert_eq!(ledger.chained, (1 + THREADS + THREADS / 4) as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_turn_per_thread_holds_across_replicas() {
     let Some((_db, a, b)) = two().await else {
         return;

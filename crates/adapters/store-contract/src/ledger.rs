@@ -233,3 +233,117 @@ fn ledger_guard(raw: &dyn RawSql) -> &'static str {
         crate::fixtures::Dialect::Postgres => "audit_ledger_append_only",
     }
 }
+
+pub async fn the_ledger_holds_under_concurrent_threads_keys_and_policy_loads<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    const TASKS: usize = 16;
+    let mut tasks = Vec::new();
+    for i in 0..TASKS {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            let thread = store.create_thread(new_thread()).await.expect("thread").id;
+            if i % 2 == 0 {
+                store.delete_thread(&thread).await.expect("delete");
+            }
+            let key = KeyId::new();
+            store
+                .create_key(NewKey {
+                    id: key.clone(),
+                    digest: format!("{i:064}"),
+                    client: format!("client-{i}"),
+                    roles: vec!["operator".into()],
+                    description: Some("'; DROP TABLE api_keys; --".into()),
+                    expires_at: None,
+                    created_by: "admin".into(),
+                })
+                .await
+                .expect("key");
+            if i % 3 == 0 {
+                store.revoke_key(&key).await.expect("revoke");
+            }
+            store
+                .record_policy_set(&format!("sha256:{i:016}"), "reload", 1)
+                .await
+                .expect("policy set");
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let report = verify_chains(&*store, None).await.expect("verify");
+    assert!(report.holds(), "{report:#?}");
+    let ledger = report
+        .records
+        .iter()
+        .find(|s| s.thread_id == "audit_ledger")
+        .expect("the ledger");
+    // The genesis, then per task: a thread, its deletion (half), a key, its
+    // revocation (a third), a policy set.
+    let expected = 1 + TASKS + TASKS / 2 + TASKS + TASKS.div_ceil(3) + TASKS;
+    assert_eq!(ledger.chained, expected as u64, "{ledger:?}");
+}
+
+pub async fn a_decision_under_a_policy_set_never_loaded_is_named<S: Store>(
+    store: Arc<S>,
+    _raw: &dyn RawSql,
+) {
+    store
+        .record_policy_set("sha256:0123456789abcdef", "startup", 2)
+        .await
+        .expect("policy set");
+    let thread = store.create_thread(new_thread()).await.expect("thread").id;
+    let turn = TurnId::new();
+    let started = EventPayload::TurnStarted {
+        agent: "coder".into(),
+        input: "go".into(),
+        model: "m".into(),
+        workspace: "/tmp/work".into(),
+        agent_version: None,
+        shadow_of: None,
+    };
+    store
+        .start_turn(&thread, &turn, "go", false, started)
+        .await
+        .expect("start");
+    let denied = |set: &str| EventPayload::PolicyDenied {
+        policy: "no-shell".into(),
+        policy_type: "tool_access".into(),
+        tool: Some("run_command".into()),
+        call_id: None,
+        detail: "denied".into(),
+        explanation: Some(Box::new(agentplane_core::event::PolicyExplanation {
+            policy_set: set.into(),
+            decision: "deny".into(),
+            decided_by: Some("no-shell".into()),
+            matched: vec!["no-shell".into()],
+            reason: "denied".into(),
+        })),
+    };
+    store
+        .append(&thread, &turn, denied("sha256:0123456789abcdef"))
+        .await
+        .expect("a decision under the loaded set");
+    assert!(verify_chains(&*store, None).await.expect("verify").holds());
+    // A decision recorded under a set no process ever loaded: the set in force was
+    // swapped without the ledger knowing.
+    let swapped = store
+        .append(&thread, &turn, denied("sha256:ffffffffffffffff"))
+        .await
+        .expect("a decision under another set");
+    let report = verify_chains(&*store, None).await.expect("verify");
+    let all = named(&report);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert!(
+        names(
+            &report,
+            &format!("thread {thread}"),
+            &format!(
+                "event {} was decided under policy set sha256:ffffffffffffffff",
+                swapped.seq
+            )
+        ),
+        "{all:#?}"
+    );
+}

@@ -50,6 +50,8 @@ macro_rules! store_contract {
             ledger::a_moved_owner_workspace_or_deletion_and_an_inserted_or_removed_thread_are_named,
             ledger::an_edited_turn_approval_or_key_is_named,
             ledger::a_ledger_without_its_genesis_is_named,
+            ledger::the_ledger_holds_under_concurrent_threads_keys_and_policy_loads,
+            ledger::a_decision_under_a_policy_set_never_loaded_is_named,
             costs::an_empty_store_has_no_costs,
             costs::calls_are_summed_per_agent_client_provider_model_and_day,
             costs::by_turn_splits_rows_per_thread_and_turn,

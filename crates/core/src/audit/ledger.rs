@@ -154,6 +154,9 @@ pub struct LedgerState {
     pub keys: BTreeMap<String, LedgerKey>,
     /// Every policy set loaded: its hash, and the position of the first load.
     pub policy_sets: BTreeMap<String, u64>,
+    /// When the ledger began (its genesis's `ts`): decisions from before it name
+    /// policy sets the ledger never saw.
+    pub since: String,
 }
 
 /// A ledger record that does not make sense where it is.
@@ -194,6 +197,7 @@ impl LedgerState {
                 Entry::Genesis(genesis) => {
                     seen_genesis = true;
                     state.genesis = genesis;
+                    state.since = text(1).unwrap_or_default().to_owned();
                 }
                 Entry::ThreadCreated(created) => {
                     if state.threads.contains_key(subject) {

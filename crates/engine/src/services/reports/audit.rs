@@ -71,6 +71,7 @@ pub async fn verify_chains(
         return Err(StoreError::NotFound(format!("thread {id}")));
     }
     let mut report = AuditReport::default();
+    let mut decisions = Vec::new();
     for thread in &threads {
         let mut walk = ChainWalk::new(thread.id.as_str(), thread.chained_since);
         let mut facts = EventFacts::default();
@@ -99,6 +100,7 @@ pub async fn verify_chains(
         report
             .mismatches
             .extend(facts.check_approvals(&approvals, pre_chain));
+        decisions.push((thread.id.clone(), facts));
     }
     if only.is_none() {
         for chain in RecordChain::ALL {
@@ -112,7 +114,7 @@ pub async fn verify_chains(
         }
     }
     if report.broken.is_none() && report.broken_record.is_none() {
-        check_ledger(store, &threads, only.is_none(), &mut report).await?;
+        check_ledger(store, (&threads, &decisions), only.is_none(), &mut report).await?;
     }
     Ok(report)
 }
@@ -121,7 +123,7 @@ pub async fn verify_chains(
 /// and the unchained gateway records) with what it says.
 async fn check_ledger(
     store: &dyn AuditStore,
-    threads: &[AuditedThread],
+    (threads, decisions): (&[AuditedThread], &[(ThreadId, EventFacts)]),
     whole: bool,
     report: &mut AuditReport,
 ) -> Result<(), StoreError> {
@@ -145,6 +147,11 @@ async fn check_ledger(
     report
         .mismatches
         .extend(audit_state::check_threads(&ledger, threads, whole));
+    for (thread, facts) in decisions {
+        report
+            .mismatches
+            .extend(facts.check_policy_sets(thread.as_str(), &ledger));
+    }
     if !whole {
         return Ok(());
     }

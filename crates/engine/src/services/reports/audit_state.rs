@@ -229,6 +229,8 @@ pub fn check_keys(ledger: &LedgerState, keys: &[AuditedKey]) -> Vec<Mismatch> {
 /// walked (only the four kinds are parsed).
 #[derive(Debug, Default)]
 pub struct EventFacts {
+    /// Each decision's policy set: (seq, ts, the set's hash).
+    decided_under: Vec<(u64, String, String)>,
     started: BTreeMap<String, (u64, String)>,
     completed: BTreeMap<String, (u64, String, serde_json::Value)>,
     requested: BTreeMap<String, (u64, String, String)>,
@@ -248,7 +250,12 @@ impl EventFacts {
     pub fn note(&mut self, event: &ChainedEvent) {
         if !matches!(
             event.kind.as_str(),
-            "turn_started" | "turn_completed" | "approval_requested" | "approval_decided"
+            "turn_started"
+                | "turn_completed"
+                | "approval_requested"
+                | "approval_decided"
+                | "policy_denied"
+                | "policy_audited"
         ) {
             return;
         }
@@ -258,6 +265,17 @@ impl EventFacts {
         };
         let seq = event.seq;
         let turn = event.turn_id.clone();
+        let policy_set = match &payload {
+            EventPayload::ApprovalRequested { explanation, .. }
+            | EventPayload::PolicyDenied { explanation, .. } => {
+                explanation.as_ref().map(|e| e.policy_set.clone())
+            }
+            EventPayload::PolicyAudited { policy_set, .. } => Some(policy_set.clone()),
+            _ => None,
+        };
+        if let Some(set) = policy_set {
+            self.decided_under.push((seq, event.ts.clone(), set));
+        }
         match payload {
             EventPayload::TurnStarted { input, .. } => {
                 self.started.entry(turn).or_insert((seq, input));
@@ -295,6 +313,27 @@ impl EventFacts {
             }
             _ => {}
         }
+    }
+
+    /// Each decision's policy set against the sets the ledger recorded as loaded
+    /// (decisions from before the ledger began are not checked).
+    pub fn check_policy_sets(&self, thread: &str, ledger: &LedgerState) -> Vec<Mismatch> {
+        self.decided_under
+            .iter()
+            .filter(|(_, ts, set)| {
+                ts.as_str() >= ledger.since.as_str() && !ledger.policy_sets.contains_key(set)
+            })
+            .map(|(seq, _, set)| {
+                mismatch(
+                    format!("thread {thread}"),
+                    "the ledger".into(),
+                    format!(
+                        "event {seq} was decided under policy set {set}, which the ledger \
+                         never recorded as loaded"
+                    ),
+                )
+            })
+            .collect()
     }
 
     /// The turns' rows against their `turn_started` and `turn_completed` events.
