@@ -201,7 +201,8 @@ for ((i = 1; i <= step; i++)); do cat "$work/step$i.log"; done >"$work/all"
 missing=0
 for needle in "agentplane is serving" \
   "Next    start a small local model there: ./scripts/local-model.sh" \
-  "event: tool_call_planned" '"list_files"' "event: tool_call_result" \
+  "event: usage" "event: cost" "event: tool_call_planned" '"list_files"' \
+  "event: tool_call_result" \
   '"model":"SmolLM2-135M-Instruct"' "event: message_delta" "event: turn_completed" \
   "agent engineering on SmolLM2-135M-Instruct"; do
   if ! grep -qF -- "$needle" "$work/all"; then
