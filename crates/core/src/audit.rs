@@ -201,13 +201,15 @@ pub fn record_hash(
     hasher.finalize().into()
 }
 
-/// Lowercase hex, as hashes are stored and shown.
-pub fn to_hex(hash: &[u8; 32]) -> String {
+/// Lowercase hex, as hashes (and the anchors' keys and signatures) are stored and shown.
+pub fn to_hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    hash.iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    bytes
+        .iter()
+        .fold(String::with_capacity(2 * bytes.len()), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// The 32 bytes of a stored hash, or `None` when it is not 64 hex digits.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentplane_core::ThreadId;
-use agentplane_core::audit::{RecordChain, from_hex};
+use agentplane_core::audit::{RecordChain, from_hex, to_hex};
 use agentplane_engine::ports::records::stored_now;
 use agentplane_engine::ports::{AuditStore, StoreError};
 use agentplane_engine::services::reports::{AuditReport, Mismatch, verify_chains};
@@ -101,9 +101,9 @@ pub fn keygen(path: &Path) -> Result<String, AnchorError> {
     let mut file = options
         .open(path)
         .map_err(|e| AnchorError::Key(format!("writing {}: {e}", path.display())))?;
-    writeln!(file, "{}", hex(&seed))
+    writeln!(file, "{}", to_hex(&seed))
         .map_err(|e| AnchorError::Key(format!("writing {}: {e}", path.display())))?;
-    Ok(hex(pair.public_key().as_ref()))
+    Ok(to_hex(pair.public_key().as_ref()))
 }
 
 /// The key at `path`.
@@ -122,7 +122,7 @@ fn load_key(path: &Path) -> Result<Ed25519KeyPair, AnchorError> {
 
 /// The public key (hex) of the key at `path`: what anchors are trusted against.
 pub fn public_key_of(path: &Path) -> Result<String, AnchorError> {
-    Ok(hex(load_key(path)?.public_key().as_ref()))
+    Ok(to_hex(load_key(path)?.public_key().as_ref()))
 }
 
 /// The anchor of a store whose every chain holds (`report`, from `verify_chains` over
@@ -148,10 +148,10 @@ pub fn anchor(report: &AuditReport, key: &Path, ts: String) -> Result<Anchor, An
         ts,
         threads: heads(&report.intact),
         chains: heads(&report.records),
-        public_key: hex(pair.public_key().as_ref()),
+        public_key: to_hex(pair.public_key().as_ref()),
         signature: String::new(),
     };
-    anchor.signature = hex(pair.sign(anchor.message().as_bytes()).as_ref());
+    anchor.signature = to_hex(pair.sign(anchor.message().as_bytes()).as_ref());
     Ok(anchor)
 }
 
@@ -335,14 +335,6 @@ fn compare(
         )),
         Some(_) => None,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {

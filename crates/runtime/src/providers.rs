@@ -86,7 +86,9 @@ pub fn build(
             }) as Arc<dyn ChatModel>,
             None => model,
         };
-        return Ok(Providers::single_reporting(model, telemetry));
+        // `tool_calls = "auto"` for `[llm]`: recovered when the server is this machine's.
+        let local = crate::settings::llm::is_loopback_url(&config.llm.base_url);
+        return Ok(Providers::single_reporting(model, telemetry).recovering_text_calls(local));
     }
     let mut built = Vec::with_capacity(config.providers.providers.len());
     for (name, settings) in &config.providers.providers {
@@ -128,6 +130,7 @@ pub fn build(
             kind: settings.kind.as_str().to_owned(),
             model: settings.model.clone(),
             client,
+            recover_text_calls: settings.recover_text_calls,
         });
     }
     Providers::new(

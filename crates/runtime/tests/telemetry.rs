@@ -162,6 +162,7 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
         .model_gateway
         .call(
             "someone",
+            agentplane_engine::gateway::GatewayRoute::ChatCompletions,
             ChatRequest {
                 model: "scripted-model".into(),
                 messages: vec![ChatMessage::user("hi")],

@@ -124,11 +124,20 @@ impl Gate {
         parts: &Parts,
         fallback: Option<&str>,
     ) -> Result<Caller, ApiError> {
+        // `x-api-key` is how Anthropic's clients send theirs: the same credential.
         let presented = parts
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(bearer_token);
+            .and_then(bearer_token)
+            .or_else(|| {
+                parts
+                    .headers
+                    .get("x-api-key")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::trim)
+                    .filter(|key| !key.is_empty())
+            });
         let token_matches = match (&self.token, presented) {
             (Some(expected), Some(t)) => same_digest(&digest(t.as_bytes()), expected),
             _ => false,

@@ -1,7 +1,7 @@
 //! The JSON bodies shared by several endpoint groups (threads, turns, events,
 //! permissions, agents, history), with their OpenAPI schemas. A body that only one
 //! group uses lives beside that group's handlers in `routes/` (approvals, costs,
-//! executions, versions, policies; `gateway_wire.rs` for OpenAI's format).
+//! executions, versions, policies; `routes/gateway/` for OpenAI's and Anthropic's formats).
 //!
 //! Responses are built from the hub's records by plain `From` conversions. Requests
 //! refuse unknown fields, so a typo (`"titel"`) is a 400, not a silently ignored value.

@@ -13,7 +13,7 @@ use crate::routes::approvals::{ApprovalsQuery, DecisionRequest};
 use crate::routes::costs::CostsQuery;
 use crate::routes::events::EventsQuery;
 use crate::routes::executions::{CreateExecutionBody, ExecutionsQuery};
-use crate::routes::gateway_wire::CompletionRequest;
+use crate::routes::gateway::{CompletionRequest, MessagesRequest, ResponsesRequest};
 use crate::routes::keys::CreateKeyBody;
 use crate::routes::mcp_calls::McpCallsQuery;
 use crate::routes::policies::ExplainBody;
@@ -37,6 +37,8 @@ guarded! {
     DecisionBody => Operate, "answering a permission";
     CreateExecutionBody => Operate, "submitting an execution";
     CompletionRequest => Operate, "calling a model through the gateway";
+    ResponsesRequest => Operate, "calling a model through the gateway";
+    MessagesRequest => Operate, "calling a model through the gateway";
     DecisionRequest => Approve, "deciding an approval";
     CreateKeyBody => Administer, "creating a key";
     CreateVersionBody => Administer, "creating an agent version";

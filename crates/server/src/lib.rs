@@ -43,7 +43,11 @@
 //! GET    /.well-known/agent-card.json      the first `[a2a]` agent's card (public)
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
 //! POST   /openai/v1/chat/completions       OpenAI-compatible model calls (gateway)
+//! POST   /openai/v1/responses              OpenAI's Responses API (gateway)
 //! GET    /openai/v1/models                 the model server's models, OpenAI-shaped
+//! POST   /anthropic/v1/messages            Anthropic's Messages API (gateway)
+//! POST   /anthropic/v1/messages/count_tokens  the input's estimated tokens
+//! GET    /anthropic/v1/models              the models, Anthropic-shaped
 //! ```
 //!
 //! The same agents are served as MCP tools on stdio by [`serve_stdio`].

@@ -49,6 +49,9 @@ pub struct ProviderConfig {
     /// resolved against what the provider offers.
     pub model: Option<String>,
     pub client: Arc<dyn ChatModel>,
+    /// Whether a gateway client's call this provider wrote as text is recovered
+    /// (`tool_calls = "recover"`, or `"auto"` for a local provider: `crate::gateway`).
+    pub recover_text_calls: bool,
 }
 
 use crate::ports::Telemetry;
@@ -183,6 +186,8 @@ impl Providers {
             kind,
             model: None,
             client,
+            // The one provider of `[llm]`, local by default (a llama.cpp server).
+            recover_text_calls: true,
         };
         let routing = Routing {
             default: vec![DEFAULT_PROVIDER.to_owned()],
@@ -225,6 +230,27 @@ impl Providers {
     /// The provider names, in configuration order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(Entry::name)
+    }
+
+    /// These providers with recovery of calls written as text switched `on` for all.
+    pub fn recovering_text_calls(mut self, on: bool) -> Self {
+        for entry in &mut self.entries {
+            entry.config.recover_text_calls = on;
+        }
+        self
+    }
+
+    /// Whether calls `provider` wrote as text are recovered for gateway clients.
+    pub fn recovers_text_calls(&self, provider: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.name() == provider && e.config.recover_text_calls)
+    }
+
+    /// Whether any provider's calls written as text are recovered: a streamed gateway
+    /// answer that may be one is held back until it is known.
+    pub fn any_recovers_text_calls(&self) -> bool {
+        self.entries.iter().any(|e| e.config.recover_text_calls)
     }
 
     /// The routing rules in force.

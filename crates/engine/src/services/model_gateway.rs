@@ -41,12 +41,13 @@ impl ModelGateway {
         }
     }
 
-    /// Admits one OpenAI-compatible gateway call of `client` (see `crate::gateway`):
+    /// Admits one gateway call of `client` that came in by `route` (see `crate::gateway`):
     /// validation, policies, rate limits and a budget reservation, before anything is
     /// sent to the client or the model.
     pub async fn call(
         &self,
         caller: &(impl AsCaller + ?Sized),
+        route: crate::gateway::GatewayRoute,
         request: agentplane_core::ChatRequest,
     ) -> Result<crate::gateway::AdmittedCall, HubError> {
         let caller = self.identity.require(
@@ -62,9 +63,24 @@ impl ModelGateway {
             &self.config,
             &self.records,
             (caller.client(), caller.roles().names()),
+            route,
             request,
         )
         .await
+    }
+
+    /// About how many tokens `request`'s input is, for Anthropic's `count_tokens`: four
+    /// bytes a token, as English text and code run (the budget's reservation counts a
+    /// token per byte, the upper bound). Needs the role that may call the gateway.
+    pub fn count_tokens(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        request: &agentplane_core::ChatRequest,
+    ) -> Result<u64, HubError> {
+        self.identity
+            .require(caller, Access::Operate, "counting a gateway call's tokens")?;
+        let (bytes, _) = crate::governance::budget::worst_case_tokens(request, 0);
+        Ok(bytes.div_ceil(4))
     }
 
     /// The models the model server offers, for the gateway's model list, and the name

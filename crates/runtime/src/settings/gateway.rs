@@ -6,11 +6,16 @@
 //! agent = "gateway"          # the agent name policies select (default "gateway")
 //! tags = ["external"]        # tags policies may select by (default none)
 //! max_output_tokens = 4096   # the output cap sent when a request gives no max_tokens
+//!
+//! [gateway.agents]           # a route's own agent name (default: `agent` above)
+//! messages = "claude-code"   # /anthropic/v1/messages
+//! responses = "codex"        # /openai/v1/responses
+//! chat_completions = "sdk"   # /openai/v1/chat/completions
 //! ```
 //!
 //! Names are checked here: 1 to 64 letters, digits, `-` or `_`, as agent names are.
 
-use agentplane_engine::gateway::GatewayConfig;
+use agentplane_engine::gateway::{GatewayConfig, GatewayRoute};
 use serde::Deserialize;
 
 use super::SettingError;
@@ -27,6 +32,7 @@ pub struct FileGateway {
     agent: Option<String>,
     tags: Option<Vec<String>>,
     max_output_tokens: Option<u32>,
+    agents: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl FileGateway {
@@ -36,6 +42,18 @@ impl FileGateway {
         if let Some(agent) = self.agent {
             check_name(&agent).map_err(|m| ("agent".to_owned(), m))?;
             config.agent = agent;
+        }
+        for (route, agent) in self.agents.unwrap_or_default() {
+            let key = format!("agents.{route}");
+            let Some(parsed) = GatewayRoute::parse(&route) else {
+                let known: Vec<&str> = GatewayRoute::ALL.iter().map(|r| r.as_str()).collect();
+                return Err((
+                    key,
+                    format!("is not a route; the routes are {}", known.join(", ")),
+                ));
+            };
+            check_name(&agent).map_err(|m| (key, m))?;
+            config.route_agents.insert(parsed, agent);
         }
         if let Some(tags) = self.tags {
             if tags.len() > MAX_TAGS {
@@ -89,6 +107,24 @@ mod tests {
             resolve("agent = \"openai-proxy\"\ntags = [\"external\", \"team_a\"]").expect("valid");
         assert_eq!(config.agent, "openai-proxy");
         assert_eq!(config.tags, vec!["external", "team_a"]);
+    }
+
+    #[test]
+    fn a_route_may_have_an_agent_of_its_own() {
+        let config =
+            resolve("agent = \"sdk\"\n[agents]\nmessages = \"claude-code\"").expect("valid");
+        assert_eq!(config.agent_of(GatewayRoute::Messages), "claude-code");
+        assert_eq!(config.agent_of(GatewayRoute::Responses), "sdk");
+        assert_eq!(
+            resolve("[agents]\nembeddingz = \"x\"")
+                .expect_err("route")
+                .0,
+            "agents.embeddingz"
+        );
+        assert_eq!(
+            resolve("[agents]\nmessages = \"a b\"").expect_err("name").0,
+            "agents.messages"
+        );
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub fn check_base_url(url: &str) -> Result<String, String> {
 
 /// Whether a model server URL names this machine (`127.0.0.1`, `::1`, `localhost`):
 /// the servers `[llm] ensure_available` starts by default.
-fn is_loopback_url(url: &str) -> bool {
+pub(crate) fn is_loopback_url(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let host = rest.split(['/', '?']).next().unwrap_or_default();
     let host = host.rsplit_once('@').map_or(host, |(_, host)| host);

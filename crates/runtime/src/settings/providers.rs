@@ -11,6 +11,8 @@
 //! base_url = "https://api.anthropic.com/v1"
 //! api_key_secret = "ANTHROPIC_KEY"    # a `[secrets]` name, never a literal key
 //! model = "claude-sonnet-4-5"
+//! tool_calls = "native"               # gateway clients: "auto" (recover calls written
+//!                                     # as text when local), "native" or "recover"
 //!
 //! [routing]
 //! default = ["local", "cloud"]        # the failover chain when no rule matches
@@ -67,6 +69,9 @@ pub struct FileProvider {
     connect_timeout_secs: Option<u64>,
     max_retries: Option<u32>,
     max_tokens: Option<u32>,
+    /// `"auto"`, `"native"` or `"recover"`: whether a gateway client's call this
+    /// provider writes as text is recovered (`auto`: when the provider is local).
+    tool_calls: Option<String>,
 }
 
 /// `[routing]` as written.
@@ -106,6 +111,8 @@ pub struct ProviderSettings {
     pub max_retries: u32,
     /// Anthropic's required `max_tokens`.
     pub max_tokens: u32,
+    /// Calls written as text are recovered for gateway clients (`tool_calls`).
+    pub recover_text_calls: bool,
 }
 
 /// `[providers]` and `[routing]`, checked. Empty `providers`: `[llm]` is the one.
@@ -221,6 +228,17 @@ pub fn resolve(
         if kind == ProviderKind::OpenAi && file.max_tokens.is_some() {
             return Err((key("max_tokens"), "is for kind = \"anthropic\"".into()));
         }
+        let recover_text_calls = match file.tool_calls.as_deref() {
+            None | Some("auto") => super::llm::is_loopback_url(&base_url),
+            Some("native") => false,
+            Some("recover") => true,
+            Some(other) => {
+                return Err((
+                    key("tool_calls"),
+                    format!("must be \"auto\", \"native\" or \"recover\", got {other:?}"),
+                ));
+            }
+        };
         checked.insert(
             name,
             ProviderSettings {
@@ -233,6 +251,7 @@ pub fn resolve(
                 connect_timeout: Duration::from_secs(connect_timeout_secs),
                 max_retries,
                 max_tokens,
+                recover_text_calls,
             },
         );
     }

@@ -10,7 +10,6 @@ pub(crate) mod costs;
 pub(crate) mod events;
 pub(crate) mod executions;
 pub(crate) mod gateway;
-pub(crate) mod gateway_wire;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod mcp_calls;

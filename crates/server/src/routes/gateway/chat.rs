@@ -19,6 +19,7 @@ use agentplane_engine::ports::ModelInfo;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::frames::StreamFrames;
 use crate::error::ApiError;
 
 // ----- requests ------------------------------------------------------------------------
@@ -358,11 +359,13 @@ pub(crate) fn completion(reply: &GatewayReply, created: u64) -> Value {
 /// `data:` line.
 pub(crate) struct Chunks {
     head: String,
+    /// Send a last chunk with the usage (`stream_options.include_usage`).
+    include_usage: bool,
 }
 
 impl Chunks {
     /// Chunks for the call `id` of `model`, created at `created` (Unix seconds).
-    pub(crate) fn new(id: &str, model: &str, created: u64) -> Self {
+    pub(crate) fn new(id: &str, model: &str, created: u64, include_usage: bool) -> Self {
         let head = json!({
             "id": id,
             "object": "chat.completion.chunk",
@@ -370,7 +373,10 @@ impl Chunks {
             "model": model,
         })
         .to_string();
-        Self { head }
+        Self {
+            head,
+            include_usage,
+        }
     }
 
     /// A chunk with these choices (and usage) as one SSE frame.
@@ -392,9 +398,11 @@ impl Chunks {
         frame.push_str("\n\n");
         frame
     }
+}
 
+impl StreamFrames for Chunks {
     /// The first chunk: the assistant's role.
-    pub(crate) fn role(&self) -> String {
+    fn start(&mut self) -> String {
         self.frame(
             json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
             None,
@@ -402,7 +410,7 @@ impl Chunks {
     }
 
     /// A text delta.
-    pub(crate) fn text(&self, text: &str) -> String {
+    fn text(&mut self, text: &str) -> String {
         self.frame(
             json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]),
             None,
@@ -411,7 +419,8 @@ impl Chunks {
 
     /// The end of a finished call: its tool calls (whole, one chunk), the finish
     /// reason, the usage when asked, and `[DONE]`.
-    pub(crate) fn end(&self, response: &ChatResponse, include_usage: bool) -> String {
+    fn end(&mut self, reply: &GatewayReply) -> String {
+        let response = &reply.response;
         let mut out = String::new();
         if !response.tool_calls.is_empty() {
             out.push_str(&self.frame(
@@ -427,18 +436,18 @@ impl Chunks {
             json!([{"index": 0, "delta": {}, "finish_reason": finish_reason(response)}]),
             None,
         ));
-        if include_usage {
+        if self.include_usage {
             out.push_str(&self.frame(json!([]), Some(usage(response.usage))));
         }
         out.push_str("data: [DONE]\n\n");
         out
     }
-}
 
-/// A failure after the stream began: the error envelope as one `data:` frame (OpenAI
-/// clients raise it as an API error); no `[DONE]` follows.
-pub(crate) fn error_frame(error: &ApiError) -> String {
-    format!("data: {}\n\n", error.envelope())
+    /// The error envelope as one `data:` frame (OpenAI clients raise it as an API
+    /// error); no `[DONE]` follows.
+    fn error(&mut self, error: &ApiError) -> String {
+        format!("data: {}\n\n", error.envelope())
+    }
 }
 
 /// The `list` document of `GET /openai/v1/models`.
@@ -554,7 +563,7 @@ mod tests {
 
     #[test]
     fn chunks_are_openai_chunks() {
-        let chunks = Chunks::new("chatcmpl-1", "m", 7);
+        let mut chunks = Chunks::new("chatcmpl-1", "m", 7, true);
         let frame = chunks.text("hé\"llo");
         let data: Value =
             serde_json::from_str(frame.strip_prefix("data: ").expect("data").trim()).expect("json");
@@ -562,8 +571,9 @@ mod tests {
         assert_eq!(data["id"], "chatcmpl-1");
         assert_eq!(data["created"], 7);
         assert_eq!(data["choices"][0]["delta"]["content"], "hé\"llo");
-        let end = chunks.end(
-            &ChatResponse {
+        let end = chunks.end(&GatewayReply {
+            id: agentplane_core::CompletionId::new(),
+            response: ChatResponse {
                 tool_calls: vec![ToolCall {
                     id: "c".into(),
                     name: "f".into(),
@@ -575,8 +585,7 @@ mod tests {
                 }),
                 ..ChatResponse::default()
             },
-            true,
-        );
+        });
         let frames: Vec<&str> = end.split("\n\n").filter(|f| !f.is_empty()).collect();
         assert_eq!(frames.len(), 4, "{end}");
         assert!(frames[0].contains("\"tool_calls\":[{"));

@@ -24,7 +24,12 @@
 //! ports. Tools offered by a gateway client are never executed here; their calls go
 //! back to the client, which is why `approval_required` policies do not apply.
 
+mod text_calls;
+
+pub use text_calls::RECOVERED_ID;
+
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -51,11 +56,45 @@ pub const MAX_TOOLS: usize = 256;
 /// The highest temperature OpenAI accepts.
 const MAX_TEMPERATURE: f32 = 2.0;
 
+/// The API a gateway call came in by. Each may run under an agent name of its own
+/// (`[gateway.agents]`), so one policy governs Claude Code's model calls and another
+/// an SDK's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GatewayRoute {
+    /// OpenAI's `/openai/v1/chat/completions`.
+    ChatCompletions,
+    /// OpenAI's `/openai/v1/responses`.
+    Responses,
+    /// Anthropic's `/anthropic/v1/messages`.
+    Messages,
+}
+
+impl GatewayRoute {
+    /// Every route, in the order they are documented.
+    pub const ALL: [Self; 3] = [Self::ChatCompletions, Self::Responses, Self::Messages];
+
+    /// The name `[gateway.agents]` and spans know it by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChatCompletions => "chat_completions",
+            Self::Responses => "responses",
+            Self::Messages => "messages",
+        }
+    }
+
+    /// The route a `[gateway.agents]` key names.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == name)
+    }
+}
+
 /// `[gateway]`: who gateway calls are, for policies, budgets, costs and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayConfig {
     /// The agent name policies select and cost reports group gateway calls by.
     pub agent: String,
+    /// The agent name of a route that has its own (`[gateway.agents]`).
+    pub route_agents: BTreeMap<GatewayRoute, String>,
     /// Tags policies may select gateway calls by.
     pub tags: Vec<String>,
     /// The output cap sent with a request that gives no `max_tokens`.
@@ -66,9 +105,17 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
             agent: DEFAULT_AGENT.to_owned(),
+            route_agents: BTreeMap::new(),
             tags: Vec::new(),
             max_output_tokens: agentplane_core::agent::DEFAULT_MAX_OUTPUT_TOKENS,
         }
+    }
+}
+
+impl GatewayConfig {
+    /// The agent name calls of `route` run under.
+    pub fn agent_of(&self, route: GatewayRoute) -> &str {
+        self.route_agents.get(&route).unwrap_or(&self.agent)
     }
 }
 
@@ -316,13 +363,15 @@ pub(crate) async fn admit(
     config: &GatewayConfig,
     records: &Arc<CallRecords>,
     (client, roles): (&str, Vec<String>),
+    route: GatewayRoute,
     mut request: ChatRequest,
 ) -> Result<AdmittedCall, HubError> {
     validate(&request)?;
+    let agent = config.agent_of(route);
     // The output cap is always sent, so the worst case reserved is real.
     request.max_tokens.get_or_insert(config.max_output_tokens);
     let governance = &deps.governance;
-    let ctx = RequestContext::new(&config.agent, &config.tags, client).roles(&roles);
+    let ctx = RequestContext::new(agent, &config.tags, client).roles(&roles);
     let policies = governance.policies.current();
     withhold_denied_tools(&policies, &ctx, &mut request);
     guard_request(&policies, &ctx, &mut request, governance)?;
@@ -337,12 +386,10 @@ pub(crate) async fn admit(
     let mut meter = match admitted {
         Ok(meter) => meter,
         Err(AdmissionError::Refused(refusal)) => {
-            let what = format!("a gateway call as `{}` now", config.agent);
-            governance.telemetry.policy_denied(
-                &config.agent,
-                refusal.policy(),
-                refusal.policy_type(),
-            );
+            let what = format!("a gateway call as `{agent}` now");
+            governance
+                .telemetry
+                .policy_denied(agent, refusal.policy(), refusal.policy_type());
             tracing::info!(
                 client,
                 policy = refusal.policy(),
@@ -361,7 +408,7 @@ pub(crate) async fn admit(
         records: Arc::clone(records),
         id: id.clone(),
         client: client.to_owned(),
-        agent: config.agent.clone(),
+        agent: agent.to_owned(),
         model: request.model.clone(),
     };
     meter.on_abandon(Box::new(move |charge| {
@@ -378,7 +425,7 @@ pub(crate) async fn admit(
     Ok(AdmittedCall {
         id,
         deps: deps.clone(),
-        agent: config.agent.clone(),
+        agent: agent.to_owned(),
         tags: config.tags.clone(),
         client: client.to_owned(),
         roles,
@@ -456,16 +503,28 @@ impl AdmittedCall {
             &self.request.model,
             self.id.as_str(),
         );
+        // Calls written as text (`text_calls.rs`): text that may be one waits.
+        let text_calls = self
+            .deps
+            .providers
+            .any_recovers_text_calls()
+            .then(|| text_calls::TextCalls::new(&self.request.tools))
+            .flatten();
+        let mut hold = text_calls.as_ref().map(|_| text_calls::Hold::default());
+        let mut emit = |text: &str| match hold.as_mut() {
+            Some(hold) => hold.push(text, on_text),
+            None => on_text(text),
+        };
         let mut stream = guard.stream();
         let ended = {
             let mut guarded = |text: &str| match stream.as_mut() {
                 Some(stream) => {
                     let passed = stream.push(text);
                     if !passed.is_empty() {
-                        on_text(&passed);
+                        emit(&passed);
                     }
                 }
-                None => on_text(text),
+                None => emit(text),
             };
             metered::call(
                 self.meter,
@@ -481,7 +540,7 @@ impl AdmittedCall {
         if let Some(stream) = stream.as_mut() {
             let rest = stream.finish();
             if !rest.is_empty() {
-                on_text(&rest);
+                emit(&rest);
             }
         }
         let governance = &self.deps.governance;
@@ -502,10 +561,27 @@ impl AdmittedCall {
             return Err(crate::error::refused(&refusal, what));
         }
         match ended.outcome {
-            Ok(routed) => Ok(GatewayReply {
-                id: self.id,
-                response: routed.response,
-            }),
+            Ok(routed) => {
+                let mut response = routed.response;
+                let recovered = text_calls.as_ref().is_some_and(|calls| {
+                    self.deps.providers.recovers_text_calls(&routed.provider)
+                        && calls.recover(&mut response, &self.id)
+                });
+                if recovered {
+                    tracing::info!(
+                        id = self.id.as_str(),
+                        provider = routed.provider,
+                        "a call the model wrote as text was recovered for a gateway client"
+                    );
+                }
+                if let Some(hold) = hold {
+                    hold.finish(&response, recovered, on_text);
+                }
+                Ok(GatewayReply {
+                    id: self.id,
+                    response,
+                })
+            }
             Err(metered::Unanswered::Failed(e)) => Err(e.into()),
             // Its token never fires: only dropping the call ends it early.
             Err(metered::Unanswered::Cancelled) => Err(HubError::ShuttingDown),

@@ -1,0 +1,156 @@
+//! The model gateway: OpenAI's chat completions and Responses API and Anthropic's
+//! Messages API, behind the same credentials and `X-Client-ID` as `/v1` (`x-api-key`
+//! too, as Anthropic clients send it).
+//!
+//! Every route is one surface of the same governed call: its handler parses the
+//! client's wire format (`chat.rs`, `responses.rs`, `messages.rs`) into one
+//! provider-neutral request, asks the hub to admit it under the route's agent name
+//! (policies, content, rate limits, budget: a refusal is an HTTP status before any
+//! stream starts), then makes it — whole, or streamed in the client's framing
+//! (`frames.rs`). Every answer passes the process-wide secret redactor, as turn events
+//! do. These routes are not in `/openapi.json`: their contracts are OpenAI's and
+//! Anthropic's (ADR 0014, 0060).
+
+mod chat;
+mod frames;
+mod messages;
+mod responses;
+
+pub(crate) use chat::CompletionRequest;
+pub(crate) use messages::MessagesRequest;
+pub(crate) use responses::ResponsesRequest;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentplane_engine::gateway::GatewayRoute;
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::AppState;
+use crate::auth::Identity;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use chat::Chunks;
+
+/// The gateway's routes, to be mounted behind the auth layer.
+pub(crate) fn routes() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/openai/v1/chat/completions", post(chat_completions))
+        .route("/openai/v1/responses", post(responses))
+        .route("/openai/v1/models", get(models))
+        .route("/anthropic/v1/messages", post(messages))
+        .route("/anthropic/v1/messages/count_tokens", post(count_tokens))
+        .route("/anthropic/v1/models", get(anthropic_models))
+}
+
+/// Now, in Unix seconds (OpenAI's `created`).
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `POST /openai/v1/chat/completions`.
+async fn chat_completions(
+    State(state): State<AppState>,
+    caller: Identity,
+    ApiJson(body): ApiJson<CompletionRequest>,
+) -> Result<Response, ApiError> {
+    let parsed = body.parse()?;
+    let call = state
+        .model_gateway
+        .call(&caller.0, GatewayRoute::ChatCompletions, parsed.request)
+        .await?;
+    let created = unix_now();
+    if !parsed.stream {
+        let reply = call.call(&mut |_: &str| {}).await?;
+        // `completion` redacts: the model may echo a secret it was given.
+        return Ok(Json(chat::completion(&reply, created)).into_response());
+    }
+    let chunks = Chunks::new(
+        call.id().as_str(),
+        call.model(),
+        created,
+        parsed.include_usage,
+    );
+    Ok(frames::stream(call, chunks))
+}
+
+/// `POST /openai/v1/responses`.
+async fn responses(
+    State(state): State<AppState>,
+    caller: Identity,
+    ApiJson(body): ApiJson<ResponsesRequest>,
+) -> Result<Response, ApiError> {
+    let parsed = body.parse()?;
+    let call = state
+        .model_gateway
+        .call(&caller.0, GatewayRoute::Responses, parsed.request)
+        .await?;
+    let created = unix_now();
+    if !parsed.stream {
+        let reply = call.call(&mut |_: &str| {}).await?;
+        return Ok(Json(responses::response(&reply, created, &parsed.echo)).into_response());
+    }
+    let events =
+        responses::ResponseEvents::new(call.id().as_str(), call.model(), created, parsed.echo);
+    Ok(frames::stream(call, events))
+}
+
+/// `POST /anthropic/v1/messages`. Errors are Anthropic-shaped (`messages.rs`).
+async fn messages(
+    State(state): State<AppState>,
+    caller: Identity,
+    ApiJson(body): ApiJson<MessagesRequest>,
+) -> Response {
+    let answered = async {
+        let parsed = body.parse()?;
+        let call = state
+            .model_gateway
+            .call(&caller.0, GatewayRoute::Messages, parsed.request)
+            .await?;
+        if !parsed.stream {
+            let reply = call.call(&mut |_: &str| {}).await?;
+            return Ok::<_, ApiError>(Json(messages::message(&reply)).into_response());
+        }
+        let events = messages::MessageEvents::new(call.id().as_str(), call.model());
+        Ok(frames::stream(call, events))
+    };
+    answered.await.unwrap_or_else(anthropic_error)
+}
+
+/// `POST /anthropic/v1/messages/count_tokens`: the gateway's estimate of the input
+/// (what budgets reserve for it), as the upstream's own count is not asked.
+async fn count_tokens(
+    State(state): State<AppState>,
+    caller: Identity,
+    ApiJson(body): ApiJson<MessagesRequest>,
+) -> Response {
+    let counted = async {
+        let request = body.into_request()?;
+        let tokens = state.model_gateway.count_tokens(&caller.0, &request)?;
+        Ok::<_, ApiError>(Json(messages::token_count(tokens)).into_response())
+    };
+    counted.await.unwrap_or_else(anthropic_error)
+}
+
+/// An error as Anthropic clients read it, with its HTTP status.
+fn anthropic_error(error: ApiError) -> Response {
+    (error.status(), Json(messages::anthropic_error(&error))).into_response()
+}
+
+/// `GET /openai/v1/models`.
+async fn models(State(state): State<AppState>, caller: Identity) -> Result<Response, ApiError> {
+    let (models, owner) = state.model_gateway.models(&caller.0).await?;
+    Ok(Json(chat::model_list(&models, &owner)).into_response())
+}
+
+/// `GET /anthropic/v1/models`: the same models, Anthropic-shaped.
+async fn anthropic_models(State(state): State<AppState>, caller: Identity) -> Response {
+    match state.model_gateway.models(&caller.0).await {
+        Ok((models, _)) => Json(messages::model_list(&models)).into_response(),
+        Err(e) => anthropic_error(e.into()),
+    }
+}
