@@ -5,7 +5,8 @@
 #   AGENTPLANE_TEST_NODE            node, to run the npm peers
 #   AGENTPLANE_TEST_NODE_PEERS      crates/testkit/peers (node_modules inside, loopback.mjs)
 #   AGENTPLANE_TEST_PYTHON          a venv's python with PyPI's `mcp` (its client),
-#                                   `openai` (the official client, for the gateway) and
+#                                   `openai` (the official client, for the gateway),
+#                                   `anthropic` and `openai-agents` (more gateway clients),
 #                                   `PyJWT` with `cryptography` (tokens for the OIDC tests),
 #                                   `opentelemetry-proto` (the OTLP receiver) and `a2a-sdk`
 #                                   (the official A2A client and server classes, protocol 1.0)
@@ -22,6 +23,10 @@ cd "$(dirname "$0")/.."
 mcp_version="2.3.0"
 opencode_version="1.18.33"
 openai_version="3.54.0"
+# More gateway clients: Anthropic's SDK (the Messages API) and the OpenAI Agents SDK
+# (the Responses API, its default).
+anthropic_version="2.10.0"
+openai_agents_version="0.24.0"
 pyjwt_version="2.15.1"
 cryptography_version="50.0.2"
 # The OpenTelemetry protobuf definitions, for the OTLP receiver of the trace tests.
@@ -48,12 +53,13 @@ if ! cmp -s "$peers/package-lock.json" "$stamp" 2>/dev/null; then
   cp "$peers/package-lock.json" "$stamp"
 fi
 
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version' or m.version('opentelemetry-proto') != '$otel_proto_version' or m.version('a2a-sdk') != '$a2a_version')" 2>/dev/null; then
-  echo "test-peers: installing mcp $mcp_version, openai $openai_version, PyJWT $pyjwt_version, opentelemetry-proto $otel_proto_version, a2a-sdk $a2a_version into $venv" >&2
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$mcp_version' or m.version('openai') != '$openai_version' or m.version('PyJWT') != '$pyjwt_version' or m.version('cryptography') != '$cryptography_version' or m.version('opentelemetry-proto') != '$otel_proto_version' or m.version('a2a-sdk') != '$a2a_version' or m.version('anthropic') != '$anthropic_version' or m.version('openai-agents') != '$openai_agents_version')" 2>/dev/null; then
+  echo "test-peers: installing mcp $mcp_version, openai $openai_version, anthropic $anthropic_version, openai-agents $openai_agents_version, PyJWT $pyjwt_version, opentelemetry-proto $otel_proto_version, a2a-sdk $a2a_version into $venv" >&2
   mkdir -p "$(dirname "$venv")"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
     "mcp==$mcp_version" "openai==$openai_version" \
+    "anthropic==$anthropic_version" "openai-agents==$openai_agents_version" \
     "PyJWT==$pyjwt_version" "cryptography==$cryptography_version" \
     "opentelemetry-proto==$otel_proto_version" "a2a-sdk[http-server]==$a2a_version" >&2
 fi

@@ -56,6 +56,12 @@ pub fn openai_client_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/openai_client.py")
 }
 
+/// `peers/gateway_clients.py`: the `anthropic` package, `openai`'s Responses API and
+/// the OpenAI Agents SDK against the gateway's other routes; one JSON document.
+pub fn gateway_clients_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/gateway_clients.py")
+}
+
 /// `peers/a2a_client.py`: an A2A client on PyPI's official `a2a-sdk` 1.x (protocol
 /// 1.0): card resolver, `ClientFactory`/`Client`; one JSON command, one JSON answer.
 pub fn a2a_client_script() -> PathBuf {

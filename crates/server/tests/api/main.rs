@@ -12,6 +12,7 @@ mod auth;
 mod costs;
 mod executions;
 mod gateway;
+mod gateway_clients;
 mod governance;
 mod hostile;
 mod mcp;

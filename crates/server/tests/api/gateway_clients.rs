@@ -1,0 +1,230 @@
+//! Clients we did not write against the gateway's other routes (issue 51): PyPI's
+//! `anthropic` on `/anthropic/v1/messages`, `openai`'s `responses.create` on
+//! `/openai/v1/responses`, and the OpenAI Agents SDK in its default Responses mode,
+//! each with a tool, whole and streamed, against the scripted model — including a
+//! model that writes its call as text, which every client still gets as a real call.
+//! Each call is recorded and priced under the route's own agent name.
+
+use agentplane_testkit::{Step, peers};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+use crate::harness::{Api, PATIENCE, Setup, TOKEN};
+
+/// The price of every call here: $1 per million input tokens, $2 per million output.
+const PRICED: &str = "[prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n\
+                      [gateway.agents]\nmessages = \"claude-code\"\nresponses = \"codex\"\n";
+
+/// Runs `peers/gateway_clients.py MODE`; returns its exit code and JSON.
+async fn run_client(api: &Api, mode: &str) -> (Option<i32>, Value) {
+    let mut command = std::process::Command::new(peers::python());
+    command
+        .arg(peers::gateway_clients_script())
+        .arg(mode)
+        .args(["--base-url", &api.url("")])
+        .args([
+            "--client-id",
+            "alice",
+            "--model",
+            "scripted-model",
+            "--api-key",
+            TOKEN,
+        ]);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("client task")
+        .expect("the client runs");
+    (output.status.code(), peers::client_json(&output))
+}
+
+/// The cost rows of alice grouped by agent, once `calls` are recorded.
+async fn costs_when(api: &Api, calls: u64) -> Value {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let answer = api.get("/v1/costs?group_by=agent", "alice").await;
+        if answer.body["total"]["calls"] == calls || Instant::now() > deadline {
+            return answer.body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn weather() -> Value {
+    json!({"city": "Paris"})
+}
+
+/// A call to `get_weather` as a small model writes it: JSON in the text.
+fn written_call() -> Step {
+    Step::text(r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#).with_split(5)
+}
+
+#[tokio::test]
+async fn the_anthropic_package_calls_a_tool_whole_and_streamed_and_is_priced_as_its_route() {
+    let api = Setup::new(vec![
+        Step::tool_call("get_weather", weather()).with_usage(30, 10),
+        written_call().with_usage(30, 10),
+        Step::text("Sunny, 21 C.").with_split(3).with_usage(40, 5),
+    ])
+    .token(TOKEN)
+    .extra_config(PRICED)
+    .start()
+    .await;
+    let (code, out) = run_client(&api, "anthropic").await;
+    assert_eq!(code, Some(0), "{out}");
+    let whole = &out["whole"];
+    assert_eq!(whole["stop_reason"], "tool_use", "{out}");
+    assert_eq!(whole["tool_uses"][0]["name"], "get_weather", "{out}");
+    assert_eq!(whole["tool_uses"][0]["input"], weather(), "{out}");
+    assert_eq!(whole["usage"]["input_tokens"], 30, "{out}");
+    // The model wrote its call as text: the client gets a tool_use block, never the JSON.
+    let streamed = &out["streamed"];
+    assert_eq!(streamed["stop_reason"], "tool_use", "{out}");
+    assert_eq!(streamed["tool_uses"][0]["input"], weather(), "{out}");
+    assert_eq!(streamed["text"], "", "{out}");
+    assert!(
+        streamed["tool_uses"][0]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with(agentplane_engine::gateway::RECOVERED_ID)),
+        "{out}"
+    );
+    let events: Vec<&str> = streamed["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(events.first(), Some(&"message_start"), "{out}");
+    assert_eq!(events.last(), Some(&"message_stop"), "{out}");
+    let after = &out["after_tool"];
+    assert_eq!(after["text"], "Sunny, 21 C.", "{out}");
+    assert_eq!(after["stop_reason"], "end_turn", "{out}");
+    assert!(out["count"].as_u64().is_some_and(|n| n > 0), "{out}");
+    // The tool result reached the model as a tool message.
+    let last = api.scripted.requests().last().cloned().expect("a request");
+    let messages = last["messages"].as_array().expect("messages");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "tool" && m["content"] == "sunny, 21 C"),
+        "{last}"
+    );
+    let costs = costs_when(&api, 3).await;
+    assert_eq!(costs["rows"][0]["key"], "claude-code", "{costs}");
+    assert_eq!(costs["total"]["calls"], 3, "{costs}");
+    assert_eq!(costs["total"]["input_tokens"], 100, "{costs}");
+    // 100 input tokens at $1/M and 25 output at $2/M.
+    assert_eq!(costs["total"]["usd_micros"], 150, "{costs}");
+}
+
+#[tokio::test]
+async fn the_openai_packages_responses_api_calls_a_tool_whole_and_streamed() {
+    let api = Setup::new(vec![
+        Step::tool_call("get_weather", weather()).with_usage(30, 10),
+        written_call().with_usage(30, 10),
+        Step::text("Sunny, 21 C.").with_split(3).with_usage(40, 5),
+    ])
+    .token(TOKEN)
+    .extra_config(PRICED)
+    .start()
+    .await;
+    let (code, out) = run_client(&api, "responses").await;
+    assert_eq!(code, Some(0), "{out}");
+    let whole = &out["whole"];
+    assert_eq!(whole["status"], "completed", "{out}");
+    assert!(
+        whole["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("resp_")),
+        "{out}"
+    );
+    assert_eq!(whole["calls"][0]["name"], "get_weather", "{out}");
+    assert_eq!(
+        serde_json::from_str::<Value>(whole["calls"][0]["arguments"].as_str().unwrap_or("")).ok(),
+        Some(weather()),
+        "{out}"
+    );
+    assert_eq!(whole["usage"]["total_tokens"], 40, "{out}");
+    let streamed = &out["streamed"];
+    assert_eq!(streamed["calls"][0]["name"], "get_weather", "{out}");
+    assert_eq!(
+        streamed["text"], "",
+        "the call written as text is not prose: {out}"
+    );
+    let events = streamed["events"].as_array().expect("events");
+    assert_eq!(events.first(), Some(&json!("response.created")), "{out}");
+    assert_eq!(events.last(), Some(&json!("response.completed")), "{out}");
+    assert_eq!(out["after_tool"]["text"], "Sunny, 21 C.", "{out}");
+    // The instructions went as a system message.
+    let first = api.scripted.requests().first().cloned().expect("a request");
+    assert_eq!(first["messages"][0]["role"], "system", "{first}");
+    let costs = costs_when(&api, 3).await;
+    assert_eq!(costs["rows"][0]["key"], "codex", "{costs}");
+    assert_eq!(costs["total"]["usd_micros"], 150, "{costs}");
+}
+
+#[tokio::test]
+async fn the_agents_sdk_runs_a_function_tool_over_the_responses_api() {
+    let api = Setup::new(vec![
+        Step::tool_call("get_weather", weather()).with_split(2),
+        Step::text("It is sunny and 21 C in Paris.").with_split(4),
+    ])
+    .token(TOKEN)
+    .start()
+    .await;
+    let (code, out) = run_client(&api, "agents").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out["tool_called_with"], json!(["Paris"]), "{out}");
+    assert_eq!(
+        out["final_output"], "It is sunny and 21 C in Paris.",
+        "{out}"
+    );
+    assert_eq!(out["responses"], 2, "{out}");
+    assert_eq!(api.scripted.chat_request_count(), 2);
+}
+
+#[tokio::test]
+async fn a_policy_on_one_routes_agent_refuses_its_client_in_its_own_shape_and_spares_the_other() {
+    let days_since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        / 86_400;
+    // 1970-01-01 was a Thursday; yesterday's weekday is open for one minute only.
+    let yesterday =
+        ["wed", "thu", "fri", "sat", "sun", "mon", "tue"][(days_since_epoch % 7) as usize];
+    let api = Setup::new(vec![
+        Step::tool_call("get_weather", weather()),
+        Step::text("Sunny."),
+        Step::text("Sunny, 21 C."),
+    ])
+    .token(TOKEN)
+    .policy(
+        "hours.yaml",
+        &format!(
+            "name: no-claude-code\ntype: time_window\ntargets: {{agents: [claude-code]}}\n\
+             rules: {{timezone: UTC, days: [{yesterday}], hours: \"00:00-00:01\"}}\n"
+        ),
+    )
+    .extra_config(PRICED)
+    .start()
+    .await;
+    let (code, out) = run_client(&api, "anthropic").await;
+    assert_eq!(code, Some(3), "{out}");
+    assert_eq!(out["apiError"]["status"], 403, "{out}");
+    assert_eq!(out["apiError"]["type"], "permission_error", "{out}");
+    assert!(
+        out["apiError"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no-claude-code")),
+        "{out}"
+    );
+    assert_eq!(
+        api.scripted.chat_request_count(),
+        0,
+        "refused before the model"
+    );
+    // The Responses route runs as `codex`, which the policy does not name.
+    let (code, out) = run_client(&api, "responses").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(api.scripted.chat_request_count(), 3, "{out}");
+}
