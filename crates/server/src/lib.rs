@@ -415,6 +415,14 @@ fn build(
     let router = router.merge(
         routes::gateway::routes().route_layer(from_fn_with_state(gate.clone(), auth::authenticate)),
     );
+    // Anthropic's contract: every error of these routes in Anthropic's shape.
+    let router = router.merge(
+        routes::gateway::anthropic_routes()
+            .route_layer(from_fn_with_state(gate.clone(), auth::authenticate))
+            .route_layer(axum::middleware::map_response(
+                routes::gateway::anthropic_shaped,
+            )),
+    );
     let router = match &options.metrics {
         Some(metrics) => router.merge(routes::metrics::routes(metrics.clone(), gate.clone())),
         None => router,

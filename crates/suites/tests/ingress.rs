@@ -68,6 +68,19 @@ fn families(workspace: &str) -> Vec<Family> {
             json!({"model": "scripted-model",
                    "messages": [{"role": "user", "content": "page text"}]}),
         ),
+        family(
+            "openai responses",
+            Method::POST,
+            "/openai/v1/responses",
+            json!({"model": "scripted-model", "input": "page text"}),
+        ),
+        family(
+            "anthropic",
+            Method::POST,
+            "/anthropic/v1/messages",
+            json!({"model": "scripted-model", "max_tokens": 50,
+                   "messages": [{"role": "user", "content": "page text"}]}),
+        ),
         family("web ui", Method::GET, "/", Value::Null),
         family("health", Method::GET, "/healthz", Value::Null),
     ]
@@ -247,7 +260,9 @@ async fn every_route_family_refuses_what_a_page_can_send_and_runs_no_turn() {
     // server's own loopback origin (the web UI it serves).
     let same_origin = served.base.clone();
     for origin in [None, Some(same_origin.as_str())] {
-        for family in families.iter().filter(|f| f.name != "openai") {
+        // The model routes would spend the scripted model's one step.
+        let model_routes = ["openai", "openai responses", "anthropic"];
+        for family in families.iter().filter(|f| !model_routes.contains(&f.name)) {
             let mut request = reqwest::Client::new()
                 .request(
                     family.method.clone(),

@@ -228,3 +228,107 @@ async fn a_policy_on_one_routes_agent_refuses_its_client_in_its_own_shape_and_sp
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(api.scripted.chat_request_count(), 3, "{out}");
 }
+
+#[tokio::test]
+async fn hostile_bodies_on_the_new_routes_are_400_and_never_reach_the_model() {
+    let api = Setup::new(vec![Step::text("never")]).start().await;
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let responses = [
+        json!({}),
+        json!({"model": "m"}),
+        json!({"model": "", "input": "hi"}),
+        json!({"model": "m", "input": {"a": 1}}),
+        json!({"model": "m", "input": []}),
+        json!({"model": "m", "input": [{"role": "wizard", "content": "x"}]}),
+        json!({"model": "m", "input": [{"type": "function_call_output", "output": "x"}]}),
+        json!({"model": "m", "input": [{"type": "computer_call"}]}),
+        json!({"model": "m", "input": "hi", "tools": [{"type": "file_search"}]}),
+        json!({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "../x"}]}),
+        json!({"model": "m", "input": "hi", "max_output_tokens": 0}),
+        json!({"model": "m", "input": "hi", "temperature": 9}),
+        json!({"model": "m", "input": "hi", "previous_response_id": "resp_x"}),
+        json!({"model": "m", "input": "hi", "stream": "yes"}),
+    ];
+    for body in responses {
+        let answer = api
+            .post("/openai/v1/responses", "alice", body.clone())
+            .await;
+        answer.assert_error(400, "INVALID_ARGUMENT");
+    }
+    let messages = [
+        json!({}),
+        json!({"model": "m", "messages": user}),
+        json!({"model": "m", "max_tokens": 5, "messages": []}),
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]}),
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "document"}]}]}),
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "text"}]}]}),
+        json!({"model": "m", "max_tokens": 5, "messages": user, "tools": [{"type": "bash_20250124", "name": "bash"}]}),
+        json!({"model": "m", "max_tokens": 5, "messages": user, "tool_choice": {"type": "tool"}}),
+        json!({"model": "m", "max_tokens": 0, "messages": user}),
+    ];
+    for body in messages {
+        let answer = api
+            .post("/anthropic/v1/messages", "alice", body.clone())
+            .await;
+        assert_eq!(answer.status, 400, "{body}: {:?}", answer.body);
+        // Anthropic's shape, with agentplane's code beside it.
+        assert_eq!(answer.body["type"], "error", "{body}: {:?}", answer.body);
+        assert_eq!(
+            answer.body["error"]["type"], "invalid_request_error",
+            "{:?}",
+            answer.body
+        );
+        assert_eq!(
+            answer.body["error"]["code"], "INVALID_ARGUMENT",
+            "{:?}",
+            answer.body
+        );
+    }
+    for path in ["/openai/v1/responses", "/anthropic/v1/messages"] {
+        for raw in ["{", "not json", ""] {
+            let answer = api
+                .send(
+                    api.request(reqwest::Method::POST, path, Some("alice"))
+                        .header("content-type", "application/json")
+                        .body(raw),
+                )
+                .await;
+            assert_eq!(answer.status, 400, "{path} {raw:?}: {:?}", answer.body);
+        }
+    }
+    assert_eq!(api.scripted.chat_request_count(), 0);
+}
+
+#[tokio::test]
+async fn x_api_key_is_the_same_credential_as_a_bearer_token() {
+    let api = Setup::new(vec![Step::text("ok").with_usage(3, 1)])
+        .token(TOKEN)
+        .start()
+        .await;
+    let body = json!({"model": "scripted-model", "max_tokens": 20,
+                      "messages": [{"role": "user", "content": "hi"}]});
+    let send = |key: Option<&str>| {
+        let mut request = api
+            .http
+            .post(api.url("/anthropic/v1/messages"))
+            .header("X-Client-ID", "alice")
+            .json(&body);
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        api.send(request)
+    };
+    let without = send(None).await;
+    assert_eq!(without.status, 401, "{:?}", without.body);
+    assert_eq!(
+        without.body["error"]["type"], "authentication_error",
+        "{:?}",
+        without.body
+    );
+    let wrong = send(Some("not-the-token")).await;
+    assert_eq!(wrong.status, 401, "{:?}", wrong.body);
+    let right = send(Some(TOKEN)).await;
+    assert_eq!(right.status, 200, "{:?}", right.body);
+    assert_eq!(right.body["content"][0]["text"], "ok", "{:?}", right.body);
+    assert_eq!(api.scripted.chat_request_count(), 1);
+}

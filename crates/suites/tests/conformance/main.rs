@@ -5,8 +5,9 @@
 //! Rows are the cases, one test each (a server of its own, so no row's counters or
 //! budgets touch another's). Columns are the surfaces (`surfaces.rs`): a native
 //! agent's tool call, the MCP gateway (PyPI's `mcp` client), an external ACP agent's
-//! permission ask (the ACP SDK's agent), a remote A2A agent (`a2a-sdk`), the
-//! OpenAI-compatible gateway, agentplane's agents served over MCP (`/mcp`) and over A2A
+//! permission ask (the ACP SDK's agent), a remote A2A agent (`a2a-sdk`), the model
+//! gateway's three routes (chat completions, the Responses API, Anthropic's Messages
+//! API), agentplane's agents served over MCP (`/mcp`) and over A2A
 //! (`/a2a/{agent}`). A case is run on every surface where it means something: a
 //! surface that calls no tools has no tool to deny, and says so in the row. A new
 //! surface is a new column; a case one surface fails fails its row, and the failure
@@ -391,12 +392,15 @@ async fn a_rate_limit() {
         status == 200,
         format!("first: {status}"),
     );
-    let (status, body) = surfaces::completion(&served, &surfaces::ask("again")).await;
-    row.check(
-        Surface::OpenAiGateway,
-        status == 429 && body.to_string().contains("one-turn"),
-        format!("second: {status} {body}"),
-    );
+    // Every model route is the same `gateway` agent under the same limit.
+    for route in surfaces::MODEL_ROUTES {
+        let (status, body) = surfaces::model_call(&served, route, &surfaces::ask("again")).await;
+        row.check(
+            route,
+            status == 429 && body.to_string().contains("one-turn"),
+            format!("second: {status} {body}"),
+        );
+    }
     let (status, first) = surfaces::a2a_serving(&served, "chat", "hello").await;
     row.check(
         Surface::A2aServing,
@@ -434,10 +438,16 @@ async fn a_rate_limit() {
         (Surface::McpServing, "one-turn", "careful"),
     ] {
         let n = surfaces::counted(&served, policy, agent).await;
+        // The gateway's agent was refused once on each model route.
+        let want = if surface == Surface::OpenAiGateway {
+            surfaces::MODEL_ROUTES.len() as f64
+        } else {
+            1.0
+        };
         row.check(
             surface,
-            n == 1.0,
-            format!("policy_denials_total {n}, not 1"),
+            n == want,
+            format!("policy_denials_total {n}, not {want}"),
         );
     }
     row.assert_all();
@@ -482,14 +492,16 @@ async fn a_content_policy_on_input() {
         format!("the model was told {told}"),
     );
 
-    let before = model.requests().len();
-    let (status, answer) = surfaces::completion(&served, &surfaces::ask(&input)).await;
-    let told = told_since(&model, before);
-    row.check(
-        Surface::OpenAiGateway,
-        status == 200 && redacted(&told),
-        format!("{status} {answer}; the model was told {told}"),
-    );
+    for route in surfaces::MODEL_ROUTES {
+        let before = model.requests().len();
+        let (status, answer) = surfaces::model_call(&served, route, &surfaces::ask(&input)).await;
+        let told = told_since(&model, before);
+        row.check(
+            route,
+            status == 200 && redacted(&told),
+            format!("{status} {answer}; the model was told {told}"),
+        );
+    }
 
     let before = model.requests().len();
     let (_, answer) = surfaces::a2a_serving(&served, "chat", &input).await;
@@ -569,14 +581,16 @@ async fn a_content_policy_on_results_errors_and_tool_call_arguments() {
         json!({"message": format!("card {CARD}")}),
     ));
     steps.push(Step::text("done"));
-    // The OpenAI-compatible gateway's answer: a tool call holding the card.
+    // Each model route's answer, whole and streamed: a tool call holding the card.
     let send = Step::tool_calls(vec![ScriptedToolCall {
         id: None,
         name: "send".into(),
         arguments: json!({"card": CARD}),
     }]);
-    steps.push(send.clone());
-    steps.push(send.with_split(3));
+    for _ in surfaces::MODEL_ROUTES {
+        steps.push(send.clone());
+        steps.push(send.clone().with_split(3));
+    }
     let model = model(steps).await;
     let served = serve(&sb, &model).await;
     let mut row = Row::new("a content policy on results, errors and tool-call arguments");
@@ -627,22 +641,24 @@ async fn a_content_policy_on_results_errors_and_tool_call_arguments() {
     let body = json!({"model": "scripted-model", "max_tokens": 500,
         "messages": [{"role": "user", "content": "pay"}],
         "tools": [{"type": "function", "function": {"name": "send", "parameters": {"type": "object"}}}]});
-    let (status, whole) = surfaces::completion(&served, &body).await;
-    row.check(
-        Surface::OpenAiGateway,
-        status == 200 && redacted(&whole.to_string()),
-        format!("whole: {whole}"),
-    );
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    let (status, pieces) = surfaces::completion(&served, &streamed).await;
-    row.check(
-        Surface::OpenAiGateway,
-        status == 200
-            && !pieces.to_string().contains("4111")
-            && pieces.to_string().contains("REDACTED"),
-        format!("streamed: {pieces}"),
-    );
+    for route in surfaces::MODEL_ROUTES {
+        let (status, whole) = surfaces::model_call(&served, route, &body).await;
+        row.check(
+            route,
+            status == 200 && redacted(&whole.to_string()),
+            format!("whole: {whole}"),
+        );
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let (status, pieces) = surfaces::model_call(&served, route, &streamed).await;
+        row.check(
+            route,
+            status == 200
+                && !pieces.to_string().contains("4111")
+                && pieces.to_string().contains("REDACTED"),
+            format!("streamed: {pieces}"),
+        );
+    }
     row.assert_all();
 }
 
@@ -699,6 +715,16 @@ async fn a_cross_site_request() {
             Surface::OpenAiGateway,
             "/openai/v1/chat/completions",
             surfaces::ask("page text"),
+        ),
+        (
+            Surface::ResponsesGateway,
+            "/openai/v1/responses",
+            surfaces::body_for(Surface::ResponsesGateway, &surfaces::ask("page text")),
+        ),
+        (
+            Surface::MessagesGateway,
+            "/anthropic/v1/messages",
+            surfaces::body_for(Surface::MessagesGateway, &surfaces::ask("page text")),
         ),
         (
             Surface::A2aServing,
@@ -826,24 +852,35 @@ async fn a_budget_with_ten_concurrent_callers() {
         row.check(surface, spent <= cap, format!("settled {spent} > {cap}"));
     }
 
-    // The OpenAI-compatible gateway: 402 naming the budget.
+    // The model routes, at once and all one budget: 402 naming it.
     let hello = surfaces::ask("hello");
-    let calls = (0..N).map(|_| surfaces::completion(&served, &hello));
+    let routes = surfaces::MODEL_ROUTES;
+    let calls = (0..N).map(|i| {
+        let route = routes[i % routes.len()];
+        let hello = &hello;
+        let served = &served;
+        async move { (route, surfaces::model_call(served, route, hello).await) }
+    });
     let answers = futures_util::future::join_all(calls).await;
-    let ran = answers.iter().filter(|(status, _)| *status == 200).count();
-    let refused: Vec<String> = answers
+    let ran = answers
         .iter()
-        .filter(|(status, _)| *status != 200)
-        .map(|(status, body)| format!("{status} {body}"))
-        .collect();
-    raced(
-        &mut row,
-        Surface::OpenAiGateway,
-        ran,
-        &refused,
-        N,
-        "gateway-budget",
-    );
+        .filter(|(_, (status, _))| *status == 200)
+        .count();
+    for route in routes {
+        let refused: Vec<String> = answers
+            .iter()
+            .filter(|(r, (status, _))| *r == route && *status != 200)
+            .map(|(_, (status, body))| format!("{status} {body}"))
+            .collect();
+        row.check(
+            route,
+            ran == 1
+                && refused
+                    .iter()
+                    .all(|r| r.starts_with("402") && r.contains("gateway-budget")),
+            format!("{ran} ran on all routes; refused here: {refused:?}"),
+        );
+    }
     let spent = settled(&served, "gateway").await;
     row.check(
         Surface::OpenAiGateway,

@@ -21,6 +21,10 @@ pub enum Surface {
     A2aRemote,
     /// The OpenAI-compatible gateway (`/openai/v1/chat/completions`).
     OpenAiGateway,
+    /// The gateway's Responses API (`/openai/v1/responses`).
+    ResponsesGateway,
+    /// The gateway's Anthropic Messages API (`/anthropic/v1/messages`).
+    MessagesGateway,
     /// agentplane's own agents as MCP tools (`/mcp`).
     McpServing,
     /// agentplane's own agents over A2A (`/a2a/{agent}`).
@@ -283,10 +287,62 @@ pub async fn acp(served: &Served, sb: &Sandbox, agent: &str, decide: bool) -> Se
     }
 }
 
+/// The gateway's model routes: one governed call, three client APIs.
+pub const MODEL_ROUTES: [Surface; 3] = [
+    Surface::OpenAiGateway,
+    Surface::ResponsesGateway,
+    Surface::MessagesGateway,
+];
+
 /// A call to the OpenAI-compatible gateway with `body`: its status and answer.
 pub async fn completion(served: &Served, body: &Value) -> (u16, Value) {
-    let response = api(served, reqwest::Method::POST, "/openai/v1/chat/completions")
-        .json(body)
+    model_call(served, Surface::OpenAiGateway, body).await
+}
+
+/// The path of a model route.
+pub fn route_path(route: Surface) -> &'static str {
+    match route {
+        Surface::ResponsesGateway => "/openai/v1/responses",
+        Surface::MessagesGateway => "/anthropic/v1/messages",
+        _ => "/openai/v1/chat/completions",
+    }
+}
+
+/// A chat-completions `body` as the API of `route` has it: the same messages, tools,
+/// output cap and stream flag, in the Responses or the Messages shape.
+pub fn body_for(route: Surface, body: &Value) -> Value {
+    let tools = body["tools"].as_array().cloned().unwrap_or_default();
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let mut out = match route {
+        Surface::ResponsesGateway => json!({
+            "model": body["model"],
+            "max_output_tokens": body["max_tokens"],
+            "input": messages,
+            "tools": tools.iter().map(|t| json!({"type": "function",
+                "name": t["function"]["name"], "parameters": t["function"]["parameters"]}))
+                .collect::<Vec<_>>(),
+        }),
+        Surface::MessagesGateway => json!({
+            "model": body["model"],
+            "max_tokens": body["max_tokens"],
+            "messages": messages,
+            "tools": tools.iter().map(|t| json!({"name": t["function"]["name"],
+                "input_schema": t["function"]["parameters"]}))
+                .collect::<Vec<_>>(),
+        }),
+        _ => return body.clone(),
+    };
+    if body["stream"] == true {
+        out["stream"] = json!(true);
+    }
+    out
+}
+
+/// `body` (chat-completions shaped, see [`body_for`]) sent to the model route
+/// `route`: its status and answer (a stream's text as `{"raw": …}`).
+pub async fn model_call(served: &Served, route: Surface, body: &Value) -> (u16, Value) {
+    let response = api(served, reqwest::Method::POST, route_path(route))
+        .json(&body_for(route, body))
         .send()
         .await
         .expect("completion");

@@ -471,20 +471,25 @@ impl StreamFrames for MessageEvents {
 /// An error as Anthropic shapes it, with agentplane's code and details kept beside
 /// (`error.code`, `error.details`): the SDKs read `error.type` and `error.message`.
 pub(crate) fn anthropic_error(error: &ApiError) -> Value {
-    use agentplane_core::ErrorCode;
     let mut envelope = error.envelope();
-    let kind = match error.code() {
-        ErrorCode::InvalidArgument => "invalid_request_error",
-        ErrorCode::Unauthorized => "authentication_error",
-        ErrorCode::Forbidden | ErrorCode::BudgetExceeded => "permission_error",
-        ErrorCode::NotFound => "not_found_error",
-        ErrorCode::RateLimited => "rate_limit_error",
-        ErrorCode::Timeout | ErrorCode::UpstreamUnavailable => "overloaded_error",
-        ErrorCode::Conflict | ErrorCode::Internal => "api_error",
+    reshape_error(&mut envelope);
+    envelope
+}
+
+/// Adds Anthropic's `type: "error"` and `error.type` to agentplane's envelope.
+pub(crate) fn reshape_error(envelope: &mut Value) {
+    let kind = match envelope["error"]["code"].as_str() {
+        Some("INVALID_ARGUMENT") => "invalid_request_error",
+        Some("UNAUTHORIZED") => "authentication_error",
+        Some("FORBIDDEN" | "BUDGET_EXCEEDED") => "permission_error",
+        Some("NOT_FOUND") => "not_found_error",
+        Some("RATE_LIMITED") => "rate_limit_error",
+        Some("TIMEOUT" | "UPSTREAM_UNAVAILABLE") => "overloaded_error",
+        Some(_) => "api_error",
+        None => return,
     };
     envelope["type"] = json!("error");
     envelope["error"]["type"] = json!(kind);
-    envelope
 }
 
 #[cfg(test)]

@@ -34,15 +34,46 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use chat::Chunks;
 
-/// The gateway's routes, to be mounted behind the auth layer.
+/// OpenAI's routes, to be mounted behind the auth layer.
 pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/openai/v1/chat/completions", post(chat_completions))
         .route("/openai/v1/responses", post(responses))
         .route("/openai/v1/models", get(models))
+}
+
+/// Anthropic's routes, to be mounted behind the auth layer and inside
+/// [`anthropic_shaped`], so every error (the credential's too) reads as Anthropic's.
+pub(crate) fn anthropic_routes() -> axum::Router<AppState> {
+    axum::Router::new()
         .route("/anthropic/v1/messages", post(messages))
         .route("/anthropic/v1/messages/count_tokens", post(count_tokens))
         .route("/anthropic/v1/models", get(anthropic_models))
+}
+
+/// The largest error body [`anthropic_shaped`] rewrites (the envelope is small).
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// An error response of agentplane's envelope as Anthropic's clients read it: `type:
+/// "error"` and `error.type` added, the code, message and details kept.
+pub(crate) async fn anthropic_shaped(response: Response) -> Response {
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(response.status().is_client_error() || response.status().is_server_error()) || !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY).await else {
+        return ApiError::internal(&"an error body too large to reshape").into_response();
+    };
+    let Ok(mut envelope) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    };
+    messages::reshape_error(&mut envelope);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(envelope.to_string()))
 }
 
 /// Now, in Unix seconds (OpenAI's `created`).
@@ -99,26 +130,23 @@ async fn responses(
     Ok(frames::stream(call, events))
 }
 
-/// `POST /anthropic/v1/messages`. Errors are Anthropic-shaped (`messages.rs`).
+/// `POST /anthropic/v1/messages`.
 async fn messages(
     State(state): State<AppState>,
     caller: Identity,
     ApiJson(body): ApiJson<MessagesRequest>,
-) -> Response {
-    let answered = async {
-        let parsed = body.parse()?;
-        let call = state
-            .model_gateway
-            .call(&caller.0, GatewayRoute::Messages, parsed.request)
-            .await?;
-        if !parsed.stream {
-            let reply = call.call(&mut |_: &str| {}).await?;
-            return Ok::<_, ApiError>(Json(messages::message(&reply)).into_response());
-        }
-        let events = messages::MessageEvents::new(call.id().as_str(), call.model());
-        Ok(frames::stream(call, events))
-    };
-    answered.await.unwrap_or_else(anthropic_error)
+) -> Result<Response, ApiError> {
+    let parsed = body.parse()?;
+    let call = state
+        .model_gateway
+        .call(&caller.0, GatewayRoute::Messages, parsed.request)
+        .await?;
+    if !parsed.stream {
+        let reply = call.call(&mut |_: &str| {}).await?;
+        return Ok(Json(messages::message(&reply)).into_response());
+    }
+    let events = messages::MessageEvents::new(call.id().as_str(), call.model());
+    Ok(frames::stream(call, events))
 }
 
 /// `POST /anthropic/v1/messages/count_tokens`: the gateway's estimate of the input
@@ -127,18 +155,10 @@ async fn count_tokens(
     State(state): State<AppState>,
     caller: Identity,
     ApiJson(body): ApiJson<MessagesRequest>,
-) -> Response {
-    let counted = async {
-        let request = body.into_request()?;
-        let tokens = state.model_gateway.count_tokens(&caller.0, &request)?;
-        Ok::<_, ApiError>(Json(messages::token_count(tokens)).into_response())
-    };
-    counted.await.unwrap_or_else(anthropic_error)
-}
-
-/// An error as Anthropic clients read it, with its HTTP status.
-fn anthropic_error(error: ApiError) -> Response {
-    (error.status(), Json(messages::anthropic_error(&error))).into_response()
+) -> Result<Response, ApiError> {
+    let request = body.into_request()?;
+    let tokens = state.model_gateway.count_tokens(&caller.0, &request)?;
+    Ok(Json(messages::token_count(tokens)).into_response())
 }
 
 /// `GET /openai/v1/models`.
@@ -148,9 +168,10 @@ async fn models(State(state): State<AppState>, caller: Identity) -> Result<Respo
 }
 
 /// `GET /anthropic/v1/models`: the same models, Anthropic-shaped.
-async fn anthropic_models(State(state): State<AppState>, caller: Identity) -> Response {
-    match state.model_gateway.models(&caller.0).await {
-        Ok((models, _)) => Json(messages::model_list(&models)).into_response(),
-        Err(e) => anthropic_error(e.into()),
-    }
+async fn anthropic_models(
+    State(state): State<AppState>,
+    caller: Identity,
+) -> Result<Response, ApiError> {
+    let (models, _) = state.model_gateway.models(&caller.0).await?;
+    Ok(Json(messages::model_list(&models)).into_response())
 }
