@@ -235,4 +235,14 @@ impl ChatModel for KeptModel {
             answered => answered,
         }
     }
+
+    async fn embed(
+        &self,
+        request: &agentplane_engine::ports::EmbeddingRequest,
+    ) -> Result<agentplane_engine::ports::Embeddings, ModelError> {
+        match self.inner.embed(request).await {
+            Err(e) if self.retry_after(&e).await => self.inner.embed(request).await,
+            answered => answered,
+        }
+    }
 }

@@ -13,7 +13,9 @@ use crate::routes::approvals::{ApprovalsQuery, DecisionRequest};
 use crate::routes::costs::CostsQuery;
 use crate::routes::events::EventsQuery;
 use crate::routes::executions::{CreateExecutionBody, ExecutionsQuery};
-use crate::routes::gateway::{CompletionRequest, MessagesRequest, ResponsesRequest};
+use crate::routes::gateway::{
+    CompletionRequest, EmbeddingsRequest, MessagesRequest, ResponsesRequest,
+};
 use crate::routes::keys::CreateKeyBody;
 use crate::routes::mcp_calls::McpCallsQuery;
 use crate::routes::policies::ExplainBody;
@@ -39,6 +41,7 @@ guarded! {
     CompletionRequest => Operate, "calling a model through the gateway";
     ResponsesRequest => Operate, "calling a model through the gateway";
     MessagesRequest => Operate, "calling a model through the gateway";
+    EmbeddingsRequest => Operate, "calling a model through the gateway";
     DecisionRequest => Approve, "deciding an approval";
     CreateKeyBody => Administer, "creating a key";
     CreateVersionBody => Administer, "creating an agent version";

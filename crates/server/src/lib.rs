@@ -44,6 +44,7 @@
 //! GET    /  and  /assets/{name}            the web UI (embedded; no token: it holds no data)
 //! POST   /openai/v1/chat/completions       OpenAI-compatible model calls (gateway)
 //! POST   /openai/v1/responses              OpenAI's Responses API (gateway)
+//! POST   /openai/v1/embeddings             embeddings, priced by input tokens
 //! GET    /openai/v1/models                 the model server's models, OpenAI-shaped
 //! POST   /anthropic/v1/messages            Anthropic's Messages API (gateway)
 //! POST   /anthropic/v1/messages/count_tokens  the input's estimated tokens

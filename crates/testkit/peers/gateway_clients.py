@@ -1,9 +1,10 @@
 """Clients the project did not write, against the gateway's other routes: the official
 `anthropic` package on `/anthropic/v1/messages`, the official `openai` package's
 `responses.create` on `/openai/v1/responses`, and the OpenAI Agents SDK (`openai-agents`)
-in its default Responses mode with a function tool. All pinned in scripts/test-peers.sh.
+in its default Responses mode with a function tool, and `openai`'s `embeddings.create`
+on `/openai/v1/embeddings`. All pinned in scripts/test-peers.sh.
 
-    gateway_clients.py anthropic|responses|agents --base-url http://127.0.0.1:PORT \
+    gateway_clients.py anthropic|responses|agents|embeddings --base-url http://127.0.0.1:PORT \
         --client-id alice --model MODEL [--api-key TOKEN]
 
 Each mode makes, in order: a whole call offering a `get_weather` tool, the same call
@@ -131,6 +132,29 @@ def responses_mode(args) -> dict:
     return out
 
 
+def embeddings_mode(args) -> dict:
+    import openai
+
+    client = openai.OpenAI(
+        base_url=args.base_url + "/openai/v1",
+        api_key=args.api_key,
+        default_headers={"X-Client-ID": args.client_id},
+        max_retries=0,
+        timeout=120,
+    )
+    texts = ["the cat sat", "on the mat", "pay with 4111 1111 1111 1111"]
+    # The SDK asks for base64 unless told otherwise, and decodes it.
+    default = client.embeddings.create(model=args.model, input=texts)
+    floats = client.embeddings.create(model=args.model, input=texts[0], encoding_format="float")
+    return {
+        "vectors": [list(d.embedding) for d in default.data],
+        "indexes": [d.index for d in default.data],
+        "usage": default.usage.model_dump(),
+        "model": default.model,
+        "float": list(floats.data[0].embedding),
+    }
+
+
 def agents_mode(args) -> dict:
     import openai
     from agents import Agent, Runner, function_tool, set_default_openai_client, set_tracing_disabled
@@ -161,13 +185,14 @@ def agents_mode(args) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["anthropic", "responses", "agents"])
+    parser.add_argument("mode", choices=["anthropic", "responses", "agents", "embeddings"])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--api-key", default="no-token-configured")
     args = parser.parse_args()
-    run = {"anthropic": anthropic_mode, "responses": responses_mode, "agents": agents_mode}[args.mode]
+    run = {"anthropic": anthropic_mode, "responses": responses_mode, "agents": agents_mode,
+           "embeddings": embeddings_mode}[args.mode]
     try:
         out = run(args)
     except Exception as e:  # noqa: BLE001 - the SDKs' error types differ; report any as data

@@ -77,4 +77,4 @@ mod scenario;
 mod server;
 
 pub use scenario::{Scenario, ScriptedError, ScriptedModel, ScriptedToolCall, ScriptedUsage, Step};
-pub use server::{ReceivedRequest, ScriptedServer, offered_tools};
+pub use server::{ReceivedRequest, ScriptedServer, offered_tools, vector_of};

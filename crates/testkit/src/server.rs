@@ -121,6 +121,7 @@ impl ScriptedServer {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/messages", post(messages))
             .route("/v1/models", get(models))
+            .route("/v1/embeddings", post(embeddings))
             .route("/api/tags", get(tags))
             .route("/props", get(props))
             .fallback(not_found)
@@ -283,6 +284,65 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         .map(|m| json!({"id": m.id, "object": "model", "created": 0, "owned_by": "scripted"}))
         .collect();
     json_response(StatusCode::OK, json!({"object": "list", "data": data}))
+}
+
+/// `POST /v1/embeddings`: a deterministic 8-number vector per input (from its bytes),
+/// and usage of one token per four bytes, so tests can check order and pricing. Not
+/// a step of the scenario: chat steps are not spent by embeddings.
+async fn embeddings(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let parsed: Option<Value> = serde_json::from_slice(&body).ok();
+    shared.record(ReceivedRequest {
+        method: "POST".to_owned(),
+        path: "/v1/embeddings".to_owned(),
+        authorization: authorization(&headers),
+        traceparent: traceparent(&headers),
+        body: parsed.clone(),
+    });
+    let inputs: Vec<String> = match parsed.as_ref().map(|v| &v["input"]) {
+        Some(Value::String(text)) => vec![text.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|i| i.as_str().map(str::to_owned))
+            .collect(),
+        _ => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({"error": {"message": "`input` must be a string or strings"}}),
+            );
+        }
+    };
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": vector_of(text)}))
+        .collect();
+    let tokens: usize = inputs.iter().map(|t| t.len().div_ceil(4)).sum();
+    let model = parsed
+        .as_ref()
+        .and_then(|v| v["model"].as_str())
+        .unwrap_or("scripted-embedding")
+        .to_owned();
+    json_response(
+        StatusCode::OK,
+        json!({"object": "list", "data": data, "model": model,
+               "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}),
+    )
+}
+
+/// The scripted embedding of `text`: byte sums in 8 buckets, scaled to 0..1.
+pub fn vector_of(text: &str) -> Vec<f32> {
+    let mut buckets = [0u32; 8];
+    for (i, b) in text.bytes().enumerate() {
+        buckets[i % 8] += u32::from(b);
+    }
+    buckets
+        .iter()
+        .map(|b| (*b % 1000) as f32 / 1000.0)
+        .collect()
 }
 
 /// llama.cpp's `/props`, the part capability probes read. Not logged: a probe is not

@@ -24,8 +24,10 @@
 //! ports. Tools offered by a gateway client are never executed here; their calls go
 //! back to the client, which is why `approval_required` policies do not apply.
 
+mod embeddings;
 mod text_calls;
 
+pub use embeddings::EmbeddingReply;
 pub use text_calls::RECOVERED_ID;
 
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
@@ -67,11 +69,18 @@ pub enum GatewayRoute {
     Responses,
     /// Anthropic's `/anthropic/v1/messages`.
     Messages,
+    /// OpenAI's `/openai/v1/embeddings`.
+    Embeddings,
 }
 
 impl GatewayRoute {
     /// Every route, in the order they are documented.
-    pub const ALL: [Self; 3] = [Self::ChatCompletions, Self::Responses, Self::Messages];
+    pub const ALL: [Self; 4] = [
+        Self::ChatCompletions,
+        Self::Responses,
+        Self::Messages,
+        Self::Embeddings,
+    ];
 
     /// The name `[gateway.agents]` and spans know it by.
     pub fn as_str(self) -> &'static str {
@@ -79,6 +88,7 @@ impl GatewayRoute {
             Self::ChatCompletions => "chat_completions",
             Self::Responses => "responses",
             Self::Messages => "messages",
+            Self::Embeddings => "embeddings",
         }
     }
 
@@ -368,8 +378,13 @@ pub(crate) async fn admit(
 ) -> Result<AdmittedCall, HubError> {
     validate(&request)?;
     let agent = config.agent_of(route);
-    // The output cap is always sent, so the worst case reserved is real.
-    request.max_tokens.get_or_insert(config.max_output_tokens);
+    if route == GatewayRoute::Embeddings {
+        // Embeddings have no output: the worst case is the input alone.
+        request.max_tokens = Some(0);
+    } else {
+        // The output cap is always sent, so the worst case reserved is real.
+        request.max_tokens.get_or_insert(config.max_output_tokens);
+    }
     let governance = &deps.governance;
     let ctx = RequestContext::new(agent, &config.tags, client).roles(&roles);
     let policies = governance.policies.current();

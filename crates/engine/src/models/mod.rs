@@ -27,7 +27,7 @@ use std::time::Instant;
 use agentplane_core::{ChatRequest, ChatResponse};
 
 use crate::ports::model::TextSink;
-use crate::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
+use crate::ports::{Capabilities, ChatModel, EmbeddingRequest, Embeddings, ModelError, ModelInfo};
 
 use health::said;
 pub use health::{CircuitSettings, HealthReport};
@@ -440,6 +440,45 @@ impl Providers {
                 error: said(&e),
             },
         }
+    }
+
+    /// Embeddings routed by `key`, with failover: to the next provider on an upstream
+    /// failure or when one serves no embeddings. The model is the request's as named
+    /// (an embedding model is not a chat model to resolve against).
+    pub async fn embed(
+        &self,
+        key: &RouteKey<'_>,
+        request: &EmbeddingRequest,
+    ) -> Result<(Embeddings, String), ModelError> {
+        let mut last = None;
+        for entry in self.ordered(key) {
+            match entry.config.client.embed(request).await {
+                Ok(embeddings) => {
+                    self.succeeded(entry);
+                    self.telemetry.provider_call(entry.name(), CallOutcome::Ok);
+                    return Ok((embeddings, entry.config.name.clone()));
+                }
+                Err(error @ ModelError::NoModel { .. }) => last = Some(error),
+                Err(error) => {
+                    let upstream = self.failed(entry, &error);
+                    let outcome = if upstream {
+                        CallOutcome::UpstreamError
+                    } else {
+                        CallOutcome::Error
+                    };
+                    self.telemetry.provider_call(entry.name(), outcome);
+                    if !upstream {
+                        return Err(error);
+                    }
+                    tracing::warn!(from = entry.name(), %error, "embeddings failed over");
+                    last = Some(error);
+                }
+            }
+        }
+        Err(last.unwrap_or(ModelError::NoModel {
+            reason: "no provider is routed to".to_owned(),
+            available: Vec::new(),
+        }))
     }
 
     /// One model call routed by `key`, with failover.

@@ -27,7 +27,9 @@ pub use executions::{
 pub use external::{Availability, ExternalAgent};
 pub use keys::{KeyRecord, KeyStore, NewKey, TokenVerifier, VerifiedToken};
 pub use mcp_gateway::{McpUpstreams, UpstreamTool};
-pub use model::{Capabilities, ChatModel, ModelError, ModelInfo, TextSink};
+pub use model::{
+    Capabilities, ChatModel, EmbeddingRequest, Embeddings, ModelError, ModelInfo, TextSink,
+};
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};
 pub use store::{

@@ -126,4 +126,31 @@ pub trait ChatModel: Send + Sync {
         request: &ChatRequest,
         on_text: &mut TextSink<'_>,
     ) -> Result<ChatResponse, ModelError>;
+
+    /// Embeddings of each input, in order. A provider whose API has none says so.
+    async fn embed(&self, _request: &EmbeddingRequest) -> Result<Embeddings, ModelError> {
+        Err(ModelError::NoModel {
+            reason: format!("the `{}` provider serves no embeddings", self.provider()),
+            available: Vec::new(),
+        })
+    }
+}
+
+/// Embeddings of `inputs` by `model` (the gateway's `/openai/v1/embeddings`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingRequest {
+    pub model: String,
+    pub inputs: Vec<String>,
+    /// The vectors' length, for models that can shorten them.
+    pub dimensions: Option<u32>,
+}
+
+/// One vector per input, in order, and what the server reported.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Embeddings {
+    pub vectors: Vec<Vec<f32>>,
+    /// The model that answered, as the server named it.
+    pub model: String,
+    /// `None` when the server reported no usage.
+    pub input_tokens: Option<u64>,
 }

@@ -332,3 +332,71 @@ async fn x_api_key_is_the_same_credential_as_a_bearer_token() {
     assert_eq!(right.body["content"][0]["text"], "ok", "{:?}", right.body);
     assert_eq!(api.scripted.chat_request_count(), 1);
 }
+
+#[tokio::test]
+async fn the_openai_packages_embeddings_are_screened_priced_and_budgeted_by_input_tokens() {
+    let api = Setup::new(vec![Step::text("unused")])
+        .token(TOKEN)
+        .policy(
+            "cards.yaml",
+            "name: no-cards\ntype: content\nrules: {detectors: [card], action: redact}\n",
+        )
+        .extra_config(
+            "[prices.\"scripted-embedding\"]\ninput_per_mtok = 10.0\noutput_per_mtok = 0.0\n\
+             [gateway.agents]\nembeddings = \"rag\"\n",
+        )
+        .start()
+        .await;
+    let mut command = std::process::Command::new(peers::python());
+    command
+        .arg(peers::gateway_clients_script())
+        .arg("embeddings")
+        .args(["--base-url", &api.url("")])
+        .args(["--client-id", "alice", "--model", "scripted-embedding", "--api-key", TOKEN]);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("client task")
+        .expect("the client runs");
+    let out = peers::client_json(&output);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    // What the model embedded: the card was redacted before it left.
+    let sent: Vec<Value> = api
+        .scripted
+        .received()
+        .into_iter()
+        .filter(|r| r.path == "/v1/embeddings")
+        .filter_map(|r| r.body)
+        .collect();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let inputs = sent[0]["input"].as_array().expect("inputs").clone();
+    assert!(!sent[0].to_string().contains("4111"), "{sent:?}");
+    // Each vector is the scripted model's for what it was sent, in order, decoded from
+    // base64 by the SDK.
+    for (i, input) in inputs.iter().enumerate() {
+        let want = agentplane_testkit::vector_of(input.as_str().expect("text"));
+        let got: Vec<f32> = out["vectors"][i]
+            .as_array()
+            .expect("vector")
+            .iter()
+            .map(|x| x.as_f64().expect("number") as f32)
+            .collect();
+        assert_eq!(got, want, "{out}");
+    }
+    assert_eq!(out["indexes"], json!([0, 1, 2]), "{out}");
+    let float: Vec<f32> = out["float"]
+        .as_array()
+        .expect("float")
+        .iter()
+        .map(|x| x.as_f64().expect("number") as f32)
+        .collect();
+    assert_eq!(float, agentplane_testkit::vector_of("the cat sat"), "{out}");
+    let tokens = out["usage"]["prompt_tokens"].as_u64().expect("tokens");
+    assert!(tokens > 0, "{out}");
+    let costs = costs_when(&api, 2).await;
+    assert_eq!(costs["rows"][0]["key"], "rag", "{costs}");
+    assert_eq!(costs["total"]["output_tokens"], 0, "{costs}");
+    let all_tokens = costs["total"]["input_tokens"].as_u64().expect("tokens");
+    assert_eq!(all_tokens, tokens + 3, "\"the cat sat\" is 3 more: {costs}");
+    assert_eq!(costs["total"]["usd_micros"], all_tokens * 10, "{costs}");
+    assert_eq!(api.scripted.chat_request_count(), 0, "no chat step was spent");
+}

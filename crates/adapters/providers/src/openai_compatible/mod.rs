@@ -8,6 +8,7 @@
 //! `Authorization` header; it is redacted from everything else.
 
 pub(crate) mod capabilities;
+pub(crate) mod embeddings;
 pub(crate) mod failure;
 pub(crate) mod listing;
 mod port;

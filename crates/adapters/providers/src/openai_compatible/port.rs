@@ -4,10 +4,12 @@
 
 use agentplane_core::{ChatRequest, ChatResponse};
 use agentplane_engine::ports::model::TextSink;
-use agentplane_engine::ports::{Capabilities, ChatModel, ModelError, ModelInfo};
+use agentplane_engine::ports::{
+    Capabilities, ChatModel, EmbeddingRequest, Embeddings, ModelError, ModelInfo,
+};
 use async_trait::async_trait;
 
-use super::{OpenAiCompatible, capabilities, listing};
+use super::{OpenAiCompatible, capabilities, embeddings, listing};
 
 #[async_trait]
 impl ChatModel for OpenAiCompatible {
@@ -29,5 +31,9 @@ impl ChatModel for OpenAiCompatible {
         on_text: &mut TextSink<'_>,
     ) -> Result<ChatResponse, ModelError> {
         self.chat_with(request, on_text).await
+    }
+
+    async fn embed(&self, request: &EmbeddingRequest) -> Result<Embeddings, ModelError> {
+        embeddings::embed(self, request).await
     }
 }

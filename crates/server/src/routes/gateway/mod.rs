@@ -1,5 +1,5 @@
-//! The model gateway: OpenAI's chat completions and Responses API and Anthropic's
-//! Messages API, behind the same credentials and `X-Client-ID` as `/v1` (`x-api-key`
+//! The model gateway: OpenAI's chat completions, Responses API and embeddings, and
+//! Anthropic's Messages API, behind the same credentials and `X-Client-ID` as `/v1` (`x-api-key`
 //! too, as Anthropic clients send it).
 //!
 //! Every route is one surface of the same governed call: its handler parses the
@@ -12,11 +12,13 @@
 //! Anthropic's (ADR 0014, 0060).
 
 mod chat;
+mod embeddings;
 mod frames;
 mod messages;
 mod responses;
 
 pub(crate) use chat::CompletionRequest;
+pub(crate) use embeddings::EmbeddingsRequest;
 pub(crate) use messages::MessagesRequest;
 pub(crate) use responses::ResponsesRequest;
 
@@ -39,6 +41,7 @@ pub(crate) fn routes() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/openai/v1/chat/completions", post(chat_completions))
         .route("/openai/v1/responses", post(responses))
+        .route("/openai/v1/embeddings", post(embed))
         .route("/openai/v1/models", get(models))
 }
 
@@ -128,6 +131,21 @@ async fn responses(
     let events =
         responses::ResponseEvents::new(call.id().as_str(), call.model(), created, parsed.echo);
     Ok(frames::stream(call, events))
+}
+
+/// `POST /openai/v1/embeddings`.
+async fn embed(
+    State(state): State<AppState>,
+    caller: Identity,
+    ApiJson(body): ApiJson<EmbeddingsRequest>,
+) -> Result<Response, ApiError> {
+    let parsed = body.parse()?;
+    let call = state
+        .model_gateway
+        .call(&caller.0, GatewayRoute::Embeddings, parsed.request)
+        .await?;
+    let reply = call.embed(parsed.dimensions).await?;
+    Ok(Json(embeddings::list(&reply, parsed.base64)).into_response())
 }
 
 /// `POST /anthropic/v1/messages`.
