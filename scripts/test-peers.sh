@@ -14,6 +14,8 @@
 #                                   client and server of the protocol's 0.3 generation)
 #   AGENTPLANE_TEST_OPENCODE        opencode (npm `opencode-ai`, pinned; its binary comes
 #                                   from the optional dependency `opencode-linux-x64`)
+#   AGENTPLANE_TEST_CLAUDE_CODE     Claude Code (npm `@anthropic-ai/claude-code`, pinned),
+#                                   a client of the gateway's Messages API
 #
 # npm packages come from crates/testkit/peers/package-lock.json (`npm ci`); the Python
 # venv lives in .local-model/peers (gitignored). Both are reused when already current.
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 mcp_version="2.3.0"
 opencode_version="1.18.33"
+claude_code_version="2.1.328"
 openai_version="3.54.0"
 # More gateway clients: Anthropic's SDK (the Messages API) and the OpenAI Agents SDK
 # (the Responses API, its default).
@@ -38,6 +41,7 @@ peers="$PWD/crates/testkit/peers"
 venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
 venv03="${AGENTPLANE_PEERS_VENV_A2A03:-$PWD/.local-model/peers-a2a03}"
 opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
+claude_code_dir="${AGENTPLANE_CLAUDE_CODE_DIR:-$PWD/.local-model/claude-code}"
 
 node="$(command -v node || true)"
 if [[ -z "$node" ]] || ! command -v npm >/dev/null; then
@@ -80,8 +84,18 @@ if [[ "$("$opencode" --version 2>/dev/null)" != "$opencode_version" ]]; then
     "opencode-ai@$opencode_version" >&2)
 fi
 
+# Claude Code the same way (its binary comes from `@anthropic-ai/claude-code-linux-x64`).
+claude_code="$claude_code_dir/node_modules/.bin/claude"
+if [[ "$("$claude_code" --version 2>/dev/null)" != "$claude_code_version (Claude Code)" ]]; then
+  echo "test-peers: installing @anthropic-ai/claude-code $claude_code_version into $claude_code_dir" >&2
+  mkdir -p "$claude_code_dir"
+  (cd "$claude_code_dir" && npm install --no-audit --no-fund --loglevel=error --prefix . \
+    "@anthropic-ai/claude-code@$claude_code_version" >&2)
+fi
+
 echo "export AGENTPLANE_TEST_NODE='$node'"
 echo "export AGENTPLANE_TEST_NODE_PEERS='$peers'"
 echo "export AGENTPLANE_TEST_PYTHON='$venv/bin/python'"
 echo "export AGENTPLANE_TEST_PYTHON_A2A03='$venv03/bin/python'"
 echo "export AGENTPLANE_TEST_OPENCODE='$opencode'"
+echo "export AGENTPLANE_TEST_CLAUDE_CODE='$claude_code'"

@@ -149,6 +149,12 @@ pub fn opencode() -> String {
     announced("AGENTPLANE_TEST_OPENCODE")
 }
 
+/// npm's `@anthropic-ai/claude-code` (pinned in `scripts/test-peers.sh`), installed
+/// into a cache: the `claude` program.
+pub fn claude_code() -> String {
+    announced("AGENTPLANE_TEST_CLAUDE_CODE")
+}
+
 /// node, and `peers/acp_client.mjs`: an ACP client built on npm's official
 /// `@agentclientprotocol/sdk` that starts its agent as a child and prints one JSON
 /// document of what it saw.

@@ -352,7 +352,14 @@ async fn the_openai_packages_embeddings_are_screened_priced_and_budgeted_by_inpu
         .arg(peers::gateway_clients_script())
         .arg("embeddings")
         .args(["--base-url", &api.url("")])
-        .args(["--client-id", "alice", "--model", "scripted-embedding", "--api-key", TOKEN]);
+        .args([
+            "--client-id",
+            "alice",
+            "--model",
+            "scripted-embedding",
+            "--api-key",
+            TOKEN,
+        ]);
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .expect("client task")
@@ -398,5 +405,9 @@ async fn the_openai_packages_embeddings_are_screened_priced_and_budgeted_by_inpu
     let all_tokens = costs["total"]["input_tokens"].as_u64().expect("tokens");
     assert_eq!(all_tokens, tokens + 3, "\"the cat sat\" is 3 more: {costs}");
     assert_eq!(costs["total"]["usd_micros"], all_tokens * 10, "{costs}");
-    assert_eq!(api.scripted.chat_request_count(), 0, "no chat step was spent");
+    assert_eq!(
+        api.scripted.chat_request_count(),
+        0,
+        "no chat step was spent"
+    );
 }

@@ -1,0 +1,102 @@
+//! The coding clients people run, through the real binary's model gateway (issue 51):
+//! Claude Code (npm, pinned) in print mode with `ANTHROPIC_BASE_URL` pointed at
+//! agentplane reads a file and writes one with its own tools, against the scripted
+//! model; every model call it made is recorded and priced under the Messages route's
+//! agent.
+//!
+//! Needs the peers of `scripts/test-peers.sh`.
+
+use std::time::{Duration, Instant};
+
+use agentplane_suites::{CLIENT, api, sandbox, start};
+use agentplane_testkit::{Scenario, ScriptedServer, Step, peers};
+use serde_json::{Value, json};
+
+/// What a Claude Code session is priced at here: $1/M input, $2/M output.
+const CONFIG: &str = "[gateway.agents]\nmessages = \"claude-code\"\n\
+                      [prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_reads_and_writes_through_the_gateway_and_every_call_is_priced() {
+    let sb = sandbox(CONFIG);
+    let workspace = sb.workspace.clone();
+    std::fs::write(workspace.join("a.txt"), "hello\n").expect("a.txt");
+    let read = json!({"file_path": workspace.join("a.txt")});
+    let write = json!({"file_path": workspace.join("b.txt"), "content": "HELLO\n"});
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("Read", read).with_usage(1_000, 20),
+        Step::tool_call("Write", write)
+            .with_split(3)
+            .with_usage(1_200, 30),
+        Step::text("Wrote b.txt.").with_usage(1_300, 5),
+    ]))
+    .await
+    .expect("model");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let home = tempfile::tempdir().expect("home");
+    let mut command = std::process::Command::new(peers::claude_code());
+    command
+        .current_dir(&workspace)
+        .args(["-p", "read a.txt and write its content uppercased to b.txt"])
+        .args(["--allowedTools", "Read,Write", "--model", "scripted-model"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_BASE_URL", format!("{}/anthropic", served.base))
+        .env("ANTHROPIC_API_KEY", "no-token-configured")
+        .env("ANTHROPIC_CUSTOM_HEADERS", format!("X-Client-ID: {CLIENT}"))
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1");
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("client task")
+        .expect("claude runs");
+    let said = format!(
+        "stdout: {}\nstderr: {}\nserver: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        served.stderr()
+    );
+    assert!(output.status.success(), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("b.txt"))
+            .ok()
+            .as_deref(),
+        Some("HELLO\n"),
+        "{said}"
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("Wrote b.txt."),
+        "{said}"
+    );
+    // The Read tool's result reached the model as a tool message.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "{said}");
+    assert!(
+        requests[1]["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"
+                && m["content"].as_str().is_some_and(|c| c.contains("hello")))),
+        "{}",
+        requests[1]
+    );
+    // Recorded and priced: 3,500 input tokens at $1/M, 55 output at $2/M.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let costs = loop {
+        let costs: Value = api(&served, reqwest::Method::GET, "/v1/costs?group_by=agent")
+            .send()
+            .await
+            .expect("costs")
+            .json()
+            .await
+            .expect("costs JSON");
+        if costs["total"]["calls"] == 3 || Instant::now() > deadline {
+            break costs;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(costs["rows"][0]["key"], "claude-code", "{costs}");
+    assert_eq!(costs["total"]["calls"], 3, "{costs}");
+    assert_eq!(costs["total"]["usd_micros"], 3_500 + 110, "{costs}");
+}
