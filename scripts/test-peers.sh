@@ -16,6 +16,8 @@
 #                                   from the optional dependency `opencode-linux-x64`)
 #   AGENTPLANE_TEST_CLAUDE_CODE     Claude Code (npm `@anthropic-ai/claude-code`, pinned),
 #                                   a client of the gateway's Messages API
+#   AGENTPLANE_TEST_CODEX           Codex CLI (npm `@openai/codex`, pinned), a client of
+#                                   the gateway's Responses API
 #
 # npm packages come from crates/testkit/peers/package-lock.json (`npm ci`); the Python
 # venv lives in .local-model/peers (gitignored). Both are reused when already current.
@@ -25,6 +27,7 @@ cd "$(dirname "$0")/.."
 mcp_version="2.3.0"
 opencode_version="1.18.33"
 claude_code_version="2.1.328"
+codex_version="0.171.0"
 openai_version="3.54.0"
 # More gateway clients: Anthropic's SDK (the Messages API) and the OpenAI Agents SDK
 # (the Responses API, its default).
@@ -42,6 +45,7 @@ venv="${AGENTPLANE_PEERS_VENV:-$PWD/.local-model/peers}"
 venv03="${AGENTPLANE_PEERS_VENV_A2A03:-$PWD/.local-model/peers-a2a03}"
 opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
 claude_code_dir="${AGENTPLANE_CLAUDE_CODE_DIR:-$PWD/.local-model/claude-code}"
+codex_dir="${AGENTPLANE_CODEX_DIR:-$PWD/.local-model/codex}"
 
 node="$(command -v node || true)"
 if [[ -z "$node" ]] || ! command -v npm >/dev/null; then
@@ -93,9 +97,19 @@ if [[ "$("$claude_code" --version 2>/dev/null)" != "$claude_code_version (Claude
     "@anthropic-ai/claude-code@$claude_code_version" >&2)
 fi
 
+# Codex CLI the same way (its binary comes from a platform package of `@openai/codex`).
+codex="$codex_dir/node_modules/.bin/codex"
+if [[ "$("$codex" --version 2>/dev/null)" != "codex-cli $codex_version" ]]; then
+  echo "test-peers: installing @openai/codex $codex_version into $codex_dir" >&2
+  mkdir -p "$codex_dir"
+  (cd "$codex_dir" && npm install --no-audit --no-fund --loglevel=error --prefix . \
+    "@openai/codex@$codex_version" >&2)
+fi
+
 echo "export AGENTPLANE_TEST_NODE='$node'"
 echo "export AGENTPLANE_TEST_NODE_PEERS='$peers'"
 echo "export AGENTPLANE_TEST_PYTHON='$venv/bin/python'"
 echo "export AGENTPLANE_TEST_PYTHON_A2A03='$venv03/bin/python'"
 echo "export AGENTPLANE_TEST_OPENCODE='$opencode'"
 echo "export AGENTPLANE_TEST_CLAUDE_CODE='$claude_code'"
+echo "export AGENTPLANE_TEST_CODEX='$codex'"

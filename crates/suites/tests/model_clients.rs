@@ -1,8 +1,9 @@
 //! The coding clients people run, through the real binary's model gateway (issue 51):
 //! Claude Code (npm, pinned) in print mode with `ANTHROPIC_BASE_URL` pointed at
-//! agentplane reads a file and writes one with its own tools, against the scripted
-//! model; every model call it made is recorded and priced under the Messages route's
-//! agent.
+//! agentplane, and Codex CLI (npm, pinned) in `codex exec` with agentplane as its
+//! Responses-API model provider, each read a file and write one with their own tools,
+//! against the scripted model; every model call they made is recorded and priced under
+//! its route's agent.
 //!
 //! Needs the peers of `scripts/test-peers.sh`.
 
@@ -98,5 +99,99 @@ async fn claude_code_reads_and_writes_through_the_gateway_and_every_call_is_pric
     };
     assert_eq!(costs["rows"][0]["key"], "claude-code", "{costs}");
     assert_eq!(costs["total"]["calls"], 3, "{costs}");
+    assert_eq!(costs["total"]["usd_micros"], 3_500 + 110, "{costs}");
+}
+
+/// Codex's configuration: agentplane as its model provider over the Responses API,
+/// with the built-in tools the gateway cannot run (web search, sub-agents, goals) off.
+fn codex_config(base: &str) -> String {
+    format!(
+        "model = \"scripted-model\"\nmodel_provider = \"agentplane\"\n\
+         web_search = \"disabled\"\n[features]\nmulti_agent = false\ngoals = false\n\
+         [model_providers.agentplane]\nname = \"agentplane\"\n\
+         base_url = \"{base}/openai/v1\"\nenv_key = \"AGENTPLANE_KEY\"\nwire_api = \"responses\"\n\
+         http_headers = {{ \"X-Client-ID\" = \"{CLIENT}\" }}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_exec_reads_and_writes_through_the_responses_route_and_every_call_is_priced() {
+    let sb = sandbox(
+        "[gateway.agents]\nresponses = \"codex\"\n\
+         [prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n",
+    );
+    let workspace = sb.workspace.clone();
+    std::fs::write(workspace.join("a.txt"), "hello\n").expect("a.txt");
+    let model = ScriptedServer::start(Scenario::new(vec![
+        Step::tool_call("exec_command", json!({"cmd": "cat a.txt"})).with_usage(1_000, 20),
+        Step::tool_call("exec_command", json!({"cmd": "printf 'HELLO\\n' > b.txt"}))
+            .with_split(3)
+            .with_usage(1_200, 30),
+        Step::text("Wrote b.txt.").with_usage(1_300, 5),
+    ]))
+    .await
+    .expect("model");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let home = tempfile::tempdir().expect("home");
+    let codex_home = home.path().join("codex");
+    std::fs::create_dir(&codex_home).expect("codex home");
+    std::fs::write(codex_home.join("config.toml"), codex_config(&served.base)).expect("config");
+    let mut command = std::process::Command::new(peers::codex());
+    command
+        .current_dir(&workspace)
+        .args(["exec", "--skip-git-repo-check"])
+        // Codex's own sandbox needs kernel features a CI container may lack; what runs
+        // here is the scripted model's two commands, in a temp dir.
+        .arg("--dangerously-bypass-approvals-and-sandbox")
+        .arg("read a.txt and write it uppercased to b.txt")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("CODEX_HOME", &codex_home)
+        .env("AGENTPLANE_KEY", "no-token-configured");
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("client task")
+        .expect("codex runs");
+    let said = format!(
+        "stdout: {}\nstderr: {}\nserver: {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        served.stderr()
+    );
+    assert!(output.status.success(), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("b.txt"))
+            .ok()
+            .as_deref(),
+        Some("HELLO\n"),
+        "{said}"
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "{said}");
+    // The first command's output reached the model as a tool message.
+    assert!(
+        requests[1]["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"
+                && m["content"].as_str().is_some_and(|c| c.contains("hello")))),
+        "{}",
+        requests[1]
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let costs = loop {
+        let costs: Value = api(&served, reqwest::Method::GET, "/v1/costs?group_by=agent")
+            .send()
+            .await
+            .expect("costs")
+            .json()
+            .await
+            .expect("costs JSON");
+        if costs["total"]["calls"] == 3 || Instant::now() > deadline {
+            break costs;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(costs["rows"][0]["key"], "codex", "{costs}");
     assert_eq!(costs["total"]["usd_micros"], 3_500 + 110, "{costs}");
 }

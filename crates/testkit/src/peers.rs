@@ -155,6 +155,12 @@ pub fn claude_code() -> String {
     announced("AGENTPLANE_TEST_CLAUDE_CODE")
 }
 
+/// npm's `@openai/codex` (pinned in `scripts/test-peers.sh`), installed into a cache:
+/// the `codex` program.
+pub fn codex() -> String {
+    announced("AGENTPLANE_TEST_CODEX")
+}
+
 /// node, and `peers/acp_client.mjs`: an ACP client built on npm's official
 /// `@agentclientprotocol/sdk` that starts its agent as a child and prints one JSON
 /// document of what it saw.

@@ -228,7 +228,8 @@ fn tool(i: usize, wire: &Value) -> Result<ToolSpec, ApiError> {
         Some(other) => {
             return Err(ApiError::invalid(format!(
                 "tools[{i}].type `{other}` is a built-in tool; the gateway runs no tool, so \
-                 only `function` tools are offered"
+                 only `function` tools are offered (Codex: `web_search = \"disabled\"` and \
+                 `[features] multi_agent = false` send none)"
             )));
         }
         None => {
