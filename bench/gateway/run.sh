@@ -22,7 +22,10 @@
 # Environment: BENCH_CONCURRENCY ("1 10 100"), BENCH_DURATION (10s), BENCH_WARMUP (3s),
 # BENCH_OUT (a new temp dir), BENCH_TARGETS ("direct agentplane litellm portkey"), BENCH_STREAM=1
 # (streamed completions: the upstream's /stream/v1 SSE body, post-stream.lua),
-# BENCH_NO_BUILD=1 (use the release binary as it is).
+# BENCH_NO_BUILD=1 (use the release binary as it is), BENCH_API=chat|responses|messages
+# (the client API measured: OpenAI's chat completions, its Responses API, or Anthropic's
+# Messages API; the upstream is chat completions for all, so agentplane and LiteLLM both
+# translate; `direct` stays the upstream's chat completion, Portkey serves chat only).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
@@ -53,6 +56,24 @@ else
   body='{"model":"fake-model","messages":[{"role":"user","content":"hi"}]}'
   expect='The answer is 42.'
 fi
+api="${BENCH_API:-chat}"
+case "$api" in
+  chat) ;;
+  responses)
+    script="post-api.lua"
+    body='{"model":"fake-model","input":"hi","store":false}'
+    ;;
+  messages)
+    script="post-api.lua"
+    body='{"model":"fake-model","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}'
+    ;;
+  *) echo "gateway bench: BENCH_API must be chat, responses or messages" >&2; exit 1 ;;
+esac
+if [[ "$api" != chat && "${BENCH_STREAM:-0}" == 1 ]]; then
+  echo "gateway bench: BENCH_STREAM=1 measures chat completions only" >&2
+  exit 1
+fi
+export BODY="$body"
 mkdir -p "$out"
 
 for tool in /usr/sbin/nginx wrk; do
@@ -124,15 +145,22 @@ TOML
   wait_for "http://127.0.0.1:$agentplane_port/healthz"
 fi
 
+# LiteLLM calls an `openai/` model's own Responses or Messages route upstream; as a
+# `hosted_vllm/` model with `use_chat_completions_api` it translates them to chat
+# completions, as agentplane does.
+litellm_model="openai/fake-model"
+litellm_bridge=false
+[[ "$api" != chat ]] && litellm_model="hosted_vllm/fake-model" && litellm_bridge=true
 if [[ " $targets " == *" litellm "* ]]; then
   mkdir -p "$out/litellm"
   cat >"$out/litellm/config.yaml" <<YAML
 model_list:
   - model_name: fake-model
     litellm_params:
-      model: openai/fake-model
+      model: $litellm_model
       api_base: http://127.0.0.1:$upstream_port$upstream_base
       api_key: fake-key
+      use_chat_completions_api: $litellm_bridge
 litellm_settings:
   telemetry: false
 general_settings:
@@ -155,11 +183,15 @@ fi
 export PORTKEY_HOST="http://127.0.0.1:$upstream_port$upstream_base"
 
 url_of() {
-  case "$1" in
-    direct) echo "http://127.0.0.1:$upstream_port$upstream_base/chat/completions" ;;
-    agentplane) echo "http://127.0.0.1:$agentplane_port/openai/v1/chat/completions" ;;
-    litellm) echo "http://127.0.0.1:$litellm_port/v1/chat/completions" ;;
-    portkey) echo "http://127.0.0.1:$portkey_port/v1/chat/completions" ;;
+  case "$api:$1" in
+    *:direct) echo "http://127.0.0.1:$upstream_port$upstream_base/chat/completions" ;;
+    chat:agentplane) echo "http://127.0.0.1:$agentplane_port/openai/v1/chat/completions" ;;
+    responses:agentplane) echo "http://127.0.0.1:$agentplane_port/openai/v1/responses" ;;
+    messages:agentplane) echo "http://127.0.0.1:$agentplane_port/anthropic/v1/messages" ;;
+    chat:litellm) echo "http://127.0.0.1:$litellm_port/v1/chat/completions" ;;
+    responses:litellm) echo "http://127.0.0.1:$litellm_port/v1/responses" ;;
+    messages:litellm) echo "http://127.0.0.1:$litellm_port/v1/messages" ;;
+    *:portkey) echo "http://127.0.0.1:$portkey_port/v1/chat/completions" ;;
   esac
 }
 auth_of() {
@@ -174,12 +206,14 @@ auth_of() {
 for target in $targets; do
   auth="$(auth_of "$target")"
   extra=()
+  # The baseline is the upstream's own chat completion, whatever API is measured.
+  [[ "$target" == direct ]] && answer_body='{"model":"fake-model","messages":[{"role":"user","content":"hi"}]}' || answer_body="$body"
   [[ "$target" == portkey ]] && extra=(-H "x-portkey-provider: openai" -H "x-portkey-custom-host: $PORTKEY_HOST")
   answer="$(curl -fsS -H 'Content-Type: application/json' -H 'X-Client-ID: bench' \
     ${auth:+-H "Authorization: Bearer $auth"} "${extra[@]}" \
-    -d "$body" "$(url_of "$target")")"
+    -d "$answer_body" "$(url_of "$target")")"
   # Streamed answers are checked by their text deltas joined.
-  joined="$(printf '%s' "$answer" | grep -o '"content":"[^"]*"' | sed 's/"content":"//; s/"$//' | tr -d '\n')"
+  joined="$(printf '%s' "$answer" | grep -o '"content":"[^"]*"' | sed 's/"content":"//; s/"$//' | tr -d '\n' || true)"
   if [[ "$answer" != *"$expect"* && "$joined" != *"$expect"* ]]; then
     echo "gateway bench: $target answered something else: $answer" >&2
     exit 1
@@ -195,8 +229,10 @@ for run in $(seq 1 "$runs"); do
       url="$(url_of "$target")"
       host=""
       [[ "$target" == portkey ]] && host="$PORTKEY_HOST"
-      AUTH="$auth" PORTKEY_HOST="$host" wrk -t1 -c"$c" -d"$warmup" --timeout 5s -s "$here/$script" "$url" >/dev/null
-      AUTH="$auth" PORTKEY_HOST="$host" wrk -t1 -c"$c" -d"$duration" --timeout 5s --latency -s "$here/$script" "$url" \
+      run_script="$script"
+      [[ "$target" == direct && "$api" != chat ]] && run_script="post.lua"
+      AUTH="$auth" PORTKEY_HOST="$host" wrk -t1 -c"$c" -d"$warmup" --timeout 5s -s "$here/$run_script" "$url" >/dev/null
+      AUTH="$auth" PORTKEY_HOST="$host" wrk -t1 -c"$c" -d"$duration" --timeout 5s --latency -s "$here/$run_script" "$url" \
         >"$out/wrk-$run-$c-$target.txt"
       python3 "$here/summary.py" --parse "$out/wrk-$run-$c-$target.txt" "$run" "$c" "$target" >>"$results"
       tail -n 1 "$results" >&2
