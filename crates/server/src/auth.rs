@@ -124,13 +124,18 @@ impl Gate {
         parts: &Parts,
         fallback: Option<&str>,
     ) -> Result<Caller, ApiError> {
-        // `x-api-key` is how Anthropic's clients send theirs: the same credential.
+        // `x-api-key` is how Anthropic's clients send theirs: the same credential, taken
+        // on Anthropic's routes only (everywhere else a credential is `Authorization`).
+        let anthropic = parts.uri.path().starts_with("/anthropic/");
         let presented = parts
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(bearer_token)
             .or_else(|| {
+                if !anthropic {
+                    return None;
+                }
                 parts
                     .headers
                     .get("x-api-key")

@@ -53,53 +53,11 @@ async fn claude_code_reads_and_writes_through_the_gateway_and_every_call_is_pric
         .await
         .expect("client task")
         .expect("claude runs");
-    let said = format!(
-        "stdout: {}\nstderr: {}\nserver: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        served.stderr()
-    );
-    assert!(output.status.success(), "{said}");
-    assert_eq!(
-        std::fs::read_to_string(workspace.join("b.txt"))
-            .ok()
-            .as_deref(),
-        Some("HELLO\n"),
-        "{said}"
-    );
+    let said = checked(&output, &served, &workspace, &model, "claude-code").await;
     assert!(
         String::from_utf8_lossy(&output.stdout).contains("Wrote b.txt."),
         "{said}"
     );
-    // The Read tool's result reached the model as a tool message.
-    let requests = model.requests();
-    assert_eq!(requests.len(), 3, "{said}");
-    assert!(
-        requests[1]["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"
-                && m["content"].as_str().is_some_and(|c| c.contains("hello")))),
-        "{}",
-        requests[1]
-    );
-    // Recorded and priced: 3,500 input tokens at $1/M, 55 output at $2/M.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let costs = loop {
-        let costs: Value = api(&served, reqwest::Method::GET, "/v1/costs?group_by=agent")
-            .send()
-            .await
-            .expect("costs")
-            .json()
-            .await
-            .expect("costs JSON");
-        if costs["total"]["calls"] == 3 || Instant::now() > deadline {
-            break costs;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(costs["rows"][0]["key"], "claude-code", "{costs}");
-    assert_eq!(costs["total"]["calls"], 3, "{costs}");
-    assert_eq!(costs["total"]["usd_micros"], 3_500 + 110, "{costs}");
 }
 
 /// Codex's configuration: agentplane as its model provider over the Responses API,
@@ -153,6 +111,20 @@ async fn codex_exec_reads_and_writes_through_the_responses_route_and_every_call_
         .await
         .expect("client task")
         .expect("codex runs");
+    let said = checked(&output, &served, &workspace, &model, "codex").await;
+}
+
+/// What both clients must have done: exited well, written `b.txt` from `a.txt`, made
+/// three model calls with the first tool result in the second, each recorded and priced
+/// under `agent` (3,500 input tokens at $1/M, 55 output at $2/M). What they said, for
+/// the caller's own assertions.
+async fn checked(
+    output: &std::process::Output,
+    served: &agentplane_suites::Served,
+    workspace: &std::path::Path,
+    model: &ScriptedServer,
+    agent: &str,
+) -> String {
     let said = format!(
         "stdout: {}\nstderr: {}\nserver: {}",
         String::from_utf8_lossy(&output.stdout),
@@ -169,18 +141,17 @@ async fn codex_exec_reads_and_writes_through_the_responses_route_and_every_call_
     );
     let requests = model.requests();
     assert_eq!(requests.len(), 3, "{said}");
-    // The first command's output reached the model as a tool message.
     assert!(
         requests[1]["messages"]
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"
                 && m["content"].as_str().is_some_and(|c| c.contains("hello")))),
-        "{}",
+        "the first tool result reached the model: {}",
         requests[1]
     );
     let deadline = Instant::now() + Duration::from_secs(15);
     let costs = loop {
-        let costs: Value = api(&served, reqwest::Method::GET, "/v1/costs?group_by=agent")
+        let costs: Value = api(served, reqwest::Method::GET, "/v1/costs?group_by=agent")
             .send()
             .await
             .expect("costs")
@@ -192,6 +163,8 @@ async fn codex_exec_reads_and_writes_through_the_responses_route_and_every_call_
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(costs["rows"][0]["key"], "codex", "{costs}");
+    assert_eq!(costs["rows"][0]["key"], agent, "{costs}");
+    assert_eq!(costs["total"]["calls"], 3, "{costs}");
     assert_eq!(costs["total"]["usd_micros"], 3_500 + 110, "{costs}");
+    said
 }

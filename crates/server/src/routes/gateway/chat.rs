@@ -161,7 +161,7 @@ fn message(i: usize, wire: WireMessage) -> Result<ChatMessage, ApiError> {
     let text = |content: Option<Value>| -> Result<Option<String>, ApiError> {
         match content {
             None | Some(Value::Null) => Ok(None),
-            Some(value) => content_text(value)
+            Some(value) => text_parts(&value, &["text"])
                 .map(Some)
                 .map_err(|m| ApiError::invalid(format!("{}: {m}", at("content")))),
         }
@@ -216,17 +216,18 @@ fn message(i: usize, wire: WireMessage) -> Result<ChatMessage, ApiError> {
     }
 }
 
-/// A string, or an array of `{"type":"text","text":…}` parts joined.
-fn content_text(value: Value) -> Result<String, String> {
+/// A string, or an array of text parts joined: parts of a type in `kinds` with a
+/// string `text` (chat completions' `text`; the Responses API's `input_text`, …).
+pub(super) fn text_parts(value: &Value, kinds: &[&str]) -> Result<String, String> {
     match value {
-        Value::String(text) => Ok(text),
+        Value::String(text) => Ok(text.clone()),
         Value::Array(parts) => {
             let mut text = String::new();
             for (j, part) in parts.iter().enumerate() {
                 match (part["type"].as_str(), part["text"].as_str()) {
-                    (Some("text"), Some(t)) => text.push_str(t),
-                    (Some("text"), None) => {
-                        return Err(format!("part {j} of type `text` needs a string `text`"));
+                    (Some(kind), Some(t)) if kinds.contains(&kind) => text.push_str(t),
+                    (Some(kind), None) if kinds.contains(&kind) => {
+                        return Err(format!("part {j} of type `{kind}` needs a string `text`"));
                     }
                     (Some(other), _) => {
                         return Err(format!(

@@ -198,28 +198,7 @@ fn push_item(out: &mut Vec<ChatMessage>, i: usize, item: Value) -> Result<(), Ap
 
 /// A string, or text parts (`input_text`, `output_text`, `text`) joined.
 fn content_text(value: &Value) -> Result<String, String> {
-    match value {
-        Value::String(text) => Ok(text.clone()),
-        Value::Array(parts) => {
-            let mut text = String::new();
-            for (j, part) in parts.iter().enumerate() {
-                match (part["type"].as_str(), part["text"].as_str()) {
-                    (Some("input_text" | "output_text" | "text"), Some(t)) => text.push_str(t),
-                    (Some(kind @ ("input_text" | "output_text" | "text")), None) => {
-                        return Err(format!("part {j} of type `{kind}` needs a string `text`"));
-                    }
-                    (Some(other), _) => {
-                        return Err(format!(
-                            "part {j} is of type `{other}`; the gateway accepts only text"
-                        ));
-                    }
-                    (None, _) => return Err(format!("part {j} has no string `type`")),
-                }
-            }
-            Ok(text)
-        }
-        _ => Err("must be a string or an array of text parts".to_owned()),
-    }
+    super::chat::text_parts(value, &["input_text", "output_text", "text"])
 }
 
 fn tool(i: usize, wire: &Value) -> Result<ToolSpec, ApiError> {
