@@ -111,7 +111,7 @@ async fn codex_exec_reads_and_writes_through_the_responses_route_and_every_call_
         .await
         .expect("client task")
         .expect("codex runs");
-    let said = checked(&output, &served, &workspace, &model, "codex").await;
+    checked(&output, &served, &workspace, &model, "codex").await;
 }
 
 /// What both clients must have done: exited well, written `b.txt` from `a.txt`, made
