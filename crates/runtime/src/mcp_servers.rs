@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
+use agentplane_tools::mcp::ServerReport as McpServerReport;
 use agentplane_tools::mcp::{McpServerSpec, McpServers, McpTransport};
 
-use crate::McpServerReport;
-
-use crate::{Config, secrets, settings};
+use crate::config::Config;
+use crate::secrets;
+use crate::settings;
 
 /// Connects to every configured MCP server at once, lists its tools and ends it again:
 /// what `agentplane mcp list` shows. Starts no store and no model client.

@@ -10,15 +10,9 @@
 use agentplane_core::Usage;
 use tracing::Instrument;
 
-use super::{AdmittedCall, Recorder};
+use super::{AdmittedCall, EmbeddingReply, Recorder};
 use crate::error::HubError;
-use crate::ports::{EmbeddingRequest, Embeddings};
-
-/// A finished embeddings call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EmbeddingReply {
-    pub embeddings: Embeddings,
-}
+use crate::ports::EmbeddingRequest;
 
 impl AdmittedCall {
     /// Makes an admitted embeddings call (admitted by the `Embeddings` route: its

@@ -27,7 +27,6 @@
 mod embeddings;
 mod text_calls;
 
-pub use embeddings::EmbeddingReply;
 pub use text_calls::RECOVERED_ID;
 
 use agentplane_core::{ChatRequest, ChatResponse, CompletionId, Role, ToolChoice, Usage};
@@ -127,6 +126,12 @@ impl GatewayConfig {
     pub fn agent_of(&self, route: GatewayRoute) -> &str {
         self.route_agents.get(&route).unwrap_or(&self.agent)
     }
+}
+
+/// A finished embeddings call (`embeddings.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddingReply {
+    pub embeddings: crate::ports::Embeddings,
 }
 
 /// A finished gateway call.
