@@ -24,30 +24,32 @@ use crate::schema::Schema;
 /// How the id of every call recovered from text begins.
 pub const RECOVERED_ID: &str = "call_recovered_";
 
-/// The request's tools, compiled for recovery. A tool whose schema does not compile is
-/// left out: its calls stay text rather than pass unchecked.
-pub(super) struct TextCalls {
-    tools: Vec<(String, Schema)>,
+/// The request's tools, for recovery. Their schemas are compiled only when an answer
+/// has no native call and some text to read (a client offers up to 256 tools on every
+/// call; most answers never need them). A tool whose schema does not compile is left
+/// out: its calls stay text rather than pass unchecked.
+pub(super) struct TextCalls<'a> {
+    tools: &'a [ToolSpec],
 }
 
-impl TextCalls {
+impl<'a> TextCalls<'a> {
     /// `None` when the request offers no tool.
-    pub(super) fn new(tools: &[ToolSpec]) -> Option<Self> {
-        let tools: Vec<(String, Schema)> = tools
-            .iter()
-            .filter_map(|t| Some((t.name.clone(), Schema::compile(&t.parameters).ok()?)))
-            .collect();
+    pub(super) fn new(tools: &'a [ToolSpec]) -> Option<Self> {
         (!tools.is_empty()).then_some(Self { tools })
     }
 
     /// Reads the first call written in an answer without native calls into its
     /// `tool_calls`, leaving the text before it as the content. Whether one was found.
     pub(super) fn recover(&self, response: &mut ChatResponse, id: &CompletionId) -> bool {
-        if !response.tool_calls.is_empty() {
+        if !response.tool_calls.is_empty() || response.content.trim().is_empty() {
             return false;
         }
-        let offered: Vec<Offered<'_>> = self
+        let compiled: Vec<(&str, Schema)> = self
             .tools
+            .iter()
+            .filter_map(|t| Some((t.name.as_str(), Schema::compile(&t.parameters).ok()?)))
+            .collect();
+        let offered: Vec<Offered<'_>> = compiled
             .iter()
             .map(|(name, schema)| Offered { name, schema })
             .collect();
@@ -134,7 +136,8 @@ mod tests {
 
     #[test]
     fn a_call_written_as_json_becomes_a_call_and_its_text_is_held_back() {
-        let calls = TextCalls::new(&tools()).expect("tools");
+        let tools = tools();
+        let calls = TextCalls::new(&tools).expect("tools");
         let text = r#"{"name": "read_file", "arguments": {"path": "a.txt"}}"#;
         let mut sent = String::new();
         let mut hold = Hold::default();
@@ -156,7 +159,8 @@ mod tests {
 
     #[test]
     fn prose_streams_and_calls_to_tools_not_offered_or_invalid_stay_text() {
-        let calls = TextCalls::new(&tools()).expect("tools");
+        let tools = tools();
+        let calls = TextCalls::new(&tools).expect("tools");
         let mut sent = String::new();
         let mut hold = Hold::default();
         hold.push("  Hello", &mut |t| sent.push_str(t));

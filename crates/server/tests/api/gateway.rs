@@ -9,7 +9,7 @@ use agentplane_testkit::Step;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::{Answer, Api, PATIENCE, Setup, TOKEN};
+use crate::harness::{Answer, Api, PATIENCE, Setup, TOKEN, closed_window};
 
 const COMPLETIONS: &str = "/openai/v1/chat/completions";
 
@@ -477,22 +477,8 @@ async fn model_failures_are_envelopes_before_and_after_the_stream_begins() {
 
 #[tokio::test]
 async fn a_closed_time_window_for_the_gateway_is_403_and_spares_other_agents() {
-    let days_since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
-        / 86_400;
-    // 1970-01-01 was a Thursday; yesterday's weekday is closed except for one minute.
-    let yesterday =
-        ["wed", "thu", "fri", "sat", "sun", "mon", "tue"][(days_since_epoch % 7) as usize];
     let api = Setup::new(vec![Step::text("x")])
-        .policy(
-            "hours.yaml",
-            &format!(
-                "name: closed\ntype: time_window\ntargets: {{agents: [gateway]}}\n\
-                 rules: {{timezone: UTC, days: [{yesterday}], hours: \"00:00-00:01\"}}\n"
-            ),
-        )
+        .policy("hours.yaml", &closed_window("closed", "gateway"))
         .start()
         .await;
     let refused: Answer = api.post(COMPLETIONS, "alice", hello(false)).await;

@@ -9,7 +9,7 @@ use agentplane_testkit::{Step, peers};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Api, PATIENCE, Setup, TOKEN};
+use crate::harness::{Api, PATIENCE, Setup, TOKEN, closed_window};
 
 /// The price of every call here: $1 per million input tokens, $2 per million output.
 const PRICED: &str = "[prices.\"scripted-model\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n\
@@ -184,14 +184,6 @@ async fn the_agents_sdk_runs_a_function_tool_over_the_responses_api() {
 
 #[tokio::test]
 async fn a_policy_on_one_routes_agent_refuses_its_client_in_its_own_shape_and_spares_the_other() {
-    let days_since_epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs()
-        / 86_400;
-    // 1970-01-01 was a Thursday; yesterday's weekday is open for one minute only.
-    let yesterday =
-        ["wed", "thu", "fri", "sat", "sun", "mon", "tue"][(days_since_epoch % 7) as usize];
     let api = Setup::new(vec![
         Step::tool_call("get_weather", weather()),
         Step::text("Sunny."),
@@ -200,10 +192,7 @@ async fn a_policy_on_one_routes_agent_refuses_its_client_in_its_own_shape_and_sp
     .token(TOKEN)
     .policy(
         "hours.yaml",
-        &format!(
-            "name: no-claude-code\ntype: time_window\ntargets: {{agents: [claude-code]}}\n\
-             rules: {{timezone: UTC, days: [{yesterday}], hours: \"00:00-00:01\"}}\n"
-        ),
+        &closed_window("no-claude-code", "claude-code"),
     )
     .extra_config(PRICED)
     .start()

@@ -20,6 +20,23 @@ pub const TOKEN: &str = "test-token-0123456789";
 /// Generous bound for anything the tests wait for.
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
+/// A `time_window` policy named `name` on `agent` that is closed now: open only for
+/// the first minute of yesterday's weekday.
+pub fn closed_window(name: &str, agent: &str) -> String {
+    let days_since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        / 86_400;
+    // 1970-01-01 was a Thursday.
+    let yesterday =
+        ["wed", "thu", "fri", "sat", "sun", "mon", "tue"][(days_since_epoch % 7) as usize];
+    format!(
+        "name: {name}\ntype: time_window\ntargets: {{agents: [{agent}]}}\n\
+         rules: {{timezone: UTC, days: [{yesterday}], hours: \"00:00-00:01\"}}\n"
+    )
+}
+
 /// Agents the tests use besides the built-ins.
 const TEST_AGENTS: &str = r#"
 [agents.chat]
