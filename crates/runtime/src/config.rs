@@ -366,6 +366,13 @@ impl Config {
             .gateway
             .resolve()
             .map_err(|e| in_file.under("gateway", e))?;
+        let provider_names: Vec<String> = if providers.is_configured() {
+            providers.providers.keys().cloned().collect()
+        } else {
+            vec![agentplane_engine::models::DEFAULT_PROVIDER.to_owned()]
+        };
+        settings::gateway::check_alias_providers(&gateway, &provider_names)
+            .map_err(|e| in_file.under("gateway", e))?;
         let telemetry = parsed
             .telemetry
             .resolve()

@@ -84,6 +84,8 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
         Step::tool_call("list_files", json!({})).with_usage(20, 5),
         Step::tool_call("finish_task", json!({"summary": "done"})).with_usage(30, 6),
         Step::text("hello from the gateway").with_usage(7, 3),
+        // A small model's call written as text: recovered for the gateway client.
+        Step::text(r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#),
     ]))
     .await
     .expect("scripted server");
@@ -190,5 +192,39 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
         .collect();
     assert_eq!(inside.len(), 1, "{inside:?}");
     assert_eq!(inside[0].fields["gen_ai.usage.output_tokens"], "3");
+    assert!(
+        !gateway[0]
+            .fields
+            .contains_key("agentplane.tool_calls_recovered")
+    );
+
+    let call = runtime
+        .services()
+        .model_gateway
+        .call(
+            "someone",
+            agentplane_engine::gateway::GatewayRoute::ChatCompletions,
+            ChatRequest {
+                model: "scripted-model".into(),
+                messages: vec![ChatMessage::user("weather?")],
+                tools: vec![agentplane_core::ToolSpec {
+                    name: "get_weather".into(),
+                    description: String::new(),
+                    parameters: json!({"type": "object"}),
+                    side_effects: false,
+                }],
+                temperature: None,
+                max_tokens: None,
+                tool_choice: None,
+                response_schema: None,
+            },
+        )
+        .await
+        .expect("admitted");
+    let reply = call.call(&mut |_: &str| {}).await.expect("answered");
+    assert_eq!(reply.response.tool_calls.len(), 1, "{reply:?}");
+    let gateway = capture.named("agentplane.gateway_call");
+    assert_eq!(gateway.len(), 2, "{gateway:?}");
+    assert_eq!(gateway[1].fields["agentplane.tool_calls_recovered"], "1");
     runtime.shutdown().await;
 }

@@ -33,6 +33,7 @@ impl AdmittedCall {
             agent: &self.agent,
             tags: &self.tags,
             size: crate::models::TaskSize::Small,
+            pinned: &self.pinned,
         };
         let span = crate::ports::telemetry::gateway_call_span(
             &self.client,

@@ -24,8 +24,11 @@
 //! ports. Tools offered by a gateway client are never executed here; their calls go
 //! back to the client, which is why `approval_required` policies do not apply.
 
+mod aliases;
 mod embeddings;
 mod text_calls;
+
+pub use aliases::ModelAlias;
 
 pub use text_calls::RECOVERED_ID;
 
@@ -108,6 +111,8 @@ pub struct GatewayConfig {
     pub tags: Vec<String>,
     /// The output cap sent with a request that gives no `max_tokens`.
     pub max_output_tokens: u32,
+    /// `[gateway.models]`: the model names clients send, mapped (`aliases.rs`).
+    pub models: Vec<ModelAlias>,
 }
 
 impl Default for GatewayConfig {
@@ -117,6 +122,7 @@ impl Default for GatewayConfig {
             route_agents: BTreeMap::new(),
             tags: Vec::new(),
             max_output_tokens: agentplane_core::agent::DEFAULT_MAX_OUTPUT_TOKENS,
+            models: Vec::new(),
         }
     }
 }
@@ -157,6 +163,8 @@ pub struct AdmittedCall {
     client: String,
     /// The caller's roles (`context: roles` conditions).
     roles: Vec<String>,
+    /// The providers a model alias pinned the call to; empty: `[routing]` decides.
+    pinned: Vec<String>,
     request: ChatRequest,
     meter: Meter,
     records: Arc<CallRecords>,
@@ -383,6 +391,19 @@ pub(crate) async fn admit(
 ) -> Result<AdmittedCall, HubError> {
     validate(&request)?;
     let agent = config.agent_of(route);
+    // A model alias decides the model and providers before anything is priced.
+    let mut pinned = Vec::new();
+    if let Some(alias) = aliases::lookup(&config.models, &request.model) {
+        tracing::debug!(
+            requested = request.model,
+            alias = alias.pattern,
+            "a gateway model alias applies"
+        );
+        if let Some(model) = &alias.model {
+            request.model.clone_from(model);
+        }
+        pinned.clone_from(&alias.providers);
+    }
     if route == GatewayRoute::Embeddings {
         // Embeddings have no output: the worst case is the input alone.
         request.max_tokens = Some(0);
@@ -431,14 +452,12 @@ pub(crate) async fn admit(
         agent: agent.to_owned(),
         model: request.model.clone(),
     };
+    let first_pinned = pinned.first().cloned();
     meter.on_abandon(Box::new(move |charge| {
-        let provider = abandoned
-            .deps
-            .providers
-            .names()
-            .next()
-            .unwrap_or_default()
-            .to_owned();
+        let provider = first_pinned.unwrap_or_else(|| {
+            let mut names = abandoned.deps.providers.names();
+            names.next().unwrap_or_default().to_owned()
+        });
         let model = abandoned.model.clone();
         abandoned.record(provider, model, None, &charge);
     }));
@@ -449,6 +468,7 @@ pub(crate) async fn admit(
         tags: config.tags.clone(),
         client: client.to_owned(),
         roles,
+        pinned,
         request,
         meter,
         records: Arc::clone(records),
@@ -494,6 +514,7 @@ impl AdmittedCall {
                 agent: &self.agent,
                 tags: &self.tags,
                 size: crate::models::TaskSize::estimate(&self.request.messages),
+                pinned: &self.pinned,
             },
             request: &self.request,
             screen: metered::Screen {
@@ -554,7 +575,7 @@ impl AdmittedCall {
                 &mut on_charged,
                 &CancellationToken::new(),
             )
-            .instrument(span)
+            .instrument(span.clone())
             .await
         };
         if let Some(stream) = stream.as_mut() {
@@ -588,6 +609,10 @@ impl AdmittedCall {
                         && calls.recover(&mut response, &self.id)
                 });
                 if recovered {
+                    crate::ports::telemetry::record_recovered_calls(
+                        &span,
+                        response.tool_calls.len(),
+                    );
                     tracing::info!(
                         id = self.id.as_str(),
                         provider = routed.provider,
@@ -647,8 +672,21 @@ pub(crate) async fn models(
         agent: &config.agent,
         tags: &config.tags,
         size: crate::models::TaskSize::Small,
+        pinned: &[],
     };
-    Ok(deps.providers.list_models(&key).await?)
+    let mut models = deps.providers.list_models(&key).await?;
+    // The aliases a client can pick by name come first.
+    let named = config.models.iter().filter(|alias| alias.is_exact());
+    let aliases: Vec<ModelInfo> = named
+        .filter(|alias| !models.iter().any(|m| m.id == alias.pattern))
+        .map(|alias| ModelInfo {
+            id: alias.pattern.clone(),
+            parameter_size: None,
+            families: Vec::new(),
+        })
+        .collect();
+    models.splice(0..0, aliases);
+    Ok(models)
 }
 
 #[cfg(test)]

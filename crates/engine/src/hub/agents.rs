@@ -19,6 +19,7 @@ fn route_of(agent: &AgentSpec, size: TaskSize) -> RouteKey<'_> {
         agent: &agent.name,
         tags: &agent.tags,
         size,
+        pinned: &[],
     }
 }
 

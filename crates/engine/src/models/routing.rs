@@ -74,6 +74,9 @@ pub struct RouteKey<'a> {
     /// The agent's tags.
     pub tags: &'a [String],
     pub size: TaskSize,
+    /// Providers the call must use, in failover order, instead of the rules' chain
+    /// (a gateway model alias names them); empty: the rules decide.
+    pub pinned: &'a [String],
 }
 
 /// What one rule selects on: exactly one fact.
@@ -104,7 +107,10 @@ pub struct Routing {
 
 impl Routing {
     /// The chain of provider names for `key`.
-    pub fn chain(&self, key: &RouteKey<'_>) -> &[String] {
+    pub fn chain<'k>(&'k self, key: &RouteKey<'k>) -> &'k [String] {
+        if !key.pinned.is_empty() {
+            return key.pinned;
+        }
         self.rules
             .iter()
             .find(|rule| match &rule.matches {
@@ -144,7 +150,12 @@ mod tests {
             ],
         };
         let tags = names(&["pii"]);
-        let key = |agent, tags, size| RouteKey { agent, tags, size };
+        let key = |agent, tags, size| RouteKey {
+            agent,
+            tags,
+            size,
+            pinned: &[],
+        };
         assert_eq!(
             routing.chain(&key("writer", &tags, TaskSize::Large)),
             ["cloud"]
@@ -155,6 +166,12 @@ mod tests {
             ["cloud", "local"]
         );
         assert_eq!(routing.chain(&key("x", &[], TaskSize::Small)), ["local"]);
+        let pinned = names(&["cloud"]);
+        let key = RouteKey {
+            pinned: &pinned,
+            ..key("writer", &tags, TaskSize::Small)
+        };
+        assert_eq!(routing.chain(&key), ["cloud"]);
     }
 
     #[test]

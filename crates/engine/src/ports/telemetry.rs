@@ -407,7 +407,14 @@ pub fn gateway_call_span(client: &str, agent: &str, model: &str, id: &str) -> Sp
         "gen_ai.agent.name" = agent,
         "gen_ai.request.model" = model,
         "agentplane.completion" = id,
+        "agentplane.tool_calls_recovered" = tracing::field::Empty,
     )
+}
+
+/// Marks a gateway call's span: the model wrote its tool calls as text and the gateway
+/// recovered them for the client (`crate::gateway`).
+pub fn record_recovered_calls(span: &Span, calls: usize) {
+    span.record("agentplane.tool_calls_recovered", calls);
 }
 
 /// The span of a `content` policy check on one surface (`apply_guardrail`), around it;

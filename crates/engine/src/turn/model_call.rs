@@ -178,6 +178,7 @@ impl ActiveTurn<'_> {
             size: self
                 .size
                 .unwrap_or_else(|| TaskSize::estimate(&chat.messages)),
+            pinned: &[],
         };
         let providers = &self.deps.providers;
         // Content policies on model output: what they would change is held back only

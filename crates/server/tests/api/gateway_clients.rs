@@ -400,3 +400,121 @@ async fn the_openai_packages_embeddings_are_screened_priced_and_budgeted_by_inpu
         "no chat step was spent"
     );
 }
+
+#[tokio::test]
+async fn a_clients_hard_coded_model_name_lands_where_an_alias_says_with_failover() {
+    use agentplane_testkit::{Scenario, ScriptedModel, ScriptedServer};
+    // The default chain is `cloud`, which would take any name as its largest model.
+    let cloud = ScriptedServer::start(
+        Scenario::new(vec![Step::text("from the cloud")]).with_models(vec![
+            ScriptedModel::new("big").with_parameter_size("8.0B"),
+            ScriptedModel::new("renamed-model").with_parameter_size("1.0B"),
+        ]),
+    )
+    .await
+    .expect("cloud");
+    let down = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
+    let api = Setup::new(vec![Step::text("from this machine").with_usage(12, 3)])
+        .token(TOKEN)
+        .providers(&format!(
+            "[providers.local]\nkind = \"openai\"\nbase_url = \"{{scripted}}\"\nmax_retries = 0\n\
+             [providers.down]\nkind = \"openai\"\nbase_url = \"http://{down}/v1\"\nmax_retries = 0\n\
+             [providers.cloud]\nkind = \"openai\"\nbase_url = \"{}\"\nmax_retries = 0\n\
+             [routing]\ndefault = [\"cloud\"]\n",
+            cloud.base_url()
+        ))
+        .extra_config(
+            "[gateway.models]\n\
+             \"claude-*\" = { providers = [\"down\", \"local\"], model = \"scripted-model\" }\n\
+             \"gpt-4o\" = \"renamed-model\"\n",
+        )
+        .start()
+        .await;
+    // Claude Code's name: pinned to `down` then `local`, failing over past `down`.
+    let claude = api
+        .post(
+            "/anthropic/v1/messages",
+            "alice",
+            json!({"model": "claude-sonnet-4-5-20250929", "max_tokens": 64,
+                   "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(claude.status, 200, "{}", claude.body);
+    assert_eq!(claude.body["content"][0]["text"], "from this machine");
+    let sent = api.scripted.requests();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["model"], "scripted-model");
+    assert!(cloud.requests().is_empty(), "the cloud was not asked");
+    // A model-only alias keeps `[routing]` (the cloud) and names the model to use.
+    let gpt = api
+        .post(
+            "/openai/v1/chat/completions",
+            "alice",
+            json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .await;
+    assert_eq!(gpt.status, 200, "{}", gpt.body);
+    assert_eq!(
+        gpt.body["choices"][0]["message"]["content"],
+        "from the cloud"
+    );
+    assert_eq!(cloud.requests()[0]["model"], "renamed-model");
+    // Exact aliases are listed, so a client can pick them; patterns are not.
+    let listed = api.get("/openai/v1/models", "alice").await;
+    let ids: Vec<&str> = listed.body["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids.first(), Some(&"gpt-4o"), "{ids:?}");
+    assert!(!ids.contains(&"claude-*"), "{ids:?}");
+    // Recorded against the provider that answered and the model it was asked for.
+    let deadline = Instant::now() + PATIENCE;
+    let costs = loop {
+        let answer = api.get("/v1/costs?group_by=provider", "alice").await;
+        if answer.body["total"]["calls"] == 2 || Instant::now() > deadline {
+            break answer.body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut providers: Vec<&str> = costs["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["key"].as_str())
+        .collect();
+    providers.sort_unstable();
+    assert_eq!(providers, ["cloud", "local"], "{costs}");
+}
+
+#[tokio::test]
+async fn an_alias_naming_an_unknown_provider_or_a_mistyped_key_is_refused_at_startup() {
+    for (alias, named) in [
+        ("x = { provider = \"nowhere\" }", "`nowhere`"),
+        ("x = { modle = \"m\" }", "modle"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("agentplane.toml");
+        std::fs::write(
+            &file,
+            format!("[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\n[gateway.models]\n{alias}\n"),
+        )
+        .expect("config");
+        let error =
+            agentplane_runtime::Config::load_from(&agentplane_runtime::config::ConfigSource {
+                explicit: Some(&file),
+                cwd: dir.path(),
+                env: &|_: &str| None,
+            })
+            .expect_err(alias);
+        let text = error.to_string();
+        assert!(
+            text.contains("gateway.models") && text.contains(named),
+            "{text}"
+        );
+    }
+}
