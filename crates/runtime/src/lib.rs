@@ -353,6 +353,7 @@ impl Runtime {
         .versions(versions)
         .external(external)
         .keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>)
+        .responses(store.clone() as Arc<dyn agentplane_engine::ports::ResponseStore>)
         .audit(store.clone() as Arc<dyn agentplane_engine::ports::AuditStore>);
         if let Some(oidc) = &config.oidc {
             let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())

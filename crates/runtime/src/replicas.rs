@@ -17,7 +17,8 @@ use agentplane_core::{ReplicaId, TurnId};
 use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::ports::{
-    AuditStore, EventStore, ExecutionStore, KeyStore, ReplicaStore, StoreError, VersionStore,
+    AuditStore, EventStore, ExecutionStore, KeyStore, ReplicaStore, ResponseStore, StoreError,
+    VersionStore,
 };
 use agentplane_postgres::PostgresStore;
 use agentplane_sqlite::SqliteStore;
@@ -29,12 +30,19 @@ use crate::settings::store::StoreConfig;
 
 /// Every store port in one object: what the runtime holds, SQLite or PostgreSQL.
 pub trait Store:
-    EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + AuditStore
+    EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + AuditStore + ResponseStore
 {
 }
 
 impl<T> Store for T where
-    T: EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + AuditStore + ?Sized
+    T: EventStore
+        + ExecutionStore
+        + VersionStore
+        + ReplicaStore
+        + KeyStore
+        + AuditStore
+        + ResponseStore
+        + ?Sized
 {
 }
 

@@ -4,12 +4,14 @@
 in its default Responses mode with a function tool, and `openai`'s `embeddings.create`
 on `/openai/v1/embeddings`. All pinned in scripts/test-peers.sh.
 
-    gateway_clients.py anthropic|responses|agents|embeddings --base-url http://127.0.0.1:PORT \
+    gateway_clients.py anthropic|responses|chained|agents|embeddings --base-url http://127.0.0.1:PORT \
         --client-id alice --model MODEL [--api-key TOKEN]
 
 Each mode makes, in order: a whole call offering a `get_weather` tool, the same call
 streamed, then (answering the whole call's tool call with "sunny, 21 C") a whole call
-for the final text; `agents` runs one agent to its final output. It prints ONE JSON
+for the final text; `agents` runs one agent to its final output; `chained` follows a
+kept answer with `previous_response_id` (sending only the tool's output), then tries
+it as another client and after `store=False`. It prints ONE JSON
 object. An API error is printed as {"apiError": {"status", "type", "message"}} with
 exit code 3. Logs go to stderr.
 """
@@ -132,6 +134,45 @@ def responses_mode(args) -> dict:
     return out
 
 
+def chained_mode(args) -> dict:
+    import openai
+
+    def client(client_id):
+        return openai.OpenAI(
+            base_url=args.base_url + "/openai/v1",
+            api_key=args.api_key,
+            default_headers={"X-Client-ID": client_id},
+            max_retries=0,
+            timeout=120,
+        )
+
+    mine = client(args.client_id)
+    tools = [{"type": "function", "name": WEATHER["name"], "description": WEATHER["description"],
+              "parameters": WEATHER["schema"], "strict": False}]
+    first = mine.responses.create(model=args.model, instructions="Answer briefly.", input=ASK, tools=tools)
+    call = next(i for i in first.output if i.type == "function_call")
+    output = [{"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}]
+    second = mine.responses.create(model=args.model, previous_response_id=first.id, input=output, tools=tools)
+
+    def refused(make):
+        try:
+            make()
+            return None
+        except openai.APIStatusError as e:
+            return {"status": e.status_code, "message": str(e.message)}
+
+    unkept = mine.responses.create(model=args.model, input="no memory", store=False)
+    return {
+        "first": {"id": first.id, "store": first.store, "call_id": call.call_id},
+        "second": {"id": second.id, "text": second.output_text, "previous": second.previous_response_id},
+        "as_other_client": refused(lambda: client("mallory").responses.create(
+            model=args.model, previous_response_id=second.id, input="and tomorrow?")),
+        "unkept": {"store": unkept.store},
+        "after_unkept": refused(lambda: mine.responses.create(
+            model=args.model, previous_response_id=unkept.id, input="and?")),
+    }
+
+
 def embeddings_mode(args) -> dict:
     import openai
 
@@ -185,13 +226,13 @@ def agents_mode(args) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["anthropic", "responses", "agents", "embeddings"])
+    parser.add_argument("mode", choices=["anthropic", "responses", "chained", "agents", "embeddings"])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--model", required=True)
     parser.add_argument("--api-key", default="no-token-configured")
     args = parser.parse_args()
-    run = {"anthropic": anthropic_mode, "responses": responses_mode, "agents": agents_mode,
+    run = {"anthropic": anthropic_mode, "responses": responses_mode, "chained": chained_mode, "agents": agents_mode,
            "embeddings": embeddings_mode}[args.mode]
     try:
         out = run(args)

@@ -26,6 +26,7 @@ mod mcp_calls;
 mod nul;
 mod record_chains;
 mod replicas;
+mod responses;
 mod rows;
 mod schema;
 mod store;

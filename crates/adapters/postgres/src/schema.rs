@@ -421,6 +421,17 @@ const MIGRATIONS: &[&str] = &[
         FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('the ledger is an audit record');
     INSERT INTO audit_chains (chain) VALUES ('audit_ledger');
     "#,
+    // 10: Responses-API answers kept for `previous_response_id` (SQLite's migration 14).
+    r#"
+    CREATE TABLE gateway_responses (
+        id           TEXT PRIMARY KEY,
+        client_id    TEXT NOT NULL,
+        created_at   TEXT COLLATE "C" NOT NULL,
+        conversation TEXT NOT NULL
+    );
+    CREATE TRIGGER gateway_responses_never_update BEFORE UPDATE ON gateway_responses
+        FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('a kept response never changes');
+    "#,
 ];
 
 /// The migration after which the ledger's genesis is written, in its transaction.

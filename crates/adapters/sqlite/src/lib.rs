@@ -23,6 +23,7 @@ mod permissions;
 mod reader;
 mod record_chains;
 mod replicas;
+mod responses;
 mod rows;
 mod store;
 mod versions;

@@ -407,6 +407,18 @@ const MIGRATIONS: &[&str] = &[
         BEGIN SELECT RAISE(ABORT, 'the ledger is an audit record'); END;
     INSERT INTO audit_chains (chain) VALUES ('audit_ledger');
     "#,
+    // 14: Responses-API answers kept for `previous_response_id`: the whole conversation
+    // (JSON chat messages, screened), found by id and client together.
+    r#"
+    CREATE TABLE gateway_responses (
+        id           TEXT PRIMARY KEY NOT NULL,
+        client_id    TEXT NOT NULL,
+        created_at   TEXT NOT NULL,
+        conversation TEXT NOT NULL
+    ) STRICT;
+    CREATE TRIGGER gateway_responses_never_update BEFORE UPDATE ON gateway_responses
+        BEGIN SELECT RAISE(ABORT, 'a kept response never changes'); END;
+    "#,
 ];
 
 /// The migration after which the ledger's genesis is written, in its transaction.

@@ -3,17 +3,21 @@
 
 use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{
-    AuditStore, EventStore, ExecutionStore, KeyStore, NewPermission, NewThread, VersionStore,
+    AuditStore, EventStore, ExecutionStore, KeyStore, NewPermission, NewThread, ResponseStore,
+    VersionStore,
 };
 use async_trait::async_trait;
 
 /// A store under test: every port the contract covers.
 pub trait Store:
-    EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + 'static
+    EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + ResponseStore + 'static
 {
 }
 
-impl<T: EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + 'static> Store for T {}
+impl<T> Store for T where
+    T: EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + ResponseStore + 'static
+{
+}
 
 /// Which SQL a [`RawSql`] speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,6 +22,7 @@ pub mod model_calls;
 pub mod permissions;
 pub mod record_chains;
 pub mod replicas;
+pub mod responses;
 pub mod threads;
 pub mod turns;
 pub mod versions;
@@ -76,6 +77,7 @@ macro_rules! store_contract {
             mcp_calls::calls_are_listed_per_client_and_by_approval,
             mcp_calls::charged_calls_count_in_costs,
             mcp_calls::recorded_mcp_calls_cannot_be_changed_or_deleted,
+            responses::a_kept_response_is_found_by_its_client_only_and_never_changes,
             model_calls::calls_are_summed_with_turn_costs_under_the_same_filters,
             model_calls::an_id_is_recorded_once_and_extremes_are_clamped,
             model_calls::recorded_calls_cannot_be_changed_or_deleted,

@@ -26,9 +26,12 @@
 
 mod aliases;
 mod embeddings;
+mod kept;
 mod text_calls;
 
 pub use aliases::ModelAlias;
+pub use kept::KEPT_FOR_SECS;
+pub(crate) use kept::{Keep, previous};
 
 pub use text_calls::RECOVERED_ID;
 
@@ -168,6 +171,8 @@ pub struct AdmittedCall {
     request: ChatRequest,
     meter: Meter,
     records: Arc<CallRecords>,
+    /// Set when the answer is kept for `previous_response_id` (`kept.rs`).
+    keep: Option<Keep>,
 }
 
 impl std::fmt::Debug for AdmittedCall {
@@ -472,6 +477,7 @@ pub(crate) async fn admit(
         request,
         meter,
         records: Arc::clone(records),
+        keep: None,
     })
 }
 
@@ -484,6 +490,17 @@ impl AdmittedCall {
     /// The model the client asked for.
     pub fn model(&self) -> &str {
         &self.request.model
+    }
+
+    /// Keeps the answer for `previous_response_id` once it is made.
+    pub(crate) fn keeping(mut self, keep: Keep) -> Self {
+        self.keep = Some(keep);
+        self
+    }
+
+    /// Whether the answer will be kept.
+    pub fn keeps(&self) -> bool {
+        self.keep.is_some()
     }
 
     /// Makes the call, streaming text deltas to `on_text`; prices it, settles the
@@ -621,6 +638,11 @@ impl AdmittedCall {
                 }
                 if let Some(hold) = hold {
                     hold.finish(&response, recovered, on_text);
+                }
+                if let Some(keep) = self.keep {
+                    let id = self.id.as_str();
+                    keep.keep(id, &self.client, &self.request.messages, &response)
+                        .await;
                 }
                 Ok(GatewayReply {
                     id: self.id,

@@ -55,6 +55,7 @@ pub struct HubBuilder {
     workspace_roots: Option<WorkspaceRoots>,
     mcp_gateway: Option<Arc<dyn McpUpstreams>>,
     audit: Option<Arc<dyn AuditStore>>,
+    responses: Option<Arc<dyn crate::ports::ResponseStore>>,
 }
 
 impl HubBuilder {
@@ -79,6 +80,7 @@ impl HubBuilder {
             workspace_roots: None,
             mcp_gateway: None,
             audit: None,
+            responses: None,
         }
     }
 
@@ -92,6 +94,13 @@ impl HubBuilder {
     /// Agents driven over ACP, by name (ADR 0018).
     pub fn external(mut self, external: BTreeMap<String, Arc<dyn ExternalAgent>>) -> Self {
         self.external = external;
+        self
+    }
+
+    /// Where the gateway keeps Responses-API answers for `previous_response_id`.
+    /// Without (a hub built for tests), none are kept.
+    pub fn responses(mut self, store: Arc<dyn crate::ports::ResponseStore>) -> Self {
+        self.responses = Some(store);
         self
     }
 
@@ -164,6 +173,7 @@ impl HubBuilder {
             self.config.gateway.clone(),
             records,
             accepting.clone(),
+            self.responses,
         ));
         let agents = Arc::new(self.agents);
         let versions = Arc::new(Versions::new(

@@ -10,6 +10,7 @@ pub mod model;
 pub mod rate;
 pub mod records;
 pub mod replicas;
+pub mod responses;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
@@ -32,6 +33,7 @@ pub use model::{
 };
 pub use rate::{Limited, RateError, RateFacts, RateLimits};
 pub use replicas::{Announcement, Appended, ReplicaStore};
+pub use responses::{KeptResponse, ResponseStore};
 pub use store::{
     ApprovalDecision, ApprovalQuery, ApprovalRecord, ApprovalStatus, ApprovalStore, CallStore,
     CostQuery, CostRow, EventStore, McpCallQuery, McpCallRecord, ModelCallRecord, NewApproval,

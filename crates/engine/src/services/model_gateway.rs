@@ -11,6 +11,7 @@ use crate::call_records::CallRecords;
 use crate::error::HubError;
 use crate::gateway::GatewayConfig;
 use crate::identity::{Access, AsCaller};
+use crate::ports::ResponseStore;
 use crate::turn::TurnDeps;
 
 /// Governed model calls for outside clients.
@@ -22,6 +23,9 @@ pub struct ModelGateway {
     records: Arc<CallRecords>,
     /// Cleared when the process begins to shut down: no call starts after.
     accepting: Arc<AtomicBool>,
+    /// Where Responses-API answers are kept for `previous_response_id`; `None` (a hub
+    /// built for tests): none are.
+    responses: Option<Arc<dyn ResponseStore>>,
 }
 
 impl ModelGateway {
@@ -31,6 +35,7 @@ impl ModelGateway {
         config: GatewayConfig,
         records: Arc<CallRecords>,
         accepting: Arc<AtomicBool>,
+        responses: Option<Arc<dyn ResponseStore>>,
     ) -> Self {
         Self {
             identity,
@@ -38,6 +43,44 @@ impl ModelGateway {
             config,
             records,
             accepting,
+            responses,
+        }
+    }
+
+    /// The conversation so far of the kept answer `id` of the caller, for a Responses
+    /// call that names it as `previous_response_id` (`crate::gateway::previous`):
+    /// `NotFound` for an id never kept, expired or another client's.
+    pub async fn previous_response(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+        id: &str,
+    ) -> Result<Vec<agentplane_core::ChatMessage>, HubError> {
+        let caller = self.identity.require(
+            caller,
+            Access::Operate,
+            "calling a model through the gateway",
+        )?;
+        let Some(store) = &self.responses else {
+            return Err(HubError::NotFound(format!(
+                "previous_response_id: no response `{id}` is kept (this server keeps none)"
+            )));
+        };
+        crate::gateway::previous(store.as_ref(), caller.client(), id).await
+    }
+
+    /// `call`, kept once answered for `previous_response_id`, leaving out its first
+    /// `skip` messages (the `instructions`). Unchanged when this server keeps none.
+    pub fn keeping(
+        &self,
+        call: crate::gateway::AdmittedCall,
+        skip: usize,
+    ) -> crate::gateway::AdmittedCall {
+        match &self.responses {
+            Some(store) => call.keeping(crate::gateway::Keep {
+                store: Arc::clone(store),
+                skip,
+            }),
+            None => call,
         }
     }
 

@@ -235,7 +235,7 @@ async fn hostile_bodies_on_the_new_routes_are_400_and_never_reach_the_model() {
         json!({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "../x"}]}),
         json!({"model": "m", "input": "hi", "max_output_tokens": 0}),
         json!({"model": "m", "input": "hi", "temperature": 9}),
-        json!({"model": "m", "input": "hi", "previous_response_id": "resp_x"}),
+        json!({"model": "m", "input": "hi", "previous_response_id": ""}),
         json!({"model": "m", "input": "hi", "stream": "yes"}),
     ];
     for body in responses {
@@ -244,6 +244,22 @@ async fn hostile_bodies_on_the_new_routes_are_400_and_never_reach_the_model() {
             .await;
         answer.assert_error(400, "INVALID_ARGUMENT");
     }
+    // An id never given: not found, in the envelope, the id as the client sent it.
+    let unknown = api
+        .post(
+            "/openai/v1/responses",
+            "alice",
+            json!({"model": "m", "input": "hi", "previous_response_id": "resp_x"}),
+        )
+        .await;
+    unknown.assert_error(404, "NOT_FOUND");
+    let said = unknown.body["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        said.contains("`resp_x`") && !said.contains("chatcmpl"),
+        "{said}"
+    );
     let messages = [
         json!({}),
         json!({"model": "m", "messages": user}),
@@ -517,4 +533,52 @@ async fn an_alias_naming_an_unknown_provider_or_a_mistyped_key_is_refused_at_sta
             "{text}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_kept_answer_is_followed_by_previous_response_id_for_its_client_only() {
+    let api = Setup::new(vec![
+        Step::tool_call("get_weather", weather()).with_usage(30, 10),
+        Step::text("Sunny, 21 C.").with_usage(40, 5),
+        Step::text("forgotten").with_usage(5, 1),
+    ])
+    .token(TOKEN)
+    .extra_config(PRICED)
+    .start()
+    .await;
+    let (code, out) = run_client(&api, "chained").await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(out["first"]["store"], true, "{out}");
+    assert_eq!(out["second"]["text"], "Sunny, 21 C.", "{out}");
+    assert_eq!(out["second"]["previous"], out["first"]["id"], "{out}");
+    // The second call sent only the tool's output; the model got the whole conversation,
+    // the instructions of the first call not carried over (as OpenAI has it).
+    let requests = api.scripted.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let roles: Vec<&str> = requests[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{}", requests[1]);
+    assert_eq!(
+        requests[1]["messages"][1]["tool_calls"][0]["id"],
+        out["first"]["call_id"]
+    );
+    // Another client's id and an answer made with store=False are not found, and
+    // neither reached the model.
+    for refused in ["as_other_client", "after_unkept"] {
+        assert_eq!(out[refused]["status"], 404, "{refused}: {out}");
+        assert!(
+            out[refused]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("previous_response_id")),
+            "{out}"
+        );
+    }
+    assert_eq!(out["unkept"]["store"], false, "{out}");
+    // Priced with the conversation it carried: the kept messages count as input.
+    let costs = costs_when(&api, 3).await;
+    assert_eq!(costs["total"]["input_tokens"], 75, "{costs}");
 }

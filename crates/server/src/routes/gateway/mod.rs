@@ -34,6 +34,7 @@ use crate::AppState;
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use agentplane_engine::error::HubError;
 use chat::Chunks;
 
 /// OpenAI's routes, to be mounted behind the auth layer.
@@ -118,11 +119,37 @@ async fn responses(
     caller: Identity,
     ApiJson(body): ApiJson<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
-    let parsed = body.parse()?;
-    let call = state
-        .model_gateway
+    let mut parsed = body.parse()?;
+    let gateway = &state.model_gateway;
+    if let Some(previous) = &parsed.previous {
+        // The conversation so far goes before what is new, after the instructions, and
+        // is admitted, screened and priced with it.
+        let earlier = gateway
+            .previous_response(&caller.0, previous)
+            .await
+            .map_err(|e| match e {
+                HubError::NotFound(_) => HubError::NotFound(format!(
+                    "previous_response_id `{}` among this client's kept responses (kept {} \
+                     days; none made with `store: false`)",
+                    parsed
+                        .echo
+                        .previous_response_id
+                        .as_deref()
+                        .unwrap_or_default(),
+                    agentplane_engine::gateway::KEPT_FOR_SECS / 86_400
+                )),
+                other => other,
+            })?;
+        let at = parsed.skip;
+        parsed.request.messages.splice(at..at, earlier);
+    }
+    let mut call = gateway
         .call(&caller.0, GatewayRoute::Responses, parsed.request)
         .await?;
+    if parsed.keep {
+        call = gateway.keeping(call, parsed.skip);
+    }
+    parsed.echo.store = call.keeps();
     let created = unix_now();
     if !parsed.stream {
         let reply = call.call(&mut |_: &str| {}).await?;

@@ -3,15 +3,15 @@
 //! `response` document or the stream of `response.created` … `response.completed`
 //! events they get back. Translated to the upstream's chat completions.
 //!
-//! Read the way OpenAI reads it: unknown fields are ignored (`store`, `include`,
-//! `reasoning`, `text`, `metadata`), a known field of the wrong shape is a 400 naming
-//! it. `input` is a string or items: messages (text parts), `function_call` and
+//! Read the way OpenAI reads it: unknown fields are ignored (`include`, `reasoning`,
+//! `text`, `metadata`), a known field of the wrong shape is a 400 naming it. `input` is a string or items: messages (text parts), `function_call` and
 //! `function_call_output`; `reasoning` items a client sends back are dropped (the
 //! upstream never made them); images, files and built-in tools (`web_search`,
 //! `file_search`, `computer_use`, `local_shell`, custom tools) are refused, as the
-//! gateway runs no tool. `previous_response_id` is refused: answers are not kept, so
-//! a client sends the whole conversation (`store: false`, what Codex and the Agents
-//! SDK do). Every frame passes the process-wide secret redactor.
+//! gateway runs no tool. An answer is kept unless `store` is false, and a later call
+//! may name it as `previous_response_id` to send only what is new (the engine's
+//! `gateway::kept`: under the caller's client id, 30 days). Every frame passes the
+//! process-wide secret redactor.
 
 use agentplane_core::{ChatMessage, ChatRequest, ChatResponse, ToolCall, ToolChoice, ToolSpec};
 use agentplane_engine::gateway::GatewayReply;
@@ -42,7 +42,12 @@ pub(crate) struct ResponsesRequest {
     stream: Option<bool>,
     #[serde(default)]
     previous_response_id: Option<String>,
+    #[serde(default)]
+    store: Option<bool>,
 }
+
+/// The longest `previous_response_id` looked up.
+const MAX_RESPONSE_ID: usize = 128;
 
 /// A parsed request: the model call, whether to stream it, and what the answer
 /// repeats of the request.
@@ -51,6 +56,12 @@ pub(crate) struct Parsed {
     pub request: ChatRequest,
     pub stream: bool,
     pub echo: Echo,
+    /// The answer this call follows (its completion id), from `previous_response_id`.
+    pub previous: Option<String>,
+    /// Where its conversation goes in `request.messages`: after the `instructions`.
+    pub skip: usize,
+    /// Whether the answer is to be kept (`store`, true unless false, as OpenAI has it).
+    pub keep: bool,
 }
 
 /// What a `response` document repeats of its request.
@@ -61,16 +72,29 @@ pub(crate) struct Echo {
     tool_choice: Value,
     temperature: Option<f32>,
     max_output_tokens: Option<u32>,
+    pub previous_response_id: Option<String>,
+    /// Whether the answer is kept: set once the gateway said.
+    pub store: bool,
+}
+
+/// The completion id of a response id the gateway gave (`resp_…`); an id it never gave
+/// maps to one that is never found.
+fn completion_of(response_id: &str) -> String {
+    format!(
+        "chatcmpl-{}",
+        response_id.strip_prefix("resp_").unwrap_or(response_id)
+    )
 }
 
 impl ResponsesRequest {
     /// The provider-neutral request, or a 400 naming the field that cannot be one.
     pub(crate) fn parse(self) -> Result<Parsed, ApiError> {
-        if self.previous_response_id.is_some() {
-            return Err(ApiError::invalid(
-                "previous_response_id: the gateway keeps no answers; send the whole \
-                 conversation in `input` (with `store: false`)",
-            ));
+        if let Some(id) = &self.previous_response_id
+            && (id.is_empty() || id.len() > MAX_RESPONSE_ID)
+        {
+            return Err(ApiError::invalid(format!(
+                "previous_response_id must be a response id of 1 to {MAX_RESPONSE_ID} bytes"
+            )));
         }
         let mut messages = Vec::new();
         if let Some(instructions) = &self.instructions
@@ -78,6 +102,7 @@ impl ResponsesRequest {
         {
             messages.push(ChatMessage::system(instructions.clone()));
         }
+        let skip = messages.len();
         match self.input {
             Value::String(text) => messages.push(ChatMessage::user(text)),
             Value::Array(items) => {
@@ -109,12 +134,17 @@ impl ResponsesRequest {
                 response_schema: None,
             },
             stream: self.stream.unwrap_or(false),
+            previous: self.previous_response_id.as_deref().map(completion_of),
+            skip,
+            keep: self.store.unwrap_or(true),
             echo: Echo {
                 instructions: self.instructions,
                 tools: wire_tools,
                 tool_choice: self.tool_choice.unwrap_or_else(|| json!("auto")),
                 temperature: self.temperature,
                 max_output_tokens: self.max_output_tokens,
+                previous_response_id: self.previous_response_id,
+                store: false,
             },
         })
     }
@@ -344,8 +374,8 @@ fn document(
         "temperature": echo.temperature,
         "top_p": null,
         "max_output_tokens": echo.max_output_tokens,
-        "previous_response_id": null,
-        "store": false,
+        "previous_response_id": echo.previous_response_id,
+        "store": echo.store,
         "truncation": "disabled",
         "text": {"format": {"type": "text"}},
         "metadata": {},
@@ -554,8 +584,16 @@ mod tests {
         for (body, needle) in [
             (json!({"model": "m", "input": 3}), "input must be"),
             (
-                json!({"model": "m", "input": "x", "previous_response_id": "resp_1"}),
+                json!({"model": "m", "input": "x", "previous_response_id": ""}),
                 "previous_response_id",
+            ),
+            (
+                json!({"model": "m", "input": "x", "previous_response_id": "r".repeat(129)}),
+                "previous_response_id",
+            ),
+            (
+                json!({"model": "m", "input": "x", "previous_response_id": 7}),
+                "expected a string",
             ),
             (
                 json!({"model": "m", "input": [{"role": "robot", "content": "x"}]}),
