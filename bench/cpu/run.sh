@@ -6,7 +6,9 @@
 #   bench/cpu/run.sh ENDPOINT BIN [BIN...]
 #
 # ENDPOINT: `threads` (POST /v1/threads: creating a thread), `gateway` (POST
-# /openai/v1/chat/completions against the fixed upstream of bench/gateway) or `turns`
+# /openai/v1/chat/completions against the fixed upstream of bench/gateway), `responses`
+# and `responses-kept` (POST /openai/v1/responses with `store: false`, and with the
+# answer kept for previous_response_id, as OpenAI's default has it) or `turns`
 # (one-call turns, sequential: a new thread, a turn, its SSE stream to the end, against
 # the scripted model answering at once; bench/traces/turns.py drives them).
 # Environment: BENCH_CONCURRENCY ("1 10"), BENCH_RUNS (3), BENCH_DURATION (8s),
@@ -17,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
-endpoint="${1:?usage: bench/cpu/run.sh threads|gateway|turns BIN [BIN...]}"
+endpoint="${1:?usage: bench/cpu/run.sh threads|gateway|responses|responses-kept|turns BIN [BIN...]}"
 shift
 [ $# -ge 1 ] || { echo "usage: bench/cpu/run.sh threads|gateway BIN [BIN...]" >&2; exit 2; }
 concurrency="${BENCH_CONCURRENCY:-1 10}"
@@ -52,6 +54,18 @@ LUA
     cp "$root/bench/gateway/post.lua" "$work/post.lua"
     upstream=$("$root/bench/gateway/fixed-upstream" "$upstream_port")
     ;;
+  responses|responses-kept)
+    url="http://127.0.0.1:$port/openai/v1/responses"
+    store=',"store":false'
+    [ "$endpoint" = responses-kept ] && store=''
+    cat >"$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["X-Client-ID"] = "bench"
+wrk.body = '{"model":"fake-model","input":"hi"$store}'
+LUA
+    upstream=$("$root/bench/gateway/fixed-upstream" "$upstream_port")
+    ;;
   turns)
     llm="${BENCH_SCRIPTED_LLM:-${CARGO_TARGET_DIR:-target}/release/scripted-llm}"
     [ -x "$llm" ] || cargo build --release -q -p agentplane-testkit --bin scripted-llm
@@ -61,7 +75,7 @@ JSON
     "$llm" --scenario "$work/scenario.json" --listen "127.0.0.1:$upstream_port" >"$work/llm.log" 2>&1 &
     upstream=$!
     ;;
-  *) echo "unknown endpoint $endpoint (threads, gateway or turns)" >&2; exit 2 ;;
+  *) echo "unknown endpoint $endpoint (threads, gateway, responses, responses-kept or turns)" >&2; exit 2 ;;
 esac
 
 [ "$endpoint" = turns ] && concurrency=1

@@ -30,8 +30,8 @@ mod kept;
 mod text_calls;
 
 pub use aliases::ModelAlias;
-pub use kept::KEPT_FOR_SECS;
-pub(crate) use kept::{Keep, previous};
+pub(crate) use kept::Keep;
+pub use kept::{KEPT_FOR_SECS, KeptResponses};
 
 pub use text_calls::RECOVERED_ID;
 
@@ -641,8 +641,7 @@ impl AdmittedCall {
                 }
                 if let Some(keep) = self.keep {
                     let id = self.id.as_str();
-                    keep.keep(id, &self.client, &self.request.messages, &response)
-                        .await;
+                    keep.keep(id, &self.client, &self.request.messages, &response);
                 }
                 Ok(GatewayReply {
                     id: self.id,

@@ -173,7 +173,8 @@ impl HubBuilder {
             self.config.gateway.clone(),
             records,
             accepting.clone(),
-            self.responses,
+            self.responses
+                .map(|store| crate::gateway::KeptResponses::new(store, tasks.clone())),
         ));
         let agents = Arc::new(self.agents);
         let versions = Arc::new(Versions::new(

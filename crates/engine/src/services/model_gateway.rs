@@ -10,8 +10,8 @@ use super::identity::Identity;
 use crate::call_records::CallRecords;
 use crate::error::HubError;
 use crate::gateway::GatewayConfig;
+use crate::gateway::KeptResponses;
 use crate::identity::{Access, AsCaller};
-use crate::ports::ResponseStore;
 use crate::turn::TurnDeps;
 
 /// Governed model calls for outside clients.
@@ -25,7 +25,7 @@ pub struct ModelGateway {
     accepting: Arc<AtomicBool>,
     /// Where Responses-API answers are kept for `previous_response_id`; `None` (a hub
     /// built for tests): none are.
-    responses: Option<Arc<dyn ResponseStore>>,
+    responses: Option<Arc<KeptResponses>>,
 }
 
 impl ModelGateway {
@@ -35,7 +35,7 @@ impl ModelGateway {
         config: GatewayConfig,
         records: Arc<CallRecords>,
         accepting: Arc<AtomicBool>,
-        responses: Option<Arc<dyn ResponseStore>>,
+        responses: Option<Arc<KeptResponses>>,
     ) -> Self {
         Self {
             identity,
@@ -60,12 +60,12 @@ impl ModelGateway {
             Access::Operate,
             "calling a model through the gateway",
         )?;
-        let Some(store) = &self.responses else {
+        let Some(kept) = &self.responses else {
             return Err(HubError::NotFound(format!(
                 "previous_response_id: no response `{id}` is kept (this server keeps none)"
             )));
         };
-        crate::gateway::previous(store.as_ref(), caller.client(), id).await
+        kept.previous(caller.client(), id).await
     }
 
     /// `call`, kept once answered for `previous_response_id`, leaving out its first
@@ -76,8 +76,8 @@ impl ModelGateway {
         skip: usize,
     ) -> crate::gateway::AdmittedCall {
         match &self.responses {
-            Some(store) => call.keeping(crate::gateway::Keep {
-                store: Arc::clone(store),
+            Some(kept) => call.keeping(crate::gateway::Keep {
+                kept: Arc::clone(kept),
                 skip,
             }),
             None => call,
