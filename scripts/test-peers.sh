@@ -18,6 +18,8 @@
 #                                   a client of the gateway's Messages API
 #   AGENTPLANE_TEST_CODEX           Codex CLI (npm `@openai/codex`, pinned), a client of
 #                                   the gateway's Responses API
+#   AGENTPLANE_TEST_MCP_INSPECTOR   the MCP Inspector (npm `@modelcontextprotocol/inspector`,
+#                                   pinned), whose CLI is a client of the MCP gateway
 #
 # npm packages come from crates/testkit/peers/package-lock.json (`npm ci`); the Python
 # venv lives in .local-model/peers (gitignored). Both are reused when already current.
@@ -28,6 +30,7 @@ mcp_version="2.3.0"
 opencode_version="1.18.33"
 claude_code_version="2.1.328"
 codex_version="0.171.0"
+inspector_version="2.12.0"
 openai_version="3.54.0"
 # More gateway clients: Anthropic's SDK (the Messages API) and the OpenAI Agents SDK
 # (the Responses API, its default).
@@ -46,6 +49,7 @@ venv03="${AGENTPLANE_PEERS_VENV_A2A03:-$PWD/.local-model/peers-a2a03}"
 opencode_dir="${AGENTPLANE_OPENCODE_DIR:-$PWD/.local-model/opencode}"
 claude_code_dir="${AGENTPLANE_CLAUDE_CODE_DIR:-$PWD/.local-model/claude-code}"
 codex_dir="${AGENTPLANE_CODEX_DIR:-$PWD/.local-model/codex}"
+inspector_dir="${AGENTPLANE_INSPECTOR_DIR:-$PWD/.local-model/inspector}"
 
 node="$(command -v node || true)"
 if [[ -z "$node" ]] || ! command -v npm >/dev/null; then
@@ -106,6 +110,15 @@ if [[ "$("$codex" --version 2>/dev/null)" != "codex-cli $codex_version" ]]; then
     "@openai/codex@$codex_version" >&2)
 fi
 
+# The MCP Inspector the same way.
+inspector="$inspector_dir/node_modules/.bin/mcp-inspector"
+if [[ "$("$inspector" --version 2>/dev/null)" != *"$inspector_version"* ]]; then
+  echo "test-peers: installing @modelcontextprotocol/inspector $inspector_version into $inspector_dir" >&2
+  mkdir -p "$inspector_dir"
+  (cd "$inspector_dir" && npm install --no-audit --no-fund --loglevel=error --prefix . \
+    "@modelcontextprotocol/inspector@$inspector_version" >&2)
+fi
+
 echo "export AGENTPLANE_TEST_NODE='$node'"
 echo "export AGENTPLANE_TEST_NODE_PEERS='$peers'"
 echo "export AGENTPLANE_TEST_PYTHON='$venv/bin/python'"
@@ -113,3 +126,4 @@ echo "export AGENTPLANE_TEST_PYTHON_A2A03='$venv03/bin/python'"
 echo "export AGENTPLANE_TEST_OPENCODE='$opencode'"
 echo "export AGENTPLANE_TEST_CLAUDE_CODE='$claude_code'"
 echo "export AGENTPLANE_TEST_CODEX='$codex'"
+echo "export AGENTPLANE_TEST_MCP_INSPECTOR='$inspector'"

@@ -379,6 +379,12 @@ fn build(
             "/mcp/gateway",
             mcp::gateway_service(state.mcp_gateway.clone(), mcp_options()),
         )
+        // The same gateway at a path ending in `/mcp` (clients pick the transport from it).
+        .route_service(
+            mcp::authorization::GATEWAY_MCP_PATH,
+            mcp::gateway_service(state.mcp_gateway.clone(), mcp_options()),
+        )
+        .route_layer(axum::middleware::from_fn(mcp::enveloped))
         .route_layer(from_fn_with_state(gate.clone(), auth::authenticate_mcp));
     let router = router.merge(mcp);
     // Unauthenticated, as RFC 9728 wants: where a client learns how to get a token.
@@ -394,6 +400,10 @@ fn build(
             )
             .route(
                 mcp::authorization::GATEWAY_METADATA_PATH,
+                axum::routing::get(mcp::authorization::metadata),
+            )
+            .route(
+                mcp::authorization::GATEWAY_MCP_METADATA_PATH,
                 axum::routing::get(mcp::authorization::metadata),
             )
             .with_state(state.hub.clone()),

@@ -56,6 +56,12 @@ fn families(workspace: &str) -> Vec<Family> {
         family("mcp", Method::POST, "/mcp", initialize()),
         family("mcp gateway", Method::POST, "/mcp/gateway", initialize()),
         family(
+            "mcp gateway at /mcp",
+            Method::POST,
+            "/gateway/mcp",
+            initialize(),
+        ),
+        family(
             "a2a",
             Method::POST,
             "/a2a/chat",

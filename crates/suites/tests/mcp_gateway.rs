@@ -10,10 +10,12 @@
 //!   tool error when its approval expires;
 //! - stdio (`agentplane mcp gateway`);
 //! - 401 with the resource-metadata link, and RFC 9728's document;
+//! - npm's MCP Inspector (its CLI) at `/gateway/mcp`, and malformed requests to every
+//!   MCP path answered in the error envelope;
 //! - a priced tool and a budget that fits 10 calls: of 50 at once exactly 10 run, and
 //!   the spend outlives a restart.
 //!
-//! Needs the MCP peers of `scripts/test-peers.sh`.
+//! Needs the MCP peers of `scripts/test-peers.sh` (the Inspector among them).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -637,5 +639,135 @@ async fn hostile_calls_get_clear_errors_and_reach_no_server() {
     let log = get(&served, &ide, "/v1/mcp/calls").await;
     for call in log["calls"].as_array().expect("calls") {
         assert_eq!(call["status"], "invalid", "{call}");
+    }
+}
+
+/// The MCP Inspector's CLI (npm, pinned) with `args`, against `url` with `key`.
+async fn inspector(url: &str, key: &str, args: &[&str]) -> Value {
+    let home = tempfile::tempdir().expect("home");
+    let mut cmd = Command::new(peers::mcp_inspector());
+    cmd.arg("--cli")
+        .arg(url)
+        .args(["--header", &format!("Authorization: Bearer {key}")])
+        .args(args)
+        .env("HOME", home.path())
+        .env("MCP_CATALOG_PATH", home.path().join("mcp.json"));
+    run_json(cmd).await
+}
+
+#[tokio::test]
+async fn the_mcp_inspector_reaches_the_gateway_at_a_path_ending_in_mcp() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    // No `--transport`: the Inspector takes it from the URL's `/mcp` ending.
+    let url = format!("{}/gateway/mcp", served.base);
+    let listed = inspector(&url, &ide, &["--method", "tools/list"]).await;
+    let names = tool_names(&listed);
+    assert!(names.contains(&"everything__echo".to_owned()), "{listed}");
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("chat") || n.starts_with("careful")),
+        "the gateway's tools, not the agents of /mcp: {names:?}"
+    );
+    let answered = inspector(
+        &url,
+        &ide,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "everything__echo",
+            "--tool-arg",
+            "message=from the inspector",
+        ],
+    )
+    .await;
+    assert!(
+        text_of(&answered).contains("from the inspector"),
+        "{answered}"
+    );
+    assert_calls_recorded(&sb.root.join("events.db"), 1);
+    // Its own resource metadata, as for /mcp/gateway.
+    let response = reqwest::Client::new()
+        .post(&url)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 401);
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(
+        challenge.contains("/.well-known/oauth-protected-resource/gateway/mcp\""),
+        "{challenge}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_mcp_requests_are_answered_in_the_error_envelope() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let http = reqwest::Client::new();
+    let both = "application/json, text/event-stream";
+    for path in ["/mcp", "/mcp/gateway", "/gateway/mcp"] {
+        let url = format!("{}{path}", served.base);
+        let cases = [
+            ("application/xml", both, "{\"jsonrpc\":\"2.0\"}", 415),
+            (
+                "application/json",
+                "text/html",
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
+                406,
+            ),
+        ];
+        for (content_type, accept, body, status) in cases {
+            let response = http
+                .post(&url)
+                .bearer_auth(&ide)
+                .header("Content-Type", content_type)
+                .header("Accept", accept)
+                .body(body)
+                .send()
+                .await
+                .expect("POST");
+            assert_eq!(response.status(), status, "{path} {content_type} {accept}");
+            let text = response.text().await.expect("body");
+            agentplane_suites::attacks::assert_envelope(&text, "INVALID_ARGUMENT");
+        }
+        // Not JSON at all, with the right headers: still JSON back (JSON-RPC's parse
+        // error or the envelope), never plain text.
+        let response = http
+            .post(&url)
+            .bearer_auth(&ide)
+            .header("Content-Type", "application/json")
+            .header("Accept", both)
+            .body("{\"jsonrpc\": ")
+            .send()
+            .await
+            .expect("POST");
+        let status = response.status();
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.text().await.expect("body");
+        assert!(status.is_client_error(), "{path}: {status} {text}");
+        assert!(
+            kind.starts_with("application/json") && serde_json::from_str::<Value>(&text).is_ok(),
+            "{path}: {status} {kind} {text}"
+        );
     }
 }

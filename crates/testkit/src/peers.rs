@@ -161,6 +161,12 @@ pub fn codex() -> String {
     announced("AGENTPLANE_TEST_CODEX")
 }
 
+/// npm's `@modelcontextprotocol/inspector` (pinned in `scripts/test-peers.sh`): the
+/// `mcp-inspector` program, whose `--cli` mode is an MCP client.
+pub fn mcp_inspector() -> String {
+    announced("AGENTPLANE_TEST_MCP_INSPECTOR")
+}
+
 /// node, and `peers/acp_client.mjs`: an ACP client built on npm's official
 /// `@agentclientprotocol/sdk` that starts its agent as a child and prints one JSON
 /// document of what it saw.

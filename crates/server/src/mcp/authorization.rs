@@ -2,7 +2,7 @@
 //! unauthenticated request with `401` and a `WWW-Authenticate` challenge pointing at
 //! its protected-resource metadata (RFC 9728), served unauthenticated at
 //! `/.well-known/oauth-protected-resource/mcp` (and at the well-known path without the
-//! suffix, for clients that look there), naming the configured OIDC issuer as the
+//! suffix, for clients that look there; the gateway's two paths have their own), naming the configured OIDC issuer as the
 //! authorization server. Tokens are then checked as everywhere (`auth.rs`): keys and the
 //! single token as bearers, OIDC tokens of that issuer.
 
@@ -20,6 +20,12 @@ use serde_json::{Value, json};
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
 /// Where the metadata of `/mcp/gateway` is.
 pub(crate) const GATEWAY_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp/gateway";
+/// The MCP gateway again, at a path ending in `/mcp`: the MCP Inspector and other
+/// clients take a URL's transport from that ending.
+pub(crate) const GATEWAY_MCP_PATH: &str = "/gateway/mcp";
+/// Where the metadata of [`GATEWAY_MCP_PATH`] is.
+pub(crate) const GATEWAY_MCP_METADATA_PATH: &str =
+    "/.well-known/oauth-protected-resource/gateway/mcp";
 /// The same document of `/mcp` at the path without the resource's suffix.
 pub(crate) const METADATA_ROOT_PATH: &str = "/.well-known/oauth-protected-resource";
 
@@ -43,8 +49,11 @@ pub(crate) fn challenge(parts: &Parts, response: &mut Response) {
     let Some(base) = base_url(parts) else {
         return;
     };
-    let metadata = if parts.uri.path().starts_with("/mcp/gateway") {
+    let path = parts.uri.path();
+    let metadata = if path.starts_with("/mcp/gateway") {
         GATEWAY_METADATA_PATH
+    } else if path.starts_with(GATEWAY_MCP_PATH) {
+        GATEWAY_MCP_METADATA_PATH
     } else {
         METADATA_PATH
     };
@@ -63,10 +72,10 @@ pub(crate) fn challenge(parts: &Parts, response: &mut Response) {
 /// `/mcp` (or of `/mcp/gateway`, at its own path).
 pub(crate) async fn metadata(State(hub): State<Arc<Hub>>, parts: Parts) -> Json<Value> {
     let base = base_url(&parts).unwrap_or_default();
-    let resource = if parts.uri.path() == GATEWAY_METADATA_PATH {
-        "/mcp/gateway"
-    } else {
-        "/mcp"
+    let resource = match parts.uri.path() {
+        GATEWAY_METADATA_PATH => "/mcp/gateway",
+        GATEWAY_MCP_METADATA_PATH => GATEWAY_MCP_PATH,
+        _ => "/mcp",
     };
     let mut document = json!({
         "resource": format!("{base}{resource}"),

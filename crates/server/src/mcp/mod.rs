@@ -23,5 +23,5 @@ mod progress;
 mod stdio;
 mod tools;
 
-pub(crate) use http::{HttpOptions, gateway_service, service as http_service};
+pub(crate) use http::{HttpOptions, enveloped, gateway_service, service as http_service};
 pub use stdio::{StdioError, StdioOptions, serve_gateway_stdio, serve_stdio};
