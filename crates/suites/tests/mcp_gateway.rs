@@ -771,3 +771,58 @@ async fn malformed_mcp_requests_are_answered_in_the_error_envelope() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_policy_naming_a_tool_as_the_gateway_lists_it_governs_it_and_explains_it() {
+    // The listed names, `SERVER__TOOL`, not the `mcp__` form the other tests use.
+    let listed_names = "\
+- name: no-env
+  type: tool_access
+  targets: {tools: [everything__get-env]}
+  rules: {deny: ['*']}
+";
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(listed_names, "");
+    let ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let called = sdk(
+        &served,
+        &ide,
+        "auto",
+        Some(("everything__get-env", json!({}))),
+    )
+    .await;
+    let names = tool_names(&called);
+    assert!(names.contains(&"everything__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.contains(&"everything__get-env".to_owned()),
+        "hidden: {names:?}"
+    );
+    assert_eq!(called["isError"], true, "{called}");
+    assert!(
+        text_of(&called["result"]).contains("no-env"),
+        "refused by its policy's name: {called}"
+    );
+    // `policy explain` with either name: the gateway's decision.
+    for tool in ["everything__get-env", "mcp__everything__get-env"] {
+        let out = Command::new(binary())
+            .current_dir(&sb.root)
+            .args([
+                "policy",
+                "explain",
+                "--agent",
+                "mcp-gateway",
+                "--tool",
+                tool,
+            ])
+            .args(["--json", "policies"])
+            .output()
+            .expect("policy explain");
+        let explained: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(explained["decision"], "deny", "{tool}: {explained}");
+        assert_eq!(explained["decided_by"], "no-env", "{tool}: {explained}");
+    }
+}

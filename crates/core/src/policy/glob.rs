@@ -60,6 +60,41 @@ impl Glob {
     }
 }
 
+/// The one name of an MCP server's tool. The MCP gateway lists it as `SERVER__TOOL`;
+/// agents, records and policies know it as `mcp__SERVER__TOOL`. A name or pattern in
+/// the listed form (`__` after a plain server name, not beginning `mcp__`) is taken as
+/// the other, so a policy, an explanation or a test may use either. Built-in tool names
+/// and server names never hold `__`, so nothing else is rewritten.
+pub fn canonical_tool(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.starts_with("mcp__") {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    match name.split_once("__") {
+        Some((server, _)) if !server.is_empty() && !server.contains('*') => {
+            std::borrow::Cow::Owned(format!("mcp__{name}"))
+        }
+        _ => std::borrow::Cow::Borrowed(name),
+    }
+}
+
+impl Glob {
+    /// The pattern as a tool pattern: in the `mcp__` form when written as listed.
+    pub(crate) fn into_tool(self) -> Self {
+        match canonical_tool(&self.0) {
+            std::borrow::Cow::Owned(name) => Self(name),
+            std::borrow::Cow::Borrowed(_) => self,
+        }
+    }
+}
+
+/// Tool patterns in the one form (`canonical_tool`).
+pub(crate) fn tools_in_one_form(patterns: &mut Vec<Glob>) {
+    *patterns = std::mem::take(patterns)
+        .into_iter()
+        .map(Glob::into_tool)
+        .collect();
+}
+
 /// Whether any pattern of a list matches `name`.
 pub fn any_matches(patterns: &[Glob], name: &str) -> bool {
     patterns.iter().any(|g| g.matches(name))
@@ -74,6 +109,22 @@ impl<'de> Deserialize<'de> for Glob {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateways_listed_tool_names_are_the_mcp_form() {
+        assert_eq!(
+            canonical_tool("everything__get-env"),
+            "mcp__everything__get-env"
+        );
+        assert_eq!(canonical_tool("everything__*"), "mcp__everything__*");
+        assert_eq!(
+            canonical_tool("mcp__everything__echo"),
+            "mcp__everything__echo"
+        );
+        for kept in ["read_file", "*__echo", "__x", "shell", "*"] {
+            assert_eq!(canonical_tool(kept), kept);
+        }
+    }
 
     fn g(p: &str) -> Glob {
         Glob::new(p).unwrap()

@@ -289,6 +289,7 @@ pub fn parse_source(source: &str, text: &str) -> Result<Vec<Policy>, Vec<PolicyE
     }
     for policy in &mut policies {
         policy.source = source.to_owned();
+        policy.tools_in_one_form();
     }
     if errors.is_empty() {
         Ok(policies)

@@ -132,6 +132,29 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Every tool pattern in the one form (`glob::canonical_tool`): targets, tool
+    /// access lists, the tools needing approval.
+    pub(super) fn tools_in_one_form(&mut self) {
+        use super::glob::tools_in_one_form;
+        if let Some(tools) = &mut self.targets.tools {
+            tools_in_one_form(tools);
+        }
+        match &mut self.rule {
+            Rule::ToolAccess(access) => {
+                tools_in_one_form(&mut access.deny);
+                if let Some(allow) = &mut access.allow {
+                    tools_in_one_form(allow);
+                }
+            }
+            Rule::ApprovalRequired(approval) => {
+                if let Some(tools) = &mut approval.tools {
+                    tools_in_one_form(tools);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The unique name (`[A-Za-z0-9][A-Za-z0-9_.-]*`, at most 128 bytes).
     pub fn name(&self) -> &str {
         &self.name

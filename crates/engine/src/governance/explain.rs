@@ -47,8 +47,17 @@ pub struct Considered {
 
 /// Explains the decision of `ctx` under `set`. A tool governed as another
 /// (`edit_file` as `write_file`) is decided under both names, as the tool gate decides
-/// its calls; a policy that selects it only under the other name says so.
+/// its calls; a policy that selects it only under the other name says so. An MCP tool
+/// may be named as the MCP gateway lists it (`SERVER__TOOL`): it is decided as the
+/// `mcp__SERVER__TOOL` it is everywhere else (`policy::glob::canonical_tool`).
 pub fn explain(set: &PolicySet, ctx: &RequestContext<'_>) -> Explained {
+    let canonical = ctx
+        .tool_name()
+        .map(agentplane_core::policy::glob::canonical_tool);
+    let ctx = &match canonical.as_deref() {
+        Some(tool) => ctx.tool(tool),
+        None => *ctx,
+    };
     let alias = ctx.tool_name().and_then(agentplane_core::governed_as);
     let mut gate = rules::gate(set, ctx);
     if let Some(alias) = alias {
@@ -153,6 +162,39 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_mcp_tool_has_one_name_in_policies_and_explanations() {
+        // Written as the MCP gateway lists the tools, and as agents know them.
+        let set = PolicySet::parse(&[PolicySource {
+            name: "p.yaml",
+            text: "- name: no-env\n  type: tool_access\n  targets: {tools: [everything__get-env]}\n  \
+                   rules: {deny: ['*']}\n\
+                   - name: sums\n  type: approval_required\n  rules: {tools: ['mcp__everything__get-sum']}\n\
+                   - name: no-echo\n  type: tool_access\n  rules: {deny: ['everything__ec*']}\n",
+        }])
+        .expect("valid");
+        for (tool, decision, by) in [
+            ("everything__get-env", "deny", "no-env"),
+            ("mcp__everything__get-env", "deny", "no-env"),
+            ("everything__get-sum", "approval", "sums"),
+            ("mcp__everything__get-sum", "approval", "sums"),
+            ("everything__echo", "deny", "no-echo"),
+            ("mcp__everything__echo", "deny", "no-echo"),
+        ] {
+            let ctx = RequestContext::new("mcp-gateway", &[], "alice").tool(tool);
+            let e = explain(&set, &ctx);
+            assert_eq!(e.decision, decision, "{tool}: {e:?}");
+            assert_eq!(e.decided_by.as_deref(), Some(by), "{tool}");
+            // And the gate itself, as a call of the agent's own name decides.
+            let canonical = agentplane_core::policy::glob::canonical_tool(tool);
+            let gate = rules::gate(&set, &ctx.tool(canonical.as_ref()));
+            assert_eq!(gate.explanation(&set, Some(&canonical)).decision, decision);
+        }
+        // A built-in tool is not an MCP tool: nothing above selects it.
+        let ctx = RequestContext::new("mcp-gateway", &[], "alice").tool("read_file");
+        assert_eq!(explain(&set, &ctx).decision, "allow");
+    }
 
     #[test]
     fn every_policy_is_considered_and_the_decision_is_the_gates() {
