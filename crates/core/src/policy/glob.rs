@@ -62,11 +62,12 @@ impl Glob {
 
 /// The one name of an MCP server's tool. The MCP gateway lists it as `SERVER__TOOL`;
 /// agents, records and policies know it as `mcp__SERVER__TOOL`. A name or pattern in
-/// the listed form (`__` after a plain server name, not beginning `mcp__`) is taken as
-/// the other, so a policy, an explanation or a test may use either. Built-in tool names
-/// and server names never hold `__`, so nothing else is rewritten.
+/// the listed form (`__` after a plain server name, not beginning `mcp__` or `a2a__`,
+/// the names of remote A2A agents' tools) is taken as the other, so a policy, an
+/// explanation or a test may use either. Built-in tool names and server names never
+/// hold `__`, and no server is named `mcp` or `a2a`, so nothing else is rewritten.
 pub fn canonical_tool(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.starts_with("mcp__") {
+    if name.starts_with("mcp__") || name.starts_with("a2a__") {
         return std::borrow::Cow::Borrowed(name);
     }
     match name.split_once("__") {
@@ -121,7 +122,15 @@ mod tests {
             canonical_tool("mcp__everything__echo"),
             "mcp__everything__echo"
         );
-        for kept in ["read_file", "*__echo", "__x", "shell", "*"] {
+        for kept in [
+            "read_file",
+            "*__echo",
+            "__x",
+            "shell",
+            "*",
+            "a2a__peer",
+            "a2a__*",
+        ] {
             assert_eq!(canonical_tool(kept), kept);
         }
     }

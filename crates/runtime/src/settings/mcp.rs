@@ -140,6 +140,14 @@ pub fn check_mcp_server(
     if KNOWN_ENSEMBLES.contains(&name) {
         return Err(("", format!("`{name}` is a builtin ensemble's name")));
     }
+    // The gateway lists a server's tools as `NAME__TOOL`: `a2a__…` and `mcp__…` are
+    // the names of remote A2A agents and of MCP tools already (ADR 0061).
+    if name == "a2a" || name == "mcp" {
+        return Err((
+            "",
+            format!("`{name}` is reserved: `{name}__…` already names other tools"),
+        ));
+    }
     match (&server.command, &server.url) {
         (Some(_), Some(_)) => {
             return Err((
@@ -306,6 +314,15 @@ mod tests {
 
     const OAUTH: &str = "[oauth]\ntoken_url = \"https://id.example/token\"\n\
                          client_id = \"agentplane\"\nclient_secret = \"upstream_secret\"\n";
+
+    #[test]
+    fn names_that_would_make_one_tool_name_two_are_refused() {
+        let ok = server("command = \"x\"");
+        assert_eq!(check_mcp_server("github", &ok), Ok(()));
+        for reserved in ["a2a", "mcp", "a__b", "fs"] {
+            assert!(check_mcp_server(reserved, &ok).is_err(), "{reserved}");
+        }
+    }
 
     #[test]
     fn oauth_is_checked_and_named_by_its_key() {
