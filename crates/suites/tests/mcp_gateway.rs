@@ -826,3 +826,95 @@ async fn a_policy_naming_a_tool_as_the_gateway_lists_it_governs_it_and_explains_
         assert_eq!(explained["decided_by"], "no-env", "{tool}: {explained}");
     }
 }
+
+/// The approval waiting on `served` for `CLIENT`, once there is one.
+async fn pending_of_client(served: &Served) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed: Value = agentplane_suites::api(served, reqwest::Method::GET, "/v1/approvals")
+            .send()
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("JSON");
+        if let Some(id) = listed["approvals"][0]["id"].as_str() {
+            return id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no approval: {listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A gateway call waiting on `a` is approved on `b` (or on `a`): the client waiting on
+/// `a` gets the call's real answer, never "whether the server finished it is
+/// unknown", and the call runs once. Needs PostgreSQL (`scripts/postgres.sh`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_decided_on_either_replica_answers_the_waiting_client_once() {
+    let Some(postgres) = agentplane_suites::postgres::service("AGENTPLANE_TEST_POSTGRES_URL")
+    else {
+        return;
+    };
+    let (url, name) = agentplane_suites::postgres::fresh_database(&postgres).await;
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(
+        POLICIES,
+        "[cluster]\nheartbeat_secs = 1\nreplica_timeout_secs = 3\n",
+    );
+    let a = start(&sb, &model.base_url(), &["--db", &url]).await;
+    let b = start(&sb, &model.base_url(), &["--db", &url]).await;
+    let rounds = 6;
+    for round in 0..rounds {
+        let decider = if round % 3 == 2 { &a } else { &b };
+        let waiting = {
+            let base = a.base.clone();
+            tokio::spawn(async move {
+                let mut cmd = Command::new(peers::python());
+                cmd.arg(peers::mcp_client_script())
+                    .args(["--timeout", "60", "--http"])
+                    .arg(format!("{base}/mcp/gateway"))
+                    .args([
+                        "--header",
+                        &format!("X-Client-ID: {}", agentplane_suites::CLIENT),
+                    ])
+                    .args(["--tool", "everything__get-sum", "--arguments"])
+                    .arg(json!({"a": round, "b": 1}).to_string());
+                run_json(cmd).await
+            })
+        };
+        let approval = pending_of_client(&a).await;
+        let response = agentplane_suites::api(
+            decider,
+            reqwest::Method::POST,
+            &format!("/v1/approvals/{approval}"),
+        )
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .expect("decide");
+        assert_eq!(response.status(), 200, "round {round}");
+        let answered = waiting.await.expect("join");
+        assert_eq!(answered["isError"], false, "round {round}: {answered}");
+        assert_eq!(
+            text_of(&answered["result"]),
+            format!("The sum of {round} and 1 is {}.", round + 1),
+            "round {round}"
+        );
+    }
+    // Each call ran once: one `ok` record per round in the shared log.
+    let log: Value = agentplane_suites::api(&b, reqwest::Method::GET, "/v1/mcp/calls")
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    let ok = log["calls"].as_array().map_or(0, |calls| {
+        calls.iter().filter(|c| c["status"] == "ok").count()
+    });
+    assert_eq!(ok, rounds as usize, "{log}");
+    drop((a, b));
+    agentplane_suites::postgres::drop_database(&postgres, &name).await;
+}

@@ -256,6 +256,19 @@ impl McpGateway {
                 created_at,
             });
         }
+        // The turn is read before the record: the process running the call records it
+        // and only then ends the turn, so a turn seen ended here means the record, if
+        // any, is there to read. The other order raced a replica that ran the call
+        // between the two reads, and reported its success as unknown.
+        let ended = if approval.resumed {
+            self.deps
+                .store
+                .turn(&approval.turn_id)
+                .await?
+                .is_some_and(|turn| turn.status != crate::ports::TurnStatus::Running)
+        } else {
+            false
+        };
         let query = McpCallQuery {
             approval: Some(id.clone()),
             limit: 1,
@@ -272,12 +285,10 @@ impl McpGateway {
                 });
             return Ok(GatewayTask::Answered { answer, created_at });
         }
-        // Taken but never recorded: the process that took it ended mid-call (its turn
-        // was interrupted at the next start). Whether the server ran it is unknown.
-        if approval.resumed
-            && let Some(turn) = self.deps.store.turn(&approval.turn_id).await?
-            && turn.status != crate::ports::TurnStatus::Running
-        {
+        // Taken, its turn ended, and never recorded: the process that took it ended
+        // mid-call (its turn was interrupted at the next start). Whether the server
+        // ran it is unknown.
+        if ended {
             return Ok(GatewayTask::Answered {
                 answer: Answer {
                     text: format!(
