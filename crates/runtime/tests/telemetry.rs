@@ -159,25 +159,7 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
     assert_eq!(listed[0].parent.as_deref(), Some("agentplane.turn"));
     assert_eq!(listed[0].fields["agentplane.status"], "ok");
 
-    let call = runtime
-        .services()
-        .model_gateway
-        .call(
-            "someone",
-            agentplane_engine::gateway::GatewayRoute::ChatCompletions,
-            ChatRequest {
-                model: "scripted-model".into(),
-                messages: vec![ChatMessage::user("hi")],
-                tools: Vec::new(),
-                temperature: None,
-                max_tokens: None,
-                tool_choice: None,
-                response_schema: None,
-            },
-        )
-        .await
-        .expect("admitted");
-    let reply = call.call(&mut |_: &str| {}).await.expect("answered");
+    let reply = gateway_call(&runtime, "hi", Vec::new()).await;
     let gateway = capture.named("agentplane.gateway_call");
     assert_eq!(gateway.len(), 1, "{gateway:?}");
     assert_eq!(gateway[0].fields["agentplane.client"], "someone");
@@ -198,6 +180,26 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
             .contains_key("agentplane.tool_calls_recovered")
     );
 
+    let weather = agentplane_core::ToolSpec {
+        name: "get_weather".into(),
+        description: String::new(),
+        parameters: json!({"type": "object"}),
+        side_effects: false,
+    };
+    let reply = gateway_call(&runtime, "weather?", vec![weather]).await;
+    assert_eq!(reply.response.tool_calls.len(), 1, "{reply:?}");
+    let gateway = capture.named("agentplane.gateway_call");
+    assert_eq!(gateway.len(), 2, "{gateway:?}");
+    assert_eq!(gateway[1].fields["agentplane.tool_calls_recovered"], "1");
+    runtime.shutdown().await;
+}
+
+/// One gateway call of `someone` asking `text`, offering `tools`, answered.
+async fn gateway_call(
+    runtime: &Runtime,
+    text: &str,
+    tools: Vec<agentplane_core::ToolSpec>,
+) -> agentplane_engine::gateway::GatewayReply {
     let call = runtime
         .services()
         .model_gateway
@@ -206,13 +208,8 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
             agentplane_engine::gateway::GatewayRoute::ChatCompletions,
             ChatRequest {
                 model: "scripted-model".into(),
-                messages: vec![ChatMessage::user("weather?")],
-                tools: vec![agentplane_core::ToolSpec {
-                    name: "get_weather".into(),
-                    description: String::new(),
-                    parameters: json!({"type": "object"}),
-                    side_effects: false,
-                }],
+                messages: vec![ChatMessage::user(text)],
+                tools,
                 temperature: None,
                 max_tokens: None,
                 tool_choice: None,
@@ -221,10 +218,5 @@ async fn turns_model_calls_tool_calls_and_gateway_calls_are_spans_with_genai_att
         )
         .await
         .expect("admitted");
-    let reply = call.call(&mut |_: &str| {}).await.expect("answered");
-    assert_eq!(reply.response.tool_calls.len(), 1, "{reply:?}");
-    let gateway = capture.named("agentplane.gateway_call");
-    assert_eq!(gateway.len(), 2, "{gateway:?}");
-    assert_eq!(gateway[1].fields["agentplane.tool_calls_recovered"], "1");
-    runtime.shutdown().await;
+    call.call(&mut |_: &str| {}).await.expect("answered")
 }

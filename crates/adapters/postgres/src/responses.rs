@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use agentplane_core::ChatMessage;
 use agentplane_engine::ports::records::{stored_before, stored_now};
+use agentplane_engine::ports::responses::{decode_conversation, encode_conversation};
 use agentplane_engine::ports::{KeptResponse, ResponseStore, StoreError};
 use async_trait::async_trait;
 
@@ -32,9 +33,7 @@ impl ResponseStore for PostgresStore {
 }
 
 async fn keep(db: Db<'_>, response: &KeptResponse) -> Result<(), StoreError> {
-    // JSON escapes every control character, NUL included: PostgreSQL text takes it.
-    let conversation = serde_json::to_string(&response.messages)
-        .map_err(|e| StoreError::Backend(format!("a kept conversation: {e}")))?;
+    let conversation = encode_conversation(&response.messages)?;
     let inserted = db
         .execute(
             "INSERT INTO gateway_responses (id, client_id, created_at, conversation)
@@ -72,10 +71,6 @@ async fn kept(
         )
         .await
         .map_err(pg)?;
-    row.map(|row| {
-        let conversation = text(&row, 0)?;
-        serde_json::from_str(&conversation)
-            .map_err(|e| StoreError::Backend(format!("a kept conversation: {e}")))
-    })
-    .transpose()
+    row.map(|row| decode_conversation(&text(&row, 0)?))
+        .transpose()
 }

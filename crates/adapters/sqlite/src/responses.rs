@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use agentplane_core::ChatMessage;
 use agentplane_engine::ports::records::{stored_before, stored_now};
+use agentplane_engine::ports::responses::{decode_conversation, encode_conversation};
 use agentplane_engine::ports::{KeptResponse, ResponseStore, StoreError};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
@@ -16,8 +17,7 @@ use crate::rows::{PRIMARY_KEY_VIOLATION, backend};
 #[async_trait]
 impl ResponseStore for SqliteStore {
     async fn keep_response(&self, response: KeptResponse) -> Result<(), StoreError> {
-        let conversation = serde_json::to_string(&response.messages)
-            .map_err(|e| StoreError::Backend(format!("a kept conversation: {e}")))?;
+        let conversation = encode_conversation(&response.messages)?;
         self.job(move |c| {
             let inserted = c
                 .prepare_cached(
@@ -63,11 +63,7 @@ impl ResponseStore for SqliteStore {
                         .optional()
                 })
                 .map_err(backend)?;
-            text.map(|text| {
-                serde_json::from_str(&text)
-                    .map_err(|e| StoreError::Backend(format!("a kept conversation: {e}")))
-            })
-            .transpose()
+            text.as_deref().map(decode_conversation).transpose()
         })
         .await
     }

@@ -39,3 +39,15 @@ pub trait ResponseStore: Send + Sync {
         max_age_secs: u64,
     ) -> Result<Option<Vec<ChatMessage>>, StoreError>;
 }
+
+/// A kept conversation as every store writes it: JSON chat messages (every control
+/// character, NUL included, escaped, so any text column takes it).
+pub fn encode_conversation(messages: &[ChatMessage]) -> Result<String, StoreError> {
+    serde_json::to_string(messages)
+        .map_err(|e| StoreError::Backend(format!("a kept conversation: {e}")))
+}
+
+/// A kept conversation read back.
+pub fn decode_conversation(text: &str) -> Result<Vec<ChatMessage>, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Backend(format!("a kept conversation: {e}")))
+}
