@@ -16,6 +16,7 @@ pub mod providers;
 pub mod redacting_store;
 pub mod replicas;
 pub mod secrets;
+pub mod server_address;
 pub mod settings;
 pub mod setup_token;
 pub mod shutdown;
@@ -47,6 +48,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use agentplane_engine::models::ModelStatus;
 pub use agentplane_tools::mcp::ServerReport as McpServerReport;
+/// A raw MCP session to a URL (`agentplane mcp gateway` beside a running server).
+pub use agentplane_tools::mcp::relay as mcp_relay;
 pub use config::{Config, ConfigError};
 pub use replicas::Store;
 pub use shutdown::Shutdown;
@@ -499,8 +502,10 @@ impl Runtime {
     /// Says where this process listens: no confined process may connect to or bind
     /// that port by any protocol, whatever its agent's network settings (issue 30:
     /// a build step once reached the server's own API).
+    /// It also records the address for commands beside it (`server_address`).
     pub fn listening_on(&self, addr: std::net::SocketAddr) {
         agentplane_process::sandbox::forbid_ports([addr.port()]);
+        server_address::announce(&self.config, addr);
     }
 
     /// The file holding the one-time setup token for the first key (a server without

@@ -72,6 +72,16 @@ pub(crate) async fn prepare(
 
 /// Writes `token` to `path`: a 0600 file made anew, then renamed into place.
 fn write(path: &Path, token: &SetupToken) -> std::io::Result<()> {
+    let mut contents = token.expose().as_bytes().to_vec();
+    contents.push(b'\n');
+    write_private(path, &contents)
+}
+
+/// Writes `contents` to `path` as a 0600 file made anew under a temporary name
+/// (`O_CREAT | O_EXCL`, so never through a planted link), synced, then renamed into
+/// place: a reader sees the old file or the whole new one. Makes the directory (0700)
+/// when it is missing.
+pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     // With PostgreSQL nothing else makes the data directory (SQLite's file would).
@@ -81,7 +91,11 @@ fn write(path: &Path, token: &SetupToken) -> std::io::Result<()> {
             .mode(0o700)
             .create(parent)?;
     }
-    let fresh = path.with_file_name(format!("{FILE_NAME}.{}.new", std::process::id()));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let fresh = path.with_file_name(format!("{name}.{}.new", std::process::id()));
     // A leftover of a process that died between the two steps (same pid, reused).
     let _ = std::fs::remove_file(&fresh);
     let written = std::fs::OpenOptions::new()
@@ -90,8 +104,7 @@ fn write(path: &Path, token: &SetupToken) -> std::io::Result<()> {
         .mode(0o600)
         .open(&fresh)
         .and_then(|mut file| {
-            file.write_all(token.expose().as_bytes())?;
-            file.write_all(b"\n")?;
+            file.write_all(contents)?;
             file.sync_all()
         })
         .and_then(|()| std::fs::rename(&fresh, path));

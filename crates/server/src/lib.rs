@@ -103,7 +103,10 @@ pub use auth::{ClientId, Identity, MCP_DEFAULT_CLIENT};
 pub use connections::ConnectionLimits;
 pub use error::{ApiError, status_of};
 pub use followers::FollowerLimits;
-pub use mcp::{StdioError, StdioOptions, serve_gateway_stdio, serve_stdio};
+pub use mcp::{
+    Connect as GatewayConnect, Relay as GatewayRelay, StdioError, StdioOptions,
+    Upstream as GatewayUpstream, serve_gateway_bridge, serve_gateway_stdio, serve_stdio,
+};
 pub use model_probe::{AgentModel, MODEL_PROBE_TIMEOUT, probe_models};
 pub use origin::AllowedOrigins;
 pub use summary::{StartupSummary, startup_summary};

@@ -8,7 +8,8 @@
 //! - a call under `approval_required` waits and completes after the decision, becomes
 //!   a task for a client of the tasks extension that survives a restart, and ends as a
 //!   tool error when its approval expires;
-//! - stdio (`agentplane mcp gateway`);
+//! - stdio (`agentplane mcp gateway`), on its own store and relayed to a running server
+//!   (its approvals decided with `agentplane approvals`, a key from the environment);
 //! - 401 with the resource-metadata link, and RFC 9728's document;
 //! - npm's MCP Inspector (its CLI) at `/gateway/mcp`, and malformed requests to every
 //!   MCP path answered in the error envelope;
@@ -49,6 +50,32 @@ fn gateway_sandbox(policies: &str, extra: &str) -> Sandbox {
     std::fs::create_dir(sb.root.join("policies")).expect("policies dir");
     std::fs::write(sb.root.join("policies").join("gateway.yaml"), policies).expect("policy");
     sb
+}
+
+/// A served gateway over `gateway_sandbox(policies, extra)`, with the key of an `ide`
+/// operator created before the server holds the file. Bind `_model` and `_sb` where it
+/// is destructured (never `_`): the model stops and the sandbox's folder goes when they
+/// are dropped.
+struct Gateway {
+    _model: ScriptedServer,
+    sb: Sandbox,
+    ide: String,
+    served: Served,
+}
+
+async fn gateway(policies: &str, extra: &str) -> Gateway {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(policies, extra);
+    let ide = key(&sb, "ide", &["operator"]);
+    let served = start(&sb, &model.base_url(), &[]).await;
+    Gateway {
+        _model: model,
+        sb,
+        ide,
+        served,
+    }
 }
 
 /// `agentplane keys create` before the server holds the file: the secret.
@@ -120,15 +147,28 @@ async fn get(served: &Served, key: &str, path: &str) -> Value {
 
 /// The one pending approval of `key`'s client, once it exists.
 async fn pending_approval(served: &Served, key: &str) -> String {
+    let http = reqwest::Client::new();
+    first_pending(|| {
+        http.get(format!("{}/v1/approvals", served.base))
+            .bearer_auth(key)
+    })
+    .await
+}
+
+/// The approval `list` (a `GET /v1/approvals` as some client) shows, once there is
+/// exactly one.
+async fn first_pending(list: impl Fn() -> reqwest::RequestBuilder) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let listed = get(served, key, "/v1/approvals").await;
+        let response = list().send().await.expect("GET");
+        assert_eq!(response.status(), 200, "GET /v1/approvals");
+        let listed: Value = response.json().await.expect("JSON");
         if let Some(id) = listed["approvals"][0]["id"].as_str() {
             assert_eq!(listed["approvals"].as_array().map(Vec::len), Some(1));
             return id.to_owned();
         }
         assert!(Instant::now() < deadline, "no approval: {listed}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -361,12 +401,12 @@ async fn an_approval_is_waited_for_and_survives_a_restart_as_a_task() {
 
 #[tokio::test]
 async fn an_expired_approval_is_a_tool_error() {
-    let model = ScriptedServer::start(Scenario::new(vec![]))
-        .await
-        .expect("model");
-    let sb = gateway_sandbox(POLICIES, "[approvals]\nexpire_after_secs = 1\n");
-    let ide = key(&sb, "ide", &["operator"]);
-    let served = start(&sb, &model.base_url(), &[]).await;
+    let Gateway {
+        _model,
+        sb: _sb,
+        ide,
+        served,
+    } = gateway(POLICIES, "[approvals]\nexpire_after_secs = 1\n").await;
     let expired = sdk(
         &served,
         &ide,
@@ -411,6 +451,158 @@ async fn the_gateway_on_stdio_serves_a_local_client() {
     assert_calls_recorded(&sb.db, 2);
 }
 
+/// PyPI's `mcp` client starting `agentplane mcp gateway` on stdio with `config`, with
+/// `env` added to what the SDK passes on (as a desktop client's `env` block), calling
+/// `tool`.
+fn stdio_client(config: &Path, env: &[(&str, &str)], tool: &str, arguments: &str) -> Command {
+    let mut cmd = Command::new(peers::python());
+    cmd.arg(peers::mcp_client_script())
+        .args(["--timeout", "60"])
+        .args(["--tool", tool, "--arguments", arguments]);
+    for (name, value) in env {
+        cmd.arg("--env").arg(format!("{name}={value}"));
+    }
+    cmd.arg("--stdio")
+        .arg(binary())
+        .arg("--")
+        .arg("--config")
+        .arg(config)
+        .args(["mcp", "gateway"]);
+    if let Some(dir) = config.parent() {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
+/// `agentplane approvals ARGS` against `served`, as the CLI's default local client;
+/// its stdout, after asserting it succeeded.
+fn approvals_cli(served: &Served, args: &[&str]) -> String {
+    let output = Command::new(binary())
+        .arg("approvals")
+        .args(args)
+        .args(["--server", &served.base])
+        .env_remove("AGENTPLANE_KEY")
+        .env_remove("AGENTPLANE_CLIENT_ID")
+        .output()
+        .expect("agentplane approvals");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "approvals {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[tokio::test]
+async fn the_stdio_gateway_beside_a_running_server_relays_to_it() {
+    // The setup a desktop client has: `serve` runs on the configuration (on a port
+    // of its own, named by no flag the client knows), and the client starts
+    // `agentplane mcp gateway` with nothing but `--config`.
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = gateway_sandbox(POLICIES, "");
+    let config = sb.root.join("agentplane.toml");
+    let served = start(&sb, &model.base_url(), &[]).await;
+
+    let answered = run_json(stdio_client(
+        &config,
+        &[],
+        "everything__echo",
+        r#"{"message": "through the server"}"#,
+    ))
+    .await;
+    assert_eq!(answered["isError"], false, "{answered}");
+    assert_eq!(text_of(&answered["result"]), "Echo: through the server");
+    assert!(
+        tool_names(&answered).contains(&"everything__get-sum".to_owned()),
+        "{answered}"
+    );
+    // The call is the server's: in its log, as the local client's.
+    let http = reqwest::Client::new();
+    let calls: Value = http
+        .get(format!("{}/v1/mcp/calls", served.base))
+        .header("X-Client-ID", "local")
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(calls["calls"][0]["tool"], "everything__echo", "{calls}");
+    assert_eq!(calls["calls"][0]["status"], "ok", "{calls}");
+
+    // A call that needs an approval waits in the server, where `agentplane approvals`
+    // sees and decides it; the answer reaches the stdio client.
+    let waiting = tokio::spawn(run_json(stdio_client(
+        &config,
+        &[],
+        "everything__get-sum",
+        r#"{"a": 20, "b": 22}"#,
+    )));
+    let approval = first_pending(|| {
+        http.get(format!("{}/v1/approvals", served.base))
+            .header("X-Client-ID", "local")
+    })
+    .await;
+    let listed = approvals_cli(&served, &["list"]);
+    assert!(listed.contains(&approval), "{listed}");
+    approvals_cli(&served, &["approve", &approval]);
+    let answered = waiting.await.expect("join");
+    assert_eq!(answered["isError"], false, "{answered}");
+    assert_eq!(text_of(&answered["result"]), "The sum of 20 and 22 is 42.");
+    assert_calls_recorded(&sb.db, 2);
+
+    // A server that stops mid-session: the client gets an MCP error naming it, not a
+    // closed pipe. Started again, the next session works.
+    drop(served);
+    let down = run_json(stdio_client(
+        &config,
+        &[("AGENTPLANE_KEY", "ap_not_a_real_key_at_all")],
+        "everything__echo",
+        r#"{"message": "nobody home"}"#,
+    ))
+    .await;
+    let message = down["error"]["message"]
+        .as_str()
+        .or_else(|| down["connectError"].as_str())
+        .unwrap_or_else(|| panic!("an error: {down}"));
+    assert!(message.contains("/gateway/mcp"), "{down}");
+    assert!(message.contains("cannot be reached"), "{down}");
+}
+
+#[tokio::test]
+async fn the_stdio_gateway_relays_with_the_key_a_desktop_client_gives_it() {
+    let Gateway {
+        _model,
+        sb,
+        ide,
+        served,
+    } = gateway(POLICIES, "").await;
+    let config = sb.root.join("agentplane.toml");
+    // A server with keys refuses the keyless relay: the client hears why.
+    let refused = run_json(stdio_client(&config, &[], "everything__echo", "{}")).await;
+    let message = refused["error"]["message"]
+        .as_str()
+        .or_else(|| refused["connectError"].as_str())
+        .unwrap_or_else(|| panic!("an error: {refused}"));
+    assert!(message.contains("AGENTPLANE_AUTH_TOKEN"), "{refused}");
+    // With the key in its environment (as a client's `env` block sets it), the calls
+    // are the key's client's.
+    let answered = run_json(stdio_client(
+        &config,
+        &[("AGENTPLANE_KEY", ide.as_str())],
+        "everything__echo",
+        r#"{"message": "with a key"}"#,
+    ))
+    .await;
+    assert_eq!(answered["isError"], false, "{answered}");
+    assert_eq!(text_of(&answered["result"]), "Echo: with a key");
+    let calls = get(&served, &ide, "/v1/mcp/calls").await;
+    assert_eq!(calls["calls"][0]["status"], "ok", "{calls}");
+}
+
 /// The gateway's log in the database holds `n` successful calls.
 fn assert_calls_recorded(db: &Path, n: usize) {
     let db = rusqlite::Connection::open(db).expect("the database");
@@ -426,50 +618,50 @@ fn assert_calls_recorded(db: &Path, n: usize) {
 
 #[tokio::test]
 async fn a_caller_without_a_token_is_pointed_at_the_resource_metadata() {
-    let model = ScriptedServer::start(Scenario::new(vec![]))
-        .await
-        .expect("model");
-    let sb = gateway_sandbox(POLICIES, "");
-    let _ide = key(&sb, "ide", &["operator"]);
-    let served = start(&sb, &model.base_url(), &[]).await;
-    let response = reqwest::Client::new()
-        .post(format!("{}/mcp/gateway", served.base))
-        .header("Accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(response.status(), 401);
-    let challenge = response.headers()["www-authenticate"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let link = format!(
-        "{}/.well-known/oauth-protected-resource/mcp/gateway",
-        served.base
-    );
-    assert!(challenge.starts_with("Bearer"), "{challenge}");
-    assert!(
-        challenge.contains(&format!("resource_metadata=\"{link}\"")),
-        "{challenge}"
-    );
-    let document: Value = reqwest::get(&link)
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON");
-    assert_eq!(document["resource"], format!("{}/mcp/gateway", served.base));
-    assert_eq!(document["bearer_methods_supported"], json!(["header"]));
-    // A wrong key is refused too, with the same challenge.
-    let response = reqwest::Client::new()
-        .post(format!("{}/mcp/gateway", served.base))
-        .bearer_auth("ap_0000000000000000000000000000000000000000000000000000000000000000")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(response.status(), 401);
+    let Gateway {
+        _model,
+        sb: _sb,
+        ide: _,
+        served,
+    } = gateway(POLICIES, "").await;
+    // Both paths of the gateway, each pointing at its own document.
+    for path in ["/mcp/gateway", "/gateway/mcp"] {
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", served.base))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(response.status(), 401, "{path}");
+        let challenge = response.headers()["www-authenticate"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        let link = format!("{}/.well-known/oauth-protected-resource{path}", served.base);
+        assert!(challenge.starts_with("Bearer"), "{challenge}");
+        assert!(
+            challenge.contains(&format!("resource_metadata=\"{link}\"")),
+            "{challenge}"
+        );
+        let document: Value = reqwest::get(&link)
+            .await
+            .expect("GET")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(document["resource"], format!("{}{path}", served.base));
+        assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+        // A wrong key is refused too, with the same challenge.
+        let response = reqwest::Client::new()
+            .post(format!("{}{path}", served.base))
+            .bearer_auth("ap_0000000000000000000000000000000000000000000000000000000000000000")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(response.status(), 401, "{path}");
+    }
 }
 
 #[tokio::test]
@@ -657,12 +849,12 @@ async fn inspector(url: &str, key: &str, args: &[&str]) -> Value {
 
 #[tokio::test]
 async fn the_mcp_inspector_reaches_the_gateway_at_a_path_ending_in_mcp() {
-    let model = ScriptedServer::start(Scenario::new(vec![]))
-        .await
-        .expect("model");
-    let sb = gateway_sandbox(POLICIES, "");
-    let ide = key(&sb, "ide", &["operator"]);
-    let served = start(&sb, &model.base_url(), &[]).await;
+    let Gateway {
+        _model,
+        sb,
+        ide,
+        served,
+    } = gateway(POLICIES, "").await;
     // No `--transport`: the Inspector takes it from the URL's `/mcp` ending.
     let url = format!("{}/gateway/mcp", served.base);
     let listed = inspector(&url, &ide, &["--method", "tools/list"]).await;
@@ -692,32 +884,16 @@ async fn the_mcp_inspector_reaches_the_gateway_at_a_path_ending_in_mcp() {
         "{answered}"
     );
     assert_calls_recorded(&sb.root.join("events.db"), 1);
-    // Its own resource metadata, as for /mcp/gateway.
-    let response = reqwest::Client::new()
-        .post(&url)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .expect("POST");
-    assert_eq!(response.status(), 401);
-    let challenge = response.headers()["www-authenticate"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    assert!(
-        challenge.contains("/.well-known/oauth-protected-resource/gateway/mcp\""),
-        "{challenge}"
-    );
 }
 
 #[tokio::test]
 async fn malformed_mcp_requests_are_answered_in_the_error_envelope() {
-    let model = ScriptedServer::start(Scenario::new(vec![]))
-        .await
-        .expect("model");
-    let sb = gateway_sandbox(POLICIES, "");
-    let ide = key(&sb, "ide", &["operator"]);
-    let served = start(&sb, &model.base_url(), &[]).await;
+    let Gateway {
+        _model,
+        sb: _sb,
+        ide,
+        served,
+    } = gateway(POLICIES, "").await;
     let http = reqwest::Client::new();
     let both = "application/json, text/event-stream";
     for path in ["/mcp", "/mcp/gateway", "/gateway/mcp"] {
@@ -781,12 +957,12 @@ async fn a_policy_naming_a_tool_as_the_gateway_lists_it_governs_it_and_explains_
   targets: {tools: [everything__get-env]}
   rules: {deny: ['*']}
 ";
-    let model = ScriptedServer::start(Scenario::new(vec![]))
-        .await
-        .expect("model");
-    let sb = gateway_sandbox(listed_names, "");
-    let ide = key(&sb, "ide", &["operator"]);
-    let served = start(&sb, &model.base_url(), &[]).await;
+    let Gateway {
+        _model,
+        sb,
+        ide,
+        served,
+    } = gateway(listed_names, "").await;
     let called = sdk(
         &served,
         &ide,
@@ -824,25 +1000,6 @@ async fn a_policy_naming_a_tool_as_the_gateway_lists_it_governs_it_and_explains_
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
         assert_eq!(explained["decision"], "deny", "{tool}: {explained}");
         assert_eq!(explained["decided_by"], "no-env", "{tool}: {explained}");
-    }
-}
-
-/// The approval waiting on `served` for `CLIENT`, once there is one.
-async fn pending_of_client(served: &Served) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let listed: Value = agentplane_suites::api(served, reqwest::Method::GET, "/v1/approvals")
-            .send()
-            .await
-            .expect("GET")
-            .json()
-            .await
-            .expect("JSON");
-        if let Some(id) = listed["approvals"][0]["id"].as_str() {
-            return id.to_owned();
-        }
-        assert!(Instant::now() < deadline, "no approval: {listed}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -884,7 +1041,9 @@ async fn an_approval_decided_on_either_replica_answers_the_waiting_client_once()
                 run_json(cmd).await
             })
         };
-        let approval = pending_of_client(&a).await;
+        let approval =
+            first_pending(|| agentplane_suites::api(&a, reqwest::Method::GET, "/v1/approvals"))
+                .await;
         let response = agentplane_suites::api(
             decider,
             reqwest::Method::POST,

@@ -10,7 +10,7 @@ JSON object on stdout:
      "progress": N, "progressMessages": [...], "error": {code, message} | null,
      "cancelled": bool (with --cancel-after)}
 
-A JSON-RPC error of the call lands in "error" (exit 0); a failure to connect at all is
+A JSON-RPC error of the listing or the call lands in "error" (exit 0); a failure to connect at all is
 printed as {"connectError": "..."} with exit code 2. Logs go to stderr only.
 """
 
@@ -33,6 +33,10 @@ def parse_args() -> argparse.Namespace:
     target.add_argument("--http", metavar="URL", help="the streamable HTTP endpoint")
     target.add_argument("--stdio", metavar="COMMAND", help="the server program to start")
     parser.add_argument("--header", action="append", default=[], metavar="NAME:VALUE", help="HTTP header (repeatable)")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE",
+        help="an environment variable of the --stdio program, as a desktop client's `env` block sets it (repeatable)",
+    )
     parser.add_argument("--mode", default="auto", help="auto (discover, else initialize), legacy, or a version")
     parser.add_argument("--tool", help="the tool to call")
     parser.add_argument("--task", help="the task argument")
@@ -63,7 +67,17 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
         server: Any = streamable_http_client(args.http, http_client=http)
     else:
         server_args = [a for a in args.server_args if a != "--"] if args.server_args else []
-        server = StdioServerParameters(command=args.stdio, args=server_args)
+        env = None
+        if args.env:
+            # The SDK starts the program with a safe subset of our environment; the
+            # variables named here are added to that subset, as desktop clients do.
+            from mcp.client.stdio import get_default_environment
+
+            env = get_default_environment()
+            for pair in args.env:
+                name, _, value = pair.partition("=")
+                env[name] = value
+        server = StdioServerParameters(command=args.stdio, args=server_args, env=env)
         http = None
 
     out: dict[str, Any] = {
@@ -85,7 +99,11 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     try:
         async with Client(server, mode=args.mode) as client:
             out["protocol"] = client.protocol_version
-            listed = await client.list_tools()
+            try:
+                listed = await client.list_tools()
+            except MCPError as e:
+                out["error"] = {"code": e.code, "message": e.message}
+                return out
             out["tools"] = [tool_json(t) for t in listed.tools]
             if args.tool:
                 if args.arguments is not None:
@@ -131,6 +149,8 @@ if __name__ == "__main__":
     except BaseException as e:  # noqa: BLE001 - report every failure as JSON
         if isinstance(e, KeyboardInterrupt):
             raise
+        while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+            e = e.exceptions[0]
         print(json.dumps({"connectError": f"{type(e).__name__}: {e}"}))
         sys.exit(2)
     print(json.dumps(document))

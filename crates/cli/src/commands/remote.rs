@@ -48,6 +48,16 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// These flags with the server at `found()` when `--server` (and
+    /// `AGENTPLANE_SERVER`) left the default: a command that reads the configuration
+    /// finds the server that configuration runs.
+    pub fn or_found_at(mut self, found: impl FnOnce() -> String) -> Self {
+        if self.server == DEFAULT_SERVER {
+            self.server = found();
+        }
+        self
+    }
+
     /// Whether an API key was given (`--key`, `AGENTPLANE_KEY`).
     pub fn has_key(&self) -> bool {
         self.key.as_deref().is_some_and(|k| !k.is_empty())
@@ -210,6 +220,19 @@ impl Remote {
     /// The client id sent (`the key's client` when a key names none).
     pub fn client_id(&self) -> &str {
         self.client_id.as_deref().unwrap_or("the key's client")
+    }
+
+    /// The client id and bearer credential as header names and values, for a
+    /// connection this client does not make itself (the stdio gateway's relay).
+    pub fn headers(&self) -> std::collections::BTreeMap<String, String> {
+        let mut headers = std::collections::BTreeMap::new();
+        if let Some(id) = &self.client_id {
+            headers.insert("X-Client-ID".to_owned(), id.clone());
+        }
+        if let Some(token) = &self.token {
+            headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
+        }
+        headers
     }
 
     /// `request` with the client id and the bearer credential, when there are.

@@ -201,7 +201,9 @@ pub async fn run(config: Option<&Path>, args: ServeArgs) -> Exit {
             });
         }
     };
+    let addr = listener.local_addr().unwrap_or(listen);
     let served = serve(runtime.services().clone(), listener, options, stopping).await;
+    agentplane_runtime::server_address::withdraw(runtime.config(), addr);
     let code = super::finish(&runtime, served).await;
     if code == exit::SUCCESS {
         eprintln!("stopped");

@@ -75,26 +75,29 @@ fn task_id(id: &str) -> Result<ApprovalId, ErrorData> {
         .map_err(|_| ErrorData::invalid_params(format!("unknown task `{id}`"), None))
 }
 
+/// What the gateway says of itself, on HTTP, on stdio and through the stdio bridge.
+pub(super) fn gateway_info() -> ServerConfig {
+    ServerConfig::new(
+        ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tasks()
+            .build(),
+    )
+    .with_server_info(
+        Implementation::new("agentplane-mcp-gateway", env!("CARGO_PKG_VERSION"))
+            .with_description("MCP servers behind agentplane's policies, approvals and budgets"),
+    )
+    .with_instructions(
+        "Each tool is a tool of an MCP server agentplane fronts, named SERVER__TOOL. \
+         Calls are governed: a refusal is a tool error naming the policy; a call that \
+         needs a person's approval waits for it (as a task when the client supports \
+         the tasks extension).",
+    )
+}
+
 impl ServerHandler for GatewayTools {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tasks()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("agentplane-mcp-gateway", env!("CARGO_PKG_VERSION"))
-                .with_description(
-                    "MCP servers behind agentplane's policies, approvals and budgets",
-                ),
-        )
-        .with_instructions(
-            "Each tool is a tool of an MCP server agentplane fronts, named SERVER__TOOL. \
-             Calls are governed: a refusal is a tool error naming the policy; a call that \
-             needs a person's approval waits for it (as a task when the client supports \
-             the tasks extension).",
-        )
+        gateway_info()
     }
 
     async fn list_tools(

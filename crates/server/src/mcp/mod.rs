@@ -6,7 +6,7 @@
 //! Two transports share one handler (`agents.rs`): streamable HTTP at `/mcp` on the
 //! hub's router (behind the same bearer token; the client is the request's
 //! `X-Client-ID`, see `http.rs`) and stdio for `agentplane mcp serve` (one fixed client,
-//! see `stdio.rs`).
+//! see `stdio.rs`); `bridge.rs` relays the stdio gateway to a running server.
 //!
 //! Like the HTTP routes, nothing here decides what a request means: the hub validates
 //! agents, workspaces and inputs and owns tenancy. This module only maps MCP onto hub
@@ -15,6 +15,7 @@
 
 mod agents;
 pub(crate) mod authorization;
+mod bridge;
 mod call;
 mod caller;
 mod gateway;
@@ -23,5 +24,6 @@ mod progress;
 mod stdio;
 mod tools;
 
+pub use bridge::{Connect, Relay, Upstream};
 pub(crate) use http::{HttpOptions, enveloped, gateway_service, service as http_service};
-pub use stdio::{StdioError, StdioOptions, serve_gateway_stdio, serve_stdio};
+pub use stdio::{StdioError, StdioOptions, serve_gateway_bridge, serve_gateway_stdio, serve_stdio};

@@ -18,6 +18,7 @@ use rmcp::{ServiceExt, transport};
 use tokio_util::sync::CancellationToken;
 
 use super::agents::AgentTools;
+use super::bridge::{Connect, GatewayBridge};
 use super::caller::Caller;
 use super::gateway::GatewayTools;
 
@@ -77,6 +78,19 @@ pub async fn serve_gateway_stdio(
     stop.cancel();
     services.hub.shutdown(options.shutdown_grace).await;
     result
+}
+
+/// Serves the MCP gateway on stdin/stdout by relaying every request to the running
+/// server at `target` (its `/gateway/mcp`), whose session `connect` opens; for
+/// `agentplane mcp gateway` while `serve` holds the store. Nothing is started here:
+/// the server governs, records and decides.
+pub async fn serve_gateway_bridge(
+    target: String,
+    connect: Connect,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), StdioError> {
+    let bridge = GatewayBridge::new(target, connect);
+    run(bridge, CancellationToken::new(), shutdown).await
 }
 
 async fn run<S: rmcp::ServerHandler>(

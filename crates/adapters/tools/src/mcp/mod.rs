@@ -12,7 +12,8 @@
 //! `connection` (one live session), `catalog` (tools for the model), `content`
 //! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
 //! servers), `pool` (the connections kept between turns), `shared` (one connection per server for the
-//! MCP gateway's callers). What must not live here: which agent may use
+//! MCP gateway's callers), [`relay`] (a raw session to a URL, to pass another client's
+//! requests through). What must not live here: which agent may use
 //! which server, and configuration parsing (both belong to the runtime).
 //!
 //! [`Ensemble`]: agentplane_engine::ports::Ensemble
@@ -28,6 +29,7 @@ pub mod fuzzing;
 mod http;
 mod oauth;
 mod pool;
+pub mod relay;
 pub mod servers;
 mod shared;
 pub mod spec;
