@@ -5,7 +5,7 @@
 // an API key acts as its own client) and, when a credential is set,
 // `Authorization: Bearer`. Nothing else in the UI calls fetch().
 
-import type { McpCall } from "./types";
+import type { McpCall, PinnedTool } from "./types";
 
 const CLIENT_KEY = "agentplane.clientId";
 const TOKEN_KEY = "agentplane.token";
@@ -119,6 +119,18 @@ export async function stream(method: string, path: string, body: unknown, signal
 export async function mcpCalls(limit: number): Promise<McpCall[]> {
   const { calls } = await call<{ calls: McpCall[] }>("GET", `/v1/mcp/calls?limit=${encodeURIComponent(String(limit))}`);
   return calls;
+}
+
+/** Upstream MCP tools' pinned definitions, changed ones first. */
+export async function pinnedTools(): Promise<PinnedTool[]> {
+  const { tools } = await call<{ tools: PinnedTool[] }>("GET", "/v1/mcp/tools");
+  return tools;
+}
+
+/** Approves the definition `seenHash` of a changed tool (an admin's act; `409` when
+ * the tool was listed otherwise since). */
+export async function approveTool(tool: PinnedTool): Promise<PinnedTool> {
+  return call<PinnedTool>("POST", `/v1/mcp/tools/${seg(tool.server)}/${seg(tool.tool)}/approve`, { hash: tool.seen_hash });
 }
 
 /** A path segment, escaped. */

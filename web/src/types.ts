@@ -157,3 +157,19 @@ export interface McpCall {
   /** What it was charged (`[prices.tools]`), in millionths of a dollar. */
   usd_micros: number;
 }
+
+/** An upstream MCP tool's pinned definition (`GET /v1/mcp/tools`, ADR 0062). Every
+ * string but the hashes and times comes from an upstream server: shown as text only. */
+export interface PinnedTool {
+  server: string;
+  tool: string;
+  /** `pinned` (listed as approved) or `changed` (quarantined under `pin = "strict"`). */
+  status: "pinned" | "changed" | string;
+  approved_hash: string;
+  seen_hash: string;
+  first_seen_at: string;
+  changed_at?: string | null;
+  approved_by?: string | null;
+  /** What changed, field by field. */
+  diff?: string | null;
+}

@@ -3,13 +3,15 @@
 // tool, how it ended, how long it took, what it was charged, and the policy, approval
 // or reason behind it. Never the arguments (the log does not keep them). Read on
 // opening and on Refresh; no polling. Tool names, reasons and policy names may come
-// from upstream MCP servers: they go in as text only.
+// from upstream MCP servers: they go in as text only. Below, the pinned tool definitions
+// (`pins.ts`).
 
 import { ApiError, mcpCalls } from "../api";
 import { h, replace, usd, when } from "../dom";
 import { duration, statusClass, statusText, totals } from "../mcpcalls";
 import type { McpCall } from "../types";
 import { announce, clearError, showError, type View } from "../ui";
+import { pinsSection } from "./pins";
 
 const LIMITS = [100, 500, 1000] as const;
 
@@ -18,6 +20,7 @@ export function gatewayView(): View {
   const refresh = h("button", { type: "button", id: "mcp-refresh" }, "Refresh");
   const summary = h("p", { class: "total", "aria-live": "polite" });
   const out = h("div", { class: "mcp-calls", "aria-busy": "true" }, h("p", { class: "muted" }, "Loading…"));
+  const pins = pinsSection();
   let disposed = false;
   let loading = 0;
 
@@ -88,8 +91,12 @@ export function gatewayView(): View {
   }
 
   limit.addEventListener("change", () => void load());
-  refresh.addEventListener("click", () => void load());
+  refresh.addEventListener("click", () => {
+    void load();
+    void pins.load();
+  });
   void load();
+  void pins.load();
   return {
     el: h(
       "section",
@@ -99,6 +106,7 @@ export function gatewayView(): View {
       h("p", { class: "controls" }, h("label", { for: "mcp-limit" }, "Show the latest "), limit, " ", refresh),
       summary,
       out,
+      pins.el,
     ),
     dispose: () => {
       disposed = true;

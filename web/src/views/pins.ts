@@ -1,0 +1,83 @@
+// Upstream MCP tools' pinned definitions (ADR 0062), under the MCP gateway's log: the
+// tools whose definition changed since it was approved — quarantined under
+// `pin = "strict"` — with what changed, each with an Approve button (an admin's act;
+// it approves exactly the definition shown, by its hash), and how many tools are
+// pinned as approved. Read on opening and on Refresh. Tool names and diffs come from
+// upstream servers: text only.
+
+import { ApiError, approveTool, pinnedTools } from "../api";
+import { h, replace, when } from "../dom";
+import type { PinnedTool } from "../types";
+import { announce, clearError, showError } from "../ui";
+
+export interface PinsSection {
+  el: HTMLElement;
+  load(): Promise<void>;
+}
+
+export function pinsSection(): PinsSection {
+  const out = h("div", { class: "mcp-pins", "aria-busy": "true" }, h("p", { class: "muted" }, "Loading…"));
+
+  async function load(): Promise<void> {
+    out.setAttribute("aria-busy", "true");
+    try {
+      show(await pinnedTools());
+    } catch (e) {
+      const what = e instanceof ApiError ? `${e.code}: ${e.message}` : String((e as Error)?.message ?? e);
+      replace(out, h("p", { class: "load-error", "data-state": "error" }, `The pinned tools could not be read (${what}).`));
+    } finally {
+      out.setAttribute("aria-busy", "false");
+    }
+  }
+
+  function show(tools: PinnedTool[]): void {
+    const changed = tools.filter((t) => t.status === "changed");
+    const pinned = tools.length - changed.length;
+    const summary = h(
+      "p",
+      { class: "pins-total" },
+      `${pinned} ${pinned === 1 ? "tool" : "tools"} pinned as approved`,
+      changed.length ? ` · ${changed.length} changed since` : "",
+    );
+    if (!changed.length) {
+      replace(out, summary);
+      return;
+    }
+    replace(out, summary, h("ul", { class: "pin-list" }, changed.map(item)));
+  }
+
+  function item(tool: PinnedTool): HTMLElement {
+    const approve = h("button", { type: "button", class: "approve-pin" }, "Approve this definition");
+    approve.addEventListener("click", async () => {
+      approve.disabled = true;
+      try {
+        await approveTool(tool);
+        clearError();
+        announce(`The new definition of ${tool.tool} is approved.`);
+        await load();
+      } catch (e) {
+        approve.disabled = false;
+        showError(e);
+      }
+    });
+    return h(
+      "li",
+      { "data-pin": `${tool.server}/${tool.tool}`, "data-status": tool.status },
+      h("div", null, h("code", null, `${tool.server}__${tool.tool}`), " ", h("span", { class: "badge denied" }, "changed"), tool.changed_at ? h("span", { class: "muted small" }, " since ", h("time", { datetime: tool.changed_at }, when(tool.changed_at))) : ""),
+      h("div", { class: "detail small" }, tool.diff ?? ""),
+      h("div", { class: "muted small" }, "held back under pin = \"strict\" (offered under \"warn\") until approved · seen ", h("code", null, tool.seen_hash.slice(0, 12))),
+      approve,
+    );
+  }
+
+  return {
+    el: h(
+      "section",
+      { class: "pins", "aria-label": "Pinned tool definitions" },
+      h("h3", null, "Pinned tool definitions"),
+      h("p", { class: "muted" }, "An upstream tool whose description or schema changed after it was first listed is held back until an admin approves the new definition."),
+      out,
+    ),
+    load,
+  };
+}
