@@ -231,6 +231,13 @@ impl Runtime {
         let mcp = McpServers::new(secrets::resolve_mcp_specs(mcp_specs(&config), &secrets)?);
         let metrics = Arc::new(Metrics::new());
         metrics.count_dropped_spans(traces::dropped_spans);
+        let counted = metrics.clone();
+        mcp.pin_in(agentplane_tools::mcp::Pins::new(
+            store.clone() as Arc<dyn agentplane_engine::ports::ToolPinStore>,
+            Some(Arc::new(move |server: &str, tool: &str| {
+                counted.count_tool_definition_change(server, tool);
+            })),
+        ));
         // The one telemetry handle: Prometheus is its sink; another sink (an exporter)
         // is one more entry here.
         let telemetry = Telemetry::new(vec![metrics.clone() as Arc<dyn TelemetrySink>]);
@@ -357,6 +364,7 @@ impl Runtime {
         .external(external)
         .keys(store.clone() as Arc<dyn agentplane_engine::ports::KeyStore>)
         .responses(store.clone() as Arc<dyn agentplane_engine::ports::ResponseStore>)
+        .tool_pins(store.clone() as Arc<dyn agentplane_engine::ports::ToolPinStore>)
         .audit(store.clone() as Arc<dyn agentplane_engine::ports::AuditStore>);
         if let Some(oidc) = &config.oidc {
             let verifier = agentplane_oidc::OidcVerifier::new(oidc.clone())

@@ -52,15 +52,29 @@ impl McpUpstreams for GatewayUpstreams {
         tools
     }
 
-    async fn tool(&self, client: &str, server: &str, tool: &str) -> Option<UpstreamTool> {
+    async fn tool(
+        &self,
+        client: &str,
+        server: &str,
+        tool: &str,
+    ) -> Result<Option<UpstreamTool>, String> {
         if !self.servers.iter().any(|s| s == server) || self.scope(client, server).is_err() {
-            return None;
+            return Ok(None);
         }
-        let spec = self.mcp.shared_tool(server, tool).await.ok()??;
-        Some(UpstreamTool {
+        let found = match self.mcp.shared_tool(server, tool).await {
+            Ok(found) => found,
+            // Quarantined: named, so the caller hears why.
+            Err(reason) if reason.contains(" is quarantined: ") => return Err(reason),
+            Err(_) => None,
+        };
+        Ok(found.map(|spec| UpstreamTool {
             server: server.to_owned(),
             spec,
-        })
+        }))
+    }
+
+    async fn refresh(&self, server: &str) {
+        self.mcp.forget(server).await;
     }
 
     async fn call(

@@ -94,6 +94,11 @@ pub fn mcp_specs(config: &Config) -> Vec<McpServerSpec> {
                     .collect(),
             },
             idle_timeout: Duration::from_secs(server.idle_timeout_secs.unwrap_or(0)),
+            pin: match server.pin {
+                settings::mcp::McpPin::Strict => agentplane_tools::mcp::PinMode::Strict,
+                settings::mcp::McpPin::Warn => agentplane_tools::mcp::PinMode::Warn,
+                settings::mcp::McpPin::Off => agentplane_tools::mcp::PinMode::Off,
+            },
         })
         .collect()
 }

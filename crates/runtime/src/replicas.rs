@@ -18,7 +18,7 @@ use agentplane_engine::executions::Executions;
 use agentplane_engine::hub::Hub;
 use agentplane_engine::ports::{
     AuditStore, EventStore, ExecutionStore, KeyStore, ReplicaStore, ResponseStore, StoreError,
-    VersionStore,
+    ToolPinStore, VersionStore,
 };
 use agentplane_postgres::PostgresStore;
 use agentplane_sqlite::SqliteStore;
@@ -30,7 +30,14 @@ use crate::settings::store::StoreConfig;
 
 /// Every store port in one object: what the runtime holds, SQLite or PostgreSQL.
 pub trait Store:
-    EventStore + ExecutionStore + VersionStore + ReplicaStore + KeyStore + AuditStore + ResponseStore
+    EventStore
+    + ExecutionStore
+    + VersionStore
+    + ReplicaStore
+    + KeyStore
+    + AuditStore
+    + ResponseStore
+    + ToolPinStore
 {
 }
 
@@ -42,6 +49,7 @@ impl<T> Store for T where
         + KeyStore
         + AuditStore
         + ResponseStore
+        + ToolPinStore
         + ?Sized
 {
 }

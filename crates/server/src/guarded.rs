@@ -18,6 +18,7 @@ use crate::routes::gateway::{
 };
 use crate::routes::keys::CreateKeyBody;
 use crate::routes::mcp_calls::McpCallsQuery;
+use crate::routes::mcp_tools::{ApproveToolBody, McpToolsQuery};
 use crate::routes::policies::ExplainBody;
 use crate::routes::threads::{HistoryQuery, ThreadsQuery};
 use crate::routes::versions::{
@@ -54,6 +55,8 @@ guarded! {
     EventsQuery => Read, "following a thread";
     CostsQuery => Read, "reading costs";
     McpCallsQuery => Read, "reading the MCP gateway's log";
+    McpToolsQuery => Read, "reading pinned MCP tools";
+    ApproveToolBody => Administer, "approving MCP tool definitions";
     ExecutionsQuery => Read, "listing executions";
     ApprovalsQuery => Approve, "listing approvals";
     ExplainBody => List, "explaining a policy decision";

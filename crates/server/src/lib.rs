@@ -311,6 +311,7 @@ fn build(
         model_gateway: services.model_gateway,
         versions: services.versions,
         mcp_gateway: services.mcp_gateway,
+        tool_pins: services.tool_pins,
         heartbeat: options.heartbeat.max(MIN_HEARTBEAT),
         streams_end,
         openapi: Arc::new(OnceLock::new()),
@@ -331,6 +332,8 @@ fn build(
         .routes(routes!(permissions::resolve))
         .routes(routes!(crate::routes::approvals::list))
         .routes(routes!(crate::routes::mcp_calls::list))
+        .routes(routes!(crate::routes::mcp_tools::list))
+        .routes(routes!(crate::routes::mcp_tools::approve))
         .routes(routes!(
             crate::routes::approvals::get,
             crate::routes::approvals::decide

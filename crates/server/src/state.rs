@@ -12,6 +12,7 @@ use agentplane_engine::services::identity::Identity;
 use agentplane_engine::services::mcp_gateway::McpGateway;
 use agentplane_engine::services::model_gateway::ModelGateway;
 use agentplane_engine::services::reports::Reports;
+use agentplane_engine::services::tool_pins::ToolPins;
 use agentplane_engine::services::versions::Versions;
 use axum::body::Bytes;
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,7 @@ pub(crate) struct AppState {
     pub(crate) model_gateway: Arc<ModelGateway>,
     pub(crate) versions: Arc<Versions>,
     pub(crate) mcp_gateway: Arc<McpGateway>,
+    pub(crate) tool_pins: Arc<ToolPins>,
     pub(crate) heartbeat: Duration,
     /// Cancelled after shutdown, to end streams that would follow a thread forever.
     pub(crate) streams_end: CancellationToken,

@@ -163,7 +163,10 @@ fn resolve(path: &str, ids: &Ids) -> String {
     let resolved = path
         .replace("{id}", id)
         .replace("{agent}", "chat")
-        .replace("{version}", &ids.version);
+        .replace("{version}", &ids.version)
+        // No pinned tool: an allowed role gets 404, a refused one 403 first.
+        .replace("{server}", "nowhere")
+        .replace("{tool}", "nothing");
     assert!(
         !resolved.contains('{') && !resolved.contains("//"),
         "the suite does not know a parameter of {path}: add it to `resolve`"

@@ -125,7 +125,8 @@ fn real_python3() -> String {
 /// `peers/mcp_hostile.py`: an MCP server on stdio with one tool, `echo`, whose call
 /// misbehaves as told by its argument (`garbage`, `wrong-ids`, `wrong-only`, `stall`,
 /// `exit`, `flood`, `leaky`: a card number, an e-mail address and an API key as a
-/// JSON-RPC error, an `isError` result or a result), run by python3.
+/// JSON-RPC error, an `isError` result or a result; `from-file` with a second argument
+/// lists the tools that JSON file holds at each `tools/list`), run by python3.
 pub fn mcp_hostile_server(mode: &str) -> (String, Vec<String>) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/mcp_hostile.py");
     (

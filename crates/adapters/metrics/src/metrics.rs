@@ -75,6 +75,9 @@ pub struct Metrics {
     pub(crate) spans_dropped_source: std::sync::OnceLock<fn() -> u64>,
     pub(crate) tool_calls: Family<ToolStatusLabels, Counter>,
     pub(crate) recovered_calls: Family<ToolLabel, Counter>,
+    /// Upstream MCP tools whose definition changed since it was approved, by
+    /// `mcp__SERVER__TOOL`.
+    pub(crate) tool_definition_changes: Family<ToolLabel, Counter>,
     /// Model calls whose server reported more usage than the call could have used.
     pub(crate) over_reported: Family<AgentProviderLabels, Counter>,
     pub(crate) tool_seconds: Family<ToolLabel, Histogram, Buckets>,
@@ -193,6 +196,13 @@ impl Metrics {
              events marked recovered), by tool",
             Listed(recovered_calls.clone()),
         );
+        let tool_definition_changes = Family::default();
+        registry.register(
+            "mcp_tool_definition_changes",
+            "Upstream MCP tools listed with a definition other than the one approved (each \
+             change counted once, when first seen; quarantined under pin = \"strict\"), by tool",
+            Listed(tool_definition_changes.clone()),
+        );
         let over_reported = Family::default();
         registry.register(
             "usage_over_reported",
@@ -252,6 +262,7 @@ impl Metrics {
             spans_dropped_source: std::sync::OnceLock::new(),
             tool_calls,
             recovered_calls,
+            tool_definition_changes,
             over_reported,
             tool_seconds,
             http_requests,
@@ -283,6 +294,15 @@ impl Metrics {
     /// exporter's count); without one it stays 0.
     pub fn count_dropped_spans(&self, source: fn() -> u64) {
         let _ = self.spans_dropped_source.set(source);
+    }
+
+    /// Counts a changed definition of `server`'s MCP tool `tool`, first seen now.
+    pub fn count_tool_definition_change(&self, server: &str, tool: &str) {
+        self.tool_definition_changes
+            .get_or_create(&ToolLabel {
+                tool: self.tools.admit(&format!("mcp__{server}__{tool}")),
+            })
+            .inc();
     }
 
     /// Sets the approval queue to the number of approvals pending in the store. Call it

@@ -30,6 +30,7 @@ mod responses;
 mod rows;
 mod schema;
 mod store;
+mod tool_pins;
 mod versions;
 
 pub use budgets::PostgresLedger;

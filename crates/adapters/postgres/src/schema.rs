@@ -432,6 +432,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER gateway_responses_never_update BEFORE UPDATE ON gateway_responses
         FOR EACH ROW EXECUTE FUNCTION agentplane_refuse('a kept response never changes');
     "#,
+    // 11: upstream MCP tools' definitions as approved and as last seen (SQLite's
+    // migration 15).
+    r#"
+    CREATE TABLE mcp_tool_pins (
+        server        TEXT NOT NULL,
+        tool          TEXT NOT NULL,
+        approved_hash TEXT NOT NULL CHECK (length(approved_hash) = 64),
+        approved      TEXT NOT NULL,
+        seen_hash     TEXT NOT NULL CHECK (length(seen_hash) = 64),
+        seen          TEXT NOT NULL,
+        first_seen_at TEXT COLLATE "C" NOT NULL,
+        changed_at    TEXT,
+        approved_by   TEXT,
+        PRIMARY KEY (server, tool)
+    );
+    "#,
 ];
 
 /// The migration after which the ledger's genesis is written, in its transaction.

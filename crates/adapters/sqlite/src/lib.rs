@@ -26,6 +26,7 @@ mod replicas;
 mod responses;
 mod rows;
 mod store;
+mod tool_pins;
 mod versions;
 mod writer;
 

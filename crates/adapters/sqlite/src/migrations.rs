@@ -419,6 +419,22 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER gateway_responses_never_update BEFORE UPDATE ON gateway_responses
         BEGIN SELECT RAISE(ABORT, 'a kept response never changes'); END;
     "#,
+    // 15: upstream MCP tools' definitions as approved and as last seen (JSON), so a
+    // change is noticed across restarts; a pin is never deleted.
+    r#"
+    CREATE TABLE mcp_tool_pins (
+        server        TEXT NOT NULL,
+        tool          TEXT NOT NULL,
+        approved_hash TEXT NOT NULL CHECK (length(approved_hash) = 64),
+        approved      TEXT NOT NULL,
+        seen_hash     TEXT NOT NULL CHECK (length(seen_hash) = 64),
+        seen          TEXT NOT NULL,
+        first_seen_at TEXT NOT NULL,
+        changed_at    TEXT,
+        approved_by   TEXT,
+        PRIMARY KEY (server, tool)
+    ) STRICT;
+    "#,
 ];
 
 /// The migration after which the ledger's genesis is written, in its transaction.

@@ -79,6 +79,7 @@ async fn run(calls: usize, node: String, script: String) {
         call_timeout: None,
         idle_timeout: Duration::ZERO,
         tools: Default::default(),
+        pin: Default::default(),
     }]);
     let ensemble = servers
         .ensemble("ev", &ThreadId::new())

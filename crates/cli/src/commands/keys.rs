@@ -150,8 +150,8 @@ async fn act(runtime: &Runtime, action: Action) -> Result<(), HubError> {
 /// `/v1/keys`, with the key or token given, and for `create` without a key the setup
 /// token from the data directory's file when `serve` wrote one.
 async fn over_api(config: &Config, action: Action) -> Result<(), RemoteError> {
-    let server = action.server();
-    let mut remote = Remote::new(server)?;
+    let server = action.server().clone().located(config);
+    let mut remote = Remote::new(&server)?;
     if !server.has_key() {
         eprintln!(
             "the store is held by a running server: asking it at {}",

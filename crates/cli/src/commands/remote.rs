@@ -48,12 +48,18 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
-    /// These flags with the server at `found()` when `--server` (and
-    /// `AGENTPLANE_SERVER`) left the default: a command that reads the configuration
-    /// finds the server that configuration runs.
-    pub fn or_found_at(mut self, found: impl FnOnce() -> String) -> Self {
+    /// These flags with the server `config` runs when `--server` (and
+    /// `AGENTPLANE_SERVER`) left the default: the address the running server recorded
+    /// beside the store (`server_address`), else `[server] listen`.
+    pub fn located(mut self, config: &agentplane_runtime::Config) -> Self {
+        use agentplane_runtime::server_address;
         if self.server == DEFAULT_SERVER {
-            self.server = found();
+            self.server = server_address::read(config).unwrap_or_else(|| {
+                match config.server.listen.parse::<std::net::SocketAddr>() {
+                    Ok(addr) => server_address::url_of(addr),
+                    Err(_) => format!("http://{}", config.server.listen),
+                }
+            });
         }
         self
     }

@@ -22,6 +22,7 @@ use crate::services::identity::{Bootstrap, Identity};
 use crate::services::mcp_gateway::McpGateway;
 use crate::services::model_gateway::ModelGateway;
 use crate::services::reports::{ReportPorts, Reports};
+use crate::services::tool_pins::ToolPins;
 use crate::services::version_settings::VersionSettings;
 use crate::services::versions::Versions;
 use crate::turn::TurnDeps;
@@ -37,6 +38,8 @@ pub struct Services {
     pub model_gateway: Arc<ModelGateway>,
     pub versions: Arc<Versions>,
     pub mcp_gateway: Arc<McpGateway>,
+    /// The pinned definitions of upstream MCP tools.
+    pub tool_pins: Arc<ToolPins>,
 }
 
 /// The parts of a hub, given one by one; [`HubBuilder::build`] makes it.
@@ -56,6 +59,7 @@ pub struct HubBuilder {
     mcp_gateway: Option<Arc<dyn McpUpstreams>>,
     audit: Option<Arc<dyn AuditStore>>,
     responses: Option<Arc<dyn crate::ports::ResponseStore>>,
+    tool_pins: Option<Arc<dyn crate::ports::ToolPinStore>>,
 }
 
 impl HubBuilder {
@@ -81,6 +85,7 @@ impl HubBuilder {
             mcp_gateway: None,
             audit: None,
             responses: None,
+            tool_pins: None,
         }
     }
 
@@ -101,6 +106,13 @@ impl HubBuilder {
     /// Without (a hub built for tests), none are kept.
     pub fn responses(mut self, store: Arc<dyn crate::ports::ResponseStore>) -> Self {
         self.responses = Some(store);
+        self
+    }
+
+    /// Where upstream MCP tools' definitions are pinned. Without (a hub built for
+    /// tests), the pins service has nothing to show.
+    pub fn tool_pins(mut self, store: Arc<dyn crate::ports::ToolPinStore>) -> Self {
+        self.tool_pins = Some(store);
         self
     }
 
@@ -182,6 +194,11 @@ impl HubBuilder {
             agents.clone(),
             self.versions,
         ));
+        let tool_pins = Arc::new(ToolPins::new(
+            identity.clone(),
+            self.tool_pins,
+            self.mcp_gateway.clone(),
+        ));
         let mcp_gateway = Arc::new(McpGateway::new(
             self.deps.clone(),
             identity.clone(),
@@ -213,6 +230,7 @@ impl HubBuilder {
             model_gateway,
             versions,
             mcp_gateway,
+            tool_pins,
         }
     }
 }

@@ -30,8 +30,18 @@ pub trait McpUpstreams: Send + Sync {
     async fn tools(&self, client: &str) -> Vec<UpstreamTool>;
 
     /// The one tool `tool` (its `mcp__SERVER__TOOL` name) of `server`, if `client` may
-    /// use the server and it offers the tool.
-    async fn tool(&self, client: &str, server: &str, tool: &str) -> Option<UpstreamTool>;
+    /// use the server and it offers the tool. `Err` says why a tool of a server the
+    /// client may use cannot be called now (quarantined after its definition changed).
+    async fn tool(
+        &self,
+        client: &str,
+        server: &str,
+        tool: &str,
+    ) -> Result<Option<UpstreamTool>, String>;
+
+    /// Lists `server`'s tools again at its next use (an admin approved a changed
+    /// definition). Default: nothing to do.
+    async fn refresh(&self, _server: &str) {}
 
     /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` for `client` within
     /// `timeout`.

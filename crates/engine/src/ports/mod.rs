@@ -13,6 +13,7 @@ pub mod replicas;
 pub mod responses;
 pub mod store;
 pub mod telemetry;
+pub mod tool_pins;
 pub mod tools;
 pub mod versions;
 pub mod workspace;
@@ -41,6 +42,7 @@ pub use store::{
     ThreadRecord, ThreadStore, TurnLog, TurnRecord, TurnStatus,
 };
 pub use telemetry::{CallOutcome, Telemetry, TelemetrySink};
+pub use tool_pins::{ToolPin, ToolPinStore};
 pub use tools::{
     EgressDecision, Ensemble, SecurityViolation, Spending, Spent, ToolContext, ToolError,
     ToolOutput,

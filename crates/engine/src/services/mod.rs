@@ -13,6 +13,8 @@
 //!   (ADR 0016), over `VersionStore`;
 //! - `mcp_gateway`: the MCP gateway's tools, its governed call (`govern.rs`) and the
 //!   calls that wait for an approval;
+//! - `tool_pins`: upstream MCP tools' pinned definitions, and an admin's approval of a
+//!   changed one (over `ToolPinStore`);
 //! - threads, turns, approvals and shadow runs are still one service,
 //!   `Hub`, in `hub/`, above these (its split goes on; see ADR 0058).
 
@@ -20,5 +22,6 @@ pub mod identity;
 pub mod mcp_gateway;
 pub mod model_gateway;
 pub mod reports;
+pub mod tool_pins;
 pub mod version_settings;
 pub mod versions;

@@ -67,6 +67,21 @@ pub struct McpServerConfig {
     /// grant (HTTP servers only, instead of an `Authorization` header).
     #[serde(default)]
     pub oauth: Option<McpOAuthConfig>,
+    /// What a tool whose definition changed since it was first seen or approved
+    /// becomes: `strict` (the default: quarantined until an admin approves it),
+    /// `warn` (listed, the change reported) or `off` (not pinned).
+    #[serde(default)]
+    pub pin: McpPin,
+}
+
+/// `[mcp.servers.NAME] pin`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpPin {
+    #[default]
+    Strict,
+    Warn,
+    Off,
 }
 
 /// `[mcp.servers.NAME.oauth]`: an OAuth 2.0 client-credentials grant (RFC 6749 §4.4)
@@ -120,6 +135,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("include", &self.include)
             .field("exclude", &self.exclude)
             .field("oauth", &self.oauth)
+            .field("pin", &self.pin)
             .finish()
     }
 }

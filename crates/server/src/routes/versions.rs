@@ -263,7 +263,7 @@ impl From<AgentVersions> for AgentVersionsView {
 // ----- paths ---------------------------------------------------------------------------
 
 /// `{agent}` alone, or `{agent}` and `{version}`; a rejection is `404` in the envelope.
-pub(crate) struct NamePath<T>(T);
+pub(crate) struct NamePath<T>(pub(crate) T);
 
 impl<T, S> FromRequestParts<S> for NamePath<T>
 where

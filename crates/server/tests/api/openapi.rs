@@ -29,6 +29,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/policies/explain"),
     ("get", "/v1/costs"),
     ("get", "/v1/mcp/calls"),
+    ("get", "/v1/mcp/tools"),
+    ("post", "/v1/mcp/tools/{server}/{tool}/approve"),
     ("post", "/v1/executions"),
     ("get", "/v1/executions"),
     ("get", "/v1/executions/{id}"),

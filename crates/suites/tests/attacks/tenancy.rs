@@ -80,6 +80,10 @@ const SHARED: &[&str] = &[
     "/v1/costs",
     // The calling client's MCP gateway calls only (tested in `mcp_gateway.rs`).
     "/v1/mcp/calls",
+    // Upstream tools' pinned definitions: configuration, not a client's object (listing
+    // needs `viewer`, approving `admin`; tested in `mcp_pins.rs`).
+    "/v1/mcp/tools",
+    "/v1/mcp/tools/{server}/{tool}/approve",
     "/v1/threads",
     "/v1/approvals",
     "/v1/executions",

@@ -3,7 +3,8 @@
 //!
 //! One bad tool never breaks a turn: a tool whose prefixed name does not fit what model
 //! APIs accept, or whose schema does not compile, is left out with a warning. Nothing
-//! here talks to the server.
+//! here talks to the server. Tools whose pinned definition changed are left out before
+//! (`super::pins`) and remembered here with why.
 
 use std::collections::HashMap;
 
@@ -22,6 +23,9 @@ const MAX_TOOL_NAME: usize = 64;
 pub(crate) struct Catalog {
     pub(crate) specs: Vec<ToolSpec>,
     names: HashMap<String, String>,
+    /// Tools left out because their pinned definition changed, by prefixed name, with
+    /// why (`super::pins`).
+    quarantined: HashMap<String, String>,
 }
 
 impl Catalog {
@@ -67,6 +71,18 @@ impl Catalog {
             });
         }
         catalog
+    }
+
+    /// Records the tools `super::pins` quarantined (server names, with why).
+    pub(crate) fn quarantine(&mut self, prefix: &str, tools: Vec<(String, String)>) {
+        for (tool, reason) in tools {
+            self.quarantined.insert(format!("{prefix}{tool}"), reason);
+        }
+    }
+
+    /// Why the prefixed tool is quarantined, if it is.
+    pub(crate) fn quarantined(&self, prefixed: &str) -> Option<&str> {
+        self.quarantined.get(prefixed).map(String::as_str)
     }
 
     /// The server's own name for a prefixed tool name this catalog offers.

@@ -26,6 +26,7 @@ use super::catalog::Catalog;
 use super::content;
 use super::http;
 use super::oauth::TokenSource;
+use super::pins::{self, Pins};
 use super::spec::{McpServerSpec, McpTransport};
 use super::stdio::{self, StderrDrain};
 use agentplane_process::process::{ServerCommand, ServerProcess};
@@ -66,6 +67,7 @@ struct Teardown {
 pub(crate) async fn connect(
     spec: &McpServerSpec,
     tokens: Option<Arc<TokenSource>>,
+    pins: Option<&Pins>,
 ) -> Result<Connection, String> {
     let failed = |reason: String| {
         let reason = content::cap_text(reason, MAX_REASON).content;
@@ -90,7 +92,7 @@ pub(crate) async fn connect(
             // A server that exits before answering fails now, not at the startup
             // timeout (a grandchild may hold its stdout open, so EOF never comes).
             let handshake = tokio::select! {
-                answered = handshake(spec, (started.stdout, started.stdin), lifecycle()) => {
+                answered = handshake(spec, (started.stdout, started.stdin), lifecycle(), pins) => {
                     answered.map_err(String::from)
                 }
                 status = process.exited() => {
@@ -114,14 +116,14 @@ pub(crate) async fn connect(
         }
         McpTransport::Http { url, headers, .. } => {
             let transport = http::transport(url, headers, tokens.clone()).map_err(failed)?;
-            let (service, catalog) = match handshake(spec, transport, lifecycle()).await {
+            let (service, catalog) = match handshake(spec, transport, lifecycle(), pins).await {
                 Ok(started) => started,
                 // A server that answers `server/discover` with something other than a
                 // discovery or an error (an empty result, say) predates it: the older
                 // handshake, on a new transport.
                 Err(Handshake::Misread(_)) => {
                     let transport = http::transport(url, headers, tokens).map_err(failed)?;
-                    handshake(spec, transport, ClientLifecycleMode::Initialize)
+                    handshake(spec, transport, ClientLifecycleMode::Initialize, pins)
                         .await
                         .map_err(|e| failed(e.into()))?
                 }
@@ -153,6 +155,7 @@ async fn handshake<T, E, A>(
     spec: &McpServerSpec,
     transport: T,
     lifecycle: ClientLifecycleMode,
+    pins: Option<&Pins>,
 ) -> Result<(RunningService<RoleClient, ClientConfig>, Catalog), Handshake>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -179,9 +182,12 @@ where
         let tools = service.list_all_tools().await.map_err(|e| {
             Handshake::Failed(format!("listing its tools failed: {}", service_error(&e)))
         })?;
-        Ok::<_, Handshake>((service, tools))
+        let admitted = pins::admit(spec, tools, pins)
+            .await
+            .map_err(Handshake::Failed)?;
+        Ok::<_, Handshake>((service, admitted))
     };
-    let (service, tools) = tokio::time::timeout(spec.startup_timeout, work)
+    let (service, admitted) = tokio::time::timeout(spec.startup_timeout, work)
         .await
         .map_err(|_| {
             Handshake::Failed(format!(
@@ -189,10 +195,9 @@ where
                 spec.startup_timeout.as_millis()
             ))
         })??;
-    Ok((
-        service,
-        Catalog::new(&spec.name, &spec.tool_prefix(), tools, &spec.tools),
-    ))
+    let mut catalog = Catalog::new(&spec.name, &spec.tool_prefix(), admitted.tools, &spec.tools);
+    catalog.quarantine(&spec.tool_prefix(), admitted.quarantined);
+    Ok((service, catalog))
 }
 
 /// Who we are to the server; we offer no client capabilities (no sampling, roots or

@@ -86,6 +86,12 @@ impl Ensemble for McpEnsemble {
                 format!("the MCP server `{}` is not connected", self.spec.name),
             ));
         };
+        if let Some(reason) = connection.catalog().quarantined(tool) {
+            return Err(ToolError::new(
+                ToolErrorKind::NotAllowed,
+                super::shared::quarantined(&self.spec.name, tool, reason),
+            ));
+        }
         let Some(server_name) = connection.catalog().server_name(tool) else {
             return Err(crate::call::unknown_tool(&self.spec.name, tool));
         };

@@ -11,7 +11,8 @@
 //! `client`: the one HTTP client under both),
 //! `connection` (one live session), `catalog` (tools for the model), `content`
 //! (results as text), `ensemble` (one server for one turn), [`servers`] (the set of
-//! servers), `pool` (the connections kept between turns), `shared` (one connection per server for the
+//! servers), `pool` (the connections kept between turns), `pins` (tool definitions pinned in the
+//! store: a changed one quarantined or reported), `shared` (one connection per server for the
 //! MCP gateway's callers), [`relay`] (a raw session to a URL, to pass another client's
 //! requests through). What must not live here: which agent may use
 //! which server, and configuration parsing (both belong to the runtime).
@@ -28,6 +29,7 @@ mod ensemble;
 pub mod fuzzing;
 mod http;
 mod oauth;
+mod pins;
 mod pool;
 pub mod relay;
 pub mod servers;
@@ -35,5 +37,6 @@ mod shared;
 pub mod spec;
 mod stdio;
 
+pub use pins::{DefinitionChanged, Pins};
 pub use servers::{McpServers, ServerReport};
-pub use spec::{ClientAuth, McpServerSpec, McpTransport, OAuthClient, ToolFilter};
+pub use spec::{ClientAuth, McpServerSpec, McpTransport, OAuthClient, PinMode, ToolFilter};

@@ -14,6 +14,7 @@ use agentplane_core::ThreadId;
 
 use super::connection::{self, Connection};
 use super::oauth::TokenSource;
+use super::pins::Pins;
 use super::spec::{McpServerSpec, McpTransport};
 
 /// Connections kept between turns, and every connection made (for shutdown).
@@ -27,6 +28,8 @@ pub(crate) struct Pool {
     /// The access tokens of each server with an OAuth grant, shared by all its
     /// connections, by server name.
     tokens: Mutex<HashMap<String, Arc<TokenSource>>>,
+    /// Where tool definitions are pinned, once the store is given.
+    pins: std::sync::OnceLock<Pins>,
 }
 
 /// A connection handed out by the pool, with the id it is known by there (the reaper
@@ -56,7 +59,7 @@ impl Pool {
             }
             self.end(kept.id, &kept.connection).await;
         }
-        let connection = Arc::new(connection::connect(spec, self.tokens(spec)).await?);
+        let connection = Arc::new(connection::connect(spec, self.tokens(spec), self.pins()).await?);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.live
             .lock()
@@ -121,6 +124,16 @@ impl Pool {
     }
 
     /// The token source of `spec`'s OAuth grant, made on first use; `None` without one.
+    /// Pins tool definitions in `pins` from now on (once; a second call is ignored).
+    pub(crate) fn pin_in(&self, pins: Pins) {
+        let _ = self.pins.set(pins);
+    }
+
+    /// Where tool definitions are pinned, if anywhere.
+    pub(crate) fn pins(&self) -> Option<&Pins> {
+        self.pins.get()
+    }
+
     pub(crate) fn tokens(&self, spec: &McpServerSpec) -> Option<Arc<TokenSource>> {
         let McpTransport::Http {
             oauth: Some(grant), ..

@@ -12,6 +12,7 @@ use agentplane_engine::ports::Ensemble;
 
 use super::connection;
 use super::ensemble::McpEnsemble;
+use super::pins::Pins;
 use super::pool::Pool;
 use super::shared::Shared;
 use super::spec::McpServerSpec;
@@ -75,8 +76,9 @@ impl McpServers {
             .map(|spec| {
                 let spec = Arc::clone(spec);
                 let tokens = self.pool.tokens(&spec);
+                let pins = self.pool.pins().cloned();
                 tokio::spawn(async move {
-                    match connection::connect(&spec, tokens).await {
+                    match connection::connect(&spec, tokens, pins.as_ref()).await {
                         Ok(connection) => {
                             let tools = connection.catalog().specs.clone();
                             connection.close().await;
@@ -101,6 +103,18 @@ impl McpServers {
         reports
     }
 
+    /// Pins the servers' tool definitions in `pins` from now on (`super::pins`); set
+    /// once, before the first connection.
+    pub fn pin_in(&self, pins: Pins) {
+        self.pool.pin_in(pins);
+    }
+
+    /// Ends the gateway's connection to `server`, so that its next use lists the tools
+    /// again (after an admin approved a changed definition).
+    pub async fn forget(&self, server: &str) {
+        self.shared.forget(server).await;
+    }
+
     /// Whether `server` is configured.
     pub fn has(&self, server: &str) -> bool {
         self.specs.contains_key(server)
@@ -113,7 +127,9 @@ impl McpServers {
             .specs
             .get(server)
             .ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
-        self.shared.tools(spec, self.pool.tokens(spec)).await
+        self.shared
+            .tools(spec, self.pool.tokens(spec), self.pool.pins())
+            .await
     }
 
     /// One tool of `server` (by its `mcp__SERVER__TOOL` name) over its shared connection.
@@ -122,7 +138,9 @@ impl McpServers {
             .specs
             .get(server)
             .ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
-        self.shared.tool(spec, self.pool.tokens(spec), tool).await
+        self.shared
+            .tool(spec, self.pool.tokens(spec), self.pool.pins(), tool)
+            .await
     }
 
     /// Calls `tool` (its `mcp__SERVER__TOOL` name) on `server` over its shared
@@ -141,7 +159,14 @@ impl McpServers {
             ));
         };
         self.shared
-            .call(spec, self.pool.tokens(spec), tool, arguments, timeout)
+            .call(
+                spec,
+                self.pool.tokens(spec),
+                self.pool.pins(),
+                tool,
+                arguments,
+                timeout,
+            )
             .await
     }
 

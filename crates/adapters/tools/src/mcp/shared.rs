@@ -15,6 +15,7 @@ use tokio::sync::Mutex;
 
 use super::connection::{self, Connection};
 use super::oauth::TokenSource;
+use super::pins::Pins;
 use super::spec::McpServerSpec;
 
 /// The most a gateway tool result may hold, in bytes; past it the text is cut.
@@ -41,6 +42,7 @@ impl Shared {
         &self,
         spec: &Arc<McpServerSpec>,
         tokens: Option<Arc<TokenSource>>,
+        pins: Option<&Pins>,
     ) -> Result<Arc<Connection>, String> {
         let slot = self.slot(&spec.name);
         let mut slot = slot.lock().await;
@@ -53,7 +55,7 @@ impl Shared {
                 stale.close().await;
             }
         }
-        let connection = Arc::new(connection::connect(spec, tokens).await?);
+        let connection = Arc::new(connection::connect(spec, tokens, pins).await?);
         *slot = Some(Arc::clone(&connection));
         Ok(connection)
     }
@@ -63,18 +65,29 @@ impl Shared {
         &self,
         spec: &Arc<McpServerSpec>,
         tokens: Option<Arc<TokenSource>>,
+        pins: Option<&Pins>,
     ) -> Result<Vec<ToolSpec>, String> {
-        Ok(self.connection(spec, tokens).await?.catalog().specs.clone())
+        Ok(self
+            .connection(spec, tokens, pins)
+            .await?
+            .catalog()
+            .specs
+            .clone())
     }
 
     /// One tool of `spec`'s server by its prefixed name.
+    /// `Err` names why the tool is quarantined, when it is.
     pub(crate) async fn tool(
         &self,
         spec: &Arc<McpServerSpec>,
         tokens: Option<Arc<TokenSource>>,
+        pins: Option<&Pins>,
         tool: &str,
     ) -> Result<Option<ToolSpec>, String> {
-        let connection = self.connection(spec, tokens).await?;
+        let connection = self.connection(spec, tokens, pins).await?;
+        if let Some(reason) = connection.catalog().quarantined(tool) {
+            return Err(quarantined(&spec.name, tool, reason));
+        }
         Ok(connection
             .catalog()
             .specs
@@ -88,14 +101,21 @@ impl Shared {
         &self,
         spec: &Arc<McpServerSpec>,
         tokens: Option<Arc<TokenSource>>,
+        pins: Option<&Pins>,
         tool: &str,
         arguments: Value,
         timeout: Duration,
     ) -> Result<ToolOutput, ToolError> {
         let connection = self
-            .connection(spec, tokens)
+            .connection(spec, tokens, pins)
             .await
             .map_err(|reason| ToolError::new(ToolErrorKind::ExecutionFailed, reason))?;
+        if let Some(reason) = connection.catalog().quarantined(tool) {
+            return Err(ToolError::new(
+                ToolErrorKind::NotAllowed,
+                quarantined(&spec.name, tool, reason),
+            ));
+        }
         let Some(name) = connection.catalog().server_name(tool) else {
             return Err(ToolError::new(
                 ToolErrorKind::UnknownTool,
@@ -112,6 +132,16 @@ impl Shared {
         connection.call(name, arguments, timeout, OUTPUT_CAP).await
     }
 
+    /// Ends the shared connection of `server`, if there is one: the next use connects
+    /// and lists again (a definition approved since is offered).
+    pub(crate) async fn forget(&self, server: &str) {
+        let slot = self.slot(server);
+        let stale = slot.lock().await.take();
+        if let Some(stale) = stale {
+            stale.close().await;
+        }
+    }
+
     /// Ends every shared connection.
     pub(crate) async fn shutdown(&self) {
         let slots: Vec<_> = {
@@ -124,4 +154,9 @@ impl Shared {
             }
         }
     }
+}
+
+/// A quarantined tool's refusal.
+pub(crate) fn quarantined(server: &str, tool: &str, reason: &str) -> String {
+    format!("the tool `{tool}` of MCP server `{server}` is quarantined: {reason}")
 }

@@ -23,6 +23,22 @@ pub struct McpServerSpec {
     pub idle_timeout: Duration,
     /// Which of the server's tools are offered at all (by the server's own names).
     pub tools: ToolFilter,
+    /// What a tool whose definition changed since it was approved becomes.
+    pub pin: PinMode,
+}
+
+/// `[mcp.servers.NAME] pin`: what happens to a tool whose definition (name,
+/// description, schemas, annotations) differs from the one first seen or last approved
+/// (`super::pins`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PinMode {
+    /// Quarantined: neither listed nor callable until an admin approves the change.
+    #[default]
+    Strict,
+    /// Listed and callable; the change is reported all the same.
+    Warn,
+    /// Definitions are not pinned.
+    Off,
 }
 
 /// `include` / `exclude` name patterns (`*` wildcards) on a server's own tool names: a
@@ -209,6 +225,7 @@ mod tests {
             call_timeout: None,
             idle_timeout: Duration::ZERO,
             tools: Default::default(),
+            pin: PinMode::Strict,
         }
     }
 

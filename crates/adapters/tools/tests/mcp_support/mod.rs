@@ -108,6 +108,7 @@ pub fn spec(name: &str, transport: McpTransport) -> McpServerSpec {
         call_timeout: None,
         idle_timeout: Duration::ZERO,
         tools: Default::default(),
+        pin: Default::default(),
     }
 }
 

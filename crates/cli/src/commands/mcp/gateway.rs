@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use agentplane_runtime::{Config, RuntimeError, mcp_relay, replicas, server_address};
+use agentplane_runtime::{Config, RuntimeError, mcp_relay, replicas};
 use agentplane_server::{GatewayConnect, serve_gateway_bridge};
 use clap::Args;
 
@@ -39,20 +39,10 @@ pub async fn run(config: Option<&Path>, args: GatewayArgs) -> Exit {
         Err(e) => return crate::commands::failed_to_start(&RuntimeError::from(e)),
     };
     if args.server.has_key() || replicas::held_by_a_server(&loaded.store) {
-        let server = args.server.or_found_at(|| found(&loaded));
+        let server = args.server.located(&loaded);
         return relay(&server).await;
     }
     on_stdio(config, None, Served::Gateway).await
-}
-
-/// The running server's URL: the address it recorded, else `[server] listen`.
-fn found(config: &Config) -> String {
-    server_address::read(config).unwrap_or_else(|| {
-        match config.server.listen.parse::<std::net::SocketAddr>() {
-            Ok(addr) => server_address::url_of(addr),
-            Err(_) => format!("http://{}", config.server.listen),
-        }
-    })
 }
 
 /// Serves the running server's gateway on stdio, until stdin closes or a signal.

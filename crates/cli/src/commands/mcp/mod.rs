@@ -1,9 +1,11 @@
 //! `agentplane mcp`: the configured MCP servers (`list`), agentplane itself as an MCP
-//! server on stdio (`serve`), and the MCP gateway on stdio (`gateway`).
+//! server on stdio (`serve`), the MCP gateway on stdio (`gateway`), and the pinned
+//! definitions of upstream tools (`tools`).
 
 pub mod gateway;
 pub mod list;
 pub mod serve;
+pub mod tools;
 
 use std::path::Path;
 
@@ -25,6 +27,8 @@ enum McpCommand {
     Serve(serve::ServeArgs),
     /// Serve the MCP gateway ([mcp.gateway] servers, governed) on stdin/stdout.
     Gateway(gateway::GatewayArgs),
+    /// Pinned tool definitions: list them, and approve a changed one.
+    Tools(tools::ToolsArgs),
 }
 
 pub async fn run(config: Option<&Path>, args: McpArgs) -> Exit {
@@ -32,5 +36,6 @@ pub async fn run(config: Option<&Path>, args: McpArgs) -> Exit {
         McpCommand::List(args) => list::run(config, args).await,
         McpCommand::Serve(args) => serve::run(config, args).await,
         McpCommand::Gateway(args) => gateway::run(config, args).await,
+        McpCommand::Tools(args) => tools::run(config, args).await,
     }
 }

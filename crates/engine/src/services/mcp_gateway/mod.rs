@@ -193,7 +193,26 @@ impl McpGateway {
             client: caller.client(),
             roles: &roles,
         };
-        let Some(tool) = find_tool(upstreams.as_ref(), caller.client(), name).await else {
+        let found = match find_tool(upstreams.as_ref(), caller.client(), name).await {
+            Ok(found) => found,
+            Err(reason) => {
+                // A tool that is there but may not be called (quarantined): refused,
+                // and recorded as every refusal is.
+                let server = name.split_once("__").map_or(name, |(server, _)| server);
+                let finished = unanswered("denied", reason);
+                self.record_mcp_call(
+                    &McpCallId::new(),
+                    &who,
+                    (server, &format!("mcp__{name}")),
+                    &finished,
+                    None,
+                    false,
+                )
+                .await?;
+                return Ok(GatewayCall::Answered(finished.answer));
+            }
+        };
+        let Some(tool) = found else {
             // The names `tools/list` shows, no more: a tool denied outright is not
             // named here either.
             let callable = self.callable(upstreams, &who).await;
@@ -511,7 +530,7 @@ impl McpGateway {
             .clone()
             .ok_or_else(|| "the MCP gateway offers no servers any more".to_owned())?;
         let tool = find_tool(upstreams.as_ref(), &approval.client_id, &snapshot.tool)
-            .await
+            .await?
             .filter(|t| t.governed() == approval.tool)
             .ok_or_else(|| format!("`{}` is no longer offered", snapshot.tool))?;
         Ok((upstreams, tool))
@@ -559,13 +578,19 @@ impl McpGateway {
 
 /// The offered tool `name` (`SERVER__TOOL`) for `client`. Server names never hold
 /// `__`, so the server is what precedes the first one.
-async fn find_tool(upstreams: &dyn McpUpstreams, client: &str, name: &str) -> Option<GatewayTool> {
-    let (server, _) = name.split_once("__")?;
+async fn find_tool(
+    upstreams: &dyn McpUpstreams,
+    client: &str,
+    name: &str,
+) -> Result<Option<GatewayTool>, String> {
+    let Some((server, _)) = name.split_once("__") else {
+        return Ok(None);
+    };
     let governed = format!("mcp__{name}");
-    upstreams
+    Ok(upstreams
         .tool(client, server, &governed)
-        .await
-        .map(GatewayTool::of)
+        .await?
+        .map(GatewayTool::of))
 }
 
 fn unanswered(status: &'static str, text: String) -> Finished {
