@@ -4,18 +4,32 @@
 use agentplane_core::{EventPayload, PermissionId, ThreadId, TurnId};
 use agentplane_engine::ports::{
     AuditStore, EventStore, ExecutionStore, KeyStore, NewPermission, NewThread, ResponseStore,
-    VersionStore,
+    ToolPinStore, VersionStore,
 };
 use async_trait::async_trait;
 
 /// A store under test: every port the contract covers.
 pub trait Store:
-    EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + ResponseStore + 'static
+    EventStore
+    + ExecutionStore
+    + VersionStore
+    + AuditStore
+    + KeyStore
+    + ResponseStore
+    + ToolPinStore
+    + 'static
 {
 }
 
 impl<T> Store for T where
-    T: EventStore + ExecutionStore + VersionStore + AuditStore + KeyStore + ResponseStore + 'static
+    T: EventStore
+        + ExecutionStore
+        + VersionStore
+        + AuditStore
+        + KeyStore
+        + ResponseStore
+        + ToolPinStore
+        + 'static
 {
 }
 

@@ -24,6 +24,7 @@ pub mod record_chains;
 pub mod replicas;
 pub mod responses;
 pub mod threads;
+pub mod tool_pins;
 pub mod turns;
 pub mod versions;
 
@@ -78,6 +79,7 @@ macro_rules! store_contract {
             mcp_calls::charged_calls_count_in_costs,
             mcp_calls::recorded_mcp_calls_cannot_be_changed_or_deleted,
             responses::a_kept_response_is_found_by_its_client_only_and_never_changes,
+            tool_pins::a_pin_round_trips_exactly_and_is_replaced_whole,
             model_calls::calls_are_summed_with_turn_costs_under_the_same_filters,
             model_calls::an_id_is_recorded_once_and_extremes_are_clamped,
             model_calls::recorded_calls_cannot_be_changed_or_deleted,
