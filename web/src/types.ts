@@ -172,4 +172,6 @@ export interface PinnedTool {
   approved_by?: string | null;
   /** What changed, field by field. */
   diff?: string | null;
+  /** What the description screen finds in the definition last listed. */
+  findings?: string[];
 }

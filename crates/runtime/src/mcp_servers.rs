@@ -99,6 +99,14 @@ pub fn mcp_specs(config: &Config) -> Vec<McpServerSpec> {
                 settings::mcp::McpPin::Warn => agentplane_tools::mcp::PinMode::Warn,
                 settings::mcp::McpPin::Off => agentplane_tools::mcp::PinMode::Off,
             },
+            screen: match server.screen {
+                settings::mcp::McpScreen::Flag => agentplane_tools::mcp::ScreenMode::Flag,
+                settings::mcp::McpScreen::Strip => agentplane_tools::mcp::ScreenMode::Strip,
+                settings::mcp::McpScreen::Quarantine => {
+                    agentplane_tools::mcp::ScreenMode::Quarantine
+                }
+                settings::mcp::McpScreen::Off => agentplane_tools::mcp::ScreenMode::Off,
+            },
         })
         .collect()
 }

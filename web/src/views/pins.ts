@@ -1,6 +1,7 @@
 // Upstream MCP tools' pinned definitions (ADR 0062), under the MCP gateway's log: the
 // tools whose definition changed since it was approved — quarantined under
-// `pin = "strict"` — with what changed, each with an Approve button (an admin's act;
+// `pin = "strict"` — or that the description screen flagged, with what changed and what
+// the screen found, each with an Approve button (an admin's act;
 // it approves exactly the definition shown, by its hash), and how many tools are
 // pinned as approved. Read on opening and on Refresh. Tool names and diffs come from
 // upstream servers: text only.
@@ -31,13 +32,15 @@ export function pinsSection(): PinsSection {
   }
 
   function show(tools: PinnedTool[]): void {
-    const changed = tools.filter((t) => t.status === "changed");
+    // A changed definition, or one the description screen flagged that no person
+    // approved yet.
+    const changed = tools.filter((t) => t.status === "changed" || ((t.findings?.length ?? 0) > 0 && !t.approved_by));
     const pinned = tools.length - changed.length;
     const summary = h(
       "p",
       { class: "pins-total" },
       `${pinned} ${pinned === 1 ? "tool" : "tools"} pinned as approved`,
-      changed.length ? ` · ${changed.length} changed since` : "",
+      changed.length ? ` · ${changed.length} to look at` : "",
     );
     if (!changed.length) {
       replace(out, summary);
@@ -63,8 +66,9 @@ export function pinsSection(): PinsSection {
     return h(
       "li",
       { "data-pin": `${tool.server}/${tool.tool}`, "data-status": tool.status },
-      h("div", null, h("code", null, `${tool.server}__${tool.tool}`), " ", h("span", { class: "badge denied" }, "changed"), tool.changed_at ? h("span", { class: "muted small" }, " since ", h("time", { datetime: tool.changed_at }, when(tool.changed_at))) : ""),
+      h("div", null, h("code", null, `${tool.server}__${tool.tool}`), " ", h("span", { class: "badge denied" }, tool.status === "changed" ? "changed" : "flagged"), tool.changed_at ? h("span", { class: "muted small" }, " since ", h("time", { datetime: tool.changed_at }, when(tool.changed_at))) : ""),
       h("div", { class: "detail small" }, tool.diff ?? ""),
+      tool.findings?.length ? h("div", { class: "small" }, "description screen: ", tool.findings.join("; ")) : "",
       h("div", { class: "muted small" }, "held back under pin = \"strict\" (offered under \"warn\") until approved · seen ", h("code", null, tool.seen_hash.slice(0, 12))),
       approve,
     );

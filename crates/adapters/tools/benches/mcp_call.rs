@@ -80,6 +80,7 @@ async fn run(calls: usize, node: String, script: String) {
         idle_timeout: Duration::ZERO,
         tools: Default::default(),
         pin: Default::default(),
+        screen: Default::default(),
     }]);
     let ensemble = servers
         .ensemble("ev", &ThreadId::new())

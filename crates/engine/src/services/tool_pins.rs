@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::error::HubError;
 use crate::identity::{Access, AsCaller};
-use crate::ports::tool_pins::definition_diff;
+use crate::ports::tool_pins::{definition_diff, screen_definition};
 use crate::ports::{McpUpstreams, ToolPin, ToolPinStore};
 use crate::services::identity::Identity;
 
@@ -36,6 +36,8 @@ pub struct PinView {
     /// What changed, field by field, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
+    /// What the description screen finds in the definition last seen.
+    pub findings: Vec<String>,
     pub approved: Value,
     pub seen: Value,
 }
@@ -46,6 +48,7 @@ impl PinView {
         Self {
             status: if changed { "changed" } else { "pinned" },
             diff: changed.then(|| definition_diff(&pin.approved, &pin.seen)),
+            findings: screen_definition(&pin.seen),
             server: pin.server,
             tool: pin.tool,
             approved_hash: pin.approved_hash,
@@ -106,7 +109,7 @@ impl ToolPins {
 
     /// Approves the definition last seen of `server`'s `tool`. With `hash`, only if
     /// that is still the definition seen (what the admin looked at); `Conflict`
-    /// otherwise. Approving a tool that has not changed changes nothing.
+    /// otherwise. A definition a person approved already stays as it is.
     pub async fn approve(
         &self,
         caller: &(impl AsCaller + ?Sized),
@@ -133,7 +136,9 @@ impl ToolPins {
                 pin.seen_hash
             )));
         }
-        if !pin.changed() {
+        // Nothing to do for a definition a person approved already; one pinned at first
+        // sight is approved now (clearing the description screen's quarantine).
+        if !pin.changed() && pin.approved_by.is_some() {
             return Ok(PinView::of(pin));
         }
         let approved = ToolPin {

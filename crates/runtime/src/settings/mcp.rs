@@ -72,6 +72,23 @@ pub struct McpServerConfig {
     /// `warn` (listed, the change reported) or `off` (not pinned).
     #[serde(default)]
     pub pin: McpPin,
+    /// What the description screen does with a tool whose definition holds hidden
+    /// characters, text aimed at the model or an overlong description: `flag` (the
+    /// default: a security event), `strip` (hidden characters removed too),
+    /// `quarantine` (held back until an admin approves it) or `off`.
+    #[serde(default)]
+    pub screen: McpScreen,
+}
+
+/// `[mcp.servers.NAME] screen`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpScreen {
+    #[default]
+    Flag,
+    Strip,
+    Quarantine,
+    Off,
 }
 
 /// `[mcp.servers.NAME] pin`.
@@ -136,6 +153,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("exclude", &self.exclude)
             .field("oauth", &self.oauth)
             .field("pin", &self.pin)
+            .field("screen", &self.screen)
             .finish()
     }
 }

@@ -48,6 +48,9 @@ pub(crate) struct PinnedToolView {
     /// What changed, field by field.
     #[serde(skip_serializing_if = "Option::is_none")]
     diff: Option<String>,
+    /// What the description screen finds in the definition last listed (hidden
+    /// characters, text aimed at the model, an overlong description).
+    findings: Vec<String>,
     /// The approved definition: name, title, description, inputSchema, outputSchema,
     /// annotations.
     #[schema(value_type = Object)]
@@ -69,6 +72,7 @@ impl From<PinView> for PinnedToolView {
             changed_at: pin.changed_at,
             approved_by: pin.approved_by,
             diff: pin.diff,
+            findings: pin.findings,
             approved: pin.approved,
             seen: pin.seen,
         }

@@ -39,4 +39,6 @@ mod stdio;
 
 pub use pins::{DefinitionChanged, Pins};
 pub use servers::{McpServers, ServerReport};
-pub use spec::{ClientAuth, McpServerSpec, McpTransport, OAuthClient, PinMode, ToolFilter};
+pub use spec::{
+    ClientAuth, McpServerSpec, McpTransport, OAuthClient, PinMode, ScreenMode, ToolFilter,
+};

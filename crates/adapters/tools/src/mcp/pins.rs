@@ -8,6 +8,13 @@
 //! offered all the same. An admin's approval makes the seen definition the approved one
 //! (`agentplane_engine::services::tool_pins`).
 //!
+//! Before pinning, the description screen (`screen_definition`: hidden characters, text
+//! aimed at the model, overlong descriptions, in every string of the definition) runs on
+//! each tool: under `[mcp.servers.NAME] screen = "flag"` (the default) a finding is a
+//! `security_event` of type `tool_description_flagged`; `"strip"` also removes hidden
+//! characters before anyone sees the tool; `"quarantine"` holds a flagged tool back
+//! until an admin approves its definition as it is; `"off"` screens nothing.
+//!
 //! Fail closed: under `strict`, a store that cannot be read or written fails the
 //! connection (nothing unchecked is offered).
 
@@ -15,13 +22,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentplane_core::policy::Timestamp;
-use agentplane_engine::ports::tool_pins::{DEFINITION_FIELDS, definition_diff};
+use agentplane_engine::ports::tool_pins::{
+    DEFINITION_FIELDS, definition_diff, screen_definition, strip_hidden,
+};
 use agentplane_engine::ports::{ToolPin, ToolPinStore};
 use rmcp::model::Tool;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::spec::{McpServerSpec, PinMode};
+use super::spec::{McpServerSpec, PinMode, ScreenMode};
 
 /// Called with the server and tool of each change when it is first seen (a metric).
 pub type DefinitionChanged = Arc<dyn Fn(&str, &str) + Send + Sync>;
@@ -77,47 +86,63 @@ pub fn hash_of(definition: &Value) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `tools` of `spec`'s server after its pins (see the module's comment).
+/// `tools` of `spec`'s server after the description screen and its pins (see the
+/// module's comment).
 pub(crate) async fn admit(
     spec: &McpServerSpec,
     tools: Vec<Tool>,
     pins: Option<&Pins>,
 ) -> Result<Admitted, String> {
-    let Some(pins) = pins.filter(|_| spec.pin != PinMode::Off) else {
-        return Ok(Admitted {
-            tools,
-            quarantined: Vec::new(),
-        });
-    };
+    let pins = pins.filter(|_| spec.pin != PinMode::Off);
     let unchecked = |e: agentplane_engine::ports::StoreError| {
         format!("its tools' pinned definitions could not be checked: {e}")
     };
-    let known: HashMap<String, ToolPin> = match pins.store.tool_pins(Some(&spec.name)).await {
-        Ok(known) => known.into_iter().map(|p| (p.tool.clone(), p)).collect(),
-        Err(e) if spec.pin == PinMode::Warn => {
-            tracing::warn!(server = %spec.name, "{}", unchecked(e));
-            HashMap::new()
-        }
-        Err(e) => return Err(unchecked(e)),
+    let known: HashMap<String, ToolPin> = match pins {
+        None => HashMap::new(),
+        Some(pins) => match pins.store.tool_pins(Some(&spec.name)).await {
+            Ok(known) => known.into_iter().map(|p| (p.tool.clone(), p)).collect(),
+            Err(e) if spec.pin == PinMode::Warn => {
+                tracing::warn!(server = %spec.name, "{}", unchecked(e));
+                HashMap::new()
+            }
+            Err(e) => return Err(unchecked(e)),
+        },
     };
     let mut admitted = Admitted::default();
     for tool in tools {
         if !spec.tools.offers(&tool.name) {
             continue;
         }
+        let tool = screened(spec, tool);
         let definition = definition_of(&tool);
+        let findings = if spec.screen == ScreenMode::Off {
+            Vec::new()
+        } else {
+            screen_definition(&definition)
+        };
+        let Some(pins) = pins else {
+            if !findings.is_empty() {
+                flagged(spec, &tool.name, &findings);
+            }
+            match quarantined_for(spec, &tool.name, &findings, None) {
+                Some(reason) => admitted.quarantined.push((tool.name.to_string(), reason)),
+                None => admitted.tools.push(tool),
+            }
+            continue;
+        };
         let hash = hash_of(&definition);
         let now = Timestamp::now().to_string();
+        let known = known.get(tool.name.as_ref());
         // What to store, and why the tool is quarantined (if it is).
-        let (update, quarantine) = match known.get(tool.name.as_ref()) {
+        let (update, changed_reason) = match known {
             None => (
                 Some(ToolPin {
                     server: spec.name.clone(),
                     tool: tool.name.to_string(),
                     approved_hash: hash.clone(),
                     approved: definition.clone(),
-                    seen_hash: hash,
-                    seen: definition,
+                    seen_hash: hash.clone(),
+                    seen: definition.clone(),
                     first_seen_at: now,
                     changed_at: None,
                     approved_by: None,
@@ -150,13 +175,23 @@ pub(crate) async fn admit(
                 });
                 let update = fresh.then(|| ToolPin {
                     seen_hash: hash.clone(),
-                    seen: definition,
+                    seen: definition.clone(),
                     changed_at: Some(now),
                     ..pin.clone()
                 });
                 (update, reason)
             }
         };
+        // Findings are reported when a definition is first seen or seen changed.
+        if update.is_some() && !findings.is_empty() {
+            flagged(spec, &tool.name, &findings);
+        }
+        // An admin's approval of exactly this definition clears the screen's findings.
+        let approved_as_is = known
+            .filter(|p| p.approved_hash == hash)
+            .and_then(|p| p.approved_by.as_deref());
+        let quarantine =
+            changed_reason.or_else(|| quarantined_for(spec, &tool.name, &findings, approved_as_is));
         if let Some(update) = update
             && let Err(e) = pins.store.put_tool_pin(&update).await
         {
@@ -171,6 +206,50 @@ pub(crate) async fn admit(
         }
     }
     Ok(admitted)
+}
+
+/// `tool` with its hidden characters removed under `screen = "strip"`.
+fn screened(spec: &McpServerSpec, tool: Tool) -> Tool {
+    if spec.screen != ScreenMode::Strip {
+        return tool;
+    }
+    let Ok(value) = serde_json::to_value(&tool) else {
+        return tool;
+    };
+    serde_json::from_value(strip_hidden(&value)).unwrap_or(tool)
+}
+
+/// Why a tool with `findings` is quarantined under `screen = "quarantine"`, unless an
+/// admin approved its definition as it is.
+fn quarantined_for(
+    spec: &McpServerSpec,
+    tool: &str,
+    findings: &[String],
+    approved_by: Option<&str>,
+) -> Option<String> {
+    (spec.screen == ScreenMode::Quarantine && !findings.is_empty() && approved_by.is_none()).then(
+        || {
+            format!(
+                "its definition failed the description screen ({}); an admin who has read it \
+                 approves it with `agentplane mcp tools approve {} {tool}`",
+                findings.join("; "),
+                spec.name
+            )
+        },
+    )
+}
+
+/// Reports what the description screen found in a tool's definition.
+fn flagged(spec: &McpServerSpec, tool: &str, findings: &[String]) {
+    tracing::warn!(
+        target: "agentplane::security",
+        event_type = "tool_description_flagged",
+        server = %spec.name,
+        tool,
+        screen = ?spec.screen,
+        detail = %findings.join("; "),
+        "security_event"
+    );
 }
 
 /// Reports a change seen for the first time: the security event and the hook.

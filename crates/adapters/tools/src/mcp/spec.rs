@@ -25,6 +25,24 @@ pub struct McpServerSpec {
     pub tools: ToolFilter,
     /// What a tool whose definition changed since it was approved becomes.
     pub pin: PinMode,
+    /// What the description screen does with a finding.
+    pub screen: ScreenMode,
+}
+
+/// `[mcp.servers.NAME] screen`: what the description screen (`super::pins`) does with a
+/// tool whose definition holds hidden characters, text aimed at the model or an
+/// overlong description.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScreenMode {
+    /// Reported (a `security_event`); the tool is offered as it is.
+    #[default]
+    Flag,
+    /// Reported, and hidden characters removed before anyone sees the tool.
+    Strip,
+    /// Reported, and held back until an admin approves the definition as it is.
+    Quarantine,
+    /// Not screened.
+    Off,
 }
 
 /// `[mcp.servers.NAME] pin`: what happens to a tool whose definition (name,
@@ -226,6 +244,7 @@ mod tests {
             idle_timeout: Duration::ZERO,
             tools: Default::default(),
             pin: PinMode::Strict,
+            screen: ScreenMode::Flag,
         }
     }
 

@@ -109,6 +109,7 @@ pub fn spec(name: &str, transport: McpTransport) -> McpServerSpec {
         idle_timeout: Duration::ZERO,
         tools: Default::default(),
         pin: Default::default(),
+        screen: Default::default(),
     }
 }
 
