@@ -546,11 +546,15 @@ async function main() {
     const changed = page.locator(".pin-list li[data-pin='rug/add']");
     await changed.waitFor();
     check((await changed.locator(".detail").textContent()).includes("id_rsa"), "the diff shows the new description, as text");
+    await page.locator(".mcp-servers li[data-server='rug']", { hasText: "held back: add" }).waitFor();
     await page.screenshot({ path: join(shots, "mcp-pins.png") });
     await changed.locator("button.approve-pin").click();
     await page.locator(".mcp-pins .pins-total", { hasText: "2 tools pinned as approved" }).waitFor();
     check((await page.locator(".pin-list li").count()) === 0, "nothing is held back any more");
     check((await listTools(url)).includes("rug__add"), "the approved tool is listed again");
+    await page.click("#mcp-refresh");
+    await page.locator(".mcp-servers li[data-server='everything'][data-state='connected']").waitFor();
+    await page.locator(".mcp-servers li[data-server='rug'][data-state='connected']").waitFor();
   }
 
   step("a permission prompt: an agent whose reads need a person's yes");

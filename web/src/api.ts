@@ -5,7 +5,7 @@
 // an API key acts as its own client) and, when a credential is set,
 // `Authorization: Bearer`. Nothing else in the UI calls fetch().
 
-import type { McpCall, PinnedTool } from "./types";
+import type { McpCall, McpServerState, PinnedTool } from "./types";
 
 const CLIENT_KEY = "agentplane.clientId";
 const TOKEN_KEY = "agentplane.token";
@@ -119,6 +119,12 @@ export async function stream(method: string, path: string, body: unknown, signal
 export async function mcpCalls(limit: number): Promise<McpCall[]> {
   const { calls } = await call<{ calls: McpCall[] }>("GET", `/v1/mcp/calls?limit=${encodeURIComponent(String(limit))}`);
   return calls;
+}
+
+/** Where each server the MCP gateway offers stands, in configuration order. */
+export async function mcpServers(): Promise<McpServerState[]> {
+  const { servers } = await call<{ servers: McpServerState[] }>("GET", "/v1/mcp/servers");
+  return servers;
 }
 
 /** Upstream MCP tools' pinned definitions, changed ones first. */

@@ -175,3 +175,15 @@ export interface PinnedTool {
   /** What the description screen finds in the definition last listed. */
   findings?: string[];
 }
+
+/** Where a server the MCP gateway offers stands (`GET /v1/mcp/servers`). `error` comes
+ * from the upstream: shown as text only. */
+export interface McpServerState {
+  server: string;
+  /** `connected`, `failing` or `not_connected`. */
+  state: string;
+  error?: string | null;
+  since?: string | null;
+  tools: number;
+  quarantined: string[];
+}

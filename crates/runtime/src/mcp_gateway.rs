@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use agentplane_core::ToolErrorKind;
-use agentplane_engine::ports::{McpUpstreams, ToolError, ToolOutput, UpstreamTool};
+use agentplane_engine::ports::{McpUpstreams, ToolError, ToolOutput, UpstreamState, UpstreamTool};
 use agentplane_tools::mcp::McpServers;
 use async_trait::async_trait;
 use serde_json::Value;
@@ -57,16 +57,12 @@ impl McpUpstreams for GatewayUpstreams {
         client: &str,
         server: &str,
         tool: &str,
-    ) -> Result<Option<UpstreamTool>, String> {
+    ) -> Result<Option<UpstreamTool>, ToolError> {
         if !self.servers.iter().any(|s| s == server) || self.scope(client, server).is_err() {
             return Ok(None);
         }
-        let found = match self.mcp.shared_tool(server, tool).await {
-            Ok(found) => found,
-            // Quarantined: named, so the caller hears why.
-            Err(reason) if reason.contains(" is quarantined: ") => return Err(reason),
-            Err(_) => None,
-        };
+        // Quarantined, or the server cannot be reached: named, so the caller hears why.
+        let found = self.mcp.shared_tool(server, tool).await?;
         Ok(found.map(|spec| UpstreamTool {
             server: server.to_owned(),
             spec,
@@ -75,6 +71,35 @@ impl McpUpstreams for GatewayUpstreams {
 
     async fn refresh(&self, server: &str) {
         self.mcp.forget(server).await;
+    }
+
+    async fn states(&self) -> Vec<UpstreamState> {
+        self.servers
+            .iter()
+            .map(|server| match self.mcp.shared_state(server) {
+                None => UpstreamState {
+                    server: server.clone(),
+                    state: "not_connected".into(),
+                    error: None,
+                    since: None,
+                    tools: 0,
+                    quarantined: Vec::new(),
+                },
+                Some(state) => UpstreamState {
+                    server: server.clone(),
+                    state: if state.error.is_some() {
+                        "failing"
+                    } else {
+                        "connected"
+                    }
+                    .into(),
+                    error: state.error,
+                    since: Some(state.since),
+                    tools: state.tools,
+                    quarantined: state.quarantined,
+                },
+            })
+            .collect()
     }
 
     async fn call(

@@ -332,6 +332,7 @@ fn build(
         .routes(routes!(permissions::resolve))
         .routes(routes!(crate::routes::approvals::list))
         .routes(routes!(crate::routes::mcp_calls::list))
+        .routes(routes!(crate::routes::mcp_servers::list))
         .routes(routes!(crate::routes::mcp_tools::list))
         .routes(routes!(crate::routes::mcp_tools::approve))
         .routes(routes!(

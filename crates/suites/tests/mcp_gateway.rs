@@ -1077,3 +1077,134 @@ async fn an_approval_decided_on_either_replica_answers_the_waiting_client_once()
     drop((a, b));
     agentplane_suites::postgres::drop_database(&postgres, &name).await;
 }
+
+/// One JSON-RPC request to `/gateway/mcp` as `CLIENT` in a fresh 2025-06-18 session:
+/// the answer's `result`.
+async fn gateway_request(served: &Served, method: &str, params: Value) -> Value {
+    let http = reqwest::Client::new();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(format!("{}/gateway/mcp", served.base))
+            .header("X-Client-ID", agentplane_suites::CLIENT)
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18");
+        }
+        request.send()
+    };
+    let init = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "suites", "version": "1"}}}),
+        None,
+    )
+    .await
+    .expect("initialize");
+    let session = init
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session")
+        .to_owned();
+    let _ = init.bytes().await;
+    let _ = post(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        Some(&session),
+    )
+    .await
+    .expect("initialized");
+    let answer = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params}),
+        Some(&session),
+    )
+    .await
+    .expect("request")
+    .text()
+    .await
+    .expect("text");
+    std::iter::once(answer.as_str())
+        .chain(answer.lines().filter_map(|l| l.strip_prefix("data:")))
+        .filter_map(|m| serde_json::from_str::<Value>(m.trim()).ok())
+        .find(|m| m["id"] == 2)
+        .map(|m| m["result"].clone())
+        .unwrap_or_else(|| panic!("no answer to {method}: {answer}"))
+}
+
+#[tokio::test]
+async fn an_upstream_that_is_down_is_named_in_the_list_the_state_and_the_call() {
+    let model = ScriptedServer::start(Scenario::new(vec![]))
+        .await
+        .expect("model");
+    let sb = sandbox(&format!(
+        "[mcp.servers.everything]\n{}cwd = \"servers\"\n\
+         [mcp.servers.down]\ncommand = \"sh\"\nargs = [\"-c\", \"echo the database is gone >&2; exit 1\"]\n\
+         [mcp.gateway]\nservers = [\"everything\", \"down\"]\n",
+        peers::mcp_everything_toml()
+    ));
+    std::fs::create_dir_all(sb.root.join("servers")).expect("servers dir");
+    let served = start(&sb, &model.base_url(), &[]).await;
+    let before = agentplane_suites::api(&served, reqwest::Method::GET, "/v1/mcp/servers")
+        .send()
+        .await
+        .expect("GET")
+        .json::<Value>()
+        .await
+        .expect("JSON");
+    assert_eq!(before["servers"][1]["state"], "not_connected", "{before}");
+
+    // The list keeps the servers that answer and names the one that did not.
+    let listed = gateway_request(&served, "tools/list", json!({})).await;
+    let names = tool_names(&listed);
+    assert!(names.contains(&"everything__echo".to_owned()), "{listed}");
+    assert!(!names.iter().any(|n| n.starts_with("down__")), "{listed}");
+    let unavailable = &listed["_meta"]["io.agentplane/unavailable"];
+    assert_eq!(unavailable[0]["server"], "down", "{listed}");
+    assert!(
+        unavailable[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the database is gone")),
+        "{listed}"
+    );
+    // A call of its tool says which server and why, and is in the log.
+    let called = gateway_request(
+        &served,
+        "tools/call",
+        json!({"name": "down__query", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(called["isError"], true, "{called}");
+    let said = text_of(&called);
+    assert!(
+        said.contains("`down`") && said.contains("did not start"),
+        "{called}"
+    );
+    let state = agentplane_suites::api(&served, reqwest::Method::GET, "/v1/mcp/servers")
+        .send()
+        .await
+        .expect("GET")
+        .json::<Value>()
+        .await
+        .expect("JSON");
+    assert_eq!(state["servers"][0]["server"], "everything", "{state}");
+    assert_eq!(state["servers"][0]["state"], "connected", "{state}");
+    assert!(state["servers"][0]["tools"].as_u64() > Some(5), "{state}");
+    assert_eq!(state["servers"][1]["state"], "failing", "{state}");
+    assert!(
+        state["servers"][1]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the database is gone")),
+        "{state}"
+    );
+    let log = agentplane_suites::api(&served, reqwest::Method::GET, "/v1/mcp/calls")
+        .send()
+        .await
+        .expect("GET")
+        .json::<Value>()
+        .await
+        .expect("JSON");
+    assert_eq!(log["calls"][0]["status"], "error", "{log}");
+    assert_eq!(log["calls"][0]["server"], "down", "{log}");
+}

@@ -6,9 +6,9 @@
 // pinned as approved. Read on opening and on Refresh. Tool names and diffs come from
 // upstream servers: text only.
 
-import { ApiError, approveTool, pinnedTools } from "../api";
+import { ApiError, approveTool, mcpServers, pinnedTools } from "../api";
 import { h, replace, when } from "../dom";
-import type { PinnedTool } from "../types";
+import type { McpServerState, PinnedTool } from "../types";
 import { announce, clearError, showError } from "../ui";
 
 export interface PinsSection {
@@ -18,11 +18,14 @@ export interface PinsSection {
 
 export function pinsSection(): PinsSection {
   const out = h("div", { class: "mcp-pins", "aria-busy": "true" }, h("p", { class: "muted" }, "Loading…"));
+  const servers = h("ul", { class: "mcp-servers" });
 
   async function load(): Promise<void> {
     out.setAttribute("aria-busy", "true");
     try {
-      show(await pinnedTools());
+      const [states, tools] = await Promise.all([mcpServers(), pinnedTools()]);
+      replace(servers, ...states.map(serverItem));
+      show(tools);
     } catch (e) {
       const what = e instanceof ApiError ? `${e.code}: ${e.message}` : String((e as Error)?.message ?? e);
       replace(out, h("p", { class: "load-error", "data-state": "error" }, `The pinned tools could not be read (${what}).`));
@@ -47,6 +50,20 @@ export function pinsSection(): PinsSection {
       return;
     }
     replace(out, summary, h("ul", { class: "pin-list" }, changed.map(item)));
+  }
+
+  function serverItem(s: McpServerState): HTMLElement {
+    const badge = s.state === "connected" ? "ok" : s.state === "failing" ? "error" : "other";
+    return h(
+      "li",
+      { "data-server": s.server, "data-state": s.state },
+      h("code", null, s.server),
+      " ",
+      h("span", { class: `badge ${badge}` }, s.state.replace(/_/g, " ")),
+      s.state === "connected" ? ` · ${s.tools} ${s.tools === 1 ? "tool" : "tools"}` : "",
+      s.quarantined.length ? ` · held back: ${s.quarantined.join(", ")}` : "",
+      s.error ? h("div", { class: "detail small" }, s.error) : "",
+    );
   }
 
   function item(tool: PinnedTool): HTMLElement {
@@ -77,7 +94,9 @@ export function pinsSection(): PinsSection {
   return {
     el: h(
       "section",
-      { class: "pins", "aria-label": "Pinned tool definitions" },
+      { class: "pins", "aria-label": "Upstream servers and pinned tool definitions" },
+      h("h3", null, "Upstream servers"),
+      servers,
       h("h3", null, "Pinned tool definitions"),
       h("p", { class: "muted" }, "An upstream tool whose description or schema changed after it was first listed is held back until an admin approves the new definition."),
       out,

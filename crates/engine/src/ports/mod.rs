@@ -28,7 +28,7 @@ pub use executions::{
 };
 pub use external::{Availability, ExternalAgent};
 pub use keys::{KeyRecord, KeyStore, NewKey, TokenVerifier, VerifiedToken};
-pub use mcp_gateway::{McpUpstreams, UpstreamTool};
+pub use mcp_gateway::{McpUpstreams, UpstreamState, UpstreamTool};
 pub use model::{
     Capabilities, ChatModel, EmbeddingRequest, Embeddings, ModelError, ModelInfo, TextSink,
 };

@@ -30,6 +30,9 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use super::call;
 use super::caller::Caller;
 
+/// The `_meta` key of a tool list naming the offered servers that could not be reached.
+const UNAVAILABLE_META: &str = "io.agentplane/unavailable";
+
 /// How often a waiting request looks for the decision, and a task's suggested poll.
 const POLL: Duration = Duration::from_millis(250);
 /// Progress is sent at most this often while a request waits.
@@ -111,9 +114,26 @@ impl ServerHandler for GatewayTools {
             .tools(&client)
             .await
             .map_err(call::error_data)?;
-        Ok(ListToolsResult::with_all_items(
-            tools.iter().map(tool_of).collect(),
-        ))
+        let mut listed = ListToolsResult::with_all_items(tools.iter().map(tool_of).collect());
+        // A list that shrank says why: the servers that could not be reached.
+        let failing: Vec<serde_json::Value> = self
+            .gateway
+            .servers(&client)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| s.state == "failing")
+            .map(|s| serde_json::json!({"server": s.server, "error": s.error}))
+            .collect();
+        if !failing.is_empty() {
+            let mut meta = JsonObject::new();
+            meta.insert(
+                UNAVAILABLE_META.to_owned(),
+                serde_json::Value::Array(failing),
+            );
+            listed.meta = Some(rmcp::model::MetaObject(meta));
+        }
+        Ok(listed)
     }
 
     async fn call_tool(

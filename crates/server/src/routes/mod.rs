@@ -13,6 +13,7 @@ pub(crate) mod gateway;
 pub(crate) mod health;
 pub(crate) mod keys;
 pub(crate) mod mcp_calls;
+pub(crate) mod mcp_servers;
 pub(crate) mod mcp_tools;
 pub(crate) mod metrics;
 pub(crate) mod permissions;

@@ -29,6 +29,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/policies/explain"),
     ("get", "/v1/costs"),
     ("get", "/v1/mcp/calls"),
+    ("get", "/v1/mcp/servers"),
     ("get", "/v1/mcp/tools"),
     ("post", "/v1/mcp/tools/{server}/{tool}/approve"),
     ("post", "/v1/executions"),

@@ -83,6 +83,8 @@ const SHARED: &[&str] = &[
     // Upstream tools' pinned definitions: configuration, not a client's object (listing
     // needs `viewer`, approving `admin`; tested in `mcp_pins.rs`).
     "/v1/mcp/tools",
+    // The gateway's upstreams as this replica sees them: configuration, not an object.
+    "/v1/mcp/servers",
     "/v1/mcp/tools/{server}/{tool}/approve",
     "/v1/threads",
     "/v1/approvals",

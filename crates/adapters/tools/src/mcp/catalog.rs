@@ -80,6 +80,17 @@ impl Catalog {
         }
     }
 
+    /// The quarantined tools by the server's names (`prefix` taken off), sorted.
+    pub(crate) fn quarantined_names(&self, prefix: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .quarantined
+            .keys()
+            .map(|k| k.strip_prefix(prefix).unwrap_or(k).to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Why the prefixed tool is quarantined, if it is.
     pub(crate) fn quarantined(&self, prefixed: &str) -> Option<&str> {
         self.quarantined.get(prefixed).map(String::as_str)

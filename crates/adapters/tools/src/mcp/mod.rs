@@ -39,6 +39,7 @@ mod stdio;
 
 pub use pins::{DefinitionChanged, Pins};
 pub use servers::{McpServers, ServerReport};
+pub use shared::SharedState;
 pub use spec::{
     ClientAuth, McpServerSpec, McpTransport, OAuthClient, PinMode, ScreenMode, ToolFilter,
 };

@@ -14,7 +14,7 @@ use super::connection;
 use super::ensemble::McpEnsemble;
 use super::pins::Pins;
 use super::pool::Pool;
-use super::shared::Shared;
+use super::shared::{Shared, SharedState};
 use super::spec::McpServerSpec;
 
 /// The configured servers, and the pool of connections kept for threads. Cheap to
@@ -115,6 +115,11 @@ impl McpServers {
         self.shared.forget(server).await;
     }
 
+    /// Where the gateway's connection to `server` stands; `None` before any attempt.
+    pub fn shared_state(&self, server: &str) -> Option<SharedState> {
+        self.shared.state(server)
+    }
+
     /// Whether `server` is configured.
     pub fn has(&self, server: &str) -> bool {
         self.specs.contains_key(server)
@@ -132,12 +137,16 @@ impl McpServers {
             .await
     }
 
-    /// One tool of `server` (by its `mcp__SERVER__TOOL` name) over its shared connection.
-    pub async fn shared_tool(&self, server: &str, tool: &str) -> Result<Option<ToolSpec>, String> {
-        let spec = self
-            .specs
-            .get(server)
-            .ok_or_else(|| format!("no MCP server `{server}` is configured"))?;
+    /// One tool of `server` (by its `mcp__SERVER__TOOL` name) over its shared connection;
+    /// `Err` when it cannot be called now (the server unreachable, the tool quarantined).
+    pub async fn shared_tool(
+        &self,
+        server: &str,
+        tool: &str,
+    ) -> Result<Option<ToolSpec>, agentplane_engine::ports::ToolError> {
+        let Some(spec) = self.specs.get(server) else {
+            return Ok(None);
+        };
         self.shared
             .tool(spec, self.pool.tokens(spec), self.pool.pins(), tool)
             .await

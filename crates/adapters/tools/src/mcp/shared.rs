@@ -24,10 +24,23 @@ const OUTPUT_CAP: usize = 1024 * 1024;
 /// A server's live connection, if any; locked while one is made.
 type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
 
-/// One slot per server.
+/// Where a server's shared connection stands, as its last attempt left it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedState {
+    /// Why the last attempt failed; `None`: connected.
+    pub error: Option<String>,
+    /// When (RFC 3339).
+    pub since: String,
+    /// The tools offered, and those held back, by the server's names.
+    pub tools: usize,
+    pub quarantined: Vec<String>,
+}
+
+/// One slot per server, and where each stands.
 #[derive(Default)]
 pub(crate) struct Shared {
     slots: std::sync::Mutex<HashMap<String, Slot>>,
+    states: std::sync::Mutex<HashMap<String, SharedState>>,
 }
 
 impl Shared {
@@ -55,9 +68,38 @@ impl Shared {
                 stale.close().await;
             }
         }
-        let connection = Arc::new(connection::connect(spec, tokens, pins).await?);
+        let connected = connection::connect(spec, tokens, pins).await;
+        let since = agentplane_core::policy::Timestamp::now().to_string();
+        let state = match &connected {
+            Ok(connection) => SharedState {
+                error: None,
+                since,
+                tools: connection.catalog().specs.len(),
+                quarantined: connection.catalog().quarantined_names(&spec.tool_prefix()),
+            },
+            Err(reason) => SharedState {
+                error: Some(reason.clone()),
+                since,
+                tools: 0,
+                quarantined: Vec::new(),
+            },
+        };
+        self.states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(spec.name.clone(), state);
+        let connection = Arc::new(connected?);
         *slot = Some(Arc::clone(&connection));
         Ok(connection)
+    }
+
+    /// Where `server`'s shared connection stands; `None` before any attempt.
+    pub(crate) fn state(&self, server: &str) -> Option<SharedState> {
+        self.states
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(server)
+            .cloned()
     }
 
     /// The tools of `spec`'s server, named `mcp__SERVER__TOOL`.
@@ -76,17 +118,24 @@ impl Shared {
     }
 
     /// One tool of `spec`'s server by its prefixed name.
-    /// `Err` names why the tool is quarantined, when it is.
+    /// `Err` says why the tool cannot be called now: the server cannot be reached
+    /// (`ExecutionFailed`), or the tool is quarantined (`NotAllowed`).
     pub(crate) async fn tool(
         &self,
         spec: &Arc<McpServerSpec>,
         tokens: Option<Arc<TokenSource>>,
         pins: Option<&Pins>,
         tool: &str,
-    ) -> Result<Option<ToolSpec>, String> {
-        let connection = self.connection(spec, tokens, pins).await?;
+    ) -> Result<Option<ToolSpec>, ToolError> {
+        let connection = self
+            .connection(spec, tokens, pins)
+            .await
+            .map_err(|reason| ToolError::new(ToolErrorKind::ExecutionFailed, reason))?;
         if let Some(reason) = connection.catalog().quarantined(tool) {
-            return Err(quarantined(&spec.name, tool, reason));
+            return Err(ToolError::new(
+                ToolErrorKind::NotAllowed,
+                quarantined(&spec.name, tool, reason),
+            ));
         }
         Ok(connection
             .catalog()

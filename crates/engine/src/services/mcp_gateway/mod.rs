@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use agentplane_core::policy::Timestamp;
 use agentplane_core::{
-    ApprovalId, ApprovalOutcome, EventPayload, McpCallId, StopReason, ThreadId, TurnId,
+    ApprovalId, ApprovalOutcome, EventPayload, McpCallId, StopReason, ThreadId, ToolErrorKind,
+    TurnId,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -28,7 +29,7 @@ use crate::governance::rules::PolicyExplanation;
 use crate::identity::{Access, AsCaller, Caller};
 use crate::ports::{
     ApprovalRecord, ApprovalStatus, McpCallQuery, McpCallRecord, McpUpstreams, NewApproval,
-    NewThread,
+    NewThread, ToolError, UpstreamState,
 };
 use crate::services::identity::Identity;
 use crate::turn::{self, TurnDeps};
@@ -175,6 +176,20 @@ impl McpGateway {
         self.gateway_of(upstreams).callable(who, tools)
     }
 
+    /// Where each offered server stands (connected, failing and why, quarantined
+    /// tools), in configuration order; empty when the gateway offers none.
+    pub async fn servers(
+        &self,
+        caller: &(impl AsCaller + ?Sized),
+    ) -> Result<Vec<UpstreamState>, HubError> {
+        self.identity
+            .require(caller, Access::Read, "reading the MCP gateway's servers")?;
+        Ok(match &self.upstreams {
+            Some(upstreams) => upstreams.states().await,
+            None => Vec::new(),
+        })
+    }
+
     /// Calls the gateway tool `name` for `caller`, governed as an agent's tool call.
     /// A refusal or a failure of the tool is an answer with `is_error`; a call that
     /// needs an approval is `Pending` on it.
@@ -195,11 +210,16 @@ impl McpGateway {
         };
         let found = match find_tool(upstreams.as_ref(), caller.client(), name).await {
             Ok(found) => found,
-            Err(reason) => {
-                // A tool that is there but may not be called (quarantined): refused,
-                // and recorded as every refusal is.
+            Err(why) => {
+                // A tool that cannot be called now (quarantined: refused; its server
+                // unreachable: failed), recorded as every call is, naming why.
                 let server = name.split_once("__").map_or(name, |(server, _)| server);
-                let finished = unanswered("denied", reason);
+                let status = if why.kind == ToolErrorKind::NotAllowed {
+                    "denied"
+                } else {
+                    "error"
+                };
+                let finished = unanswered(status, why.message);
                 self.record_mcp_call(
                     &McpCallId::new(),
                     &who,
@@ -530,7 +550,8 @@ impl McpGateway {
             .clone()
             .ok_or_else(|| "the MCP gateway offers no servers any more".to_owned())?;
         let tool = find_tool(upstreams.as_ref(), &approval.client_id, &snapshot.tool)
-            .await?
+            .await
+            .map_err(|why| why.message)?
             .filter(|t| t.governed() == approval.tool)
             .ok_or_else(|| format!("`{}` is no longer offered", snapshot.tool))?;
         Ok((upstreams, tool))
@@ -582,7 +603,7 @@ async fn find_tool(
     upstreams: &dyn McpUpstreams,
     client: &str,
     name: &str,
-) -> Result<Option<GatewayTool>, String> {
+) -> Result<Option<GatewayTool>, ToolError> {
     let Some((server, _)) = name.split_once("__") else {
         return Ok(None);
     };
