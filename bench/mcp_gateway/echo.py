@@ -59,9 +59,12 @@ async def main(args: argparse.Namespace) -> dict:
     targets = [g.split("=", 3) for g in args.gateway]
     samples: dict[str, list[float]] = {name: [] for name, _, _, _ in targets}
     cpu: dict[str, float] = {name: 0.0 for name, _, _, _ in targets}
-    for _ in range(args.rounds):
+    for round_no in range(args.rounds):
         direct += await calls(args.direct, "echo", {}, args.calls, args.mode)
-        for name, url, pid, key in targets:
+        # Each round reverses the order of the gateways: the one measured first after
+        # the direct calls was slower whatever ran in it (an A/A run showed it).
+        order = targets if round_no % 2 == 0 else list(reversed(targets))
+        for name, url, pid, key in order:
             before = cpu_seconds(int(pid))
             auth = {"Authorization": f"Bearer {key}"}
             samples[name] += await calls(url, "everything__echo", auth, args.calls, args.mode)
