@@ -59,17 +59,55 @@ pub fn withdraw(config: &Config, addr: SocketAddr) {
     }
 }
 
-/// The URL the file names, when there is one that looks like an address.
+/// The URL the file names, when it names a loopback address: the file is read by
+/// commands that send a key or token there, so a file planted to name another host is
+/// ignored (with a warning), as is anything that is not `http://IP:PORT`.
 pub fn read(config: &Config) -> Option<String> {
     let text = std::fs::read_to_string(path(config)).ok()?;
-    let url = text.trim();
-    let rest = url.strip_prefix("http://")?;
-    (!rest.is_empty() && rest.len() < 64 && !rest.contains(['/', '@', ' '])).then(|| url.to_owned())
+    let url = loopback_url(&text);
+    if url.is_none() {
+        tracing::warn!(path = %path(config).display(),
+            "the recorded server address is not a loopback http://IP:PORT; ignored");
+    }
+    url
+}
+
+/// `text` as a loopback `http://IP:PORT` URL, if it is one.
+fn loopback_url(text: &str) -> Option<String> {
+    text.trim()
+        .strip_prefix("http://")
+        .and_then(|rest| rest.parse::<SocketAddr>().ok())
+        .filter(|addr| addr.ip().is_loopback())
+        .map(url_of)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_loopback_address_is_read_back() {
+        assert_eq!(
+            loopback_url("http://127.0.0.1:9001\n").as_deref(),
+            Some("http://127.0.0.1:9001")
+        );
+        assert_eq!(
+            loopback_url("http://[::1]:9001").as_deref(),
+            Some("http://[::1]:9001")
+        );
+        for hostile in [
+            "http://10.0.0.5:8686",
+            "http://0.0.0.0:8686",
+            "http://evil.example:80",
+            "http://127.0.0.1:9001/steal",
+            "http://user@127.0.0.1:9001",
+            "https://127.0.0.1:9001",
+            "",
+            "\u{0}",
+        ] {
+            assert_eq!(loopback_url(hostile), None, "{hostile:?}");
+        }
+    }
 
     #[test]
     fn unspecified_addresses_are_reached_on_loopback() {

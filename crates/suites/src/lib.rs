@@ -261,6 +261,16 @@ pub fn api(served: &Served, method: reqwest::Method, path: &str) -> reqwest::Req
         .header("X-Client-ID", CLIENT)
 }
 
+/// `GET path` as `CLIENT`: the JSON of its 200 answer.
+pub async fn get_json(served: &Served, path: &str) -> Value {
+    let response = api(served, reqwest::Method::GET, path)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 200, "GET {path}");
+    response.json().await.expect("JSON")
+}
+
 pub async fn create_thread(served: &Served, sb: &Sandbox, agent: &str, title: &str) -> String {
     create_thread_in(served, &sb.workspace, agent, title).await
 }

@@ -1146,13 +1146,7 @@ async fn an_upstream_that_is_down_is_named_in_the_list_the_state_and_the_call() 
     ));
     std::fs::create_dir_all(sb.root.join("servers")).expect("servers dir");
     let served = start(&sb, &model.base_url(), &[]).await;
-    let before = agentplane_suites::api(&served, reqwest::Method::GET, "/v1/mcp/servers")
-        .send()
-        .await
-        .expect("GET")
-        .json::<Value>()
-        .await
-        .expect("JSON");
+    let before = agentplane_suites::get_json(&served, "/v1/mcp/servers").await;
     assert_eq!(before["servers"][1]["state"], "not_connected", "{before}");
 
     // The list keeps the servers that answer and names the one that did not.
@@ -1181,13 +1175,7 @@ async fn an_upstream_that_is_down_is_named_in_the_list_the_state_and_the_call() 
         said.contains("`down`") && said.contains("did not start"),
         "{called}"
     );
-    let state = agentplane_suites::api(&served, reqwest::Method::GET, "/v1/mcp/servers")
-        .send()
-        .await
-        .expect("GET")
-        .json::<Value>()
-        .await
-        .expect("JSON");
+    let state = agentplane_suites::get_json(&served, "/v1/mcp/servers").await;
     assert_eq!(state["servers"][0]["server"], "everything", "{state}");
     assert_eq!(state["servers"][0]["state"], "connected", "{state}");
     assert!(state["servers"][0]["tools"].as_u64() > Some(5), "{state}");
@@ -1198,13 +1186,7 @@ async fn an_upstream_that_is_down_is_named_in_the_list_the_state_and_the_call() 
             .is_some_and(|e| e.contains("the database is gone")),
         "{state}"
     );
-    let log = agentplane_suites::api(&served, reqwest::Method::GET, "/v1/mcp/calls")
-        .send()
-        .await
-        .expect("GET")
-        .json::<Value>()
-        .await
-        .expect("JSON");
+    let log = agentplane_suites::get_json(&served, "/v1/mcp/calls").await;
     assert_eq!(log["calls"][0]["status"], "error", "{log}");
     assert_eq!(log["calls"][0]["server"], "down", "{log}");
 }

@@ -16,7 +16,9 @@ use std::process::Command;
 
 use agentplane_suites::attacks::{probe, script};
 use agentplane_suites::mcp::official_client_call;
-use agentplane_suites::{Sandbox, Served, api, binary, create_thread, metric_sum, sandbox, start};
+use agentplane_suites::{
+    Sandbox, Served, api, binary, create_thread, get_json, metric_sum, sandbox, start,
+};
 use agentplane_testkit::{Scenario, ScriptedServer, peers};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -89,13 +91,7 @@ fn text(answered: &Value) -> String {
 }
 
 async fn pin_of(served: &Served, tool: &str) -> Value {
-    let listed: Value = api(served, Method::GET, "/v1/mcp/tools?server=rug")
-        .send()
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON");
+    let listed = get_json(served, "/v1/mcp/tools?server=rug").await;
     listed["tools"]
         .as_array()
         .and_then(|tools| tools.iter().find(|t| t["tool"] == tool))
@@ -156,13 +152,7 @@ async fn a_changed_tool_is_quarantined_until_an_admin_approves_it() {
     assert!(diff.contains("inputSchema"), "{pin}");
     assert_eq!(pin_of(&served, "echo").await["status"], "pinned");
     // Recorded as a refusal, reported as a security event and counted.
-    let calls: Value = api(&served, Method::GET, "/v1/mcp/calls")
-        .send()
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON");
+    let calls = get_json(&served, "/v1/mcp/calls").await;
     assert_eq!(calls["calls"][0]["status"], "denied", "{calls}");
     assert!(served.stderr().contains("tool_definition_changed"));
     assert!(!served.stderr().contains("BEGIN OPENSSH"));
@@ -185,11 +175,52 @@ async fn a_changed_tool_is_quarantined_until_an_admin_approves_it() {
     );
     drop(served);
 
-    // The quarantine outlives a restart, and the change is not reported twice.
+    // The quarantine outlives a restart, and the change is not reported twice: twelve
+    // clients at once race the first connection after the restart, with the tool's
+    // name and hostile spellings of it; none reaches the upstream, each is recorded.
     let served = start(&sb, &model.base_url(), &[]).await;
+    let spellings = [
+        "rug__add",
+        "rug__add",
+        "rug__add",
+        "rug__add",
+        "rug__add",
+        "rug__add",
+        "RUG__add",
+        "rug__ADD",
+        "rug__add ",
+        "rug__add/../echo",
+        "rug____add",
+        "rug__add\u{200b}",
+    ];
+    let racing: Vec<_> = spellings
+        .iter()
+        .map(|name| {
+            let base = served.base.clone();
+            let name = (*name).to_owned();
+            tokio::spawn(async move {
+                official_client_call(&base, "/gateway/mcp", &name, &json!({"text": "1+2"})).await
+            })
+        })
+        .collect();
+    for (name, raced) in spellings.iter().zip(racing) {
+        let answered = raced.await.expect("join");
+        let refused = answered["isError"] == true || answered["error"].is_object();
+        assert!(refused, "{name:?} was answered: {answered}");
+        assert!(
+            !answered.to_string().contains("echo: 1+2"),
+            "{name:?}: {answered}"
+        );
+    }
+    let log = get_json(&served, "/v1/mcp/calls?limit=1000").await;
+    let denied = log["calls"]
+        .as_array()
+        .map_or(0, |c| c.iter().filter(|c| c["status"] == "denied").count());
+    // The earlier refusal, and the six of the quarantined tool's own name.
+    assert_eq!(denied, 7, "{log}");
+    assert!(!served.stderr().contains("tool_definition_changed"));
     let still = call(&served, "rug__add", json!({"text": "1+2"})).await;
     assert_eq!(still["isError"], true, "{still}");
-    assert!(!served.stderr().contains("tool_definition_changed"));
 
     // An approval of a definition other than the one last seen is refused.
     let seen = pin_of(&served, "add").await["seen_hash"]
@@ -309,13 +340,7 @@ async fn descriptions_with_hidden_instructions_are_flagged_stripped_or_held_back
     assert_eq!(q, "The query.", "{stripped}");
     assert!(served.stderr().contains("tool_description_flagged"));
     // The pin shows what the screen found; an admin who read it approves it as it is.
-    let pins: Value = api(&served, Method::GET, "/v1/mcp/tools?server=hidden")
-        .send()
-        .await
-        .expect("GET")
-        .json()
-        .await
-        .expect("JSON");
+    let pins = get_json(&served, "/v1/mcp/tools?server=hidden").await;
     let lookup = pins["tools"]
         .as_array()
         .and_then(|t| t.iter().find(|t| t["tool"] == "lookup"))

@@ -86,12 +86,7 @@ impl Ensemble for McpEnsemble {
                 format!("the MCP server `{}` is not connected", self.spec.name),
             ));
         };
-        if let Some(reason) = connection.catalog().quarantined(tool) {
-            return Err(ToolError::new(
-                ToolErrorKind::NotAllowed,
-                super::shared::quarantined(&self.spec.name, tool, reason),
-            ));
-        }
+        super::shared::refuse_quarantined(connection.catalog(), &self.spec.name, tool)?;
         let Some(server_name) = connection.catalog().server_name(tool) else {
             return Err(crate::call::unknown_tool(&self.spec.name, tool));
         };

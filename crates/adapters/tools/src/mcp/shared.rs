@@ -131,12 +131,7 @@ impl Shared {
             .connection(spec, tokens, pins)
             .await
             .map_err(|reason| ToolError::new(ToolErrorKind::ExecutionFailed, reason))?;
-        if let Some(reason) = connection.catalog().quarantined(tool) {
-            return Err(ToolError::new(
-                ToolErrorKind::NotAllowed,
-                quarantined(&spec.name, tool, reason),
-            ));
-        }
+        refuse_quarantined(connection.catalog(), &spec.name, tool)?;
         Ok(connection
             .catalog()
             .specs
@@ -159,12 +154,7 @@ impl Shared {
             .connection(spec, tokens, pins)
             .await
             .map_err(|reason| ToolError::new(ToolErrorKind::ExecutionFailed, reason))?;
-        if let Some(reason) = connection.catalog().quarantined(tool) {
-            return Err(ToolError::new(
-                ToolErrorKind::NotAllowed,
-                quarantined(&spec.name, tool, reason),
-            ));
-        }
+        refuse_quarantined(connection.catalog(), &spec.name, tool)?;
         let Some(name) = connection.catalog().server_name(tool) else {
             return Err(ToolError::new(
                 ToolErrorKind::UnknownTool,
@@ -205,7 +195,19 @@ impl Shared {
     }
 }
 
-/// A quarantined tool's refusal.
-pub(crate) fn quarantined(server: &str, tool: &str, reason: &str) -> String {
-    format!("the tool `{tool}` of MCP server `{server}` is quarantined: {reason}")
+/// `NotAllowed` when `catalog` holds `tool` (its prefixed name) back, naming why: the
+/// one refusal of a quarantined tool, for the gateway's lookup and call and an agent's
+/// call.
+pub(crate) fn refuse_quarantined(
+    catalog: &super::catalog::Catalog,
+    server: &str,
+    tool: &str,
+) -> Result<(), ToolError> {
+    match catalog.quarantined(tool) {
+        Some(reason) => Err(ToolError::new(
+            ToolErrorKind::NotAllowed,
+            format!("the tool `{tool}` of MCP server `{server}` is quarantined: {reason}"),
+        )),
+        None => Ok(()),
+    }
 }
